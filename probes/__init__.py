@@ -1,0 +1,1 @@
+"""Probes: the only code in triage that reads the system. Each returns a ProbeResult, never raises."""

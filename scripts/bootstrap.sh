@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Create .venv and install triage into it. Idempotent: a second run only re-installs
+# when pyproject.toml changed.
+#
+# torch: on a host without an NVIDIA GPU we install the CPU build (TORCH_SPEC, default
+# torch==2.13.0) so pip never pulls the multi-GB CUDA wheels. On a GPU host, bring your own
+# CUDA torch: install it into .venv first (or set TORCH_SPEC), and this script keeps it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+stamp="$VENV/.triage-installed"
+
+if [ -f "$stamp" ] && [ "$stamp" -nt pyproject.toml ] && "$VENV/bin/python" -c "import triage, torch" 2>/dev/null; then
+  exit 0
+fi
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
+  echo "triage needs Python >= 3.10 (found $("$PYTHON" --version 2>&1)); set PYTHON=python3.11" >&2
+  exit 2
+fi
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+  echo "bootstrap: installing $TORCH_SPEC (CPU build unless you installed CUDA torch yourself)" >&2
+  "$VENV/bin/python" -m pip install -q "$TORCH_SPEC"
+fi
+echo "bootstrap: installing triage and its dev tools into $VENV" >&2
+"$VENV/bin/python" -m pip install -q -e ".[dev]"
+touch "$stamp"

@@ -1,0 +1,47 @@
+"""Shared test fixtures: schema validation, GPU skipping, and report factories."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from triage.report_io import load_schema, to_dict
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if _cuda_available():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU with CUDA torch; none on this host")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def report_validator():
+    schema = load_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+
+    def validate(report_or_dict):
+        data = report_or_dict if isinstance(report_or_dict, dict) else to_dict(report_or_dict)
+        # Through real JSON, as a consumer would read it.
+        data = json.loads(json.dumps(data))
+        errors = sorted(validator.iter_errors(data), key=lambda e: list(e.path))
+        assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors[:10])
+        return data
+
+    return validate

@@ -1,0 +1,18 @@
+from triage.redact import REDACTED, redact_argv, redact_env, redact_text
+
+
+def test_argv_flags_with_secrets_are_hidden():
+    argv = ["vllm", "serve", "m", "--api-key", "sk-abcdefghijklmnopqrstuv", "--hf-token=hf_abcdefghijklmnop",
+            "--max-num-seqs", "256"]
+    out = redact_argv(argv)
+    assert out == ["vllm", "serve", "m", "--api-key", REDACTED, f"--hf-token={REDACTED}", "--max-num-seqs", "256"]
+
+
+def test_env_secrets_are_hidden_and_others_kept():
+    env = redact_env({"HF_TOKEN": "hf_zzzzzzzzzzzzzzzz", "OPENAI_API_KEY": "x", "CUDA_VISIBLE_DEVICES": "0"})
+    assert env == {"HF_TOKEN": REDACTED, "OPENAI_API_KEY": REDACTED, "CUDA_VISIBLE_DEVICES": "0"}
+
+
+def test_free_text_tokens_are_hidden():
+    text = redact_text("Authorization: Bearer abcdefghijklmnop and sk-1234567890abcdef api_key=hunter22")
+    assert "abcdefghijklmnop" not in text and "sk-1234567890abcdef" not in text and "hunter22" not in text

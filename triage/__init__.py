@@ -1,0 +1,7 @@
+"""triage: why is my LLM inference slow, and what do I change?"""
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("triage")
+except PackageNotFoundError:  # running from a checkout without an install
+    __version__ = "0.1.0"

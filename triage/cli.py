@@ -1,0 +1,40 @@
+"""The typer app. Each command lives in triage/commands/<name>.py and is registered here with one line."""
+from __future__ import annotations
+
+import typer
+
+from triage import __version__
+from triage.cli_support import SETTINGS
+
+app = typer.Typer(
+    name="triage",
+    help="Why is my LLM inference slow, and what do I change? "
+         "Exit codes: 0 ok, 1 gate tripped, 2 could not do the job, 130 interrupted.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"triage {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks instead of one-line errors."),
+    no_color: bool = typer.Option(False, "--no-color", help="No colour (NO_COLOR is honoured too)."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    SETTINGS.debug = debug
+    SETTINGS.no_color = no_color
+
+
+# Command registration: one line per command module.
+
+
+def main() -> None:
+    app(prog_name="triage")

@@ -1,0 +1,109 @@
+"""The one error funnel and output sink shared by every command.
+
+Commands return an exit code (0 ok, 1 gate tripped); errors become one line on stderr with the
+contract's exit codes; a traceback reaches the user only with --debug.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import click
+import typer
+from rich.console import Console
+
+from triage import __version__
+from triage.errors import EXIT_CANNOT, EXIT_INTERRUPTED, TriageError, UsageError
+from triage.model import HostInfo, Report, ReportKind, Target
+from triage.redact import redact_argv
+
+
+@dataclass
+class Settings:
+    debug: bool = False
+    no_color: bool = False
+
+
+SETTINGS = Settings()
+
+
+def console(stderr: bool = False, width: int | None = None) -> Console:
+    no_color = SETTINGS.no_color or "NO_COLOR" in os.environ
+    return Console(stderr=stderr, no_color=no_color, highlight=False, width=width,
+                   soft_wrap=False, force_terminal=None if not no_color else False)
+
+
+def error(message: str) -> None:
+    console(stderr=True).print(f"[bold red]triage: error:[/] {message}", markup=True, highlight=False)
+
+
+def warn(message: str) -> None:
+    console(stderr=True).print(f"[yellow]triage: warning:[/] {message}", markup=True, highlight=False)
+
+
+def funnel(fn: Callable[..., int | None]) -> Callable[..., None]:
+    """Wrap a command: its return value is the exit code; errors map to the contract's codes."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            code = fn(*args, **kwargs)
+        except (typer.Exit, click.exceptions.Exit, click.ClickException):
+            raise
+        except TriageError as e:
+            if SETTINGS.debug:
+                raise
+            error(str(e))
+            raise typer.Exit(e.exit_code) from None
+        except (KeyboardInterrupt, click.exceptions.Abort):
+            console(stderr=True).print("triage: interrupted", markup=False)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except Exception as e:
+            if SETTINGS.debug:
+                raise
+            error(f"unexpected {type(e).__name__}: {e}. Re-run with --debug for the traceback, "
+                  "and please report it.")
+            raise typer.Exit(EXIT_CANNOT) from None
+        raise typer.Exit(int(code or 0))
+
+    return wrapper
+
+
+def new_report(kind: ReportKind, host: HostInfo, target: Target | None = None, **fields: Any) -> Report:
+    return Report(
+        kind=kind,
+        triage_version=__version__,
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        command=tuple(redact_argv(["triage", *sys.argv[1:]])),
+        host=host,
+        target=target or Target(),
+        **fields,
+    )
+
+
+FORMATS = ("text", "json", "markdown")
+
+
+def emit(report: Report, json_path: Path | None, fmt: str = "text") -> None:
+    """Write the report to --json FILE (if given) and show it: rich text, Markdown, or JSON on stdout."""
+    from triage import render
+    from triage.report_io import dumps, write_report
+
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
+    if json_path is not None:
+        write_report(report, json_path)
+    if fmt == "json":
+        sys.stdout.write(dumps(report))
+    elif fmt == "markdown":
+        sys.stdout.write(render.markdown(report))
+    else:
+        render.console_view(report, console())
+        if json_path is not None:
+            console().print(f"report written to {json_path}", markup=False)

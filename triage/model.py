@@ -1,0 +1,184 @@
+"""The report model: frozen dataclasses that every command writes and `compare` reads.
+
+The JSON form is defined in ../shared/design/contract.md and checked by reports/schema/.
+Only triage/report_io.py turns these into JSON and back.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from probes.base import ProbeResult
+
+SCHEMA_VERSION = "1.0"
+
+
+class ReportKind(str, enum.Enum):
+    DIAGNOSE = "diagnose"
+    BENCH = "bench"
+    BASELINE = "baseline"
+    PLAN = "plan"
+    COMPARE = "compare"
+
+
+class Severity(str, enum.Enum):
+    CRITICAL = "critical"
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        """0 for critical … 4 for info: sort ascending to get most severe first."""
+        return list(Severity).index(self)
+
+    def at_least(self, other: Severity) -> bool:
+        return self.rank <= other.rank
+
+
+class Certainty(str, enum.Enum):
+    CONFIRMED = "confirmed"
+    LIKELY = "likely"
+    POSSIBLE = "possible"
+
+    @property
+    def rank(self) -> int:
+        return list(Certainty).index(self)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInfo:
+    index: int
+    name: str
+    uuid: str | None = None
+    memory_total_bytes: int | None = None
+    driver_version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostInfo:
+    hostname: str
+    os: str
+    python: str
+    cpu_model: str | None
+    num_cpus: int | None
+    memory_total_bytes: int | None
+    gpus: tuple[GpuInfo, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    url: str | None = None
+    engine: str | None = None  # vllm|sglang|tgi|reference|openai-compatible|None
+    engine_version: str | None = None
+    model: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    text: str
+    commands: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    code: str
+    name: str
+    severity: Severity
+    certainty: Certainty
+    title: str
+    message: str
+    evidence: dict[str, Any]
+    fix: Fix
+    references: tuple[str, ...] = ()
+    # Codes of findings that this one explains (a causal chain, e.g. KV001 explains SCHED003).
+    explains: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedRule:
+    code: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyStats:
+    mean: float | None
+    std: float | None
+    min: float | None
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+    max: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestCounts:
+    completed: int
+    failed: int
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientStats:
+    cpu_pct: float | None
+    event_loop_lag_ms_p99: float | None
+    achieved_concurrency: float | None
+    valid: bool
+    invalid_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BenchLevel:
+    concurrency: int | None
+    request_rate: float | None
+    duration_s: float
+    requests: RequestCounts
+    ttft_ms: LatencyStats
+    tpot_ms: LatencyStats
+    itl_ms: LatencyStats
+    e2e_ms: LatencyStats
+    output_tokens_per_s: float | None
+    total_tokens_per_s: float | None
+    requests_per_s: float | None
+    goodput_requests_per_s: float | None
+    slo_attainment_pct: float | None
+    input_tokens_mean: float | None
+    output_tokens_mean: float | None
+    client: ClientStats
+    server: dict[str, Any] | None = None
+    gpu: dict[str, Any] | None = None
+    # Per-request values for noise-aware compare: {"ttft_ms": [...], "tpot_ms": [...], "e2e_ms": [...]}.
+    samples: dict[str, list[float]] | None = None
+    # One summary per --repeat run of this level: [{"output_tokens_per_s": ..., "ttft_ms_p99": ...}, ...].
+    repeats: list[dict[str, float]] | None = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BenchSection:
+    config: dict[str, Any]
+    levels: tuple[BenchLevel, ...]
+    # Filled by the saturation analysis: the knee level and the best-goodput level.
+    summary: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    kind: ReportKind
+    triage_version: str
+    created_at: str
+    command: tuple[str, ...]
+    host: HostInfo
+    target: Target = field(default_factory=Target)
+    probes: tuple[ProbeResult, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    skipped_rules: tuple[SkippedRule, ...] = ()
+    bench: BenchSection | None = None
+    baseline: dict[str, Any] | None = None
+    plan: dict[str, Any] | None = None
+    compare: dict[str, Any] | None = None
+    schema_version: str = SCHEMA_VERSION

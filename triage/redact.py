@@ -1,0 +1,51 @@
+"""Redaction of secrets from argv, environments and free text. Nothing triage writes may carry a key."""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+REDACTED = "***"
+
+# Flags whose value is a secret: --api-key X, --api-key=X, --hf-token, --token, --password ...
+_SECRET_FLAG = re.compile(r"^--?[\w-]*(api[-_]?key|token|secret|password|passwd|auth)[\w-]*$", re.I)
+_SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
+_SECRET_TEXT = [
+    re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),
+    re.compile(r"\bhf_[A-Za-z0-9]{8,}"),
+    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-]{8,}"),
+    re.compile(r"(?i)((?:api[-_]?key|token|secret|password)\s*[=:]\s*)\S+"),
+]
+
+
+def redact_argv(argv: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        arg = str(arg)
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        flag, eq, _value = arg.partition("=")
+        if _SECRET_FLAG.match(flag):
+            if eq:
+                out.append(f"{flag}={REDACTED}")
+            else:
+                out.append(arg)
+                hide_next = True
+            continue
+        out.append(redact_text(arg))
+    return out
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: (REDACTED if _SECRET_ENV.search(k) else redact_text(v)) for k, v in env.items()}
+
+
+def redact_text(text: str) -> str:
+    for pattern in _SECRET_TEXT:
+        if pattern.groups:
+            text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
+        else:
+            text = pattern.sub(REDACTED, text)
+    return text

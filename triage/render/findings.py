@@ -1,0 +1,76 @@
+"""Header, probe status and findings: the diagnose view (also shown under bench results)."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from triage.model import Report, Severity
+from triage.render.fmt import md_table, num
+
+_SEVERITY_STYLE = {
+    Severity.CRITICAL: "bold white on red",
+    Severity.HIGH: "bold red",
+    Severity.MEDIUM: "yellow",
+    Severity.LOW: "cyan",
+    Severity.INFO: "dim",
+}
+
+
+def _target_line(report: Report) -> str:
+    t = report.target
+    bits = [b for b in (t.engine, t.engine_version, t.model, t.url) if b]
+    return " · ".join(bits) if bits else "no server target"
+
+
+def header_console(report: Report, out: Console) -> None:
+    h = report.host
+    gpus = ", ".join(g.name for g in h.gpus) or "no GPU seen"
+    out.print(f"[bold]triage {report.kind.value}[/] — {h.hostname} ({h.cpu_model or 'unknown CPU'}, {gpus})")
+    out.print(f"target: {_target_line(report)}", markup=False)
+
+
+def header_markdown(report: Report) -> str:
+    h = report.host
+    gpus = ", ".join(g.name for g in h.gpus) or "no GPU seen"
+    return (f"## triage {report.kind.value}\n\n"
+            f"- host: `{h.hostname}` ({h.cpu_model or 'unknown CPU'}, {gpus})\n"
+            f"- target: {_target_line(report)}\n- created: {report.created_at}")
+
+
+def probes_console(report: Report, out: Console) -> None:
+    table = Table(title="What triage looked at", title_justify="left")
+    table.add_column("probe")
+    table.add_column("status")
+    table.add_column("took")
+    table.add_column("note", overflow="fold")
+    for p in report.probes:
+        style = "green" if p.status.value == "ok" else "yellow"
+        table.add_row(p.name, f"[{style}]{p.status.value}[/]", f"{p.duration_s:.2f}s", p.reason or "")
+    out.print(table)
+
+
+def findings_console(report: Report, out: Console) -> None:
+    if not report.findings:
+        out.print("[green]No findings.[/] Nothing triage checks looks wrong on what it could see.")
+    for f in report.findings:
+        style = _SEVERITY_STYLE[f.severity]
+        out.print(f"\n[{style}]{f.severity.value.upper()}[/] [bold]{f.code}[/] {f.title} "
+                  f"[dim]({f.certainty.value})[/]")
+        out.print(f"  {f.message}", markup=False)
+        for key, value in f.evidence.items():
+            out.print(f"    {key} = {num(value, 2)}", markup=False)
+        out.print(f"  [bold]fix:[/] {f.fix.text}")
+        for cmd in f.fix.commands:
+            out.print(f"    $ {cmd}", markup=False)
+        if f.explains:
+            out.print(f"  explains: {', '.join(f.explains)}", markup=False)
+    if report.skipped_rules:
+        out.print(f"\n[dim]{len(report.skipped_rules)} rules skipped for missing inputs "
+                  "(see the JSON report's skipped_rules).[/]")
+
+
+def findings_markdown(report: Report) -> str:
+    if not report.findings:
+        return "### Findings\n\nNo findings."
+    rows = [[f.severity.value, f.code, f.title, f.certainty.value, f.fix.text] for f in report.findings]
+    return "### Findings\n\n" + md_table(["severity", "code", "title", "certainty", "fix"], rows)
