@@ -34,6 +34,9 @@ def _root(
 
 
 # Command registration: one line per command module.
+from triage.commands import bench as _bench  # noqa: E402
+
+app.command("bench", help="Load-test an OpenAI-compatible server (or the bundled reference engine).")(_bench.bench)
 
 
 def main() -> None:

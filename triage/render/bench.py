@@ -17,7 +17,7 @@ def level_name(level: BenchLevel) -> str:
     return f"rate={num(level.request_rate, 2)}/s"
 
 
-def _row(level: BenchLevel) -> list[str]:
+def row_cells(level: BenchLevel) -> list[str]:
     return [
         level_name(level),
         f"{level.requests.completed}/{level.requests.failed}",
@@ -34,14 +34,14 @@ def levels_console(section: BenchSection, out: Console) -> None:
     for col in COLUMNS:
         table.add_column(col, justify="right" if col not in ("level", "valid") else "left")
     for level in section.levels:
-        table.add_row(*_row(level))
+        table.add_row(*row_cells(level))
     out.print(table)
     for key, value in (section.summary or {}).items():
         out.print(f"  {key}: {value}", markup=False)
 
 
 def levels_markdown(section: BenchSection) -> str:
-    text = "### Load levels\n\n" + md_table(COLUMNS, [_row(lv) for lv in section.levels])
+    text = "### Load levels\n\n" + md_table(COLUMNS, [row_cells(lv) for lv in section.levels])
     if section.summary:
         text += "\n\n" + "\n".join(f"- {k}: {v}" for k, v in section.summary.items())
     return text
