@@ -34,6 +34,8 @@ def _root(
 
 
 # Command registration: one line per command module.
+from triage.commands import serve  # noqa: E402, I001
+app.command("serve", help="Serve the reference engine: OpenAI-compatible API, vLLM-named /metrics.")(serve.serve)
 
 
 def main() -> None:
