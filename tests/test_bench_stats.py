@@ -4,13 +4,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.factories import level
 from triage.bench.config import LevelSpec
 from triage.bench.records import RequestRecord
 from triage.bench.saturation import summary
 from triage.bench.stats import itl_ms, latency_stats, meets_slo, summarize, tpot_s
 from triage.bench.validity import ClientMeasurements, achieved_concurrency, verdict
 from triage.model import ClientStats
-from tests.factories import level
 
 CLIENT = ClientStats(cpu_pct=10.0, event_loop_lag_ms_p99=0.5, achieved_concurrency=1.0, valid=True)
 

@@ -34,9 +34,10 @@ def _root(
 
 
 # Command registration: one line per command module.
-from triage.commands import bench as _bench  # noqa: E402
-
+from triage.commands import bench as _bench  # noqa: E402, I001
 app.command("bench", help="Load-test an OpenAI-compatible server (or the bundled reference engine).")(_bench.bench)
+from triage.commands import serve  # noqa: E402, I001
+app.command("serve", help="Serve the reference engine: OpenAI-compatible API, vLLM-named /metrics.")(serve.serve)
 
 
 def main() -> None:
