@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +53,9 @@ def embedded_server(model: str = EMBEDDED_MODEL) -> Iterator[Any]:
     except ImportError as e:
         raise EngineError(f"the bundled reference engine is not available ({e}); pass --url to benchmark "
                           "a running server") from None
-    handle = start_reference_server(model, extra_args=EMBEDDED_SERVER_ARGS)
+    # Leave one core to this client: on a small host, torch's threads would otherwise starve the event loop.
+    threads = max(1, (os.cpu_count() or 2) - 1)
+    handle = start_reference_server(model, extra_args=EMBEDDED_SERVER_ARGS, env={"OMP_NUM_THREADS": str(threads)})
     try:
         yield handle
     finally:

@@ -245,7 +245,7 @@ class BenchRunner:
                 cpu_pct, _ = cpu.stop()
                 stats = verdict(spec, run.records, ClientMeasurements(
                     cpu_pct=cpu_pct, loop_lag_ms_p99=lag.p99_ms(), send_lag_ms=run.send_lag_ms,
-                    num_slot_waits=run.num_slot_waits))
+                    num_slot_waits=run.num_slot_waits, loop_lags_ms=lag.lags_ms))
                 client_stats.append(stats)
                 per_repeat.append(summarize(spec, run.records, cfg.slo, stats, keep_samples=False))
                 records.extend(run.records)

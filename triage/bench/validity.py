@@ -22,8 +22,9 @@ from triage.model import ClientStats
 
 # Thresholds, in one place. A level is invalid when any is crossed.
 MAX_CPU_PCT = 90.0                 # of one core: the event loop is near saturation
-MIN_LAG_BUDGET_MS = 5.0            # loop lag p99 allowed is max(this, LAG_FRAC_OF_TTFT x TTFT p50)
-LAG_FRAC_OF_TTFT = 0.10
+MIN_LAG_BUDGET_MS = 10.0           # loop lag p99 allowed is max(this, LAG_FRAC_OF_TTFT x TTFT p50)
+LAG_FRAC_OF_TTFT = 0.20
+MIN_LAG_EXCEEDANCES = 3            # ...and at least this many lag samples over it: one OS hiccup is not a verdict
 MIN_CONCURRENCY_FRAC = 0.90        # closed loop: achieved / target concurrency
 MIN_SEND_LAG_BUDGET_MS = 10.0      # open loop: send delay p99 allowed is max(this, SEND_LAG_FRAC x mean gap)
 SEND_LAG_FRAC = 0.10
@@ -105,6 +106,7 @@ class ClientMeasurements:
     loop_lag_ms_p99: float | None
     send_lag_ms: list[float]  # open loop only: actual minus scheduled send time
     num_slot_waits: int  # open loop only: requests that waited for a free slot (--max-in-flight)
+    loop_lags_ms: list[float] | None = None  # every lag sample, to count those over the budget
 
 
 def verdict(spec: LevelSpec, records: list[RequestRecord], m: ClientMeasurements) -> ClientStats:
@@ -116,9 +118,11 @@ def verdict(spec: LevelSpec, records: list[RequestRecord], m: ClientMeasurements
     if m.cpu_pct is not None and m.cpu_pct > MAX_CPU_PCT:
         reasons.append(f"client CPU {m.cpu_pct:.0f}% of a core > {MAX_CPU_PCT:.0f}%: the event loop was saturated")
     lag_budget = max(MIN_LAG_BUDGET_MS, LAG_FRAC_OF_TTFT * ttft_p50) if ttft_p50 is not None else MIN_LAG_BUDGET_MS
-    if m.loop_lag_ms_p99 is not None and m.loop_lag_ms_p99 > lag_budget:
-        reasons.append(f"event-loop lag p99 {m.loop_lag_ms_p99:.1f} ms > {lag_budget:.1f} ms: "
-                       "timestamps may be late by that much")
+    num_over = (sum(1 for lag in m.loop_lags_ms if lag > lag_budget) if m.loop_lags_ms is not None
+                else MIN_LAG_EXCEEDANCES)
+    if m.loop_lag_ms_p99 is not None and m.loop_lag_ms_p99 > lag_budget and num_over >= MIN_LAG_EXCEEDANCES:
+        reasons.append(f"event-loop lag p99 {m.loop_lag_ms_p99:.1f} ms > {lag_budget:.1f} ms "
+                       f"({num_over} samples over): timestamps may be late by that much")
     if spec.concurrency is not None and steady and conc is not None \
             and conc < MIN_CONCURRENCY_FRAC * spec.concurrency:
         reasons.append(f"achieved concurrency {conc:.1f} < {MIN_CONCURRENCY_FRAC:.0%} of {spec.concurrency}: "
