@@ -132,8 +132,9 @@ class Context:
     def kv_pressure(self) -> tuple[bool, dict[str, Any]]:
         """Is the server KV-limited? True/False with the evidence; MissingInput when nothing can tell.
 
-        Signals, any one is enough: KV usage >= common.kv_limited_usage_frac with requests waiting, the
-        preemption counter growing, or the log's "Maximum concurrency" below max_num_seqs.
+        Signals, any one is enough: KV usage >= common.kv_limited_usage_frac with requests waiting, or the
+        preemption counter growing. (The log's "Maximum concurrency" is computed for max_model_len-long
+        requests, so it says nothing about the real traffic and is not used.)
         """
         limit = self.th("common.kv_limited_usage_frac")
         evidence: dict[str, Any] = {}
@@ -166,16 +167,9 @@ class Context:
                     seen = True
                     if preempt > 0:
                         evidence[f"{level_label(lv)}.server.num_preemptions_delta"] = preempt
-        logs = self.snapshot.data("logs")
-        cfg = self.snapshot.data("server_config") or {}
-        if logs and logs.get("max_concurrency") is not None and cfg.get("max_num_seqs") is not None:
-            seen = True
-            if logs["max_concurrency"] < cfg["max_num_seqs"]:
-                evidence["logs.max_concurrency"] = logs["max_concurrency"]
-                evidence["server_config.max_num_seqs"] = cfg["max_num_seqs"]
         if not seen:
             raise MissingInput("cannot tell whether the server is KV-limited: no KV usage, queue or preemption "
-                               "metrics (server_metrics or bench), nor the log's maximum-concurrency line")
+                               "metrics (server_metrics or bench)")
         return bool(evidence), evidence
 
     def observed_max_total_tokens(self) -> tuple[float, str]:
