@@ -34,6 +34,9 @@ def _root(
 
 
 # Command registration: one line per command module.
+from triage.commands import rules as _rules_cmd  # noqa: E402
+
+app.add_typer(_rules_cmd.app, name="rules", help="The rule registry: `list`, or `explain CODE`.")
 
 
 def main() -> None:
