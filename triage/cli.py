@@ -38,6 +38,8 @@ from triage.commands import bench as _bench  # noqa: E402, I001
 app.command("bench", help="Load-test an OpenAI-compatible server (or the bundled reference engine).")(_bench.bench)
 from triage.commands import serve  # noqa: E402, I001
 app.command("serve", help="Serve the reference engine: OpenAI-compatible API, vLLM-named /metrics.")(serve.serve)
+from triage.commands import rules as _rules_cmd  # noqa: E402, I001
+app.add_typer(_rules_cmd.app, name="rules", help="The rule registry: `list`, or `explain CODE`.")
 
 
 def main() -> None:
