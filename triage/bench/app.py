@@ -65,9 +65,8 @@ def embedded_server(model: str = EMBEDDED_MODEL) -> Iterator[Any]:
 def evaluate_rules(section: BenchSection) -> tuple[tuple[Finding, ...], tuple[SkippedRule, ...], str | None]:
     """The rules that read bench results (BENCH*, SCHED*), run on an empty probe snapshot."""
     try:
-        from rules import evaluate
-
         from probes.base import Snapshot
+        from rules import evaluate
     except ImportError:
         return (), (), "the rules engine is not installed; no findings were computed"
     result = evaluate(Snapshot(), bench=section)
