@@ -1,12 +1,12 @@
-"""The streaming HTTP client: one request in, one RequestRecord out. It never raises for what the server
-does; every failure becomes an error kind (http_500, timeout, disconnected, malformed_sse, ...).
+"""One streaming request in, one RequestRecord out. It never raises for what the server does; every failure
+becomes an error kind (http_500, timeout, disconnected, connection_reset, malformed_sse, ...).
 
-Timestamps: `t0` is taken after the body is encoded, just before the request is handed to httpx. Each network
-read is stamped with perf_counter() the moment httpx yields it, before any parsing (see sse.py).
+Timestamps: `t0` is taken after the body is encoded, just before the request is written. Each network read is
+stamped with perf_counter() in the protocol's data_received (http.py); SSE and JSON are parsed only after the
+stream ends (sse.py), so parsing never delays a timestamp.
 """
 from __future__ import annotations
 
-import errno
 import json
 import time
 from dataclasses import dataclass
@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from triage.bench.config import Endpoint
+from triage.bench.http import ConnectionPool, HttpError
 from triage.bench.records import RequestRecord
 from triage.bench.sse import parse_stream
 from triage.bench.workload import PromptItem
@@ -43,46 +44,6 @@ def build_payload(item: PromptItem, opts: RequestOptions, max_tokens: int | None
     return payload
 
 
-def _causes(exc: BaseException, depth: int = 8) -> list[BaseException]:
-    """The exception and what it wraps (httpx -> httpcore -> anyio -> OSError)."""
-    chain = [exc]
-    while len(chain) < depth:
-        nxt = chain[-1].__cause__ or chain[-1].__context__
-        if nxt is None or nxt in chain:
-            break
-        chain.append(nxt)
-    return chain
-
-
-def classify_exception(exc: BaseException) -> str:
-    """An error kind for a transport failure."""
-    chain = _causes(exc)
-    if isinstance(exc, httpx.ConnectTimeout):
-        return "connect_timeout"
-    if isinstance(exc, httpx.PoolTimeout):
-        return "pool_timeout"
-    if isinstance(exc, httpx.TimeoutException):
-        return "timeout"
-    if isinstance(exc, httpx.ConnectError):
-        text = str(exc).lower()
-        if any(isinstance(c, ConnectionRefusedError) for c in chain) or "refused" in text \
-                or "all connection attempts" in text:
-            return "connection_refused"
-        return "connect_error"
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return "disconnected"
-    if isinstance(exc, httpx.ReadError):
-        if any(isinstance(c, ConnectionResetError) or (isinstance(c, OSError) and c.errno == errno.ECONNRESET)
-               for c in chain):
-            return "connection_reset"
-        return "read_error"
-    if isinstance(exc, httpx.WriteError):
-        return "write_error"
-    if isinstance(exc, httpx.HTTPError):
-        return "http_error"
-    return f"client_{type(exc).__name__}"
-
-
 def _error_message(status: int, body: bytes) -> str:
     try:
         obj = json.loads(body)
@@ -95,9 +56,10 @@ def _error_message(status: int, body: bytes) -> str:
     return f"HTTP {status}: {body[:200].decode('utf-8', 'replace')}"
 
 
-async def send(client: httpx.AsyncClient, item: PromptItem, opts: RequestOptions, *, level: str, repeat: int,
-               warmup: bool, epoch: float, slot_wait_s: float = 0.0) -> RequestRecord:
-    """Send one streaming request and time it. `epoch` is the run's perf_counter() origin."""
+async def send(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, *, level: str, repeat: int,
+               warmup: bool, epoch: float, timeout_s: float = 60.0, slot_wait_s: float = 0.0) -> RequestRecord:
+    """Send one streaming request and time it. `epoch` is the run's perf_counter() origin; `timeout_s` is how
+    long the server may send nothing before the request counts as a timeout."""
     body = json.dumps(build_payload(item, opts)).encode()
     pieces: list[tuple[float, bytes]] = []
     status: int | None = None
@@ -106,25 +68,22 @@ async def send(client: httpx.AsyncClient, item: PromptItem, opts: RequestOptions
     perf = time.perf_counter
     t0 = perf()
     try:
-        async with client.stream("POST", opts.endpoint.path, content=body,
-                                 headers={"content-type": "application/json"}) as resp:
-            status = resp.status_code
-            if status != 200:
-                err_body = await resp.aread()
-                return RequestRecord(end_s=perf() - t0,
-                    level=level, repeat=repeat, index=item.index, warmup=warmup, t0_s=t0 - epoch,
-                    slot_wait_s=slot_wait_s, requested_output_tokens=item.output_tokens, http_status=status,
-                    error_kind=f"http_{status}", error=_error_message(status, err_body))
-            append = pieces.append
-            async for raw in resp.aiter_raw():
-                append((perf(), raw))
-    except Exception as e:  # every transport failure becomes a kind; the run goes on
-        exc_kind, exc_text = classify_exception(e), f"{type(e).__name__}: {e}"[:300]
+        response = await pool.post_stream(opts.endpoint.path, body, timeout_s)
+        status, pieces = response.status, response.pieces
+    except HttpError as e:
+        exc_kind, exc_text = e.kind, str(e)[:300]
+        if e.response is not None:
+            status, pieces = e.response.status, e.response.pieces
+    if status is not None and status != 200:
+        return RequestRecord(
+            level=level, repeat=repeat, index=item.index, warmup=warmup, t0_s=t0 - epoch, end_s=perf() - t0,
+            slot_wait_s=slot_wait_s, requested_output_tokens=item.output_tokens, http_status=status,
+            error_kind=f"http_{status}", error=_error_message(status, b"".join(p for _, p in pieces)))
 
     result = parse_stream(pieces, chat=opts.endpoint is Endpoint.CHAT)
     error_kind, error = result.error_kind, result.error
-    if error_kind is None and exc_kind is not None:
-        error_kind, error = exc_kind, exc_text
+    if exc_kind is not None and error_kind in (None, "truncated"):
+        error_kind, error = exc_kind, exc_text  # the transport's reason beats "the stream ended early"
     if error_kind is None and not result.chunk_times:
         error_kind, error = "no_content", "the stream finished without a content chunk"
     if error_kind is None and not result.done and result.finish_reason is None:
@@ -146,15 +105,21 @@ async def send(client: httpx.AsyncClient, item: PromptItem, opts: RequestOptions
         error_kind=error_kind, error=error)
 
 
-def make_client(url: str, pool_size: int, timeout_s: float, headers: dict[str, str],
-                api_key: str | None) -> httpx.AsyncClient:
-    """One connection pool for the whole run, sized to the most requests ever in flight."""
-    all_headers = {"accept-encoding": "identity", **headers}
+def auth_headers(headers: dict[str, str], api_key: str | None) -> dict[str, str]:
+    out = dict(headers)
     if api_key:
-        all_headers["authorization"] = f"Bearer {api_key}"
-    return httpx.AsyncClient(
-        base_url=url.rstrip("/"),
-        headers=all_headers,
-        limits=httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size),
-        timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s), pool=None),
-    )
+        out["authorization"] = f"Bearer {api_key}"
+    return out
+
+
+def make_pool(url: str, pool_size: int, timeout_s: float, headers: dict[str, str],
+              api_key: str | None) -> ConnectionPool:
+    """The load's one connection pool, sized to the most requests ever in flight."""
+    return ConnectionPool(url, pool_size, connect_timeout_s=min(10.0, timeout_s),
+                          headers=auth_headers(headers, api_key))
+
+
+def make_client(url: str, timeout_s: float, headers: dict[str, str], api_key: str | None) -> httpx.AsyncClient:
+    """httpx for the few non-load requests (/v1/models, /metrics)."""
+    return httpx.AsyncClient(base_url=url.rstrip("/"), headers=auth_headers(headers, api_key),
+                             timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)))

@@ -9,11 +9,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import httpx
 import numpy as np
 
 from triage.bench.client import RequestOptions, send
 from triage.bench.config import LevelSpec
+from triage.bench.http import ConnectionPool
 from triage.bench.records import RequestRecord
 from triage.bench.workload import PromptItem
 
@@ -29,7 +29,7 @@ class LevelRun:
 
 @dataclass(frozen=True, slots=True)
 class LevelContext:
-    client: httpx.AsyncClient
+    pool: ConnectionPool
     opts: RequestOptions
     items: Sequence[PromptItem]
     epoch: float
@@ -37,6 +37,7 @@ class LevelContext:
     repeat: int = 0
     warmup: bool = False
     label: str | None = None  # the records' level name, when not the spec's (warmup)
+    timeout_s: float = 60.0
 
 
 def _item(ctx: LevelContext, i: int) -> PromptItem:
@@ -61,8 +62,8 @@ async def run_closed(ctx: LevelContext, spec: LevelSpec, num_requests: int | Non
                 return
             if deadline is not None and time.perf_counter() >= deadline:
                 return
-            record = await send(ctx.client, _item(ctx, i), ctx.opts, level=ctx.label or spec.name, repeat=ctx.repeat,
-                                warmup=ctx.warmup, epoch=ctx.epoch)
+            record = await send(ctx.pool, _item(ctx, i), ctx.opts, level=ctx.label or spec.name, repeat=ctx.repeat,
+                                warmup=ctx.warmup, epoch=ctx.epoch, timeout_s=ctx.timeout_s)
             run.records.append(record)
             ctx.on_record(record)
 
@@ -96,8 +97,9 @@ async def run_open(ctx: LevelContext, spec: LevelSpec, num_requests: int | None,
         if slots.locked():
             run.num_slot_waits += 1
         async with slots:
-            record = await send(ctx.client, _item(ctx, i), ctx.opts, level=ctx.label or spec.name, repeat=ctx.repeat,
-                                warmup=ctx.warmup, epoch=ctx.epoch, slot_wait_s=perf() - waited_from)
+            record = await send(ctx.pool, _item(ctx, i), ctx.opts, level=ctx.label or spec.name, repeat=ctx.repeat,
+                                warmup=ctx.warmup, epoch=ctx.epoch, timeout_s=ctx.timeout_s,
+                                slot_wait_s=perf() - waited_from)
         run.records.append(record)
         ctx.on_record(record)
 

@@ -12,8 +12,9 @@ import httpx
 import numpy as np
 
 from triage.bench import saturation
-from triage.bench.client import RequestOptions, make_client, send
+from triage.bench.client import RequestOptions, make_client, make_pool, send
 from triage.bench.config import BenchConfig, LevelSpec
+from triage.bench.http import ConnectionPool
 from triage.bench.levels import LevelContext, LevelRun, run_closed, run_open
 from triage.bench.records import RecordSink, RequestRecord
 from triage.bench.stats import repeat_summary, summarize
@@ -60,7 +61,7 @@ def _unreachable(url: str, exc: BaseException) -> TargetUnreachable:
                              "Check --url, or leave --url out to benchmark the bundled reference engine.")
 
 
-async def preflight(client: httpx.AsyncClient, cfg: BenchConfig) -> ServerInfo:
+async def preflight(client: httpx.AsyncClient, pool: ConnectionPool, cfg: BenchConfig) -> ServerInfo:
     """Check the server answers, pick the model, learn max_model_len, whether ignore_eos/min_tokens are
     accepted, whether usage is reported, and how many tokens a prompt word is."""
     try:
@@ -92,12 +93,14 @@ async def preflight(client: httpx.AsyncClient, cfg: BenchConfig) -> ServerInfo:
     epoch = time.perf_counter()
     prompts = [PromptItem(index=i, prompt=" ".join(["hello"] * w), output_tokens=2)
                for i, w in enumerate(PROBE_WORDS)]
-    first = await send(client, prompts[0], opts, level="probe", repeat=0, warmup=True, epoch=epoch)
+    first = await send(pool, prompts[0], opts, level="probe", repeat=0, warmup=True, epoch=epoch,
+                       timeout_s=cfg.timeout_s)
     if first.error_kind in ("connection_refused", "connect_error", "connect_timeout"):
         raise TargetUnreachable(f"cannot reach the server at {cfg.url}: {first.error}")
     if first.error_kind in ("http_400", "http_422"):
         opts = dataclasses.replace(opts, send_ignore_eos=False)
-        retry = await send(client, prompts[0], opts, level="probe", repeat=0, warmup=True, epoch=epoch)
+        retry = await send(pool, prompts[0], opts, level="probe", repeat=0, warmup=True, epoch=epoch,
+                       timeout_s=cfg.timeout_s)
         if retry.ok:
             info.send_ignore_eos = False
             info.notes.append("the server rejected ignore_eos/min_tokens; output lengths may be shorter than "
@@ -114,7 +117,8 @@ async def preflight(client: httpx.AsyncClient, cfg: BenchConfig) -> ServerInfo:
     if not info.usage_reported:
         info.notes.append("the server reports no usage: input tokens unknown, output tokens counted from chunks")
         return info
-    second = await send(client, prompts[1], opts, level="probe", repeat=0, warmup=True, epoch=epoch)
+    second = await send(pool, prompts[1], opts, level="probe", repeat=0, warmup=True, epoch=epoch,
+                        timeout_s=cfg.timeout_s)
     if second.ok and second.input_tokens is not None and first.input_tokens is not None:
         slope = (second.input_tokens - first.input_tokens) / (PROBE_WORDS[1] - PROBE_WORDS[0])
         if slope > 0:
@@ -179,32 +183,41 @@ class BenchRunner:
 
     async def run(self) -> BenchSection:
         cfg = self.cfg
-        async with make_client(cfg.url, self._pool_size(), cfg.timeout_s, cfg.headers, cfg.api_key) as client, \
-                make_client(cfg.url, 1, max(5.0, cfg.scrape_interval_s * 4), cfg.headers, cfg.api_key) as scraper:
-            self.info = info = await preflight(client, cfg)
-            opts = RequestOptions(endpoint=cfg.endpoint, model=info.model, send_ignore_eos=info.send_ignore_eos)
-            sizes = [self._slice_size(spec) for spec in cfg.levels for _ in range(cfg.repeat)]
-            items = build(cfg, cfg.warmup + sum(sizes), info.calibration, info.max_model_len)
-            slices, start = [], cfg.warmup
-            for size in sizes:
-                slices.append(items[start:start + size])
-                start += size
-            if cfg.warmup:
-                await self._warmup(client, opts, items[:cfg.warmup])
-            gpu, gpu_reason = GpuSampler.create(cfg.gpu_sample_interval_s, nvml=self.nvml)
-            if gpu_reason:
-                self.notes.append(gpu_reason)
-            for li, spec in enumerate(cfg.levels):
-                level_slices = slices[li * cfg.repeat:(li + 1) * cfg.repeat]
-                level = await self._level(client, scraper, opts, spec, level_slices, gpu)
-                self.levels.append(level)
-                self.observer.level_finished(level)
+        pool = make_pool(cfg.url, self._pool_size(), cfg.timeout_s, cfg.headers, cfg.api_key)
+        try:
+            async with make_client(cfg.url, cfg.timeout_s, cfg.headers, cfg.api_key) as client, \
+                    make_client(cfg.url, max(5.0, cfg.scrape_interval_s * 4), cfg.headers, cfg.api_key) as scraper:
+                return await self._run(pool, client, scraper)
+        finally:
+            pool.close()
+
+    async def _run(self, pool: ConnectionPool, client: httpx.AsyncClient, scraper: httpx.AsyncClient) -> BenchSection:
+        cfg = self.cfg
+        self.info = info = await preflight(client, pool, cfg)
+        opts = RequestOptions(endpoint=cfg.endpoint, model=info.model, send_ignore_eos=info.send_ignore_eos)
+        sizes = [self._slice_size(spec) for spec in cfg.levels for _ in range(cfg.repeat)]
+        items = build(cfg, cfg.warmup + sum(sizes), info.calibration, info.max_model_len)
+        slices, start = [], cfg.warmup
+        for size in sizes:
+            slices.append(items[start:start + size])
+            start += size
+        if cfg.warmup:
+            await self._warmup(pool, opts, items[:cfg.warmup])
+        gpu, gpu_reason = GpuSampler.create(cfg.gpu_sample_interval_s, nvml=self.nvml)
+        if gpu_reason:
+            self.notes.append(gpu_reason)
+        for li, spec in enumerate(cfg.levels):
+            level_slices = slices[li * cfg.repeat:(li + 1) * cfg.repeat]
+            level = await self._level(pool, scraper, opts, spec, level_slices, gpu)
+            self.levels.append(level)
+            self.observer.level_finished(level)
         return self.section()
 
-    async def _warmup(self, client: httpx.AsyncClient, opts: RequestOptions, items: list[PromptItem]) -> None:
+    async def _warmup(self, pool: ConnectionPool, opts: RequestOptions, items: list[PromptItem]) -> None:
         peak = max([lv.concurrency or 1 for lv in self.cfg.levels])
         spec = LevelSpec(concurrency=max(1, min(len(items), peak)))
-        ctx = LevelContext(client, opts, items, self.epoch, self._on_record, warmup=True, label="warmup")
+        ctx = LevelContext(pool, opts, items, self.epoch, self._on_record, warmup=True, label="warmup",
+                           timeout_s=self.cfg.timeout_s)
         run = await run_closed(ctx, spec, len(items), None)
         failed = [r for r in run.records if not r.ok]
         if failed:
@@ -215,7 +228,7 @@ class BenchRunner:
         self.sink.write(record)
         self.observer.record(record)
 
-    async def _level(self, client: httpx.AsyncClient, scraper: httpx.AsyncClient, opts: RequestOptions,
+    async def _level(self, pool: ConnectionPool, scraper: httpx.AsyncClient, opts: RequestOptions,
                      spec: LevelSpec, slices: list[list[PromptItem]], gpu: GpuSampler | None) -> BenchLevel:
         cfg = self.cfg
         watcher = ServerWatcher(scraper, interval_s=cfg.scrape_interval_s)
@@ -230,7 +243,8 @@ class BenchRunner:
         try:
             for rep, items in enumerate(slices):
                 self.observer.level_started(spec, rep, cfg.requests_for(spec))
-                ctx = LevelContext(client, opts, items, self.epoch, self._on_record, repeat=rep)
+                ctx = LevelContext(pool, opts, items, self.epoch, self._on_record, repeat=rep,
+                                   timeout_s=cfg.timeout_s)
                 lag, cpu = LoopLagMonitor(), CpuMeter()
                 lag.start()
                 cpu.start()
