@@ -77,6 +77,7 @@ def test_chat_endpoint_against_the_reference_server(reference_server, tmp_path, 
 
 @pytest.mark.slow
 def test_embedded_default_starts_benchmarks_and_stops_the_reference_server(tmp_path, report_validator):
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
     result = CliRunner().invoke(app, ["--no-color", "bench", "--num-requests", "4", "--output-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     data = report_validator(json.loads((tmp_path / "bench.json").read_text()))
@@ -85,5 +86,5 @@ def test_embedded_default_starts_benchmarks_and_stops_the_reference_server(tmp_p
     assert all(lv["requests"]["completed"] == 4 for lv in data["bench"]["levels"])
     assert (tmp_path / "requests.jsonl").stat().st_size > 0
     assert "data:image/png;base64," in (tmp_path / "report.html").read_text()
-    leftover = [p for p in psutil.Process().children(recursive=True) if "serve" in " ".join(p.cmdline())]
+    leftover = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
     assert leftover == [], "the embedded server was not stopped"
