@@ -31,6 +31,7 @@ def invoke(args: list[str]):
     return CliRunner().invoke(app, ["--no-color", "bench", *args], env={"COLUMNS": "200"})
 
 
+@pytest.mark.slow
 def test_every_error_kind_is_counted_and_the_report_is_written(tmp_path, report_validator):
     with FakeOpenAIServer(schedule=list(MISBEHAVIOURS), stall_s=5.0) as srv:
         result = invoke(["--url", srv.url, "--concurrency", "2", "--num-requests", "12", "--warmup", "0",
@@ -113,6 +114,20 @@ def test_open_loop_rate_level_and_repeats(tmp_path):
     assert any("achieved request rate" in n for n in lv.notes)
     assert len(lv.samples["ttft_ms"]) == 20
     assert section.config["repeat"] == 2 and section.config["seed"] == 7
+
+
+def test_duration_mode_stops_issuing_at_the_deadline(tmp_path):
+    with FakeOpenAIServer(token_delay_s=0.01) as srv:
+        cfg = BenchConfig(url=srv.url, levels=(LevelSpec(concurrency=2), LevelSpec(request_rate=20.0)),
+                          duration_s=0.5, warmup=0, input_len=8, output_len=4)
+        section = run_runner(cfg, tmp_path)
+    closed, rate = section.levels
+    # each request takes ~40 ms: two workers fit ~25 in 0.5 s; the last ones finish after the deadline
+    assert 5 <= closed.requests.completed <= 40
+    assert closed.duration_s < 1.5
+    sends = [r.t0_s for r in read_records(tmp_path / "r.jsonl") if r.level == "rate=20/s"]
+    assert max(sends) - min(sends) < 0.5  # no arrival scheduled past the deadline
+    assert rate.requests.completed == len(sends)
 
 
 def _bench_process(url: str, tmp_path: Path, *extra: str) -> subprocess.Popen:

@@ -132,7 +132,7 @@ def plots(section: BenchSection) -> list[tuple[str, str]]:
 
 
 def render_html(report: Report) -> str:
-    from triage.render.bench import COLUMNS, row_cells
+    from triage.render.bench import COLUMNS, detail_lines, row_cells
 
     section = report.bench
     if section is None:
@@ -140,9 +140,8 @@ def render_html(report: Report) -> str:
     esc = html.escape
     head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS)
     rows = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row_cells(lv)) + "</tr>" for lv in section.levels)
-    summary = "".join(f"<li><b>{esc(str(k))}</b>: {esc(str(v))}</li>" for k, v in (section.summary or {}).items())
+    summary = "".join(f"<li>{esc(line)}</li>" for line in detail_lines(section))
     notes = "".join(f"<li>{esc(level_name(lv))}: {esc(n)}</li>" for lv in section.levels for n in lv.notes)
-    notes += "".join(f"<li>{esc(str(n))}</li>" for n in section.config.get("notes", []))
     figures = "".join(f"<h2>{esc(title)}</h2><img alt='{esc(title)}' src='data:image/png;base64,{png}'>"
                       for title, png in plots(section))
     findings = "".join(f"<li><b>{esc(f.code)}</b> [{esc(f.severity.value)}] {esc(f.title)}: {esc(f.message)}</li>"

@@ -34,13 +34,13 @@ def bench(
                             "Without it, the bundled reference engine is started on a free loopback port."),
     model: str = typer.Option(None, "--model", help="Model name to request (default: the first of /v1/models)."),
     concurrency: str = typer.Option(None, "--concurrency", help="Closed-loop levels: requests kept in flight "
-                                    "[default: 1,4,16,64; embedded: 1,4]."),
+                                    "(default 1,4,16,64; embedded: 1,4)."),
     rate: str = typer.Option(None, "--rate", help="Open-loop levels in requests/s (Poisson), e.g. 1,2,4."),
     burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape of arrival gaps: 1 Poisson, <1 burstier."),
-    num_requests: int = typer.Option(None, "--num-requests", help="Requests per level [default: 4 x concurrency, "
-                                     "10 s of arrivals for a rate; embedded: 8]."),
+    num_requests: int = typer.Option(None, "--num-requests", help="Requests per level (default 4 x concurrency, "
+                                     "10 s of arrivals for a rate; embedded: 8)."),
     duration: float = typer.Option(None, "--duration", help="Seconds per level instead of a request count."),
-    warmup: int = typer.Option(None, "--warmup", help="Requests sent first and left out of the stats [default: 2]."),
+    warmup: int = typer.Option(None, "--warmup", help="Requests sent first and left out of the stats (default 2)."),
     repeat: int = typer.Option(1, "--repeat", help="Run each level K times (compare uses the spread)."),
     seed: int = typer.Option(0, "--seed", help="Seed for prompts, lengths and arrival times."),
     endpoint: str = typer.Option("completions", "--endpoint", help="completions or chat."),
@@ -48,8 +48,8 @@ def bench(
                                 help="Bearer token (or OPENAI_API_KEY). Never written to any output."),
     header: list[str] = typer.Option(None, "--header", help="Extra header NAME:VALUE (repeatable)."),
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds without a byte before a request is a timeout."),
-    input_len: int = typer.Option(None, "--input-len", help="Prompt tokens [default: 512; embedded: 32]."),
-    output_len: int = typer.Option(None, "--output-len", help="Output tokens asked for [default: 256; embedded: 16]."),
+    input_len: int = typer.Option(None, "--input-len", help="Prompt tokens (default 512; embedded: 32)."),
+    output_len: int = typer.Option(None, "--output-len", help="Output tokens asked for (default 256; embedded: 16)."),
     len_dist: str = typer.Option("fixed", "--len-dist", help="fixed, uniform, normal or lognormal."),
     shared_prefix_len: int = typer.Option(0, "--shared-prefix-len", help="Leading prompt tokens shared by all."),
     dataset: Path = typer.Option(None, "--dataset", help="ShareGPT JSON or JSONL prompts instead of synthetic."),
