@@ -34,6 +34,9 @@ def _root(
 
 
 # Command registration: one line per command module.
+from triage.commands import compare  # noqa: E402
+
+app.command("compare")(compare.compare)
 
 
 def main() -> None:
