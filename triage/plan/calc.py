@@ -50,7 +50,7 @@ def _warnings(inputs: PlanInputs, fit: memory.TpFit, fits: list[memory.TpFit], c
     if inputs.max_model_len is not None and model_max is not None and inputs.max_model_len > model_max:
         out.append(f"--max-model-len {inputs.max_model_len} is beyond the model's "
                    f"{model_max} positions; vLLM refuses it.")
-    if inputs.max_model_len is None and model_max is not None and max_model_len < model_max:
+    if fit.can_start and inputs.max_model_len is None and model_max is not None and max_model_len < model_max:
         out.append(f"the KV cache holds at most {fit.max_seq_tokens or 0:,} tokens of one sequence, less "
                    f"than the model's {model_max:,}: pass --max-model-len {max_model_len} or vLLM will "
                    "refuse to start.")
