@@ -160,13 +160,17 @@ def test_no_cost_without_a_price_and_no_fleet_without_traffic():
 
 
 def test_e2e_at_load_grows_with_load():
-    def step_s(b):
-        return 0.01 + 0.0001 * b
-    light = e2e_at_load(0.01, 0.05, 0.02, 100, step_s, 64, 100.0)
-    heavy = e2e_at_load(5.0, 0.05, 0.02, 100, step_s, 64, 100.0)
-    assert light == pytest.approx(0.05 + 100 * step_s(1), rel=1e-3)
+    def parts(b):                       # memory-bound steps: 10 ms + 0.1 ms per sequence
+        return 0.01 + 0.0001 * b, 0.001 * b / 10
+    light = e2e_at_load(0.01, 0.05, 0.02, 100, parts, 64, 100.0)
+    heavy = e2e_at_load(5.0, 0.05, 0.02, 100, parts, 64, 100.0)
+    assert light == pytest.approx(0.05 + 100 * 0.0101, rel=1e-3)
     assert heavy > light
-    assert e2e_at_load(100.0, 0.05, 0.02, 100, step_s, 64, 42.0) == 42.0      # prefill alone saturates
+    # Self-consistent: the batch Little's law implies gives back the same latency.
+    b = math.ceil(5.0 * heavy)
+    assert heavy == pytest.approx(0.05 + 100 * max(parts(b)[0], parts(b)[1] / (1 - 5.0 * 0.02)), rel=0.02)
+    assert e2e_at_load(100.0, 0.05, 0.02, 100, parts, 64, 42.0) == 42.0       # prefill alone saturates
+    assert e2e_at_load(50.0, 0.05, 0.001, 100, parts, 64, 42.0) == 42.0       # more in flight than fit
 
 
 def test_vllm_flags():

@@ -4,8 +4,12 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from probes.base import ProbeResult, ProbeStatus
+from tests.conftest import REPO
+from tests.factories import HOST
 from triage.cli import app
-from triage.report_io import read_report
+from triage.model import Report, ReportKind
+from triage.report_io import read_report, write_report
 
 
 @pytest.fixture
@@ -71,3 +75,26 @@ def test_help_lists_gpus_and_presets(runner):
     result = runner.invoke(app, ["plan", "--help"])
     assert result.exit_code == 0
     assert "rtx-5090" in result.stdout and "deepseek-v3" in result.stdout
+
+
+def test_from_diagnose_through_the_cli(runner, report_validator, tmp_path):
+    diag = Report(
+        kind=ReportKind.DIAGNOSE, triage_version="0.1.0", created_at="2026-11-21T12:00:00Z",
+        command=("triage", "diagnose"), host=HOST,
+        probes=(ProbeResult("gpu", ProbeStatus.OK, 0.2, None, {"gpus": [
+                    {"index": 0, "name": "NVIDIA A100-SXM4-40GB", "memory_total_bytes": 40 * 2**30}]}),
+                ProbeResult("server_config", ProbeStatus.OK, 0.1, None, {
+                    "model": "Qwen/Qwen3-8B", "max_model_len": 16384, "dtype": "bfloat16",
+                    "tensor_parallel_size": 1, "gpu_memory_utilization": 0.9})))
+    path = write_report(diag, tmp_path / "diag.json")
+    result = runner.invoke(app, ["plan", "--from-diagnose", str(path), "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    plan = report_validator(json.loads(result.stdout))["plan"]
+    assert plan["gpu"]["key"] == "a100-40gb" and plan["inputs"]["model"] == "qwen3-8b"
+    assert plan["memory"]["max_model_len"] == 16384
+    assert "--max-model-len 16384" in plan["vllm_command"]
+
+
+def test_checked_in_example_is_a_valid_plan_report(report_validator):
+    data = report_validator(json.loads((REPO / "reports" / "examples" / "plan.json").read_text()))
+    assert data["kind"] == "plan" and data["plan"]["tables"]

@@ -77,6 +77,11 @@ def _warnings(inputs: PlanInputs, fit: memory.TpFit, fits: list[memory.TpFit], c
     return out
 
 
+def _step_parts(inputs: PlanInputs, tp: int, batch: int, context_tokens: float) -> tuple[float, float]:
+    d = speed.decode_point(inputs, tp, batch, context_tokens)
+    return d.memory_s / inputs.mbu, d.compute_s / inputs.mfu
+
+
 def build_plan(inputs: PlanInputs) -> dict[str, Any]:
     m, gpu = inputs.model, inputs.gpu
     max_len_checked = inputs.max_model_len or inputs.context_tokens
@@ -97,7 +102,7 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
     prefill = speed.prefill_point(inputs, fit.tp)
     fleet = size_fleet(prefill, at_batch, inputs.output_len, fit.tp, inputs.qps, inputs.concurrency,
                        inputs.mbu, inputs.mfu,
-                       lambda b: speed.decode_point(inputs, fit.tp, b, decode_ctx).step_s_expected)
+                       lambda b: _step_parts(inputs, fit.tp, b, decode_ctx))
     cost = None
     if inputs.price_per_gpu_hour is not None:
         bs1_tok_s = inputs.output_len / (prefill.expected_ttft_ms / 1e3 + inputs.output_len * bs1.step_s_expected)

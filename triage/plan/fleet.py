@@ -52,27 +52,38 @@ def request_cost_s(prefill: PrefillPoint, decode: DecodePoint, output_len: int, 
     return max(memory_s, compute_s), "memory" if memory_s >= compute_s else "compute"
 
 
-def e2e_at_load(requests_per_s: float, ttft_s: float, prefill_s: float, output_len: int,
-                step_s: Callable[[int], float], max_batch: int, e2e_full_s: float) -> float:
-    """E2E latency of a replica offered `requests_per_s`, by fixed-point iteration of Little's law:
-    the batch is b = lambda x W, each decode step of b sequences takes step_s(b), stretched by the
-    share of time prompts' prefill takes; at saturation it is the full-load figure."""
-    prefill_share = requests_per_s * prefill_s
-    if prefill_share >= 1.0:
+def e2e_at_load(requests_per_s: float, ttft_s: float, prefill_compute_s: float, output_len: int,
+                step_parts_s: Callable[[int], tuple[float, float]], max_batch: int, e2e_full_s: float) -> float:
+    """E2E latency of a replica offered `requests_per_s`, by fixed-point iteration of Little's law.
+
+    The batch is b = lambda x W. A decode step of b sequences takes max(memory, compute), where the
+    compute side also carries the prompts arriving meanwhile (chunked prefill): with rho = lambda x
+    prefill compute time, compute stretches by 1 / (1 - rho). `step_parts_s(b)` gives the expected
+    (memory_s, compute_s) of one step. At saturation this is the full-load figure.
+    """
+    rho = requests_per_s * prefill_compute_s
+    if rho >= 1.0:
         return e2e_full_s
-    w = ttft_s + output_len * step_s(1)
-    for _ in range(50):
+
+    def step(b: int) -> float:
+        memory_s, compute_s = step_parts_s(b)
+        return max(memory_s, compute_s / (1.0 - rho))
+
+    w = ttft_s + output_len * step(1)
+    for _ in range(200):
         b = min(max_batch, max(1, math.ceil(requests_per_s * w)))
-        w_next = ttft_s + output_len * step_s(b) / (1.0 - prefill_share)
-        if abs(w_next - w) < 1e-6 * w:
+        w_next = ttft_s + output_len * step(b)
+        if abs(w_next - w) <= 1e-6 * w:
             break
-        w = w_next
-    return min(max(w, ttft_s), e2e_full_s) if requests_per_s * w <= max_batch else e2e_full_s
+        w = 0.5 * (w + w_next)      # damped: the batch is an integer and can flip between two values
+    if requests_per_s * w > max_batch:
+        return e2e_full_s
+    return min(w, e2e_full_s)
 
 
 def size_fleet(prefill: PrefillPoint, decode: DecodePoint, output_len: int, tp: int,
                qps: float | None, concurrency: int | None, mbu: float, mfu: float,
-               step_s: Callable[[int], float],
+               step_parts_s: Callable[[int], tuple[float, float]],
                headroom_frac: float = A.DEFAULT_FLEET_HEADROOM_FRAC) -> Fleet:
     b = decode.batch_size
     t_prefill = prefill.expected_ttft_ms / 1e3
@@ -87,8 +98,8 @@ def size_fleet(prefill: PrefillPoint, decode: DecodePoint, output_len: int, tp: 
     replicas = max(needed) if needed else None
     e2e_target = None
     if qps is not None and replicas:
-        e2e_target = e2e_at_load(qps / replicas, t_prefill, prefill.compute_s / mfu, output_len, step_s,
-                                 b, e2e)
+        e2e_target = e2e_at_load(qps / replicas, t_prefill, prefill.compute_s / mfu, output_len,
+                                 step_parts_s, b, e2e)
     return Fleet(
         batch_per_replica=b, gpus_per_replica=tp, replica_requests_per_s=replica_qps,
         replica_output_tokens_per_s=replica_qps * output_len, e2e_s_at_full_load=e2e,

@@ -97,7 +97,8 @@ def fit_for_tp(inputs: PlanInputs, tp: int, min_seqs: int, max_len_checked: int)
     elif not can_start:
         reason = f"KV room holds {capacity_tokens:,} tokens, less than one {max_len_checked:,}-token sequence"
     elif not headroom_ok:
-        reason = f"KV room holds {capacity_seqs} sequences of {inputs.context_tokens:,} tokens, fewer than {min_seqs}"
+        reason = (f"KV room holds {capacity_seqs} sequence{'' if capacity_seqs == 1 else 's'} of "
+                  f"{inputs.context_tokens:,} tokens, fewer than {min_seqs}")
     else:
         reason = f"fits: {capacity_seqs:,} sequences of {inputs.context_tokens:,} tokens"
     return TpFit(
