@@ -156,9 +156,12 @@ def _fleet_table(p: dict[str, Any]) -> dict[str, Any]:
 
 
 def plan_tables(p: dict[str, Any]) -> list[dict[str, Any]]:
-    tables = [_model_table(p), _memory_table(p), _tp_table(p), _speed_table(p), _fleet_table(p),
-              {"title": "Start vLLM with", "columns": ["command"], "rows": [[p["vllm_command"]]],
-               "notes": p["vllm_notes"]}]
+    tables = [_model_table(p), _memory_table(p), _tp_table(p), _speed_table(p)]
+    if p["fleet"] is not None:       # no fleet, cost or command for a configuration that does not fit
+        tables.append(_fleet_table(p))
+    if p["vllm_command"] is not None:
+        tables.append({"title": "Start vLLM with", "columns": ["command"], "rows": [[p["vllm_command"]]],
+                       "notes": p["vllm_notes"]})
     if p["warnings"] or p["notes"]:
         tables.append({"title": "Warnings", "columns": ["", "message"],
                        "rows": [["!", w] for w in p["warnings"]] + [["i", n] for n in p["notes"]]})
