@@ -125,7 +125,8 @@ def _fleet_table(p: dict[str, Any]) -> dict[str, Any]:
         rows.append(["target concurrency", f"{f['target_concurrency']:,} requests in flight"])
     if f["num_replicas"] is not None:
         rows.append([f"replicas (+{f['headroom_frac']:.0%} headroom)",
-                     f"{f['num_replicas']:,} x TP {f['gpus_per_replica']} = {f['num_gpus']:,} GPUs"])
+                     f"{f['num_replicas']:,} x TP {f['gpus_per_replica']} = {f['num_gpus']:,} "
+                     f"GPU{'' if f['num_gpus'] == 1 else 's'}"])
     if f["e2e_s_at_target"] is not None:
         rows.append(["E2E at target load (Little's law)", f"{f['e2e_s_at_target']:,.2f} s, "
                                                           f"{f['in_flight_at_target']:,.1f} requests in flight"])
