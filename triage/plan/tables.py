@@ -85,8 +85,9 @@ def _tp_table(p: dict[str, Any]) -> dict[str, Any]:
 def _speed_table(p: dict[str, Any]) -> dict[str, Any]:
     s = p["speed"]
     rows = []
-    for label, d in (("decode, batch 1", s["decode_bs1"]), (f"decode, batch {s['decode_at_batch']['batch_size']}"
-                                                            " (KV-allowed)", s["decode_at_batch"])):
+    b, kv_seqs = s["decode_at_batch"]["batch_size"], p["memory"]["kv_capacity_seqs"]
+    why = "the KV cache's limit" if b >= kv_seqs else f"--max-num-seqs; KV holds {kv_seqs:,}"
+    for label, d in (("decode, batch 1", s["decode_bs1"]), (f"decode, batch {b:,} ({why})", s["decode_at_batch"])):
         rows.append([label, _num(d["bound_tokens_per_s"], 0, " tok/s"), _num(d["bound_tpot_ms"], 2, " ms"),
                      d["limited_by"], _num(d["expected_tokens_per_s"], 0, " tok/s"),
                      _num(d["expected_tpot_ms"], 2, " ms")])
