@@ -34,9 +34,11 @@ def _root(
 
 
 # Command registration: one line per command module.
-from triage.commands import compare  # noqa: E402
+from triage.commands import compare as _compare  # noqa: E402
+from triage.commands import plan as _plan  # noqa: E402
 
-app.command("compare")(compare.compare)
+app.command("compare", help="The CI gate: compare two reports; exit 1 on a regression.")(_compare.compare)
+app.command("plan", help="VRAM fit, KV capacity, roofline speed, fleet size and cost; vLLM flags.")(_plan.plan)
 
 
 def main() -> None:
