@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from probes.base import ProbeResult, ProbeStatus
+from probes.sysfs import numa_nodes_of_cpus
 
 # NVML return codes (nvml.h; the same numbers in pynvml).
 _ERROR_NOT_SUPPORTED = 3
@@ -142,35 +143,6 @@ def _pci_sysfs_name(bus_id: str) -> str:
     """NVML's "00000000:17:00.0" as sysfs's "0000:17:00.0"."""
     domain, _, rest = bus_id.lower().partition(":")
     return f"{domain[-4:]}:{rest}" if rest else bus_id.lower()
-
-
-def _parse_cpulist(text: str) -> list[int]:
-    cpus: list[int] = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        cpus.extend(range(int(lo), int(hi or lo) + 1))
-    return cpus
-
-
-def numa_nodes_of_cpus(cpus: list[int], sys_root: str = "/sys") -> list[int]:
-    """The NUMA nodes holding these CPUs, from sysfs; [] when sysfs has no node directory."""
-    nodes = []
-    base = Path(sys_root, "devices/system/node")
-    try:
-        entries = sorted(base.glob("node[0-9]*"), key=lambda p: int(p.name[4:]))
-    except OSError:
-        return []
-    wanted = set(cpus)
-    for entry in entries:
-        try:
-            node_cpus = set(_parse_cpulist((entry / "cpulist").read_text()))
-        except (OSError, ValueError):
-            continue
-        if node_cpus & wanted:
-            nodes.append(int(entry.name[4:]))
-    return nodes
 
 
 def _numa_node(r: _Reader, handle: Any, bus_id: str | None, sys_root: str) -> tuple[int | None, str | None]:

@@ -34,6 +34,9 @@ def _root(
 
 
 # Command registration: one line per command module.
+from triage.commands import diagnose as _diagnose  # noqa: E402
+
+app.command("diagnose", help="Run every probe and the rules; print ranked findings with evidence and exact flags.")(_diagnose.diagnose)
 
 
 def main() -> None:
