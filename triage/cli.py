@@ -34,9 +34,10 @@ def _root(
 
 
 # Command registration: one line per command module.
-from triage.commands import diagnose as _diagnose  # noqa: E402
-
+from triage.commands import diagnose as _diagnose  # noqa: E402, I001
 app.command("diagnose", help="Run every probe and the rules; print ranked findings with evidence and exact flags.")(_diagnose.diagnose)
+from triage.commands import serve  # noqa: E402, I001
+app.command("serve", help="Serve the reference engine: OpenAI-compatible API, vLLM-named /metrics.")(serve.serve)
 
 
 def main() -> None:
