@@ -79,7 +79,7 @@ _CACHE_CONFIG_MAP = {"block_size": "block_size", "gpu_memory_utilization": "gpu_
 
 def parse_human_int(text: str) -> int:
     """'32768', '32k', '1M', '2K' -> int (vLLM accepts k/K/m/M suffixes for lengths)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*", text)
+    m = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*", text)
     if not m:
         raise ValueError(text)
     number, suffix = float(m.group(1)), m.group(2)
@@ -136,7 +136,10 @@ def parse_flags(argv: Sequence[str], engine: str) -> tuple[dict[str, Any], list[
                 out["model"] = args[j + 1]
                 break
     if engine == "sglang" and "max_num_batched_tokens" in out:
+        # --chunked-prefill-size -1 turns chunking off; it is then no token budget at all.
         out["enable_chunked_prefill"] = out["max_num_batched_tokens"] > 0
+        if not out["enable_chunked_prefill"]:
+            del out["max_num_batched_tokens"]
     return out, bad
 
 
