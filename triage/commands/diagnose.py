@@ -1,7 +1,6 @@
 """`triage diagnose`: probes + rules -> ranked findings with evidence and exact flags."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import typer
@@ -42,6 +41,8 @@ def diagnose(
     model: str = typer.Option(None, "--model", help="The model path or hub id, when the server does not say "
                                                     "(used to time the storage read)."),
     bundle: Path = typer.Option(None, "--bundle", help="Write report, snapshot and redacted log to this .tar.gz."),
+    no_discover: bool = typer.Option(False, "--no-discover", envvar="TRIAGE_NO_DISCOVERY",
+                                     help="Without --url, do not look for a local server: host and GPU only."),
 ) -> int:
     from triage.diagnose import DiagnoseOptions, replay, write_bundle
     from triage.diagnose import diagnose as run
@@ -65,7 +66,7 @@ def diagnose(
     else:
         opts = DiagnoseOptions(url=url, window_s=window_s, log_path=str(log) if log else None,
                                kernel_log_path=str(kernel_log) if kernel_log else None, model=model,
-                               discover=os.environ.get("TRIAGE_NO_DISCOVERY") is None)
+                               discover=not no_discover)
         result = run(opts, bench)
 
     found = result.discovery
