@@ -315,6 +315,37 @@ def diagnose(opts: DiagnoseOptions, bench: BenchSection | None = None) -> Diagno
 
 
 # --------------------------------------------------------------------------------------------
+# Layer by layer (seed 003's order: GPU, CPU, memory, network, configuration)
+
+LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("GPU", ("gpu", "kernel_log"), ("GPU",)),
+    ("CPU", ("cpu", "server_process"), ("CPU",)),
+    ("memory", ("memory",), ("MEM",)),
+    ("network & storage", ("network", "storage"), ("NET",)),
+    ("server & config", ("server_metrics", "server_config", "logs"), ("KV", "SCHED", "ENG", "QUANT")),
+    ("bench", (), ("BENCH",)),
+)
+
+
+def layer_summary(report: Report) -> list[dict[str, Any]]:
+    """One row per layer: what its probes managed, and its findings (count, most severe)."""
+    status = {p.name: p.status.value for p in report.probes}
+    rows = []
+    for layer, probe_names, prefixes in LAYERS:
+        seen = [f"{n} {status[n]}" for n in probe_names if n in status]
+        hits = [f for f in report.findings if f.code.rstrip("0123456789") in prefixes]
+        if not seen and not hits:
+            continue
+        rows.append({
+            "layer": layer,
+            "probes": ", ".join(seen) or "-",
+            "num_findings": len(hits),
+            "top_severity": min(hits, key=lambda f: f.severity.rank).severity.value if hits else None,
+        })
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
 # Replay
 
 

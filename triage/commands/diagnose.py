@@ -44,7 +44,7 @@ def diagnose(
     no_discover: bool = typer.Option(False, "--no-discover", envvar="TRIAGE_NO_DISCOVERY",
                                      help="Without --url, do not look for a local server: host and GPU only."),
 ) -> int:
-    from triage.diagnose import DiagnoseOptions, replay, write_bundle
+    from triage.diagnose import DiagnoseOptions, layer_summary, replay, write_bundle
     from triage.diagnose import diagnose as run
     from triage.report_io import read_report
 
@@ -83,6 +83,11 @@ def diagnose(
         says.print(f"note: {found.note}", markup=False)
     if result.rules_note:
         warn(result.rules_note)
+    if fmt == "text":
+        for row in layer_summary(result.report):
+            found_text = (f"{row['num_findings']} finding(s), worst {row['top_severity']}"
+                          if row["num_findings"] else "no findings")
+            says.print(f"  {row['layer']:<18} {found_text:<30} [{row['probes']}]", markup=False)
     emit(result.report, json_path, fmt)
     if bundle is not None:
         written = write_bundle(bundle, result, str(log) if log else None)
