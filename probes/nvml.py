@@ -89,7 +89,7 @@ class _Reader:
         fn = getattr(self.nvml, fn_name, None)
         if fn is None:  # an nvidia-ml-py too old to know the call
             if record:
-                self._mark(field)
+                self.mark(field)
             return None
         try:
             return fn(*args)
@@ -97,10 +97,10 @@ class _Reader:
             if _code(e) == _ERROR_GPU_IS_LOST:
                 raise GpuLost(str(e)) from None
             if record:
-                self._mark(field)
+                self.mark(field)
             return None
 
-    def _mark(self, field: str) -> None:
+    def mark(self, field: str) -> None:
         if field not in self.unsupported:
             self.unsupported.append(field)
 
@@ -127,7 +127,7 @@ def _mib(value: Any) -> int | None:
 def _field_values(r: _Reader, handle: Any) -> dict[str, int | None] | None:
     values = r.call("throttle_time_delta_us", "nvmlDeviceGetFieldValues", handle, list(THROTTLE_FIELDS.values()))
     if values is None:
-        r._mark("throttle_time_frac")
+        r.mark("throttle_time_frac")
         return None
     by_id: dict[int, int | None] = {}
     for fv in values:
@@ -163,7 +163,7 @@ def _numa_node(r: _Reader, handle: Any, bus_id: str | None, sys_root: str) -> tu
         nodes = numa_nodes_of_cpus(cpus, sys_root)
         if len(nodes) == 1:
             return nodes[0], "affinity"
-    r._mark("numa_node")
+    r.mark("numa_node")
     return None, None
 
 
@@ -215,13 +215,13 @@ def _static(r: _Reader, h: Any, index: int, sys_root: str) -> dict[str, Any]:
     if mem is None:  # no v2 (older driver or binding): v1 has no `reserved`
         mem = r.call("memory_total_bytes", "nvmlDeviceGetMemoryInfo", h)
     if mem is not None and getattr(mem, "reserved", None) is None:
-        r._mark("memory_reserved_bytes")
+        r.mark("memory_reserved_bytes")
     ecc = r.call("ecc_mode_enabled", "nvmlDeviceGetEccMode", h)
     mig = r.call("mig_mode_enabled", "nvmlDeviceGetMigMode", h)
     remapped = r.call("remapped_rows_correctable", "nvmlDeviceGetRemappedRows", h)
     if remapped is None:
         for key in ("remapped_rows_uncorrectable", "remapped_rows_pending", "remapped_rows_failure"):
-            r._mark(key)
+            r.mark(key)
     sbe = r.call("retired_pages_sbe", "nvmlDeviceGetRetiredPages", h, _RETIRE_SBE)
     dbe = r.call("retired_pages_dbe", "nvmlDeviceGetRetiredPages", h, _RETIRE_DBE)
     pending = r.call("retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus", h)
@@ -384,7 +384,7 @@ def _finish(gpu: _Gpu, window_s: float) -> dict[str, Any]:
     gpu.data["utilization_memory_pct"] = statistics.fmean(gpu.mem_util_samples) if gpu.mem_util_samples else None
     gpu.data["lost"] = gpu.lost
     if gpu.lost:
-        gpu.reader._mark("*")  # everything not read before the loss
+        gpu.reader.mark("*")  # everything not read before the loss
     gpu.data["unsupported_fields"] = gpu.reader.unsupported
     return gpu.data
 

@@ -145,6 +145,7 @@ def test_replay_of_a_report_keeps_its_probes(tmp_path):
     (["--fail-on", "urgent", "--from", "x.json"], "not a severity"),
     (["--window-s", "-1", "--no-discover"], "out of range"),
     (["--log", "/nonexistent.log", "--no-discover"], "no such file"),
+    (["--skip", "gpux", "--no-discover"], "no such probe"),
 ])
 def test_bad_input_is_a_clear_error_exit_2(args, message):
     result = cli("diagnose", *args)
@@ -213,6 +214,15 @@ def test_secrets_never_reach_the_report_or_the_bundle(tmp_path, fake_vllm_with_s
         assert secret not in report_text, secret
         for name, text in blobs.items():
             assert secret not in text, (secret, name)
+
+
+def test_skip_and_a_zero_window():
+    result = diagnose(DiagnoseOptions(window_s=0, discover=False, skip=("storage", "kernel_log", "memory")))
+    names = [p.name for p in result.snapshot.probes]
+    assert "storage" not in names and "kernel_log" not in names and "memory" not in names
+    assert result.discovery.how == "none" and result.snapshot.window_s == 0
+    cpu = result.snapshot.get("cpu")
+    assert cpu.ok and cpu.data["window_s"] == 0
 
 
 def test_snapshot_data_accessor_ignores_failed_probes():

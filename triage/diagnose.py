@@ -30,6 +30,8 @@ from triage.model import BenchSection, Finding, GpuInfo, Report, ReportKind, Ski
 from triage.redact import REDACTED, redact_text
 
 DEFAULT_WINDOW_S = 2.0
+PROBE_NAMES = ("server_config", "gpu", "cpu", "memory", "server_process", "server_metrics", "network",
+               "kernel_log", "logs", "storage")
 PROBE_GRACE_S = 6.0   # time a probe may take beyond its window before it is reported as timed out
 MAX_WINDOW_S = 600.0
 
@@ -233,8 +235,10 @@ def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
     window = opts.window_s
     grace = PROBE_GRACE_S
     argv, env = _cmdline_and_env(found.pid)
-    wanted = [n for n in ("server_config", "gpu", "cpu", "memory", "server_process", "server_metrics",
-                          "network", "kernel_log", "logs", "storage") if n not in opts.skip]
+    unknown = sorted(set(opts.skip) - set(PROBE_NAMES))
+    if unknown:
+        raise UsageError(f"--skip {','.join(unknown)}: no such probe; the probes are {', '.join(PROBE_NAMES)}")
+    wanted = [n for n in PROBE_NAMES if n not in opts.skip]
 
     phase1 = [ProbeSpec("server_config", lambda: probe_server_config(found.url, argv, found.engine), grace)]
     results = list(run_probes([s for s in phase1 if s.name in wanted]))
@@ -349,6 +353,10 @@ def layer_summary(report: Report) -> list[dict[str, Any]]:
 # Replay
 
 
+def _window_of(probes: Sequence[ProbeResult]) -> float | None:
+    return next((p.data["window_s"] for p in probes if isinstance(p.data.get("window_s"), (int, float))), None)
+
+
 def load_snapshot(path: str | os.PathLike[str]) -> tuple[Snapshot, Report | None]:
     """A snapshot from a diagnose report (or a bare {"probes": [...]} file) for offline replay."""
     from triage.report_io import from_dict, read_report
@@ -366,10 +374,10 @@ def load_snapshot(path: str | os.PathLike[str]) -> tuple[Snapshot, Report | None
         report = read_report(p)
         if not report.probes:
             raise ReportError(f"{p}: a {report.kind.value} report with no probes; pass a diagnose report")
-        return Snapshot(probes=report.probes, window_s=raw.get("window_s")), report
+        return Snapshot(probes=report.probes, window_s=_window_of(report.probes)), report
     if isinstance(raw, dict) and isinstance(raw.get("probes"), list):
         probes = tuple(from_dict(ProbeResult, item, f"{p}.probes[{i}]") for i, item in enumerate(raw["probes"]))
-        return Snapshot(probes=probes, window_s=raw.get("window_s")), None
+        return Snapshot(probes=probes, window_s=raw.get("window_s") or _window_of(probes)), None
     raise ReportError(f"{p}: neither a triage report nor a snapshot (no `probes` list)")
 
 

@@ -41,6 +41,7 @@ def diagnose(
     model: str = typer.Option(None, "--model", help="The model path or hub id, when the server does not say "
                                                     "(used to time the storage read)."),
     bundle: Path = typer.Option(None, "--bundle", help="Write report, snapshot and redacted log to this .tar.gz."),
+    skip: str = typer.Option(None, "--skip", help="Probes not to run, comma-separated (e.g. storage,kernel_log)."),
     no_discover: bool = typer.Option(False, "--no-discover", envvar="TRIAGE_NO_DISCOVERY",
                                      help="Without --url, do not look for a local server: host and GPU only."),
 ) -> int:
@@ -66,7 +67,8 @@ def diagnose(
     else:
         opts = DiagnoseOptions(url=url, window_s=window_s, log_path=str(log) if log else None,
                                kernel_log_path=str(kernel_log) if kernel_log else None, model=model,
-                               discover=not no_discover)
+                               discover=not no_discover,
+                               skip=tuple(s.strip() for s in (skip or "").split(",") if s.strip()))
         result = run(opts, bench)
 
     found = result.discovery
