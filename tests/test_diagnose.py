@@ -228,3 +228,21 @@ def test_skip_and_a_zero_window():
 def test_snapshot_data_accessor_ignores_failed_probes():
     snap = Snapshot(probes=(ProbeResult("gpu", ProbeStatus.UNSUPPORTED, 0.1, "no NVML"),))
     assert snap.data("gpu") is None and snap.get("gpu").reason == "no NVML"
+
+
+def test_bench_report_reaches_the_rules(tmp_path):
+    from tests.factories import bench_report, level
+    from triage.report_io import write_report
+
+    snap = _troubled_snapshot(tmp_path / "snap.json")
+    bench_path = write_report(bench_report([level(1, [100] * 20, [20] * 20, [2000] * 20, 50.0),
+                                            level(16, [900] * 20, [60] * 20, [9000] * 20, 55.0)]),
+                              tmp_path / "bench.json")
+    out = tmp_path / "with_bench.json"
+    assert cli("diagnose", "--from", str(snap), "--bench", str(bench_path), "--json", str(out)).exit_code == 0
+    report = read_report(out)
+    assert report.bench is not None and len(report.bench.levels) == 2
+    # Rules that need only a bench report are no longer skipped for want of one.
+    assert not any("no bench report" in s.reason for s in report.skipped_rules)
+    not_a_bench = cli("diagnose", "--from", str(snap), "--bench", str(snap))
+    assert not_a_bench.exit_code == 2
