@@ -195,6 +195,8 @@ def probe_server_config(url: str | None, cmdline: Sequence[str] | None = None, e
         version = _get_json(get, base + "/version", timeout_s)
         if isinstance(version, dict) and version.get("version"):
             put("engine_version", str(version["version"]), "/version")
+            if engine is None and str(version.get("engine", "")).startswith("triage"):
+                engine = "reference"  # our own `triage serve` names itself there
         info = _get_json(get, base + "/info", timeout_s)  # TGI
         if isinstance(info, dict) and info.get("model_id"):
             engine = engine or "tgi"

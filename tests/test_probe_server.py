@@ -157,6 +157,18 @@ def test_server_config_merges_sources_and_redacts():
     assert SECRET_PLAIN not in json.dumps(d)
 
 
+def test_server_config_of_a_remote_reference_server():
+    get = fake_get({
+        "/metrics": HttpResponse(200, (PROM / "reference_engine_tiny_after_4_requests.txt").read_text()),
+        "/v1/models": HttpResponse(200, json.dumps({"data": [{"id": "tiny", "root": "tiny", "max_model_len": 1024}]})),
+        "/version": HttpResponse(200, json.dumps({"version": "0.1.0", "engine": "triage-reference"})),
+    })
+    d = probe_server_config("http://10.9.8.7:8000", get=get).data
+    assert d["engine"] == "reference" and d["engine_version"] == "0.1.0"
+    assert d["max_model_len"] == 1024 and d["block_size"] == 16
+    assert d["enable_prefix_caching"] is True and d["sources"]["enable_prefix_caching"] == "cache_config_info"
+
+
 def test_server_config_without_anything_is_unsupported():
     get = fake_get({"/metrics": HttpFailure("refused")})
     r = probe_server_config("http://127.0.0.1:9", get=get)
