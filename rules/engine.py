@@ -129,7 +129,7 @@ def eng001(ctx: Context) -> Hit | None:
         loaded = [lv for lv in ctx.bench.levels if (lv.concurrency or 0) >= 2 or (lv.request_rate or 0) > 0]
         for lv in loaded:
             evidence[f"{level_label(lv)}.output_tokens_per_s"] = lv.output_tokens_per_s
-    model = ctx.opt("server_config", "model") or "<model>"
+    model = ctx.opt("server_config", "model") or "<hf-model-id-or-path>"
     return Hit(
         title=f"A non-batching engine ({engine.name}) serves this endpoint",
         message=(f"The endpoint is {engine.name}, which does not batch concurrent requests"
@@ -397,4 +397,33 @@ def eng006(ctx: Context) -> Hit | None:
         evidence=evidence, certainty=Certainty.LIKELY if uptime is not None else Certainty.POSSIBLE, impact=0.5,
         fix=Fix("Do a rolling restart of the server, and alert on a week-over-week throughput drop; gate it in CI "
                 "with `triage compare`.", ("triage compare BASE.json CAND.json --max-regression output_tokens_per_s=15",)),
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+@rule("ENG007", "multi-gpu-communication-stalls", Severity.HIGH, ("logs",), RuleDoc(
+    what="The server log shows NCCL errors, or vLLM's 'No available shared memory broadcast block found' "
+         "warnings: the workers of a multi-GPU (TP/PP) server stall waiting for each other.",
+    why="Each engine step waits for every worker; a worker stuck on a collective (a slow or failing link, an "
+        "oversubscribed CPU, a hung GPU) stalls all requests, which shows as long TTFT/ITL gaps and timeouts.",
+    example="logs.num_shm_broadcast_stalls = 14, logs.num_nccl_errors = 0",
+    fix="Check the GPUs' links and health (GPU004, GPU006, GPU010), give the workers CPU headroom, and set "
+        "NCCL_DEBUG=INFO to find the failing collective.",
+    references=("vLLM log 'No available shared memory broadcast block found in 60 seconds'",
+                "NCCL troubleshooting (NCCL_DEBUG=INFO)", "seed 002 step 6 (interconnect)"),
+))
+def eng007(ctx: Context) -> Hit | None:
+    nccl, stalls = ctx.opt("logs", "num_nccl_errors"), ctx.opt("logs", "num_shm_broadcast_stalls")
+    if nccl is None and stalls is None:
+        raise MissingInput("logs.num_nccl_errors and logs.num_shm_broadcast_stalls were not measured")
+    if not (nccl or 0) and not (stalls or 0):
+        return None
+    return Hit(
+        title="Multi-GPU workers stall on communication",
+        message=f"The server log has {nccl or 0} NCCL error line(s) and {stalls or 0} shared-memory broadcast "
+                "stall warning(s): workers wait for each other.",
+        evidence={"logs.num_nccl_errors": nccl, "logs.num_shm_broadcast_stalls": stalls, "logs.path": ctx.opt("logs", "path")},
+        severity=Severity.HIGH if nccl else Severity.MEDIUM, certainty=Certainty.CONFIRMED, impact=0.6,
+        fix=Fix("Check the GPU links and health, give the worker processes CPU headroom, and rerun with NCCL_DEBUG=INFO "
+                "to see which collective fails.", ("export NCCL_DEBUG=INFO",)),
     )

@@ -234,8 +234,8 @@ def kv004(ctx: Context) -> Hit | None:
     cmds, note = engine_flags({"kv_cache_dtype_fp8": None}, ctx.engine().name)
     return Hit(
         title="A 16-bit KV cache on FP8-capable hardware is the limit",
-        message=f"The KV cache is full and stored as {dtype} on a compute-capability {cc[0]}.{cc[1]} GPU, which "
-                "could store it in FP8 at half the size.",
+        message=f"The KV cache is full and stored in 16 bits (kv_cache_dtype={dtype}) on a compute-capability "
+                f"{cc[0]}.{cc[1]} GPU, which could store it in FP8 at half the size.",
         evidence={source: dtype, "gpu.compute_capability": list(cc), **kv_evidence},
         certainty=Certainty.LIKELY, impact=0.5,
         fix=Fix("Store the KV cache in FP8: it doubles the sequences that fit." + note, cmds),

@@ -42,6 +42,8 @@ THRESHOLDS: dict[str, Threshold] = {
     "GPU005.retired_pages_dbe": _T(15.0, "pages", "DCGM health: more than 15 DBE retirements", "DBE retired pages above which it fires"),
     "GPU008.low_util_pct": _T(40.0, "%", "000 §4 and quick reference (GPU util <40% under concurrent load)", "utilization that counts as low"),
     "GPU008.min_in_flight": _T(4.0, "requests", "000 quick reference (many concurrent requests)", "requests in flight that count as load"),
+    "GPU012.margin_c": _T(5.0, "°C", "DCGM thermal health watch; NVML temperature thresholds",
+                          "distance below the slowdown temperature that counts as close"),
     "GPU009.foreign_bytes": _T(float(2**30), "bytes", "vLLM log 'Free memory on device ... less than desired'",
                                "memory held by another process that fires"),
     # --- CPU, memory, storage, network -----------------------------------------------------------

@@ -335,6 +335,13 @@ def _define() -> None:
          snapshot({"server_process.debug_env": {"CUDA_LAUNCH_BLOCKING": "1"}}))
     case("GPU011", "negative_launch_blocking_zero", "CUDA_LAUNCH_BLOCKING=0 is harmless",
          PASSES, snapshot({"server_process.debug_env": {"CUDA_LAUNCH_BLOCKING": "0"}}))
+    # GPU012
+    case("GPU012", "positive_hot_under_load", "86 °C at 94% load with slowdown at 90 °C",
+         {**FIRES, "evidence_keys": ["gpu.gpus[0].temperature_c"]},
+         snapshot({g + "temperature_c": 86, g + "utilization_gpu_pct": 94.0}))
+    case("GPU012", "negative_cool", "62 °C under load", PASSES, snapshot())
+    case("GPU012", "negative_hot_idle", "Hot but idle (a neighbour's exhaust): judged under load only",
+         PASSES, snapshot({g + "temperature_c": 87, g + "utilization_gpu_pct": 2.0}))
     # CPU001
     case("CPU001", "positive_wrong_node", "GPU on node 1, server pinned to node 0",
          {**FIRES, "commands": ["numactl --cpunodebind=1 --membind=1 <your server command>"]},
@@ -599,6 +606,13 @@ def _define() -> None:
          baseline=base_report)
     case("ENG006", "negative_drop_without_preemptions", "Slower, but no preemptions: another cause",
          PASSES, snapshot(), bench({"levels.2.output_tokens_per_s": 1050.0}), baseline=base_report)
+    # ENG007
+    case("ENG007", "positive_shm_stalls", "vLLM TP=2 log: 14 shared-memory broadcast stalls",
+         {**FIRES, "severity": "medium", "evidence_keys": ["logs.num_shm_broadcast_stalls"]},
+         snapshot({"logs.num_shm_broadcast_stalls": 14}))
+    case("ENG007", "positive_nccl", "NCCL errors in the log", {**FIRES, "severity": "high"},
+         snapshot({"logs.num_nccl_errors": 3}))
+    case("ENG007", "negative_clean_log", "No communication trouble", PASSES, snapshot())
     # BENCH001
     case("BENCH001", "positive_client_lag", "c=64: achieved 41.5, loop lag 38 ms, marked invalid",
          {**FIRES, "evidence_keys": ["bench.c64.client.achieved_concurrency", "bench.c64.client.event_loop_lag_ms_p99"]},
