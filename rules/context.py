@@ -13,6 +13,13 @@ from rules.engines import EngineInfo, normalise_engine, parse_version
 from triage.model import BenchLevel, BenchSection
 
 
+def metrics_kv_usage(metrics: dict[str, Any]) -> tuple[float | None, str]:
+    """The window's peak KV usage when the probe has it, else the last sample; with its evidence key."""
+    if metrics.get("kv_cache_usage_frac_max") is not None:
+        return metrics["kv_cache_usage_frac_max"], "server_metrics.kv_cache_usage_frac_max"
+    return metrics.get("kv_cache_usage_frac"), "server_metrics.kv_cache_usage_frac"
+
+
 def level_label(level: BenchLevel) -> str:
     """`bench.c16` for a concurrency level, `bench.r2.5` for a rate level: the evidence key prefix."""
     if level.concurrency is not None:
@@ -141,13 +148,13 @@ class Context:
         seen = False
         metrics = self.snapshot.data("server_metrics")
         if metrics is not None:
-            usage = metrics.get("kv_cache_usage_frac_max", metrics.get("kv_cache_usage_frac"))
+            usage, usage_key = metrics_kv_usage(metrics)
             waiting = metrics.get("num_requests_waiting")
             preempt = metrics.get("num_preemptions_delta")
             if usage is not None and waiting is not None:
                 seen = True
                 if usage >= limit and waiting > 0:
-                    evidence["server_metrics.kv_cache_usage_frac_max"] = usage
+                    evidence[usage_key] = usage
                     evidence["server_metrics.num_requests_waiting"] = waiting
             if preempt is not None:
                 seen = True

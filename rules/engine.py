@@ -357,7 +357,7 @@ def eng006(ctx: Context) -> Hit | None:
     base_bench = (ctx.baseline or {}).get("bench")
     if not isinstance(base_bench, dict) or not base_bench.get("levels"):
         raise MissingInput("the baseline report has no bench levels to compare with")
-    base_model = (ctx.baseline.get("target") or {}).get("model") or base_bench.get("config", {}).get("model")
+    base_model = (ctx.baseline.get("target") or {}).get("model") or (base_bench.get("config") or {}).get("model")
     cur_model = ctx.bench_section().config.get("model")
     if base_model and cur_model and base_model != cur_model:
         raise MissingInput(f"the baseline ran model {base_model!r}, this bench {cur_model!r}: not comparable")

@@ -53,6 +53,13 @@ class Evaluation:
         return [f.code for f in self.findings]
 
 
+def bench_rule_codes() -> frozenset[str]:
+    """Rules that a bench report alone can satisfy (every input group allows `bench`): what `triage bench`
+    runs, as `RulesConfig(enabled_only=bench_rule_codes())`, so that it does not list every probe rule as
+    skipped."""
+    return frozenset(r.code for r in REGISTRY if not r.removed and all("bench" in g.split("|") for g in r.inputs))
+
+
 def _input_missing(group: str, ctx: Context) -> str | None:
     """None when at least one alternative of `a|b` is there, else why none is."""
     reasons = []

@@ -5,7 +5,7 @@ import math
 from typing import Any
 
 from rules.base import Hit, MissingInput, RuleDoc
-from rules.context import Context, level_label
+from rules.context import Context, level_label, metrics_kv_usage
 from rules.engines import DISABLING_FLAGS, EngineInfo, engine_flags
 from rules.fmt import ms, pct, pow2_at_least, round_up
 from rules.registry import rule
@@ -76,12 +76,12 @@ def kv001(ctx: Context) -> Hit | None:
     peak = 0.0
     metrics = ctx.snapshot.data("server_metrics")
     if metrics is not None:
-        usage = metrics.get("kv_cache_usage_frac_max", metrics.get("kv_cache_usage_frac"))
+        usage, usage_key = metrics_kv_usage(metrics)
         waiting = metrics.get("num_requests_waiting")
         if usage is not None and waiting is not None:
             seen = True
             if usage >= limit and waiting >= min_wait:
-                evidence["server_metrics.kv_cache_usage_frac_max"] = usage
+                evidence[usage_key] = usage
                 evidence["server_metrics.num_requests_waiting"] = waiting
                 peak = max(peak, usage)
     for lv, s in (ctx.level_server() if ctx.bench is not None else ()):
@@ -453,13 +453,12 @@ def sched002(ctx: Context) -> Hit | None:
     metrics = ctx.snapshot.data("server_metrics")
     if metrics is not None:
         running, waiting = metrics.get("num_requests_running"), metrics.get("num_requests_waiting")
-        usage = metrics.get("kv_cache_usage_frac_max", metrics.get("kv_cache_usage_frac"))
+        usage, usage_key = metrics_kv_usage(metrics)
         if None not in (running, waiting, usage):
             seen = True
             if waiting > 0 and usage < max_kv and running >= seqs:
                 evidence.update({"server_metrics.num_requests_running": running,
-                                 "server_metrics.num_requests_waiting": waiting,
-                                 "server_metrics.kv_cache_usage_frac_max": usage})
+                                 "server_metrics.num_requests_waiting": waiting, usage_key: usage})
     for lv, s in (ctx.level_server() if ctx.bench is not None else ()):
         running, waiting, usage = (s.get("num_requests_running_max"), s.get("num_requests_waiting_mean"),
                                    s.get("kv_cache_usage_frac_max"))
