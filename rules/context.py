@@ -110,8 +110,8 @@ class Context:
         version = self.config.target_engine_version or cfg.get("engine_version")
         engine = normalise_engine(name)
         v = parse_version(version)
-        v0 = engine == "vllm" and (str(metrics.get("engine") or name or "").lower() == "vllm-v0"
-                                   or (v is not None and v < (0, 8, 0)))
+        metrics_engine = cfg.get("metrics_engine") or metrics.get("engine") or name or ""
+        v0 = engine == "vllm" and (str(metrics_engine).lower() == "vllm-v0" or (v is not None and v < (0, 8, 0)))
         return EngineInfo(engine, version, v0)
 
     # --- bench -----------------------------------------------------------------------------------
@@ -196,6 +196,24 @@ class Context:
         if best is None:
             raise MissingInput("no observed prompt+output lengths (needs a bench report of this traffic)")
         return best
+
+    def kv_capacity_tokens(self) -> tuple[float, str]:
+        """How many tokens the KV cache holds, and where that came from."""
+        logs = self.snapshot.data("logs") or {}
+        metrics = self.snapshot.data("server_metrics") or {}
+        cache = metrics.get("cache_config") or {}
+        if logs.get("kv_cache_tokens") is not None:
+            return float(logs["kv_cache_tokens"]), "logs.kv_cache_tokens"
+        if metrics.get("kv_cache_capacity_tokens") is not None:
+            return float(metrics["kv_cache_capacity_tokens"]), "server_metrics.kv_cache_capacity_tokens"
+        if cache.get("num_gpu_blocks") is not None and cache.get("block_size") is not None:
+            return (float(cache["num_gpu_blocks"]) * float(cache["block_size"]),
+                    "server_metrics.cache_config.num_gpu_blocks*block_size")
+        block = (self.snapshot.data("server_config") or {}).get("block_size")
+        if logs.get("num_gpu_blocks") is not None and block is not None:
+            return float(logs["num_gpu_blocks"]) * float(block), "logs.num_gpu_blocks*server_config.block_size"
+        raise MissingInput("the KV cache capacity is unknown (needs the server log's 'GPU KV cache size' line via "
+                           "--log, or cache_config num_gpu_blocks / SGLang max_total_num_tokens in /metrics)")
 
     def compute_capability(self) -> tuple[int, int]:
         caps = [tuple(g["compute_capability"]) for g in self.serving_gpus() if g.get("compute_capability")]

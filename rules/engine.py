@@ -78,18 +78,7 @@ def quant001(ctx: Context) -> Hit | None:
 ))
 def quant002(ctx: Context) -> Hit | None:
     max_len = ctx.cfg("max_model_len")
-    capacity, where = None, None
-    logs = ctx.snapshot.data("logs") or {}
-    if logs.get("kv_cache_tokens") is not None:
-        capacity, where = logs["kv_cache_tokens"], "logs.kv_cache_tokens"
-    else:
-        cache = (ctx.opt("server_metrics", "cache_config") or {})
-        if cache.get("num_gpu_blocks") is not None and cache.get("block_size") is not None:
-            capacity = int(cache["num_gpu_blocks"]) * int(cache["block_size"])
-            where = "server_metrics.cache_config.num_gpu_blocks*block_size"
-    if capacity is None:
-        raise MissingInput("the KV cache capacity is unknown (needs the server log's 'GPU KV cache size' line "
-                           "via --log, or cache_config num_gpu_blocks in /metrics)")
+    capacity, where = ctx.kv_capacity_tokens()
     if capacity >= max_len:
         return None
     engine = ctx.engine()
@@ -97,7 +86,7 @@ def quant002(ctx: Context) -> Hit | None:
     cmds, note = engine_flags({"max_model_len": fit_len}, engine.name)
     return Hit(
         title="The model does not fit with room for one full-length request",
-        message=f"After the weights, the KV cache holds {capacity} tokens, less than max_model_len={max_len}: "
+        message=f"After the weights, the KV cache holds {capacity:.0f} tokens, less than max_model_len={max_len}: "
                 "one maximum-length request cannot fit.",
         evidence={"server_config.max_model_len": max_len, where: capacity,
                   "server_config.tensor_parallel_size": ctx.opt("server_config", "tensor_parallel_size")},
@@ -248,14 +237,7 @@ def eng004(ctx: Context) -> Hit | None:
     totals = [g.get("memory_total_bytes") for g in ctx.serving_gpus() if g.get("memory_total_bytes")]
     if not totals:
         raise MissingInput("gpu.memory_total_bytes was not measured")
-    cache = ctx.opt("server_metrics", "cache_config") or {}
-    logs = ctx.snapshot.data("logs") or {}
-    if logs.get("kv_cache_tokens") is not None:
-        capacity = float(logs["kv_cache_tokens"])
-    elif cache.get("num_gpu_blocks") is not None and cache.get("block_size") is not None:
-        capacity = float(cache["num_gpu_blocks"]) * float(cache["block_size"])
-    else:
-        raise MissingInput("the KV cache capacity in tokens is unknown (log line or cache_config)")
+    capacity, _ = ctx.kv_capacity_tokens()
     peaks = []
     if ctx.opt("server_metrics", "kv_cache_usage_frac_max") is not None:
         peaks.append(ctx.opt("server_metrics", "kv_cache_usage_frac_max"))

@@ -31,6 +31,7 @@ CAUSES: dict[str, tuple[str, ...]] = {
     "GPU004": ("ENG002", "BENCH003"),
     "GPU010": ("ENG002", "BENCH003", "ENG007"),
     "GPU012": ("GPU002",),
+    "GPU013": ("GPU006", "ENG007", "BENCH002"),
     "ENG007": ("BENCH003", "BENCH002"),
     "ENG001": ("SCHED004", "GPU008", "SCHED003", "BENCH003"),
     "ENG005": ("SCHED006", "ENG002"),

@@ -77,12 +77,15 @@ def kv001(ctx: Context) -> Hit | None:
     metrics = ctx.snapshot.data("server_metrics")
     if metrics is not None:
         usage, usage_key = metrics_kv_usage(metrics)
-        waiting = metrics.get("num_requests_waiting")
+        waiting, waiting_key = metrics.get("num_requests_waiting"), "server_metrics.num_requests_waiting"
+        peak_waiting = metrics.get("num_requests_waiting_max")
+        if peak_waiting is not None and (waiting is None or peak_waiting > waiting):
+            waiting, waiting_key = peak_waiting, "server_metrics.num_requests_waiting_max"
         if usage is not None and waiting is not None:
             seen = True
             if usage >= limit and waiting >= min_wait:
                 evidence[usage_key] = usage
-                evidence["server_metrics.num_requests_waiting"] = waiting
+                evidence[waiting_key] = waiting
                 peak = max(peak, usage)
     for lv, s in (ctx.level_server() if ctx.bench is not None else ()):
         usage, waiting = s.get("kv_cache_usage_frac_max"), s.get("num_requests_waiting_max")

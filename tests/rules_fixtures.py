@@ -31,7 +31,7 @@ def healthy_probes() -> dict[str, dict[str, Any]]:
     return copy.deepcopy({
         "gpu": {
             "driver_version": "550.54.15", "cuda_driver_version": "12.4", "nvml_version": "12.550.54.15",
-            "window_s": 5.0,
+            "window_s": 5.0, "num_gpus": 1, "unsupported_fields": [],
             "gpus": [{
                 "index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1111", "pci_bus_id": "00000000:3B:00.0",
                 "compute_capability": [9, 0], "memory_total_bytes": 80 * GIB, "memory_used_bytes": 72 * GIB,
@@ -39,9 +39,12 @@ def healthy_probes() -> dict[str, dict[str, Any]]:
                 "utilization_gpu_pct": 78.0, "utilization_gpu_pct_max": 95.0, "utilization_memory_pct": 55.0,
                 "sm_clock_mhz": 1980, "sm_clock_max_mhz": 1980, "mem_clock_mhz": 2619, "mem_clock_max_mhz": 2619,
                 "clock_event_reasons_bitmask": 0, "clock_event_reasons": [], "clock_event_reasons_source": "clocks_event",
-                "throttle_time_delta_us": {"power": 0, "thermal": 0, "sync_boost": 0, "board_limit": 0,
-                                           "low_util": 0, "reliability": 0, "total_app_clocks": 0,
-                                           "total_base_clocks": 0},
+                "throttle_time_delta_us": {"power": 0.0, "thermal": 0.0, "sync_boost": 0.0, "board_limit": 0.0,
+                                           "low_util": 0.0, "reliability": 0.0, "total_app_clocks": 0.0,
+                                           "total_base_clocks": 0.0},
+                "throttle_time_frac": {"power": 0.0, "thermal": 0.0, "sync_boost": 0.0, "board_limit": 0.0,
+                                       "low_util": 0.0, "reliability": 0.0, "total_app_clocks": 0.0,
+                                       "total_base_clocks": 0.0},
                 "power_usage_w": 520.0, "power_limit_enforced_w": 700.0, "power_limit_default_w": 700.0,
                 "temperature_c": 62, "temperature_slowdown_c": 90,
                 "pcie_link_gen_current": 5, "pcie_link_gen_max": 5, "pcie_link_gen_gpu_max": 5,
@@ -57,7 +60,8 @@ def healthy_probes() -> dict[str, dict[str, Any]]:
             }],
             "topology": [],
         },
-        "kernel_log": {"source": "dmesg", "xid_events": [], "num_lines_read": 1800},
+        "kernel_log": {"source": "dmesg", "num_lines_read": 1800, "num_xid_events": 0, "xid_counts": {},
+                       "xid_events": []},
         "cpu": {
             "model": "Intel(R) Xeon(R) Platinum 8480+", "num_physical_cores": 56, "num_logical_cpus": 112,
             "governor": "performance", "governors": {"performance": 112}, "freq_mhz_current": 3000.0,
@@ -88,7 +92,8 @@ def healthy_probes() -> dict[str, dict[str, Any]]:
         "server_metrics": {
             "engine": "vllm", "model_name": "meta-llama/Llama-3.1-8B-Instruct", "window_s": 5.0,
             "kv_cache_usage_frac": 0.55, "kv_cache_usage_frac_max": 0.62,
-            "num_requests_running": 12, "num_requests_waiting": 0,
+            "num_requests_running": 12, "num_requests_running_max": 15, "num_requests_waiting": 0,
+            "num_requests_waiting_max": 0,
             "num_preemptions_delta": 0, "preemptions_per_s": 0.0,
             "prefix_cache_queries_delta": 60000, "prefix_cache_hits_delta": 27000, "prefix_cache_hit_rate": 0.45,
             "prompt_tokens_per_s": 9200.0, "generation_tokens_per_s": 1450.0,
@@ -102,7 +107,7 @@ def healthy_probes() -> dict[str, dict[str, Any]]:
             },
             "cache_config": {"block_size": 16, "cache_dtype": "fp8", "gpu_memory_utilization": 0.9,
                              "enable_prefix_caching": True, "num_gpu_blocks": 30000},
-            "spec_decode_acceptance_rate": None,
+            "kv_cache_capacity_tokens": None, "spec_decode_acceptance_rate": None, "counter_resets": [],
         },
         "server_config": {
             "engine": "vllm", "engine_version": "0.18.1", "model": "meta-llama/Llama-3.1-8B-Instruct",
@@ -110,16 +115,17 @@ def healthy_probes() -> dict[str, dict[str, Any]]:
             "max_num_batched_tokens": 8192, "enable_chunked_prefill": True, "enable_prefix_caching": True,
             "kv_cache_dtype": "fp8", "dtype": "bfloat16", "quantization": "fp8", "tensor_parallel_size": 1,
             "pipeline_parallel_size": 1, "enforce_eager": False, "speculative_config": None, "block_size": 16,
-            "api_server_count": 1,
+            "api_server_count": 1, "data_parallel_size": 1, "metrics_engine": "vllm",
             "sources": {"engine_version": "/version", "max_model_len": "cmdline", "quantization": "cmdline",
                         "kv_cache_dtype": "cmdline", "gpu_memory_utilization": "cache_config_info",
                         "enable_prefix_caching": "cache_config_info", "enable_chunked_prefill": "default",
                         "max_num_seqs": "default", "enforce_eager": "default", "dtype": "default",
                         "tensor_parallel_size": "default"},
         },
-        "logs": {"path": "/var/log/vllm.log", "num_lines": 5200, "slow_tokenizer": False, "num_preemption_lines": 0,
-                 "kv_cache_tokens": 480000, "max_concurrency": 58.6, "cuda_graph_hints": [], "num_nccl_errors": 0,
-                 "num_shm_broadcast_stalls": 0},
+        "logs": {"path": "/var/log/vllm.log", "truncated": False, "num_lines": 5200, "slow_tokenizer": False,
+                 "num_preemption_lines": 0, "kv_cache_tokens": 480000, "num_gpu_blocks": 30000, "max_concurrency": 58.6,
+                 "max_concurrency_tokens_per_request": 8192, "cuda_graph_hints": [], "num_nccl_errors": 0,
+                 "num_shm_broadcast_stalls": 0, "num_oom_lines": 0},
     })
 
 
@@ -241,6 +247,9 @@ def _define() -> None:
     case("GPU002", "positive_bench_power_brake", "Power brake seen during a loaded bench level, no NVML probe",
          {**FIRES, "evidence_keys": ["bench.c64.gpu.clock_event_reasons_seen"]},
          snapshot(drop=("gpu",)), bench({"levels.3.gpu.clock_event_reasons_seen": ["hw_power_brake_slowdown"]}))
+    case("GPU002", "positive_thermal_counter", "NVML's thermal throttle counter ran 12% of the window",
+         {**FIRES, "evidence_keys": ["gpu.gpus[0].throttle_time_frac.thermal+board_limit+reliability"]},
+         snapshot({g + "throttle_time_frac.thermal": 0.12}))
     case("GPU002", "negative_sw_power_cap_at_load", "Software power cap at full load is normal",
          PASSES, snapshot({g + "clock_event_reasons": ["sw_power_cap"], g + "utilization_gpu_pct": 99.0}))
     case("GPU002", "negative_idle_thermal", "A slowdown flag on an idle GPU is not throttling under load",
@@ -284,6 +293,10 @@ def _define() -> None:
     case("GPU006", "positive_app_xid", "Xid 13 (application-level) is reported as possible",
          {**FIRES, "severity": "medium", "certainty": "possible"},
          snapshot({"kernel_log.xid_events": [{"xid": 13, "pci_bus_id": "0000:3B:00.0", "line": "NVRM: Xid 13"}]}))
+    case("GPU006", "positive_counts_beyond_kept_events", "xid_counts has 250 Xid 48 while only the last events are kept",
+         {**FIRES, "severity": "critical", "evidence_keys": ["kernel_log.xid_events.xid_48_count"]},
+         snapshot({"kernel_log.xid_counts": {"48": 250}, "kernel_log.num_xid_events": 250,
+                   "kernel_log.xid_events": [{"xid": 48, "pci_bus_id": "0000:3B:00.0", "meaning": "DBE", "line": "Xid 48"}]}))
     case("GPU006", "negative_clean_log", "No Xid lines", PASSES, snapshot())
     case("GPU006", "skipped_no_dmesg", "dmesg not readable without root",
          {"fires": False, "skipped_reason": "permission_denied"},
@@ -333,6 +346,11 @@ def _define() -> None:
     case("GPU011", "positive_launch_blocking", "CUDA_LAUNCH_BLOCKING=1 left in the service file",
          {**FIRES, "severity": "high", "commands": ["unset CUDA_LAUNCH_BLOCKING"]},
          snapshot({"server_process.debug_env": {"CUDA_LAUNCH_BLOCKING": "1"}}))
+    case("GPU011", "positive_vllm_trace", "VLLM_TRACE_FUNCTION=1 and NCCL_DEBUG=INFO",
+         {**FIRES, "severity": "high", "text_contains": ["traces every Python function call"]},
+         snapshot({"server_process.debug_env": {"VLLM_TRACE_FUNCTION": "1", "NCCL_DEBUG": "INFO"}}))
+    case("GPU011", "negative_harmless_vars", "NCCL_DEBUG=WARN and CUDA_VISIBLE_DEVICES are harmless",
+         PASSES, snapshot({"server_process.debug_env": {"NCCL_DEBUG": "WARN", "CUDA_VISIBLE_DEVICES": "0"}}))
     case("GPU011", "negative_launch_blocking_zero", "CUDA_LAUNCH_BLOCKING=0 is harmless",
          PASSES, snapshot({"server_process.debug_env": {"CUDA_LAUNCH_BLOCKING": "0"}}))
     # GPU012
@@ -342,6 +360,13 @@ def _define() -> None:
     case("GPU012", "negative_cool", "62 °C under load", PASSES, snapshot())
     case("GPU012", "negative_hot_idle", "Hot but idle (a neighbour's exhaust): judged under load only",
          PASSES, snapshot({g + "temperature_c": 87, g + "utilization_gpu_pct": 2.0}))
+    # GPU013
+    case("GPU013", "positive_lost", "GPU 1 fell off the bus (NVML GPU_IS_LOST)",
+         {**FIRES, "severity": "critical", "evidence_keys": ["gpu.gpus[1].lost"]},
+         snapshot({"gpu.gpus": [healthy_probes()["gpu"]["gpus"][0],
+                                {"index": 1, "name": "NVIDIA H100 80GB HBM3", "pci_bus_id": "00000000:86:00.0",
+                                 "unsupported_fields": ["*"], "lost": True}]}))
+    case("GPU013", "negative_all_present", "Every GPU answers", PASSES, snapshot())
     # CPU001
     case("CPU001", "positive_wrong_node", "GPU on node 1, server pinned to node 0",
          {**FIRES, "commands": ["numactl --cpunodebind=1 --membind=1 <your server command>"]},
@@ -548,6 +573,11 @@ def _define() -> None:
     case("QUANT002", "positive_from_cache_config", "No log; cache_config says 500 blocks x 16 = 8000 tokens",
          {**FIRES, "evidence_keys": ["server_metrics.cache_config.num_gpu_blocks*block_size"]},
          snapshot({"server_metrics.cache_config.num_gpu_blocks": 500}, drop=("logs",)))
+    case("QUANT002", "positive_sglang_capacity", "SGLang: max_total_num_tokens 6000 under a 16K context, no log",
+         {**FIRES, "evidence_keys": ["server_metrics.kv_cache_capacity_tokens"], "commands": ["--context-length 5888"]},
+         snapshot({"server_config.engine": "sglang", "server_config.engine_version": "0.5.2",
+                   "server_config.max_model_len": 16384, "server_metrics.engine": "sglang",
+                   "server_metrics.kv_cache_capacity_tokens": 6000, "server_metrics.cache_config": {}}, drop=("logs",)))
     case("QUANT002", "negative_fits", "480K KV tokens for an 8K context", PASSES, snapshot())
     # ENG001
     ollama = {"server_process.engine": "ollama", "server_config.engine": "ollama", "server_config.engine_version": "0.3.12",
