@@ -91,7 +91,8 @@ class Rule:
     def explain(self) -> str:
         """The rule's doc as text, in the shape `ruff rule` prints."""
         lines = [f"# {self.code} ({self.name})", "",
-                 f"Default severity: {self.severity.value}. Inputs: {', '.join(self.inputs)}."]
+                 f"Default severity: {self.severity.value}. Inputs: "
+                 f"{', '.join(i.replace('|', ' or ') for i in self.inputs)}."]
         if self.removed:
             lines += ["", "This rule is removed; its code is kept so that it is never reused."]
         for key in DOC_SECTIONS:

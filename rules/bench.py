@@ -150,6 +150,7 @@ def bench003(ctx: Context) -> Hit | None:
                 f"({', '.join(k + ' p99' for k in first[1])})."
                 + (f" The highest level that meets it is {level_label(best)}." if best else " No level meets it."),
         evidence=evidence, certainty=Certainty.CONFIRMED, impact=0.5,
-        fix=Fix("The linked findings say why; until they are fixed, keep the load at or below "
+        fix=Fix("The other findings in this report say why (queueing, KV pressure, throttling); until they are "
+                "fixed, keep the load at or below "
                 + (f"{level_label(best)}." if best else "the lowest level measured, or add capacity."), ()),
     )

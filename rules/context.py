@@ -13,6 +13,13 @@ from rules.engines import EngineInfo, normalise_engine, parse_version
 from triage.model import BenchLevel, BenchSection
 
 
+def metrics_kv_usage(metrics: dict[str, Any]) -> tuple[float | None, str]:
+    """The window's peak KV usage when the probe has it, else the last sample; with its evidence key."""
+    if metrics.get("kv_cache_usage_frac_max") is not None:
+        return metrics["kv_cache_usage_frac_max"], "server_metrics.kv_cache_usage_frac_max"
+    return metrics.get("kv_cache_usage_frac"), "server_metrics.kv_cache_usage_frac"
+
+
 def level_label(level: BenchLevel) -> str:
     """`bench.c16` for a concurrency level, `bench.r2.5` for a rate level: the evidence key prefix."""
     if level.concurrency is not None:
@@ -103,8 +110,8 @@ class Context:
         version = self.config.target_engine_version or cfg.get("engine_version")
         engine = normalise_engine(name)
         v = parse_version(version)
-        v0 = engine == "vllm" and (str(metrics.get("engine") or name or "").lower() == "vllm-v0"
-                                   or (v is not None and v < (0, 8, 0)))
+        metrics_engine = cfg.get("metrics_engine") or metrics.get("engine") or name or ""
+        v0 = engine == "vllm" and (str(metrics_engine).lower() == "vllm-v0" or (v is not None and v < (0, 8, 0)))
         return EngineInfo(engine, version, v0)
 
     # --- bench -----------------------------------------------------------------------------------
@@ -132,21 +139,22 @@ class Context:
     def kv_pressure(self) -> tuple[bool, dict[str, Any]]:
         """Is the server KV-limited? True/False with the evidence; MissingInput when nothing can tell.
 
-        Signals, any one is enough: KV usage >= common.kv_limited_usage_frac with requests waiting, the
-        preemption counter growing, or the log's "Maximum concurrency" below max_num_seqs.
+        Signals, any one is enough: KV usage >= common.kv_limited_usage_frac with requests waiting, or the
+        preemption counter growing. (The log's "Maximum concurrency" is computed for max_model_len-long
+        requests, so it says nothing about the real traffic and is not used.)
         """
         limit = self.th("common.kv_limited_usage_frac")
         evidence: dict[str, Any] = {}
         seen = False
         metrics = self.snapshot.data("server_metrics")
         if metrics is not None:
-            usage = metrics.get("kv_cache_usage_frac_max", metrics.get("kv_cache_usage_frac"))
+            usage, usage_key = metrics_kv_usage(metrics)
             waiting = metrics.get("num_requests_waiting")
             preempt = metrics.get("num_preemptions_delta")
             if usage is not None and waiting is not None:
                 seen = True
                 if usage >= limit and waiting > 0:
-                    evidence["server_metrics.kv_cache_usage_frac_max"] = usage
+                    evidence[usage_key] = usage
                     evidence["server_metrics.num_requests_waiting"] = waiting
             if preempt is not None:
                 seen = True
@@ -166,16 +174,9 @@ class Context:
                     seen = True
                     if preempt > 0:
                         evidence[f"{level_label(lv)}.server.num_preemptions_delta"] = preempt
-        logs = self.snapshot.data("logs")
-        cfg = self.snapshot.data("server_config") or {}
-        if logs and logs.get("max_concurrency") is not None and cfg.get("max_num_seqs") is not None:
-            seen = True
-            if logs["max_concurrency"] < cfg["max_num_seqs"]:
-                evidence["logs.max_concurrency"] = logs["max_concurrency"]
-                evidence["server_config.max_num_seqs"] = cfg["max_num_seqs"]
         if not seen:
             raise MissingInput("cannot tell whether the server is KV-limited: no KV usage, queue or preemption "
-                               "metrics (server_metrics or bench), nor the log's maximum-concurrency line")
+                               "metrics (server_metrics or bench)")
         return bool(evidence), evidence
 
     def observed_max_total_tokens(self) -> tuple[float, str]:
@@ -195,6 +196,24 @@ class Context:
         if best is None:
             raise MissingInput("no observed prompt+output lengths (needs a bench report of this traffic)")
         return best
+
+    def kv_capacity_tokens(self) -> tuple[float, str]:
+        """How many tokens the KV cache holds, and where that came from."""
+        logs = self.snapshot.data("logs") or {}
+        metrics = self.snapshot.data("server_metrics") or {}
+        cache = metrics.get("cache_config") or {}
+        if logs.get("kv_cache_tokens") is not None:
+            return float(logs["kv_cache_tokens"]), "logs.kv_cache_tokens"
+        if metrics.get("kv_cache_capacity_tokens") is not None:
+            return float(metrics["kv_cache_capacity_tokens"]), "server_metrics.kv_cache_capacity_tokens"
+        if cache.get("num_gpu_blocks") is not None and cache.get("block_size") is not None:
+            return (float(cache["num_gpu_blocks"]) * float(cache["block_size"]),
+                    "server_metrics.cache_config.num_gpu_blocks*block_size")
+        block = (self.snapshot.data("server_config") or {}).get("block_size")
+        if logs.get("num_gpu_blocks") is not None and block is not None:
+            return float(logs["num_gpu_blocks"]) * float(block), "logs.num_gpu_blocks*server_config.block_size"
+        raise MissingInput("the KV cache capacity is unknown (needs the server log's 'GPU KV cache size' line via "
+                           "--log, or cache_config num_gpu_blocks / SGLang max_total_num_tokens in /metrics)")
 
     def compute_capability(self) -> tuple[int, int]:
         caps = [tuple(g["compute_capability"]) for g in self.serving_gpus() if g.get("compute_capability")]

@@ -126,12 +126,18 @@ def gpu002(ctx: Context) -> Hit | None:
                         evidence[f"{_gid(g)}.sm_clock_max_mhz"] = g.get("sm_clock_max_mhz")
                     for r in bad:
                         severity = _BAD_REASONS[r] if severity is None or _BAD_REASONS[r].rank < severity.rank else severity
-            deltas = g.get("throttle_time_delta_us")
-            if deltas and window:
+            fracs, deltas = g.get("throttle_time_frac"), g.get("throttle_time_delta_us")
+            keys = ("thermal", "board_limit", "reliability")
+            if fracs and any(fracs.get(k) is not None for k in keys):
                 seen = True
-                throttled_us = sum(deltas.get(k) or 0 for k in ("thermal", "board_limit", "reliability"))
-                frac = throttled_us / (window * 1e6)
+                frac = sum(fracs.get(k) or 0 for k in keys)
                 if frac >= ctx.th("GPU002.throttle_time_frac"):
+                    evidence[f"{_gid(g)}.throttle_time_frac.thermal+board_limit+reliability"] = round(frac, 4)
+                    severity = severity or Severity.HIGH
+            elif deltas and window and any(deltas.get(k) is not None for k in keys):
+                seen = True
+                throttled_us = sum(deltas.get(k) or 0 for k in keys)
+                if throttled_us / (window * 1e6) >= ctx.th("GPU002.throttle_time_frac"):
                     evidence[f"{_gid(g)}.throttle_time_delta_us.thermal+board_limit+reliability"] = throttled_us
                     evidence["gpu.window_s"] = window
                     severity = severity or Severity.HIGH
@@ -347,12 +353,15 @@ _XID_CRITICAL = frozenset({48, 62, 64, 74, 79, 92, 94, 95, 119, 120})
 ))
 def gpu006(ctx: Context) -> Hit | None:
     events = ctx.value("kernel_log", "xid_events")
-    if not events:
-        return None
     counts: dict[int, int] = {}
-    for e in events:
-        if e.get("xid") is not None:
-            counts[int(e["xid"])] = counts.get(int(e["xid"]), 0) + 1
+    if ctx.opt("kernel_log", "xid_counts"):   # complete counts; xid_events keeps only the last lines
+        counts = {int(x): int(n) for x, n in ctx.opt("kernel_log", "xid_counts").items() if n}
+    else:
+        for e in events:
+            if e.get("xid") is not None:
+                counts[int(e["xid"])] = counts.get(int(e["xid"]), 0) + 1
+    if not counts:
+        return None
     critical = sorted(x for x in counts if x in _XID_CRITICAL)
     buses = sorted({e.get("pci_bus_id") for e in events if e.get("pci_bus_id")})
     evidence: dict[str, Any] = {f"kernel_log.xid_events.xid_{x}_count": n for x, n in sorted(counts.items())}
@@ -554,20 +563,28 @@ def gpu010(ctx: Context) -> Hit | None:
 
 
 # ------------------------------------------------------------------------------------------------
+# Variables that slow serving when set (to anything but an "off" value): severity and what they do.
 _DEBUG_ENV = {
-    "CUDA_LAUNCH_BLOCKING": Severity.HIGH,       # serializes every kernel launch
-    "CUDA_INJECTION64_PATH": Severity.MEDIUM,    # a profiler/tracer injected into the process
-    "NSIGHT_CUDA_DEBUGGER": Severity.MEDIUM,
-    "CUDA_PROFILE": Severity.MEDIUM,
-    "CUDA_DEVICE_WAITS_ON_EXCEPTION": Severity.MEDIUM,
-    "CUDA_MEMCHECK_PATCH_MODULE": Severity.MEDIUM,
+    "CUDA_LAUNCH_BLOCKING": (Severity.HIGH, "makes every kernel launch synchronous"),
+    "VLLM_TRACE_FUNCTION": (Severity.HIGH, "traces every Python function call in vLLM"),
+    "PYTORCH_NO_CUDA_MEMORY_CACHING": (Severity.HIGH, "turns off PyTorch's CUDA caching allocator"),
+    "CUDA_INJECTION64_PATH": (Severity.MEDIUM, "injects a profiler/tracer into the process"),
+    "NSIGHT_CUDA_DEBUGGER": (Severity.MEDIUM, "runs under the CUDA debugger"),
+    "CUDA_PROFILE": (Severity.MEDIUM, "turns on the legacy CUDA profiler"),
+    "CUDA_DEVICE_WAITS_ON_EXCEPTION": (Severity.MEDIUM, "a debugging mode"),
+    "CUDA_MEMCHECK_PATCH_MODULE": (Severity.MEDIUM, "a memory-checker mode"),
+    "TORCH_COMPILE_DEBUG": (Severity.MEDIUM, "dumps torch.compile debug artefacts"),
+    "NCCL_P2P_DISABLE": (Severity.MEDIUM, "forces GPU-to-GPU traffic through host memory"),
+    "NCCL_SHM_DISABLE": (Severity.LOW, "disables NCCL's shared-memory transport"),
+    "NCCL_DEBUG": (Severity.LOW, "logs every NCCL call at INFO/TRACE"),
 }
-_OFF_VALUES = frozenset({"", "0", "false", "no", "off"})
+_OFF_VALUES = frozenset({"", "0", "false", "no", "off", "warn", "version"})
 
 
 @rule("GPU011", "bad-cuda-env", Severity.HIGH, ("server_process",), RuleDoc(
     what="A debugging or profiling variable is set in the server's environment: CUDA_LAUNCH_BLOCKING=1, "
-         "CUDA_INJECTION64_PATH, NSIGHT_CUDA_DEBUGGER, CUDA_PROFILE and the like.",
+         "CUDA_INJECTION64_PATH, NSIGHT_CUDA_DEBUGGER, CUDA_PROFILE, VLLM_TRACE_FUNCTION, "
+         "PYTORCH_NO_CUDA_MEMORY_CACHING, NCCL_P2P_DISABLE, NCCL_DEBUG=INFO and the like.",
     why="CUDA_LAUNCH_BLOCKING makes every kernel launch synchronous, which defeats CUDA graphs and launch "
         "overlap; injected profilers and debuggers add overhead to every call.",
     example="server_process.debug_env = {CUDA_LAUNCH_BLOCKING: '1'}",
@@ -581,12 +598,81 @@ def gpu011(ctx: Context) -> Hit | None:
     bad = {k: v for k, v in env.items() if k in _DEBUG_ENV and str(v).strip().lower() not in _OFF_VALUES}
     if not bad:
         return None
-    severity = min((_DEBUG_ENV[k] for k in bad), key=lambda s: s.rank)
+    severity = min((_DEBUG_ENV[k][0] for k in bad), key=lambda s: s.rank)
     return Hit(
         title="Debugging/profiling environment variables are set in the server",
-        message=f"The server runs with {', '.join(f'{k}={v}' for k, v in sorted(bad.items()))}.",
+        message="The server runs with " + "; ".join(f"{k}={v} ({_DEBUG_ENV[k][1]})" for k, v in sorted(bad.items()))
+                + ".",
         evidence={f"server_process.debug_env.{k}": v for k, v in sorted(bad.items())},
         severity=severity, certainty=Certainty.CONFIRMED, impact=0.7 if "CUDA_LAUNCH_BLOCKING" in bad else 0.3,
         fix=Fix("Remove these variables from the server's environment (service file, container spec) and restart.",
                 tuple(f"unset {k}" for k in sorted(bad))),
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+@rule("GPU012", "gpu-near-thermal-slowdown", Severity.MEDIUM, ("gpu",), RuleDoc(
+    what="A busy GPU runs within 5 °C of its slowdown temperature (NVML's temperature threshold at which the "
+         "GPU starts to clock down), before any slowdown reason has shown up.",
+    why="The next warm afternoon, a failing fan or a neighbour's heat tips it into HW thermal slowdown "
+        "(GPU002): clocks drop and latency jumps. Seen early, it is a cooling ticket, not an incident.",
+    example="gpu.gpus[0].temperature_c = 86, gpu.gpus[0].temperature_slowdown_c = 90, "
+            "gpu.gpus[0].utilization_gpu_pct = 94",
+    fix="Check airflow, fan curves, inlet temperature and blanking panels; compare with the node's other GPUs.",
+    references=("DCGM health watches (thermal)", "nvidia-smi -q -d TEMPERATURE (GPU Slowdown Temp)",
+                "seed 003 GPU layer"),
+), thresholds=("GPU012.margin_c", "common.gpu_busy_util_pct"))
+def gpu012(ctx: Context) -> Hit | None:
+    busy, margin = ctx.th("common.gpu_busy_util_pct"), ctx.th("GPU012.margin_c")
+    evidence: dict[str, Any] = {}
+    measured = False
+    for g in ctx.serving_gpus():
+        temp, slowdown, util = g.get("temperature_c"), g.get("temperature_slowdown_c"), g.get("utilization_gpu_pct")
+        if None in (temp, slowdown, util):
+            continue
+        measured = True
+        if util >= busy and temp >= slowdown - margin:
+            evidence.update({f"{_gid(g)}.temperature_c": temp, f"{_gid(g)}.temperature_slowdown_c": slowdown,
+                             f"{_gid(g)}.utilization_gpu_pct": util})
+    if not measured:
+        raise MissingInput("gpu temperature_c/temperature_slowdown_c/utilization_gpu_pct were not measured")
+    if not evidence:
+        return None
+    return Hit(
+        title="The GPU runs close to its thermal slowdown point",
+        message="Under load the GPU is within a few degrees of the temperature at which it starts to throttle.",
+        evidence=evidence, certainty=Certainty.LIKELY, impact=0.2,
+        fix=Fix("Improve cooling before it throttles: airflow, fans, inlet temperature, blanking panels.",
+                ("nvidia-smi -q -d TEMPERATURE",)),
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+@rule("GPU013", "gpu-lost", Severity.CRITICAL, ("gpu",), RuleDoc(
+    what="NVML reports a GPU as lost (GPU_IS_LOST): it fell off the bus and the driver can no longer reach it.",
+    why="A lost GPU serves nothing: the engine on it has crashed or hangs, and its tensor-parallel peers "
+        "stall with it. It does not come back without a reset or a reboot.",
+    example="gpu.gpus[2].lost = true, gpu.gpus[2].pci_bus_id = '00000000:86:00.0'",
+    fix="Drain the node, then reset the GPU or reboot; check the kernel log for Xid 79 and the slot, riser "
+        "and power; RMA if it repeats.",
+    references=("NVML nvmlDeviceGetHandleByIndex GPU_IS_LOST", "NVIDIA Xid 79 (GPU has fallen off the bus)",
+                "DCGM health watches"),
+))
+def gpu013(ctx: Context) -> Hit | None:
+    gpus = ctx.gpus()
+    if all(g.get("lost") is None for g in gpus):
+        raise MissingInput("gpu.lost was not reported")
+    lost = [g for g in gpus if g.get("lost")]
+    if not lost:
+        return None
+    evidence: dict[str, Any] = {}
+    for g in lost:
+        evidence[f"{_gid(g)}.lost"] = True
+        evidence[f"{_gid(g)}.pci_bus_id"] = g.get("pci_bus_id")
+    return Hit(
+        title="A GPU has fallen off the bus",
+        message=f"NVML cannot reach {len(lost)} GPU(s) any more (GPU_IS_LOST).",
+        evidence=evidence, certainty=Certainty.CONFIRMED, impact=1.0,
+        fix=Fix("Drain the node and reset the GPU or reboot; then check the slot, riser and power, and RMA the "
+                "board if it happens again.", ("sudo dmesg -T | grep -i xid", "sudo nvidia-smi -r")),
     )

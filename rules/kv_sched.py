@@ -5,41 +5,51 @@ import math
 from typing import Any
 
 from rules.base import Hit, MissingInput, RuleDoc
-from rules.context import Context, level_label
+from rules.context import Context, level_label, metrics_kv_usage
 from rules.engines import DISABLING_FLAGS, EngineInfo, engine_flags
 from rules.fmt import ms, pct, pow2_at_least, round_up
 from rules.registry import rule
 from triage.model import BenchLevel, Certainty, Fix, Severity
 
 
-def _kv_relief(ctx: Context, engine: EngineInfo) -> tuple[dict[str, object], list[str]]:
-    """The knobs that give the KV cache more room, with values from the evidence, and why each."""
+def _kv_relief(ctx: Context, engine: EngineInfo,
+               evidence: dict[str, Any] | None = None) -> tuple[dict[str, object], list[str]]:
+    """The knobs that give the KV cache more room, with values from the evidence, and why each.
+    The settings the values were computed from are added to `evidence`."""
     knobs: dict[str, object] = {}
     why: list[str] = []
+    evidence = evidence if evidence is not None else {}
     target = ctx.th("KV001.gpu_memory_utilization_target")
     util = ctx.opt("server_config", "gpu_memory_utilization")
     if util is None:
         util = ((ctx.opt("server_metrics", "cache_config") or {}).get("gpu_memory_utilization"))
+    if util is not None:
+        evidence["server_config.gpu_memory_utilization"] = util
     if util is None or util < target:
         knobs["gpu_memory_utilization"] = f"{target:.2f}"
         why.append(f"raise the memory share for KV to {target:.2f}" + (f" (now {util})" if util is not None else ""))
     max_len = ctx.opt("server_config", "max_model_len")
     try:
-        observed, _ = ctx.observed_max_total_tokens()
+        observed, where = ctx.observed_max_total_tokens()
     except MissingInput:
         observed = None
     if max_len is not None and observed is not None:
         proposed = round_up(observed * ctx.th("KV003.headroom_ratio"), 256)
         if proposed < max_len:
+            evidence["server_config.max_model_len"] = max_len
+            evidence[where] = observed
             knobs["max_model_len"] = proposed
-            why.append(f"cap the context at {proposed} tokens (observed prompt+output {observed:.0f} x "
-                       f"{ctx.th('KV003.headroom_ratio')}), down from {max_len}")
+            why.append(f"cap the context at {proposed} tokens (the bench's longest prompt+output, {observed:.0f}, "
+                       f"x {ctx.th('KV003.headroom_ratio')}; check that production's p99 is no longer), "
+                       f"down from {max_len}")
     dtype = ctx.opt("server_config", "kv_cache_dtype") or (ctx.opt("server_metrics", "cache_config") or {}).get("cache_dtype")
     try:
         cc = ctx.compute_capability()
     except MissingInput:
         cc = None
     if cc is not None and cc >= (9, 0) and str(dtype or "auto").lower() in _SIXTEEN_BIT_KV:
+        evidence["server_config.kv_cache_dtype"] = dtype
+        evidence["gpu.compute_capability"] = list(cc)
         knobs["kv_cache_dtype_fp8"] = None
         why.append("store the KV cache in FP8 (half the bytes per token)")
     return knobs, why
@@ -66,13 +76,16 @@ def kv001(ctx: Context) -> Hit | None:
     peak = 0.0
     metrics = ctx.snapshot.data("server_metrics")
     if metrics is not None:
-        usage = metrics.get("kv_cache_usage_frac_max", metrics.get("kv_cache_usage_frac"))
-        waiting = metrics.get("num_requests_waiting")
+        usage, usage_key = metrics_kv_usage(metrics)
+        waiting, waiting_key = metrics.get("num_requests_waiting"), "server_metrics.num_requests_waiting"
+        peak_waiting = metrics.get("num_requests_waiting_max")
+        if peak_waiting is not None and (waiting is None or peak_waiting > waiting):
+            waiting, waiting_key = peak_waiting, "server_metrics.num_requests_waiting_max"
         if usage is not None and waiting is not None:
             seen = True
             if usage >= limit and waiting >= min_wait:
-                evidence["server_metrics.kv_cache_usage_frac_max"] = usage
-                evidence["server_metrics.num_requests_waiting"] = waiting
+                evidence[usage_key] = usage
+                evidence[waiting_key] = waiting
                 peak = max(peak, usage)
     for lv, s in (ctx.level_server() if ctx.bench is not None else ()):
         usage, waiting = s.get("kv_cache_usage_frac_max"), s.get("num_requests_waiting_max")
@@ -91,7 +104,7 @@ def kv001(ctx: Context) -> Hit | None:
     if not evidence:
         return None
     engine = ctx.engine()
-    knobs, why = _kv_relief(ctx, engine)
+    knobs, why = _kv_relief(ctx, engine, evidence)
     cmds, note = engine_flags(knobs, engine.name)
     text = ("Give the KV cache more room: " + "; ".join(why) + "." if why else
             "The memory share, context cap and KV dtype are already tuned: add tensor parallelism or replicas.")
@@ -144,7 +157,7 @@ def kv002(ctx: Context) -> Hit | None:
     if not evidence:
         return None
     engine = ctx.engine()
-    knobs, why = _kv_relief(ctx, engine)
+    knobs, why = _kv_relief(ctx, engine, evidence)
     seqs = ctx.opt("server_config", "max_num_seqs")
     if running_peak:
         lower = max(1, int(running_peak * 0.75))
@@ -224,8 +237,8 @@ def kv004(ctx: Context) -> Hit | None:
     cmds, note = engine_flags({"kv_cache_dtype_fp8": None}, ctx.engine().name)
     return Hit(
         title="A 16-bit KV cache on FP8-capable hardware is the limit",
-        message=f"The KV cache is full and stored as {dtype} on a compute-capability {cc[0]}.{cc[1]} GPU, which "
-                "could store it in FP8 at half the size.",
+        message=f"The KV cache is full and stored in 16 bits (kv_cache_dtype={dtype}) on a compute-capability "
+                f"{cc[0]}.{cc[1]} GPU, which could store it in FP8 at half the size.",
         evidence={source: dtype, "gpu.compute_capability": list(cc), **kv_evidence},
         certainty=Certainty.LIKELY, impact=0.5,
         fix=Fix("Store the KV cache in FP8: it doubles the sequences that fit." + note, cmds),
@@ -443,13 +456,12 @@ def sched002(ctx: Context) -> Hit | None:
     metrics = ctx.snapshot.data("server_metrics")
     if metrics is not None:
         running, waiting = metrics.get("num_requests_running"), metrics.get("num_requests_waiting")
-        usage = metrics.get("kv_cache_usage_frac_max", metrics.get("kv_cache_usage_frac"))
+        usage, usage_key = metrics_kv_usage(metrics)
         if None not in (running, waiting, usage):
             seen = True
             if waiting > 0 and usage < max_kv and running >= seqs:
                 evidence.update({"server_metrics.num_requests_running": running,
-                                 "server_metrics.num_requests_waiting": waiting,
-                                 "server_metrics.kv_cache_usage_frac_max": usage})
+                                 "server_metrics.num_requests_waiting": waiting, usage_key: usage})
     for lv, s in (ctx.level_server() if ctx.bench is not None else ()):
         running, waiting, usage = (s.get("num_requests_running_max"), s.get("num_requests_waiting_mean"),
                                    s.get("kv_cache_usage_frac_max"))
@@ -478,8 +490,8 @@ def sched002(ctx: Context) -> Hit | None:
 
 # ------------------------------------------------------------------------------------------------
 @rule("SCHED003", "queueing-dominates-ttft", Severity.HIGH, ("bench|server_metrics",), RuleDoc(
-    what="Server queue time is >= 50% of TTFT, or client TTFT grows (at least half) linearly with concurrency "
-         "while TPOT stays flat: requests wait for a slot rather than for compute.",
+    what="Server queue time is >= 50% of TTFT, or between two bench levels client TTFT grows at least 3/4 as "
+         "fast as concurrency while TPOT stays flat (<= 1.25x): requests wait for a slot, not for compute.",
     why="Queueing adds to TTFT before any work starts; it means demand exceeds the capacity this server "
         "admits (a KV or sequence cap, or simply too few replicas) (seed 001, seed 004 §10).",
     example="bench.c32.server.server_queue_time_ms_mean = 820, bench.c32.server.server_ttft_ms_mean = 1010",
@@ -506,9 +518,10 @@ def sched003(ctx: Context) -> Hit | None:
                 worst = max(worst, queue / ttft)
         levels = sorted((lv for lv in ctx.levels() if lv.concurrency and lv.ttft_ms.p50 and lv.tpot_ms.p50),
                         key=lambda lv: lv.concurrency)
-        if len(levels) >= 2 and levels[-1].concurrency >= 2 * levels[0].concurrency:
+        for lo, hi in zip(levels, levels[1:], strict=False):
+            if hi.concurrency < 2 * lo.concurrency:
+                continue
             seen = True
-            lo, hi = levels[0], levels[-1]
             c_ratio = hi.concurrency / lo.concurrency
             ttft_ratio, tpot_ratio = hi.ttft_ms.p50 / lo.ttft_ms.p50, hi.tpot_ms.p50 / lo.tpot_ms.p50
             if ttft_ratio >= ctx.th("SCHED003.min_ttft_growth_frac_of_linear") * c_ratio and \

@@ -38,6 +38,8 @@ from triage.commands import diagnose as _diagnose  # noqa: E402, I001
 app.command("diagnose", help="Run every probe and the rules; print ranked findings with evidence and exact flags.")(_diagnose.diagnose)
 from triage.commands import serve  # noqa: E402, I001
 app.command("serve", help="Serve the reference engine: OpenAI-compatible API, vLLM-named /metrics.")(serve.serve)
+from triage.commands import rules as _rules_cmd  # noqa: E402, I001
+app.add_typer(_rules_cmd.app, name="rules", help="The rule registry: `list`, or `explain CODE`.")
 
 
 def main() -> None:
