@@ -246,3 +246,21 @@ def test_bench_report_reaches_the_rules(tmp_path):
     assert not any("no bench report" in s.reason for s in report.skipped_rules)
     not_a_bench = cli("diagnose", "--from", str(snap), "--bench", str(snap))
     assert not_a_bench.exit_code == 2
+
+
+def test_ctrl_c_during_the_probes_keeps_what_was_measured():
+    import _thread
+
+    class InterruptingNvml:
+        def nvmlInit(self):
+            _thread.interrupt_main()      # as if the user pressed Ctrl-C while the GPU was being read
+            time.sleep(1.0)
+            raise RuntimeError("never reached in time")
+
+    result = diagnose(DiagnoseOptions(window_s=0.2, discover=False, nvml=InterruptingNvml(),
+                                      skip=("storage",), bandwidth_budget_s=0.05))
+    assert result.interrupted
+    statuses = {p.name: (p.status, p.reason) for p in result.snapshot.probes}
+    assert statuses["server_config"][1] != "interrupted before it finished"   # phase 1 ended before Ctrl-C
+    assert any(reason == "interrupted before it finished" for _, reason in statuses.values())
+    assert result.report.probes == result.snapshot.probes

@@ -16,7 +16,7 @@ import tarfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -34,6 +34,14 @@ PROBE_NAMES = ("server_config", "gpu", "cpu", "memory", "server_process", "serve
                "kernel_log", "logs", "storage")
 PROBE_GRACE_S = 6.0   # time a probe may take beyond its window before it is reported as timed out
 MAX_WINDOW_S = 600.0
+
+
+class Interrupted(Exception):
+    """Ctrl-C during the probes: carries the snapshot of what was measured, to be written anyway."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        super().__init__("interrupted")
+        self.snapshot = snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +86,7 @@ class DiagnoseResult:
     snapshot: Snapshot
     discovery: Discovery
     rules_note: str | None = None
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    interrupted: bool = False           # Ctrl-C during the probes: the report holds what was measured
 
 
 # --------------------------------------------------------------------------------------------
@@ -114,12 +122,16 @@ def run_probe(spec: ProbeSpec) -> ProbeResult:
                        redact_text(result.reason) if result.reason else None, scrub(result.data))
 
 
-def run_probes(specs: Sequence[ProbeSpec]) -> tuple[ProbeResult, ...]:
-    """Run the specs concurrently, each under its own timeout; results in spec order."""
+def run_probes(specs: Sequence[ProbeSpec], into: list[ProbeResult] | None = None) -> tuple[ProbeResult, ...]:
+    """Run the specs concurrently, each under its own timeout; results in spec order.
+
+    `into` collects each result as it finishes, so an interrupted caller keeps what was measured."""
     results: list[ProbeResult | None] = [None] * len(specs)
+    sink = into if into is not None else []
 
     def one(i: int) -> None:
         results[i] = run_probe(specs[i])
+        sink.append(results[i])
 
     threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(specs))]
     for t in threads:
@@ -240,32 +252,43 @@ def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
         raise UsageError(f"--skip {','.join(unknown)}: no such probe; the probes are {', '.join(PROBE_NAMES)}")
     wanted = [n for n in PROBE_NAMES if n not in opts.skip]
 
-    phase1 = [ProbeSpec("server_config", lambda: probe_server_config(found.url, argv, found.engine), grace)]
-    results = list(run_probes([s for s in phase1 if s.name in wanted]))
-    config = next((r.data for r in results if r.name == "server_config" and r.data), {})
+    results: list[ProbeResult] = []
+    interrupted = False
+    try:
+        phase1 = [ProbeSpec("server_config", lambda: probe_server_config(found.url, argv, found.engine), grace)]
+        run_probes([s for s in phase1 if s.name in wanted], results)
+        config = next((r.data for r in results if r.name == "server_config" and r.data), {})
 
-    phase2 = [
-        ProbeSpec("gpu", lambda: probe_gpu(nvml=opts.nvml, window_s=window, sys_root=opts.sys_root),
-                  window + grace),
-        ProbeSpec("cpu", lambda: probe_cpu(window, opts.proc_root, opts.sys_root), window + grace),
-        ProbeSpec("memory", lambda: probe_memory(window, opts.proc_root, opts.bandwidth_budget_s),
-                  window + opts.bandwidth_budget_s + grace),
-        ProbeSpec("server_process", lambda: probe_server_process(found.pid, found.engine, window, opts.proc_root,
-                                                                 opts.sys_root), window + grace),
-        ProbeSpec("server_metrics", lambda: probe_server_metrics(found.url, window), window + grace),
-        ProbeSpec("network", lambda: probe_network(found.url), grace),
-        ProbeSpec("kernel_log", lambda: probe_kernel_log(opts.kernel_log_path), grace),
-        ProbeSpec("logs", lambda: probe_logs(opts.log_path), grace),
-    ]
-    results += run_probes([s for s in phase2 if s.name in wanted])
+        phase2 = [
+            ProbeSpec("gpu", lambda: probe_gpu(nvml=opts.nvml, window_s=window, sys_root=opts.sys_root),
+                      window + grace),
+            ProbeSpec("cpu", lambda: probe_cpu(window, opts.proc_root, opts.sys_root), window + grace),
+            ProbeSpec("memory", lambda: probe_memory(window, opts.proc_root, opts.bandwidth_budget_s),
+                      window + opts.bandwidth_budget_s + grace),
+            ProbeSpec("server_process", lambda: probe_server_process(found.pid, found.engine, window,
+                                                                     opts.proc_root, opts.sys_root), window + grace),
+            ProbeSpec("server_metrics", lambda: probe_server_metrics(found.url, window), window + grace),
+            ProbeSpec("network", lambda: probe_network(found.url), grace),
+            ProbeSpec("kernel_log", lambda: probe_kernel_log(opts.kernel_log_path), grace),
+            ProbeSpec("logs", lambda: probe_logs(opts.log_path), grace),
+        ]
+        run_probes([s for s in phase2 if s.name in wanted], results)
 
-    model = opts.model or config.get("model")
-    phase3 = [ProbeSpec("storage", lambda: probe_storage(model, env, opts.proc_root, opts.max_read_bytes,
-                                                         opts.read_budget_s), opts.read_budget_s + grace)]
-    results += run_probes([s for s in phase3 if s.name in wanted])
+        model = opts.model or config.get("model")
+        phase3 = [ProbeSpec("storage", lambda: probe_storage(model, env, opts.proc_root, opts.max_read_bytes,
+                                                             opts.read_budget_s), opts.read_budget_s + grace)]
+        run_probes([s for s in phase3 if s.name in wanted], results)
+    except KeyboardInterrupt:
+        interrupted = True
+        done = {r.name for r in results}
+        results += [ProbeResult(n, ProbeStatus.ERROR, 0.0, "interrupted before it finished") for n in wanted
+                    if n not in done]
     order = {name: i for i, name in enumerate(wanted)}
     results.sort(key=lambda r: order.get(r.name, len(order)))
-    return Snapshot(probes=tuple(results), window_s=window)
+    snapshot = Snapshot(probes=tuple(results), window_s=window)
+    if interrupted:
+        raise Interrupted(snapshot)
+    return snapshot
 
 
 # --------------------------------------------------------------------------------------------
@@ -311,11 +334,16 @@ def diagnose(opts: DiagnoseOptions, bench: BenchSection | None = None) -> Diagno
     from triage.cli_support import new_report
 
     found = discover(opts.url, opts.discover)
-    snapshot = collect(opts, found)
+    interrupted = False
+    try:
+        snapshot = collect(opts, found)
+    except Interrupted as e:
+        snapshot, interrupted = e.snapshot, True
     findings, skipped, note = run_rules(snapshot, bench)
     report = new_report(ReportKind.DIAGNOSE, host_info(gpus_of(snapshot), opts.proc_root), target_of(snapshot, found),
                         probes=snapshot.probes, findings=findings, skipped_rules=skipped, bench=bench)
-    return DiagnoseResult(report=report, snapshot=snapshot, discovery=found, rules_note=note)
+    return DiagnoseResult(report=report, snapshot=snapshot, discovery=found, rules_note=note,
+                          interrupted=interrupted)
 
 
 # --------------------------------------------------------------------------------------------

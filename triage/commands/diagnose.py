@@ -6,7 +6,7 @@ from pathlib import Path
 import typer
 
 from triage.cli_support import FORMATS, console, emit, funnel, warn
-from triage.errors import UsageError
+from triage.errors import EXIT_INTERRUPTED, UsageError
 from triage.model import Severity
 
 
@@ -94,6 +94,9 @@ def diagnose(
     if bundle is not None:
         written = write_bundle(bundle, result, str(log) if log else None)
         says.print(f"bundle written to {written}", markup=False)
+    if result.interrupted:
+        says.print("interrupted: the report holds what was measured before Ctrl-C", markup=False)
+        return EXIT_INTERRUPTED
     if threshold is not None and any(f.severity.at_least(threshold) for f in result.report.findings):
         return 1
     return 0
