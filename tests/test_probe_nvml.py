@@ -142,3 +142,33 @@ def test_this_host_has_no_gpu_and_says_so():
 
 def test_decode_unknown_bits():
     assert decode_clock_event_reasons(0x1 | 0x1000) == ["gpu_idle", "unknown_0x1000"]
+
+
+def test_field_value_union_names_match_pynvml():
+    pynvml = pytest.importorskip("pynvml")
+    from probes.nvml import _FIELD_VALUE_ATTR
+
+    union_fields = [name for name, _ in pynvml.c_nvmlValue_t._fields_]
+    assert set(_FIELD_VALUE_ATTR.values()) <= set(union_fields)
+    assert _FIELD_VALUE_ATTR[pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG] == "ullVal"
+    from probes.nvml import THROTTLE_FIELDS
+    assert THROTTLE_FIELDS["power"] == pynvml.NVML_FI_DEV_PERF_POLICY_POWER
+    assert THROTTLE_FIELDS["total_base_clocks"] == pynvml.NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS
+
+
+def test_hard_coded_nvml_constants_match_pynvml():
+    pynvml = pytest.importorskip("pynvml")
+    from probes import nvml as probe
+
+    assert (probe._CLOCK_SM, probe._CLOCK_MEM) == (pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_MEM)
+    assert probe._TEMPERATURE_THRESHOLD_SLOWDOWN == pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
+    assert probe._ERROR_GPU_IS_LOST == pynvml.NVML_ERROR_GPU_IS_LOST
+    assert probe._ERROR_NOT_SUPPORTED == pynvml.NVML_ERROR_NOT_SUPPORTED
+    assert probe._RETIRE_DBE == pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
+    assert probe._NVLINK_ERRORS["crc_data"] == pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA
+    assert probe._TOPOLOGY[pynvml.NVML_TOPOLOGY_HOSTBRIDGE] == "hostbridge"
+    bits = {pynvml.nvmlClocksEventReasonSwPowerCap: "sw_power_cap",
+            pynvml.nvmlClocksEventReasonHwThermalSlowdown: "hw_thermal_slowdown",
+            pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown: "hw_power_brake_slowdown"}
+    for bit, name in bits.items():
+        assert probe.CLOCK_EVENT_BITS[bit] == name
