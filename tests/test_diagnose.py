@@ -98,7 +98,7 @@ def test_full_diagnose_on_this_host_is_fast_and_clean(tmp_path, report_validator
     assert probes["cpu"]["status"] == "ok" and probes["cpu"]["data"]["window_s"] == 2.0
     assert probes["memory"]["data"]["copy_bandwidth_gbps"] > 0
     assert all(p["duration_s"] >= 0 for p in data["probes"])
-    assert "no serving process found" in proc.stdout
+    assert "host and GPU probes only" in proc.stdout and "local discovery is off" in proc.stdout
 
 
 # -- replay and --fail-on -----------------------------------------------------------------------

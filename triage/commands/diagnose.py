@@ -80,7 +80,7 @@ def diagnose(
         says.print(f"diagnosing {found.url}" + (f" ({found.engine} pid {found.pid})" if found.pid else ""),
                    markup=False)
     elif found.how == "none":
-        says.print("no serving process found on this host; host and GPU probes only", markup=False)
+        says.print("no server to diagnose: host and GPU probes only", markup=False)
     if found.note:
         says.print(f"note: {found.note}", markup=False)
     if result.rules_note:
