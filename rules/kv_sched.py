@@ -265,8 +265,8 @@ def kv005(ctx: Context) -> Hit | None:
     if enabled is None:
         enabled = (ctx.opt("server_metrics", "cache_config") or {}).get("enable_prefix_caching")
         where = "server_metrics.cache_config.enable_prefix_caching"
-    if enabled is None and ctx.cfg_source("enable_prefix_caching") is None:
-        default = engine.default_on("prefix_caching")
+    if enabled is None or ctx.cfg_source("enable_prefix_caching") == "default":
+        default = engine.default_on("prefix_caching")  # version-aware: what this engine does when not told
         if default is not None:
             enabled, where = default, f"default for {engine.label}"
     shared = ctx.bench.config.get("shared_prefix_len") if ctx.bench is not None else None
@@ -379,9 +379,9 @@ def sched001(ctx: Context) -> Hit | None:
     enabled = ctx.opt("server_config", "enable_chunked_prefill")
     source = ctx.cfg_source("enable_chunked_prefill")
     if enabled is None or source == "default":
-        default = engine.default_on("chunked_prefill")
+        default = engine.default_on("chunked_prefill")  # version-aware: what this engine does when not told
         if default is not None:
-            enabled = default if enabled is None or source == "default" else enabled
+            enabled = default
     evidence: dict[str, Any] = {}
     if enabled is False:
         evidence["server_config.enable_chunked_prefill"] = False

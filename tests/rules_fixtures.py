@@ -495,6 +495,10 @@ def _define() -> None:
          PASSES, snapshot(), bench({"config.shared_prefix_len": 0,
                                     **{f"levels.{i}.server.prefix_cache_hit_rate": 0.01 for i in range(4)}}))
     case("KV005", "negative_hitting", "Shared prefix and a 62% hit rate", PASSES, snapshot(), bench())
+    case("KV005", "negative_v1_default_not_disabled", "A 'default' false from the probe is overruled by the "
+         "version: vLLM 0.18 caches prefixes unless told not to", PASSES,
+         snapshot({"server_config.enable_prefix_caching": False, "server_config.sources.enable_prefix_caching": "default",
+                   "server_metrics.cache_config.enable_prefix_caching": None}), bench())
     # KV006
     case("KV006", "positive_low_util_kv_limited", "gpu_memory_utilization 0.7 while preempting",
          {**FIRES, "commands": ["--gpu-memory-utilization 0.92"]},
