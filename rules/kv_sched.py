@@ -664,7 +664,7 @@ def sched006(ctx: Context) -> Hit | None:
                 f"tokens ({ms(short_ttft)} -> {ms(long_ttft)}): attention is not using a flash kernel.",
         evidence={"derived.short_prompt_tokens": short_len, "derived.short_ttft_ms_p50": short_ttft,
                   "derived.long_prompt_tokens": long_len, "derived.long_ttft_ms_p50": long_ttft,
-                  "derived.ttft_growth_exponent": round(exponent, 2), "engine": engine.label},
+                  "derived.ttft_growth_exponent": round(exponent, 2), "derived.engine": engine.label},
         certainty=Certainty.LIKELY, impact=0.5,
         fix=Fix(f"Use a FlashAttention backend: {upgrade}.", ("python -c 'import vllm; print(vllm.__version__)'",)
                 if engine.name == "vllm" else ()),

@@ -598,6 +598,10 @@ def _define() -> None:
          snapshot(), bench({"levels.0.tpot_ms.p50": 38.0}), config={"model_weight_bytes": 8.5e9})
     case("ENG002", "negative_near_roofline", "8 ms TPOT (125 tok/s) with 16 GB of bf16 weights: 60% of the roofline",
          PASSES, snapshot(), bench(), config={"model_weight_bytes": 16.06e9})
+    case("ENG002", "positive_weights_from_plan_report", "Weight bytes from a `triage plan` report given as baseline",
+         {**FIRES, "evidence_keys": ["baseline.plan.model.weight_bytes"]},
+         snapshot(), bench({"levels.0.tpot_ms.p50": 38.0}),
+         baseline={"kind": "plan", "plan": {"model": {"name": "llama-3.1-8b", "weight_bytes": 8.5e9}}})
     case("ENG002", "skipped_no_weight_bytes", "Weight bytes unknown",
          {"fires": False, "skipped_reason": "weight bytes"}, snapshot(), bench())
     # ENG003
