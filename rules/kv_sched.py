@@ -490,8 +490,9 @@ def sched002(ctx: Context) -> Hit | None:
 
 # ------------------------------------------------------------------------------------------------
 @rule("SCHED003", "queueing-dominates-ttft", Severity.HIGH, ("bench|server_metrics",), RuleDoc(
-    what="Server queue time is >= 50% of TTFT, or between two bench levels client TTFT grows at least 3/4 as "
-         "fast as concurrency while TPOT stays flat (<= 1.25x): requests wait for a slot, not for compute.",
+    what="Server queue time is >= 50% of TTFT (and at least 50 ms, so that users can feel it), or between two "
+         "bench levels client TTFT grows at least 3/4 as fast as concurrency while TPOT stays flat (<= 1.25x): "
+         "requests wait for a slot, not for compute.",
     why="Queueing adds to TTFT before any work starts; it means demand exceeds the capacity this server "
         "admits (a KV or sequence cap, or simply too few replicas) (seed 001, seed 004 §10).",
     example="bench.c32.server.server_queue_time_ms_mean = 820, bench.c32.server.server_ttft_ms_mean = 1010",
@@ -499,22 +500,27 @@ def sched002(ctx: Context) -> Hit | None:
         "load balancing, and rate-limit at the gateway.",
     references=("seed 001 (watch queue depth: slow inference may be queueing)",
                 "seed 004 §10 (scaling out: least-pending-requests routing)"),
-), thresholds=("SCHED003.queue_share_frac", "SCHED003.max_tpot_growth", "SCHED003.min_ttft_growth_frac_of_linear"))
+), thresholds=("SCHED003.queue_share_frac", "SCHED003.min_queue_ms", "SCHED003.max_tpot_growth",
+               "SCHED003.min_ttft_growth_frac_of_linear"))
 def sched003(ctx: Context) -> Hit | None:
-    share_min = ctx.th("SCHED003.queue_share_frac")
+    share_min, min_queue = ctx.th("SCHED003.queue_share_frac"), ctx.th("SCHED003.min_queue_ms")
     evidence: dict[str, Any] = {}
     seen = False
     worst = 0.0
     if ctx.bench is not None:
         for lv, s in ctx.level_server():
-            queue, ttft = s.get("server_queue_time_ms_mean"), s.get("server_ttft_ms_mean")
-            if queue is None or not ttft:
+            queue, server_ttft = s.get("server_queue_time_ms_mean"), s.get("server_ttft_ms_mean")
+            if queue is None or not server_ttft:
                 continue
             seen = True
-            if queue / ttft >= share_min:
+            # Share of the TTFT the user sees (client TTFT includes the HTTP path) when it is larger.
+            ttft = max(server_ttft, lv.ttft_ms.mean or 0.0)
+            if queue >= min_queue and queue / ttft >= share_min:
                 p = level_label(lv)
                 evidence[f"{p}.server.server_queue_time_ms_mean"] = queue
-                evidence[f"{p}.server.server_ttft_ms_mean"] = ttft
+                evidence[f"{p}.server.server_ttft_ms_mean"] = server_ttft
+                if ttft > server_ttft:
+                    evidence[f"{p}.ttft_ms.mean"] = lv.ttft_ms.mean
                 worst = max(worst, queue / ttft)
         levels = sorted((lv for lv in ctx.levels() if lv.concurrency and lv.ttft_ms.p50 and lv.tpot_ms.p50),
                         key=lambda lv: lv.concurrency)
@@ -536,7 +542,7 @@ def sched003(ctx: Context) -> Hit | None:
     queue_h, ttft_h = hist.get("queue_time_s") or {}, hist.get("ttft_s") or {}
     if queue_h.get("mean_s") is not None and ttft_h.get("mean_s"):
         seen = True
-        if queue_h["mean_s"] / ttft_h["mean_s"] >= share_min:
+        if queue_h["mean_s"] * 1000 >= min_queue and queue_h["mean_s"] / ttft_h["mean_s"] >= share_min:
             evidence["server_metrics.histograms.queue_time_s.mean_s"] = queue_h["mean_s"]
             evidence["server_metrics.histograms.ttft_s.mean_s"] = ttft_h["mean_s"]
             worst = max(worst, queue_h["mean_s"] / ttft_h["mean_s"])

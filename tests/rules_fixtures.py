@@ -420,12 +420,16 @@ def _define() -> None:
          snapshot({"storage.serves_hub_model_id": False, "storage.hf_cache_persistent": False}))
     # NET003
     case("NET003", "positive_slow_loopback", "3.4 ms TCP connect on the same host",
-         {**FIRES, "evidence_keys": ["network.tcp_connect_ms_p50"]},
+         {**FIRES, "severity": "medium", "evidence_keys": ["network.tcp_connect_ms_p50"]},
          snapshot({"network.tcp_connect_ms_p50": 3.4, "network.health_ttfb_ms_p50": 6.1}))
     case("NET003", "positive_remote_share_of_ttft", "Remote server: 25 ms RTT on a 60 ms TTFT",
          {**FIRES, "evidence_keys": ["server_metrics.histograms.ttft_s.p50_s"]},
          snapshot({"network.same_host": False, "network.url": "http://10.0.0.7:8000", "network.tcp_connect_ms_p50": 25.0,
                    "network.health_ttfb_ms_p50": 26.0, "server_metrics.histograms.ttft_s.p50_s": 0.06}))
+    case("NET003", "positive_slow_front_end", "Loopback connects in 0.1 ms but /health takes 17 ms (real run on a "
+         "busy 2-core host): the server, not the network", {**FIRES, "severity": "low", "certainty": "possible",
+                                                            "text_contains": ["not the network"]},
+         snapshot({"network.tcp_connect_ms_p50": 0.1, "network.health_ttfb_ms_p50": 17.2}))
     case("NET003", "negative_fast_loopback", "Sub-millisecond loopback", PASSES, snapshot())
     # KV001
     kv_sat = {"server_metrics.kv_cache_usage_frac": 0.97, "server_metrics.kv_cache_usage_frac_max": 0.99,
@@ -539,6 +543,9 @@ def _define() -> None:
          snapshot(drop=("server_metrics",)),
          bench({**{f"levels.{i}.server": None for i in range(4)}, "levels.3.ttft_ms.p50": 456.0,
                 "levels.3.tpot_ms.p50": 10.5}))
+    case("SCHED003", "negative_tiny_queue", "Queue 3.6 of 5.9 ms server TTFT (a real reference-engine run): too "
+         "small to matter next to a 40 ms client TTFT", PASSES, snapshot(),
+         bench({"levels.1.server.server_queue_time_ms_mean": 3.63, "levels.1.server.server_ttft_ms_mean": 5.89}))
     case("SCHED003", "negative_compute_bound", "TTFT and TPOT grow together: compute, not queueing",
          PASSES, snapshot(), bench())
     # SCHED004
