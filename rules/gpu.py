@@ -155,7 +155,7 @@ def gpu002(ctx: Context) -> Hit | None:
                 for r in bad:
                     severity = _BAD_REASONS[r] if severity is None or _BAD_REASONS[r].rank < severity.rank else severity
     if not seen:
-        raise MissingInput("no clock event reasons or throttle-time counters were measured")
+        raise MissingInput("no clock event reasons or throttle-time counters were measured" + ctx.probe_note("gpu"))
     if not evidence:
         return None
     reasons = sorted({r for k, v in evidence.items() if k.endswith(("clock_event_reasons", "reasons_seen")) for r in v})
@@ -471,7 +471,7 @@ def gpu008(ctx: Context) -> Hit | None:
                     running_max = running
     if not loaded:
         raise MissingInput(f"never saw >= {min_load:.0f} requests in flight together with GPU utilization "
-                           "(run `triage bench --concurrency 1,4,16`)")
+                           "(run `triage bench --concurrency 1,4,16`)" + ctx.probe_note("gpu"))
     if not evidence:
         return None
     engine = ctx.engine()
