@@ -177,9 +177,10 @@ def kv002(ctx: Context) -> Hit | None:
 # ------------------------------------------------------------------------------------------------
 @rule("KV003", "max-model-len-oversized", Severity.MEDIUM, ("server_config", "bench"), RuleDoc(
     what="`max_model_len` is >= 4x the longest observed prompt+output while the server is KV-limited.",
-    why="The engine must be able to hold one max-length sequence and sizes scheduling limits from it; a "
-        "context far beyond the traffic reserves KV headroom nobody uses instead of admitting more "
-        "concurrent requests (seed 000 §2).",
+    why="With paged KV (vLLM, SGLang) an oversized limit costs nothing by itself; it costs when it admits a "
+        "few very long requests, each holding thousands of KV blocks while dozens of normal ones queue or are "
+        "preempted. Engines that budget per request up front (TGI's --max-total-tokens) reserve room for the "
+        "limit on every request. A limit sized to the traffic bounds both (seed 000 §2).",
     example="server_config.max_model_len = 32768, bench.c16.input_tokens_mean+output_tokens_mean = 4096, "
             "server_metrics.kv_cache_usage_frac_max = 0.98",
     fix="`--max-model-len <observed p99 x 1.25>`, rounded up to 256 (e.g. 5120 for 4096-token requests).",
