@@ -218,8 +218,9 @@ def gpu003(ctx: Context) -> Hit | None:
 @rule("GPU004", "pcie-link-degraded", Severity.HIGH, ("gpu",), RuleDoc(
     what="The PCIe link runs at a lower generation or width than the card supports **while the GPU is busy**. "
          "An idle GPU downshifts its link on purpose to save power; that is not counted.",
-    why="Every request's input, output and any host-device copies cross PCIe. A Gen3 x8 link has an eighth of "
-        "Gen5 x16 bandwidth: in seed 003's case TTFT p99 rose from 1.2 s to 3.5 s at 80% SM utilization.",
+    why="Host-device copies (inputs, sampled tokens, offloaded or swapped KV), weight loading and, without "
+        "NVLink, tensor-parallel all-reduces all cross PCIe. A Gen3 x8 link has an eighth of Gen5 x16 "
+        "bandwidth: in seed 003's case TTFT p99 rose from 1.2 s to 3.5 s at 80% SM utilization.",
     example="gpu.gpus[0].pcie_link_gen_current = 3, gpu.gpus[0].pcie_link_gen_max = 5, "
             "gpu.gpus[0].pcie_link_width_current = 8, gpu.gpus[0].pcie_link_width_max = 16, "
             "gpu.gpus[0].pcie_read_utilization_gpu_pct = 85",
