@@ -53,6 +53,15 @@ class Context:
             raise MissingInput(f"probe {name} is {result.status.value}{why}")
         return result.data
 
+    def probe_note(self, name: str) -> str:
+        """'' when the probe ran ok, else '; probe NAME is STATUS: REASON' to append to a skip reason."""
+        result = self.snapshot.get(name)
+        if result is None:
+            return f"; probe {name} did not run"
+        if result.ok:
+            return ""
+        return f"; probe {name} is {result.status.value}" + (f": {result.reason}" if result.reason else "")
+
     def value(self, probe: str, key: str) -> Any:
         """probe.data[key], or MissingInput when the probe or the field was not measured."""
         data = self.probe(probe)

@@ -22,10 +22,11 @@ def _weight_bytes(ctx: Context) -> tuple[float, str]:
         return ctx.config.model_weight_bytes, "config.model.weight_bytes"
     if ctx.bench is not None and ctx.bench.config.get("model_weight_bytes"):
         return float(ctx.bench.config["model_weight_bytes"]), "bench.config.model_weight_bytes"
-    if ctx.baseline is not None and isinstance(ctx.baseline.get("weight_bytes"), (int, float)):
-        return float(ctx.baseline["weight_bytes"]), "baseline.weight_bytes"
-    raise MissingInput("the model's weight bytes are unknown (set [model] weight_bytes in triage.toml, "
-                       "or `triage plan` shows them)")
+    plan_model = ((ctx.baseline or {}).get("plan") or {}).get("model") or {}
+    if isinstance(plan_model.get("weight_bytes"), (int, float)) and plan_model["weight_bytes"] > 0:
+        return float(plan_model["weight_bytes"]), "baseline.plan.model.weight_bytes"
+    raise MissingInput("the model's weight bytes are unknown (set [model] weight_bytes in triage.toml, pass a "
+                       "`triage plan` report as the baseline, or put model_weight_bytes in the bench config)")
 
 
 # ------------------------------------------------------------------------------------------------

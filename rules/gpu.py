@@ -155,13 +155,21 @@ def gpu002(ctx: Context) -> Hit | None:
                 for r in bad:
                     severity = _BAD_REASONS[r] if severity is None or _BAD_REASONS[r].rank < severity.rank else severity
     if not seen:
-        raise MissingInput("no clock event reasons or throttle-time counters were measured")
+        raise MissingInput("no clock event reasons or throttle-time counters were measured" + ctx.probe_note("gpu"))
     if not evidence:
         return None
+    reasons = sorted({r for k, v in evidence.items() if k.endswith(("clock_event_reasons", "reasons_seen")) for r in v})
+    clocks = [(evidence[k], evidence.get(k.replace("sm_clock_mhz", "sm_clock_max_mhz")))
+              for k in evidence if k.endswith(".sm_clock_mhz")]
+    fracs = [v for k, v in evidence.items() if ".throttle_time_frac." in k]
+    counted = f"thermal/board/reliability throttling for {pct(max(fracs))} of the window" if fracs else \
+        "the thermal/board/reliability throttle-time counters grew"
+    detail = (f" ({', '.join(reasons)})" if reasons else f" ({counted})") + (
+        f"; SM clock {clocks[0][0]:.0f} of {clocks[0][1]:.0f} MHz" if clocks and clocks[0][1] else "")
     return Hit(
         title="The GPU is throttling its clocks under load",
-        message="The GPU slowed its clocks for thermal, power-brake or hardware reasons while serving; every "
-                "kernel runs slower for as long as it lasts.",
+        message=f"The GPU slowed its clocks while serving{detail}: every kernel runs slower for as long as it "
+                "lasts.",
         evidence=evidence, severity=severity, certainty=Certainty.CONFIRMED, impact=0.6,
         fix=Fix("Check cooling (fans, airflow, inlet temperature), power delivery (PSU, cables) and the BMC event "
                 "log; watch the reasons live with the command below.",
@@ -198,8 +206,9 @@ def gpu003(ctx: Context) -> Hit | None:
         return None
     return Hit(
         title="The GPU power limit is set below its default",
-        message=f"{len(cmds)} GPU(s) run under a power cap lower than the board default, so they clock down "
-                "under load.",
+        message="The power cap is below the board default (" + ", ".join(
+            f"GPU {k.split('[')[1].split(']')[0]}: {v:.0f} W of {evidence[k.replace('enforced', 'default')]:.0f} W"
+            for k, v in evidence.items() if k.endswith("power_limit_enforced_w")) + "), so it clocks down under load.",
         evidence=evidence, certainty=Certainty.CONFIRMED, impact=0.4,
         fix=Fix("Restore the default power limit (and find whatever lowered it, or it will come back).", tuple(cmds)),
     )
@@ -209,8 +218,9 @@ def gpu003(ctx: Context) -> Hit | None:
 @rule("GPU004", "pcie-link-degraded", Severity.HIGH, ("gpu",), RuleDoc(
     what="The PCIe link runs at a lower generation or width than the card supports **while the GPU is busy**. "
          "An idle GPU downshifts its link on purpose to save power; that is not counted.",
-    why="Every request's input, output and any host-device copies cross PCIe. A Gen3 x8 link has an eighth of "
-        "Gen5 x16 bandwidth: in seed 003's case TTFT p99 rose from 1.2 s to 3.5 s at 80% SM utilization.",
+    why="Host-device copies (inputs, sampled tokens, offloaded or swapped KV), weight loading and, without "
+        "NVLink, tensor-parallel all-reduces all cross PCIe. A Gen3 x8 link has an eighth of Gen5 x16 "
+        "bandwidth: in seed 003's case TTFT p99 rose from 1.2 s to 3.5 s at 80% SM utilization.",
     example="gpu.gpus[0].pcie_link_gen_current = 3, gpu.gpus[0].pcie_link_gen_max = 5, "
             "gpu.gpus[0].pcie_link_width_current = 8, gpu.gpus[0].pcie_link_width_max = 16, "
             "gpu.gpus[0].pcie_read_utilization_gpu_pct = 85",
@@ -252,11 +262,19 @@ def gpu004(ctx: Context) -> Hit | None:
     if not evidence:
         return None
     platform_only = severity is Severity.MEDIUM
+    links = []
+    for g in ctx.serving_gpus():
+        key = f"{_gid(g)}.pcie_link_gen_current"
+        if key in evidence:
+            links.append(f"GPU {g.get('index')}: Gen{g.get('pcie_link_gen_current')} x{g.get('pcie_link_width_current')} "
+                         f"of Gen{max(g.get('pcie_link_gen_max') or 0, g.get('pcie_link_gen_gpu_max') or 0)} "
+                         f"x{g.get('pcie_link_width_max')}")
     return Hit(
         title="The PCIe link is degraded under load" if not platform_only else "The slot caps the GPU's PCIe generation",
-        message=("The GPU is busy but its PCIe link trained below its maximum generation or width."
+        message=("The GPU is busy but its PCIe link trained below its maximum generation or width ("
                  if not platform_only else
-                 "The link runs at the platform's maximum, which is below what the card supports."),
+                 "The link runs at the platform's maximum, which is below what the card supports (")
+                + "; ".join(links) + ").",
         evidence=evidence, severity=severity, certainty=certainty, impact=0.6,
         fix=Fix("Reseat the card, check the riser and slot, and the BIOS PCIe settings (link speed, bifurcation); "
                 "confirm with the command below while the GPU is loaded.", ("nvidia-smi -q -d PCIE",)),
@@ -454,7 +472,7 @@ def gpu008(ctx: Context) -> Hit | None:
                     running_max = running
     if not loaded:
         raise MissingInput(f"never saw >= {min_load:.0f} requests in flight together with GPU utilization "
-                           "(run `triage bench --concurrency 1,4,16`)")
+                           "(run `triage bench --concurrency 1,4,16`)" + ctx.probe_note("gpu"))
     if not evidence:
         return None
     engine = ctx.engine()
@@ -509,8 +527,11 @@ def gpu009(ctx: Context) -> Hit | None:
         return None
     return Hit(
         title="Another process holds memory on the serving GPU",
-        message="A process that is not part of the server holds GPU memory on a serving GPU: that memory is "
-                "missing from the KV cache and its kernels compete with the server's.",
+        message="Processes outside the server hold memory on a serving GPU (" + ", ".join(
+            f"pid {evidence[k]} {evidence[k.replace('.pid', '.name')] or '?'}: "
+            f"{gib(evidence[k.replace('.pid', '.used_memory_bytes')])}"
+            for k in evidence if k.endswith(".pid")) + "): that memory is missing from the KV cache and their "
+                "kernels compete with the server's.",
         evidence=evidence, certainty=Certainty.CONFIRMED, impact=0.4,
         fix=Fix("Move the other process off this GPU (CUDA_VISIBLE_DEVICES, your scheduler's GPU isolation, or "
                 "MIG), then restart the server so it sizes its KV cache again.",

@@ -67,6 +67,8 @@ THRESHOLDS: dict[str, Threshold] = {
     "SCHED001.long_prompt_tokens": _T(2048.0, "tokens", "004 §7.3 (512-token chunks)", "prompt length that counts as long"),
     "SCHED002.max_kv_usage_frac": _T(0.70, "fraction", "000 quick reference", "KV usage below which the cache is not the limit"),
     "SCHED003.queue_share_frac": _T(0.50, "fraction", "001 (watch queue depth), 004 §10", "queue time share of TTFT that fires"),
+    "SCHED003.min_queue_ms": _T(50.0, "ms", "004 §4 (a 500 ms TTFT target: a tenth of it is the least worth naming)",
+                                "queue time below which queueing is not what users feel"),
     "SCHED003.max_tpot_growth": _T(1.25, "x", "004 §10", "TPOT growth across the sweep that still counts as flat"),
     "SCHED003.min_ttft_growth_frac_of_linear": _T(0.75, "fraction", "004 §10",
                                                   "TTFT growth as a share of the concurrency growth that counts as linear"),

@@ -420,12 +420,16 @@ def _define() -> None:
          snapshot({"storage.serves_hub_model_id": False, "storage.hf_cache_persistent": False}))
     # NET003
     case("NET003", "positive_slow_loopback", "3.4 ms TCP connect on the same host",
-         {**FIRES, "evidence_keys": ["network.tcp_connect_ms_p50"]},
+         {**FIRES, "severity": "medium", "evidence_keys": ["network.tcp_connect_ms_p50"]},
          snapshot({"network.tcp_connect_ms_p50": 3.4, "network.health_ttfb_ms_p50": 6.1}))
     case("NET003", "positive_remote_share_of_ttft", "Remote server: 25 ms RTT on a 60 ms TTFT",
          {**FIRES, "evidence_keys": ["server_metrics.histograms.ttft_s.p50_s"]},
          snapshot({"network.same_host": False, "network.url": "http://10.0.0.7:8000", "network.tcp_connect_ms_p50": 25.0,
                    "network.health_ttfb_ms_p50": 26.0, "server_metrics.histograms.ttft_s.p50_s": 0.06}))
+    case("NET003", "positive_slow_front_end", "Loopback connects in 0.1 ms but /health takes 17 ms (real run on a "
+         "busy 2-core host): the server, not the network", {**FIRES, "severity": "low", "certainty": "possible",
+                                                            "text_contains": ["not the network"]},
+         snapshot({"network.tcp_connect_ms_p50": 0.1, "network.health_ttfb_ms_p50": 17.2}))
     case("NET003", "negative_fast_loopback", "Sub-millisecond loopback", PASSES, snapshot())
     # KV001
     kv_sat = {"server_metrics.kv_cache_usage_frac": 0.97, "server_metrics.kv_cache_usage_frac_max": 0.99,
@@ -495,6 +499,10 @@ def _define() -> None:
          PASSES, snapshot(), bench({"config.shared_prefix_len": 0,
                                     **{f"levels.{i}.server.prefix_cache_hit_rate": 0.01 for i in range(4)}}))
     case("KV005", "negative_hitting", "Shared prefix and a 62% hit rate", PASSES, snapshot(), bench())
+    case("KV005", "negative_v1_default_not_disabled", "A 'default' false from the probe is overruled by the "
+         "version: vLLM 0.18 caches prefixes unless told not to", PASSES,
+         snapshot({"server_config.enable_prefix_caching": False, "server_config.sources.enable_prefix_caching": "default",
+                   "server_metrics.cache_config.enable_prefix_caching": None}), bench())
     # KV006
     case("KV006", "positive_low_util_kv_limited", "gpu_memory_utilization 0.7 while preempting",
          {**FIRES, "commands": ["--gpu-memory-utilization 0.92"]},
@@ -535,6 +543,9 @@ def _define() -> None:
          snapshot(drop=("server_metrics",)),
          bench({**{f"levels.{i}.server": None for i in range(4)}, "levels.3.ttft_ms.p50": 456.0,
                 "levels.3.tpot_ms.p50": 10.5}))
+    case("SCHED003", "negative_tiny_queue", "Queue 3.6 of 5.9 ms server TTFT (a real reference-engine run): too "
+         "small to matter next to a 40 ms client TTFT", PASSES, snapshot(),
+         bench({"levels.1.server.server_queue_time_ms_mean": 3.63, "levels.1.server.server_ttft_ms_mean": 5.89}))
     case("SCHED003", "negative_compute_bound", "TTFT and TPOT grow together: compute, not queueing",
          PASSES, snapshot(), bench())
     # SCHED004
@@ -594,6 +605,10 @@ def _define() -> None:
          snapshot(), bench({"levels.0.tpot_ms.p50": 38.0}), config={"model_weight_bytes": 8.5e9})
     case("ENG002", "negative_near_roofline", "8 ms TPOT (125 tok/s) with 16 GB of bf16 weights: 60% of the roofline",
          PASSES, snapshot(), bench(), config={"model_weight_bytes": 16.06e9})
+    case("ENG002", "positive_weights_from_plan_report", "Weight bytes from a `triage plan` report given as baseline",
+         {**FIRES, "evidence_keys": ["baseline.plan.model.weight_bytes"]},
+         snapshot(), bench({"levels.0.tpot_ms.p50": 38.0}),
+         baseline={"kind": "plan", "plan": {"model": {"name": "llama-3.1-8b", "weight_bytes": 8.5e9}}})
     case("ENG002", "skipped_no_weight_bytes", "Weight bytes unknown",
          {"fires": False, "skipped_reason": "weight bytes"}, snapshot(), bench())
     # ENG003
