@@ -404,7 +404,7 @@ def run_server(engine_config: Any, options: ServerOptions) -> int:
         config = uvicorn.Config(app, log_level=options.log_level.lower(), access_log=options.access_log,
                                 timeout_graceful_shutdown=options.graceful_shutdown_s,
                                 lifespan="off", server_header=False)
-        server = uvicorn.Server(config)
+        server = _Server(config)
         log.info("Starting %s API server on http://%s:%d", ENGINE_NAME, _url_host(host), port)
         try:
             server.run(sockets=[sock])
@@ -414,6 +414,26 @@ def run_server(engine_config: Any, options: ServerOptions) -> int:
         return 0
     finally:
         sock.close()
+
+
+def _make_server_class():
+    import uvicorn
+
+    class QuietExitServer(uvicorn.Server):
+        """uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown, so the process would die by
+        the signal; a server stopped on purpose exits 0 instead, after stopping the engine thread."""
+
+        def handle_exit(self, sig, frame) -> None:
+            super().handle_exit(sig, frame)
+            captured = getattr(self, "_captured_signals", None)
+            if isinstance(captured, list):
+                captured.clear()
+
+    return QuietExitServer
+
+
+def _Server(config):  # noqa: N802 - a factory that reads like the class it builds
+    return _make_server_class()(config)
 
 
 def _url_host(host: str) -> str:

@@ -13,6 +13,13 @@ from rules.engines import EngineInfo, normalise_engine, parse_version
 from triage.model import BenchLevel, BenchSection
 
 
+def metrics_kv_usage(metrics: dict[str, Any]) -> tuple[float | None, str]:
+    """The window's peak KV usage when the probe has it, else the last sample; with its evidence key."""
+    if metrics.get("kv_cache_usage_frac_max") is not None:
+        return metrics["kv_cache_usage_frac_max"], "server_metrics.kv_cache_usage_frac_max"
+    return metrics.get("kv_cache_usage_frac"), "server_metrics.kv_cache_usage_frac"
+
+
 def level_label(level: BenchLevel) -> str:
     """`bench.c16` for a concurrency level, `bench.r2.5` for a rate level: the evidence key prefix."""
     if level.concurrency is not None:
@@ -45,6 +52,15 @@ class Context:
             why = f": {result.reason}" if result.reason else ""
             raise MissingInput(f"probe {name} is {result.status.value}{why}")
         return result.data
+
+    def probe_note(self, name: str) -> str:
+        """'' when the probe ran ok, else '; probe NAME is STATUS: REASON' to append to a skip reason."""
+        result = self.snapshot.get(name)
+        if result is None:
+            return f"; probe {name} did not run"
+        if result.ok:
+            return ""
+        return f"; probe {name} is {result.status.value}" + (f": {result.reason}" if result.reason else "")
 
     def value(self, probe: str, key: str) -> Any:
         """probe.data[key], or MissingInput when the probe or the field was not measured."""
@@ -103,8 +119,8 @@ class Context:
         version = self.config.target_engine_version or cfg.get("engine_version")
         engine = normalise_engine(name)
         v = parse_version(version)
-        v0 = engine == "vllm" and (str(metrics.get("engine") or name or "").lower() == "vllm-v0"
-                                   or (v is not None and v < (0, 8, 0)))
+        metrics_engine = cfg.get("metrics_engine") or metrics.get("engine") or name or ""
+        v0 = engine == "vllm" and (str(metrics_engine).lower() == "vllm-v0" or (v is not None and v < (0, 8, 0)))
         return EngineInfo(engine, version, v0)
 
     # --- bench -----------------------------------------------------------------------------------
@@ -141,13 +157,13 @@ class Context:
         seen = False
         metrics = self.snapshot.data("server_metrics")
         if metrics is not None:
-            usage = metrics.get("kv_cache_usage_frac_max", metrics.get("kv_cache_usage_frac"))
+            usage, usage_key = metrics_kv_usage(metrics)
             waiting = metrics.get("num_requests_waiting")
             preempt = metrics.get("num_preemptions_delta")
             if usage is not None and waiting is not None:
                 seen = True
                 if usage >= limit and waiting > 0:
-                    evidence["server_metrics.kv_cache_usage_frac_max"] = usage
+                    evidence[usage_key] = usage
                     evidence["server_metrics.num_requests_waiting"] = waiting
             if preempt is not None:
                 seen = True
@@ -189,6 +205,24 @@ class Context:
         if best is None:
             raise MissingInput("no observed prompt+output lengths (needs a bench report of this traffic)")
         return best
+
+    def kv_capacity_tokens(self) -> tuple[float, str]:
+        """How many tokens the KV cache holds, and where that came from."""
+        logs = self.snapshot.data("logs") or {}
+        metrics = self.snapshot.data("server_metrics") or {}
+        cache = metrics.get("cache_config") or {}
+        if logs.get("kv_cache_tokens") is not None:
+            return float(logs["kv_cache_tokens"]), "logs.kv_cache_tokens"
+        if metrics.get("kv_cache_capacity_tokens") is not None:
+            return float(metrics["kv_cache_capacity_tokens"]), "server_metrics.kv_cache_capacity_tokens"
+        if cache.get("num_gpu_blocks") is not None and cache.get("block_size") is not None:
+            return (float(cache["num_gpu_blocks"]) * float(cache["block_size"]),
+                    "server_metrics.cache_config.num_gpu_blocks*block_size")
+        block = (self.snapshot.data("server_config") or {}).get("block_size")
+        if logs.get("num_gpu_blocks") is not None and block is not None:
+            return float(logs["num_gpu_blocks"]) * float(block), "logs.num_gpu_blocks*server_config.block_size"
+        raise MissingInput("the KV cache capacity is unknown (needs the server log's 'GPU KV cache size' line via "
+                           "--log, or cache_config num_gpu_blocks / SGLang max_total_num_tokens in /metrics)")
 
     def compute_capability(self) -> tuple[int, int]:
         caps = [tuple(g["compute_capability"]) for g in self.serving_gpus() if g.get("compute_capability")]

@@ -22,10 +22,11 @@ def _weight_bytes(ctx: Context) -> tuple[float, str]:
         return ctx.config.model_weight_bytes, "config.model.weight_bytes"
     if ctx.bench is not None and ctx.bench.config.get("model_weight_bytes"):
         return float(ctx.bench.config["model_weight_bytes"]), "bench.config.model_weight_bytes"
-    if ctx.baseline is not None and isinstance(ctx.baseline.get("weight_bytes"), (int, float)):
-        return float(ctx.baseline["weight_bytes"]), "baseline.weight_bytes"
-    raise MissingInput("the model's weight bytes are unknown (set [model] weight_bytes in triage.toml, "
-                       "or `triage plan` shows them)")
+    plan_model = ((ctx.baseline or {}).get("plan") or {}).get("model") or {}
+    if isinstance(plan_model.get("weight_bytes"), (int, float)) and plan_model["weight_bytes"] > 0:
+        return float(plan_model["weight_bytes"]), "baseline.plan.model.weight_bytes"
+    raise MissingInput("the model's weight bytes are unknown (set [model] weight_bytes in triage.toml, pass a "
+                       "`triage plan` report as the baseline, or put model_weight_bytes in the bench config)")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -78,18 +79,7 @@ def quant001(ctx: Context) -> Hit | None:
 ))
 def quant002(ctx: Context) -> Hit | None:
     max_len = ctx.cfg("max_model_len")
-    capacity, where = None, None
-    logs = ctx.snapshot.data("logs") or {}
-    if logs.get("kv_cache_tokens") is not None:
-        capacity, where = logs["kv_cache_tokens"], "logs.kv_cache_tokens"
-    else:
-        cache = (ctx.opt("server_metrics", "cache_config") or {})
-        if cache.get("num_gpu_blocks") is not None and cache.get("block_size") is not None:
-            capacity = int(cache["num_gpu_blocks"]) * int(cache["block_size"])
-            where = "server_metrics.cache_config.num_gpu_blocks*block_size"
-    if capacity is None:
-        raise MissingInput("the KV cache capacity is unknown (needs the server log's 'GPU KV cache size' line "
-                           "via --log, or cache_config num_gpu_blocks in /metrics)")
+    capacity, where = ctx.kv_capacity_tokens()
     if capacity >= max_len:
         return None
     engine = ctx.engine()
@@ -97,7 +87,7 @@ def quant002(ctx: Context) -> Hit | None:
     cmds, note = engine_flags({"max_model_len": fit_len}, engine.name)
     return Hit(
         title="The model does not fit with room for one full-length request",
-        message=f"After the weights, the KV cache holds {capacity} tokens, less than max_model_len={max_len}: "
+        message=f"After the weights, the KV cache holds {capacity:.0f} tokens, less than max_model_len={max_len}: "
                 "one maximum-length request cannot fit.",
         evidence={"server_config.max_model_len": max_len, where: capacity,
                   "server_config.tensor_parallel_size": ctx.opt("server_config", "tensor_parallel_size")},
@@ -129,7 +119,7 @@ def eng001(ctx: Context) -> Hit | None:
         loaded = [lv for lv in ctx.bench.levels if (lv.concurrency or 0) >= 2 or (lv.request_rate or 0) > 0]
         for lv in loaded:
             evidence[f"{level_label(lv)}.output_tokens_per_s"] = lv.output_tokens_per_s
-    model = ctx.opt("server_config", "model") or "<model>"
+    model = ctx.opt("server_config", "model") or "<hf-model-id-or-path>"
     return Hit(
         title=f"A non-batching engine ({engine.name}) serves this endpoint",
         message=(f"The endpoint is {engine.name}, which does not batch concurrent requests"
@@ -248,14 +238,7 @@ def eng004(ctx: Context) -> Hit | None:
     totals = [g.get("memory_total_bytes") for g in ctx.serving_gpus() if g.get("memory_total_bytes")]
     if not totals:
         raise MissingInput("gpu.memory_total_bytes was not measured")
-    cache = ctx.opt("server_metrics", "cache_config") or {}
-    logs = ctx.snapshot.data("logs") or {}
-    if logs.get("kv_cache_tokens") is not None:
-        capacity = float(logs["kv_cache_tokens"])
-    elif cache.get("num_gpu_blocks") is not None and cache.get("block_size") is not None:
-        capacity = float(cache["num_gpu_blocks"]) * float(cache["block_size"])
-    else:
-        raise MissingInput("the KV cache capacity in tokens is unknown (log line or cache_config)")
+    capacity, _ = ctx.kv_capacity_tokens()
     peaks = []
     if ctx.opt("server_metrics", "kv_cache_usage_frac_max") is not None:
         peaks.append(ctx.opt("server_metrics", "kv_cache_usage_frac_max"))
@@ -357,7 +340,7 @@ def eng006(ctx: Context) -> Hit | None:
     base_bench = (ctx.baseline or {}).get("bench")
     if not isinstance(base_bench, dict) or not base_bench.get("levels"):
         raise MissingInput("the baseline report has no bench levels to compare with")
-    base_model = (ctx.baseline.get("target") or {}).get("model") or base_bench.get("config", {}).get("model")
+    base_model = (ctx.baseline.get("target") or {}).get("model") or (base_bench.get("config") or {}).get("model")
     cur_model = ctx.bench_section().config.get("model")
     if base_model and cur_model and base_model != cur_model:
         raise MissingInput(f"the baseline ran model {base_model!r}, this bench {cur_model!r}: not comparable")
@@ -397,4 +380,33 @@ def eng006(ctx: Context) -> Hit | None:
         evidence=evidence, certainty=Certainty.LIKELY if uptime is not None else Certainty.POSSIBLE, impact=0.5,
         fix=Fix("Do a rolling restart of the server, and alert on a week-over-week throughput drop; gate it in CI "
                 "with `triage compare`.", ("triage compare BASE.json CAND.json --max-regression output_tokens_per_s=15",)),
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+@rule("ENG007", "multi-gpu-communication-stalls", Severity.HIGH, ("logs",), RuleDoc(
+    what="The server log shows NCCL errors, or vLLM's 'No available shared memory broadcast block found' "
+         "warnings: the workers of a multi-GPU (TP/PP) server stall waiting for each other.",
+    why="Each engine step waits for every worker; a worker stuck on a collective (a slow or failing link, an "
+        "oversubscribed CPU, a hung GPU) stalls all requests, which shows as long TTFT/ITL gaps and timeouts.",
+    example="logs.num_shm_broadcast_stalls = 14, logs.num_nccl_errors = 0",
+    fix="Check the GPUs' links and health (GPU004, GPU006, GPU010), give the workers CPU headroom, and set "
+        "NCCL_DEBUG=INFO to find the failing collective.",
+    references=("vLLM log 'No available shared memory broadcast block found in 60 seconds'",
+                "NCCL troubleshooting (NCCL_DEBUG=INFO)", "seed 002 step 6 (interconnect)"),
+))
+def eng007(ctx: Context) -> Hit | None:
+    nccl, stalls = ctx.opt("logs", "num_nccl_errors"), ctx.opt("logs", "num_shm_broadcast_stalls")
+    if nccl is None and stalls is None:
+        raise MissingInput("logs.num_nccl_errors and logs.num_shm_broadcast_stalls were not measured")
+    if not (nccl or 0) and not (stalls or 0):
+        return None
+    return Hit(
+        title="Multi-GPU workers stall on communication",
+        message=f"The server log has {nccl or 0} NCCL error line(s) and {stalls or 0} shared-memory broadcast "
+                "stall warning(s): workers wait for each other.",
+        evidence={"logs.num_nccl_errors": nccl, "logs.num_shm_broadcast_stalls": stalls, "logs.path": ctx.opt("logs", "path")},
+        severity=Severity.HIGH if nccl else Severity.MEDIUM, certainty=Certainty.CONFIRMED, impact=0.6,
+        fix=Fix("Check the GPU links and health, give the worker processes CPU headroom, and rerun with NCCL_DEBUG=INFO "
+                "to see which collective fails.", ("export NCCL_DEBUG=INFO",)),
     )

@@ -29,7 +29,10 @@ CAUSES: dict[str, tuple[str, ...]] = {
     "GPU002": ("ENG002", "BENCH003"),
     "GPU003": ("ENG002", "BENCH003", "GPU002"),
     "GPU004": ("ENG002", "BENCH003"),
-    "GPU010": ("ENG002", "BENCH003"),
+    "GPU010": ("ENG002", "BENCH003", "ENG007"),
+    "GPU012": ("GPU002",),
+    "GPU013": ("GPU006", "ENG007", "BENCH002"),
+    "ENG007": ("BENCH003", "BENCH002"),
     "ENG001": ("SCHED004", "GPU008", "SCHED003", "BENCH003"),
     "ENG005": ("SCHED006", "ENG002"),
     "CPU001": ("CPU003", "ENG002"),
@@ -49,6 +52,13 @@ class Evaluation:
 
     def codes(self) -> list[str]:
         return [f.code for f in self.findings]
+
+
+def bench_rule_codes() -> frozenset[str]:
+    """Rules that a bench report alone can satisfy (every input group allows `bench`): what `triage bench`
+    runs, as `RulesConfig(enabled_only=bench_rule_codes())`, so that it does not list every probe rule as
+    skipped."""
+    return frozenset(r.code for r in REGISTRY if not r.removed and all("bench" in g.split("|") for g in r.inputs))
 
 
 def _input_missing(group: str, ctx: Context) -> str | None:

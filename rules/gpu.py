@@ -126,12 +126,18 @@ def gpu002(ctx: Context) -> Hit | None:
                         evidence[f"{_gid(g)}.sm_clock_max_mhz"] = g.get("sm_clock_max_mhz")
                     for r in bad:
                         severity = _BAD_REASONS[r] if severity is None or _BAD_REASONS[r].rank < severity.rank else severity
-            deltas = g.get("throttle_time_delta_us")
-            if deltas and window:
+            fracs, deltas = g.get("throttle_time_frac"), g.get("throttle_time_delta_us")
+            keys = ("thermal", "board_limit", "reliability")
+            if fracs and any(fracs.get(k) is not None for k in keys):
                 seen = True
-                throttled_us = sum(deltas.get(k) or 0 for k in ("thermal", "board_limit", "reliability"))
-                frac = throttled_us / (window * 1e6)
+                frac = sum(fracs.get(k) or 0 for k in keys)
                 if frac >= ctx.th("GPU002.throttle_time_frac"):
+                    evidence[f"{_gid(g)}.throttle_time_frac.thermal+board_limit+reliability"] = round(frac, 4)
+                    severity = severity or Severity.HIGH
+            elif deltas and window and any(deltas.get(k) is not None for k in keys):
+                seen = True
+                throttled_us = sum(deltas.get(k) or 0 for k in keys)
+                if throttled_us / (window * 1e6) >= ctx.th("GPU002.throttle_time_frac"):
                     evidence[f"{_gid(g)}.throttle_time_delta_us.thermal+board_limit+reliability"] = throttled_us
                     evidence["gpu.window_s"] = window
                     severity = severity or Severity.HIGH
@@ -149,13 +155,21 @@ def gpu002(ctx: Context) -> Hit | None:
                 for r in bad:
                     severity = _BAD_REASONS[r] if severity is None or _BAD_REASONS[r].rank < severity.rank else severity
     if not seen:
-        raise MissingInput("no clock event reasons or throttle-time counters were measured")
+        raise MissingInput("no clock event reasons or throttle-time counters were measured" + ctx.probe_note("gpu"))
     if not evidence:
         return None
+    reasons = sorted({r for k, v in evidence.items() if k.endswith(("clock_event_reasons", "reasons_seen")) for r in v})
+    clocks = [(evidence[k], evidence.get(k.replace("sm_clock_mhz", "sm_clock_max_mhz")))
+              for k in evidence if k.endswith(".sm_clock_mhz")]
+    fracs = [v for k, v in evidence.items() if ".throttle_time_frac." in k]
+    counted = f"thermal/board/reliability throttling for {pct(max(fracs))} of the window" if fracs else \
+        "the thermal/board/reliability throttle-time counters grew"
+    detail = (f" ({', '.join(reasons)})" if reasons else f" ({counted})") + (
+        f"; SM clock {clocks[0][0]:.0f} of {clocks[0][1]:.0f} MHz" if clocks and clocks[0][1] else "")
     return Hit(
         title="The GPU is throttling its clocks under load",
-        message="The GPU slowed its clocks for thermal, power-brake or hardware reasons while serving; every "
-                "kernel runs slower for as long as it lasts.",
+        message=f"The GPU slowed its clocks while serving{detail}: every kernel runs slower for as long as it "
+                "lasts.",
         evidence=evidence, severity=severity, certainty=Certainty.CONFIRMED, impact=0.6,
         fix=Fix("Check cooling (fans, airflow, inlet temperature), power delivery (PSU, cables) and the BMC event "
                 "log; watch the reasons live with the command below.",
@@ -192,8 +206,9 @@ def gpu003(ctx: Context) -> Hit | None:
         return None
     return Hit(
         title="The GPU power limit is set below its default",
-        message=f"{len(cmds)} GPU(s) run under a power cap lower than the board default, so they clock down "
-                "under load.",
+        message="The power cap is below the board default (" + ", ".join(
+            f"GPU {k.split('[')[1].split(']')[0]}: {v:.0f} W of {evidence[k.replace('enforced', 'default')]:.0f} W"
+            for k, v in evidence.items() if k.endswith("power_limit_enforced_w")) + "), so it clocks down under load.",
         evidence=evidence, certainty=Certainty.CONFIRMED, impact=0.4,
         fix=Fix("Restore the default power limit (and find whatever lowered it, or it will come back).", tuple(cmds)),
     )
@@ -203,8 +218,9 @@ def gpu003(ctx: Context) -> Hit | None:
 @rule("GPU004", "pcie-link-degraded", Severity.HIGH, ("gpu",), RuleDoc(
     what="The PCIe link runs at a lower generation or width than the card supports **while the GPU is busy**. "
          "An idle GPU downshifts its link on purpose to save power; that is not counted.",
-    why="Every request's input, output and any host-device copies cross PCIe. A Gen3 x8 link has an eighth of "
-        "Gen5 x16 bandwidth: in seed 003's case TTFT p99 rose from 1.2 s to 3.5 s at 80% SM utilization.",
+    why="Host-device copies (inputs, sampled tokens, offloaded or swapped KV), weight loading and, without "
+        "NVLink, tensor-parallel all-reduces all cross PCIe. A Gen3 x8 link has an eighth of Gen5 x16 "
+        "bandwidth: in seed 003's case TTFT p99 rose from 1.2 s to 3.5 s at 80% SM utilization.",
     example="gpu.gpus[0].pcie_link_gen_current = 3, gpu.gpus[0].pcie_link_gen_max = 5, "
             "gpu.gpus[0].pcie_link_width_current = 8, gpu.gpus[0].pcie_link_width_max = 16, "
             "gpu.gpus[0].pcie_read_utilization_gpu_pct = 85",
@@ -246,11 +262,19 @@ def gpu004(ctx: Context) -> Hit | None:
     if not evidence:
         return None
     platform_only = severity is Severity.MEDIUM
+    links = []
+    for g in ctx.serving_gpus():
+        key = f"{_gid(g)}.pcie_link_gen_current"
+        if key in evidence:
+            links.append(f"GPU {g.get('index')}: Gen{g.get('pcie_link_gen_current')} x{g.get('pcie_link_width_current')} "
+                         f"of Gen{max(g.get('pcie_link_gen_max') or 0, g.get('pcie_link_gen_gpu_max') or 0)} "
+                         f"x{g.get('pcie_link_width_max')}")
     return Hit(
         title="The PCIe link is degraded under load" if not platform_only else "The slot caps the GPU's PCIe generation",
-        message=("The GPU is busy but its PCIe link trained below its maximum generation or width."
+        message=("The GPU is busy but its PCIe link trained below its maximum generation or width ("
                  if not platform_only else
-                 "The link runs at the platform's maximum, which is below what the card supports."),
+                 "The link runs at the platform's maximum, which is below what the card supports (")
+                + "; ".join(links) + ").",
         evidence=evidence, severity=severity, certainty=certainty, impact=0.6,
         fix=Fix("Reseat the card, check the riser and slot, and the BIOS PCIe settings (link speed, bifurcation); "
                 "confirm with the command below while the GPU is loaded.", ("nvidia-smi -q -d PCIE",)),
@@ -347,12 +371,15 @@ _XID_CRITICAL = frozenset({48, 62, 64, 74, 79, 92, 94, 95, 119, 120})
 ))
 def gpu006(ctx: Context) -> Hit | None:
     events = ctx.value("kernel_log", "xid_events")
-    if not events:
-        return None
     counts: dict[int, int] = {}
-    for e in events:
-        if e.get("xid") is not None:
-            counts[int(e["xid"])] = counts.get(int(e["xid"]), 0) + 1
+    if ctx.opt("kernel_log", "xid_counts"):   # complete counts; xid_events keeps only the last lines
+        counts = {int(x): int(n) for x, n in ctx.opt("kernel_log", "xid_counts").items() if n}
+    else:
+        for e in events:
+            if e.get("xid") is not None:
+                counts[int(e["xid"])] = counts.get(int(e["xid"]), 0) + 1
+    if not counts:
+        return None
     critical = sorted(x for x in counts if x in _XID_CRITICAL)
     buses = sorted({e.get("pci_bus_id") for e in events if e.get("pci_bus_id")})
     evidence: dict[str, Any] = {f"kernel_log.xid_events.xid_{x}_count": n for x, n in sorted(counts.items())}
@@ -445,7 +472,7 @@ def gpu008(ctx: Context) -> Hit | None:
                     running_max = running
     if not loaded:
         raise MissingInput(f"never saw >= {min_load:.0f} requests in flight together with GPU utilization "
-                           "(run `triage bench --concurrency 1,4,16`)")
+                           "(run `triage bench --concurrency 1,4,16`)" + ctx.probe_note("gpu"))
     if not evidence:
         return None
     engine = ctx.engine()
@@ -500,8 +527,11 @@ def gpu009(ctx: Context) -> Hit | None:
         return None
     return Hit(
         title="Another process holds memory on the serving GPU",
-        message="A process that is not part of the server holds GPU memory on a serving GPU: that memory is "
-                "missing from the KV cache and its kernels compete with the server's.",
+        message="Processes outside the server hold memory on a serving GPU (" + ", ".join(
+            f"pid {evidence[k]} {evidence[k.replace('.pid', '.name')] or '?'}: "
+            f"{gib(evidence[k.replace('.pid', '.used_memory_bytes')])}"
+            for k in evidence if k.endswith(".pid")) + "): that memory is missing from the KV cache and their "
+                "kernels compete with the server's.",
         evidence=evidence, certainty=Certainty.CONFIRMED, impact=0.4,
         fix=Fix("Move the other process off this GPU (CUDA_VISIBLE_DEVICES, your scheduler's GPU isolation, or "
                 "MIG), then restart the server so it sizes its KV cache again.",
@@ -554,20 +584,28 @@ def gpu010(ctx: Context) -> Hit | None:
 
 
 # ------------------------------------------------------------------------------------------------
+# Variables that slow serving when set (to anything but an "off" value): severity and what they do.
 _DEBUG_ENV = {
-    "CUDA_LAUNCH_BLOCKING": Severity.HIGH,       # serializes every kernel launch
-    "CUDA_INJECTION64_PATH": Severity.MEDIUM,    # a profiler/tracer injected into the process
-    "NSIGHT_CUDA_DEBUGGER": Severity.MEDIUM,
-    "CUDA_PROFILE": Severity.MEDIUM,
-    "CUDA_DEVICE_WAITS_ON_EXCEPTION": Severity.MEDIUM,
-    "CUDA_MEMCHECK_PATCH_MODULE": Severity.MEDIUM,
+    "CUDA_LAUNCH_BLOCKING": (Severity.HIGH, "makes every kernel launch synchronous"),
+    "VLLM_TRACE_FUNCTION": (Severity.HIGH, "traces every Python function call in vLLM"),
+    "PYTORCH_NO_CUDA_MEMORY_CACHING": (Severity.HIGH, "turns off PyTorch's CUDA caching allocator"),
+    "CUDA_INJECTION64_PATH": (Severity.MEDIUM, "injects a profiler/tracer into the process"),
+    "NSIGHT_CUDA_DEBUGGER": (Severity.MEDIUM, "runs under the CUDA debugger"),
+    "CUDA_PROFILE": (Severity.MEDIUM, "turns on the legacy CUDA profiler"),
+    "CUDA_DEVICE_WAITS_ON_EXCEPTION": (Severity.MEDIUM, "a debugging mode"),
+    "CUDA_MEMCHECK_PATCH_MODULE": (Severity.MEDIUM, "a memory-checker mode"),
+    "TORCH_COMPILE_DEBUG": (Severity.MEDIUM, "dumps torch.compile debug artefacts"),
+    "NCCL_P2P_DISABLE": (Severity.MEDIUM, "forces GPU-to-GPU traffic through host memory"),
+    "NCCL_SHM_DISABLE": (Severity.LOW, "disables NCCL's shared-memory transport"),
+    "NCCL_DEBUG": (Severity.LOW, "logs every NCCL call at INFO/TRACE"),
 }
-_OFF_VALUES = frozenset({"", "0", "false", "no", "off"})
+_OFF_VALUES = frozenset({"", "0", "false", "no", "off", "warn", "version"})
 
 
 @rule("GPU011", "bad-cuda-env", Severity.HIGH, ("server_process",), RuleDoc(
     what="A debugging or profiling variable is set in the server's environment: CUDA_LAUNCH_BLOCKING=1, "
-         "CUDA_INJECTION64_PATH, NSIGHT_CUDA_DEBUGGER, CUDA_PROFILE and the like.",
+         "CUDA_INJECTION64_PATH, NSIGHT_CUDA_DEBUGGER, CUDA_PROFILE, VLLM_TRACE_FUNCTION, "
+         "PYTORCH_NO_CUDA_MEMORY_CACHING, NCCL_P2P_DISABLE, NCCL_DEBUG=INFO and the like.",
     why="CUDA_LAUNCH_BLOCKING makes every kernel launch synchronous, which defeats CUDA graphs and launch "
         "overlap; injected profilers and debuggers add overhead to every call.",
     example="server_process.debug_env = {CUDA_LAUNCH_BLOCKING: '1'}",
@@ -581,12 +619,81 @@ def gpu011(ctx: Context) -> Hit | None:
     bad = {k: v for k, v in env.items() if k in _DEBUG_ENV and str(v).strip().lower() not in _OFF_VALUES}
     if not bad:
         return None
-    severity = min((_DEBUG_ENV[k] for k in bad), key=lambda s: s.rank)
+    severity = min((_DEBUG_ENV[k][0] for k in bad), key=lambda s: s.rank)
     return Hit(
         title="Debugging/profiling environment variables are set in the server",
-        message=f"The server runs with {', '.join(f'{k}={v}' for k, v in sorted(bad.items()))}.",
+        message="The server runs with " + "; ".join(f"{k}={v} ({_DEBUG_ENV[k][1]})" for k, v in sorted(bad.items()))
+                + ".",
         evidence={f"server_process.debug_env.{k}": v for k, v in sorted(bad.items())},
         severity=severity, certainty=Certainty.CONFIRMED, impact=0.7 if "CUDA_LAUNCH_BLOCKING" in bad else 0.3,
         fix=Fix("Remove these variables from the server's environment (service file, container spec) and restart.",
                 tuple(f"unset {k}" for k in sorted(bad))),
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+@rule("GPU012", "gpu-near-thermal-slowdown", Severity.MEDIUM, ("gpu",), RuleDoc(
+    what="A busy GPU runs within 5 °C of its slowdown temperature (NVML's temperature threshold at which the "
+         "GPU starts to clock down), before any slowdown reason has shown up.",
+    why="The next warm afternoon, a failing fan or a neighbour's heat tips it into HW thermal slowdown "
+        "(GPU002): clocks drop and latency jumps. Seen early, it is a cooling ticket, not an incident.",
+    example="gpu.gpus[0].temperature_c = 86, gpu.gpus[0].temperature_slowdown_c = 90, "
+            "gpu.gpus[0].utilization_gpu_pct = 94",
+    fix="Check airflow, fan curves, inlet temperature and blanking panels; compare with the node's other GPUs.",
+    references=("DCGM health watches (thermal)", "nvidia-smi -q -d TEMPERATURE (GPU Slowdown Temp)",
+                "seed 003 GPU layer"),
+), thresholds=("GPU012.margin_c", "common.gpu_busy_util_pct"))
+def gpu012(ctx: Context) -> Hit | None:
+    busy, margin = ctx.th("common.gpu_busy_util_pct"), ctx.th("GPU012.margin_c")
+    evidence: dict[str, Any] = {}
+    measured = False
+    for g in ctx.serving_gpus():
+        temp, slowdown, util = g.get("temperature_c"), g.get("temperature_slowdown_c"), g.get("utilization_gpu_pct")
+        if None in (temp, slowdown, util):
+            continue
+        measured = True
+        if util >= busy and temp >= slowdown - margin:
+            evidence.update({f"{_gid(g)}.temperature_c": temp, f"{_gid(g)}.temperature_slowdown_c": slowdown,
+                             f"{_gid(g)}.utilization_gpu_pct": util})
+    if not measured:
+        raise MissingInput("gpu temperature_c/temperature_slowdown_c/utilization_gpu_pct were not measured")
+    if not evidence:
+        return None
+    return Hit(
+        title="The GPU runs close to its thermal slowdown point",
+        message="Under load the GPU is within a few degrees of the temperature at which it starts to throttle.",
+        evidence=evidence, certainty=Certainty.LIKELY, impact=0.2,
+        fix=Fix("Improve cooling before it throttles: airflow, fans, inlet temperature, blanking panels.",
+                ("nvidia-smi -q -d TEMPERATURE",)),
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+@rule("GPU013", "gpu-lost", Severity.CRITICAL, ("gpu",), RuleDoc(
+    what="NVML reports a GPU as lost (GPU_IS_LOST): it fell off the bus and the driver can no longer reach it.",
+    why="A lost GPU serves nothing: the engine on it has crashed or hangs, and its tensor-parallel peers "
+        "stall with it. It does not come back without a reset or a reboot.",
+    example="gpu.gpus[2].lost = true, gpu.gpus[2].pci_bus_id = '00000000:86:00.0'",
+    fix="Drain the node, then reset the GPU or reboot; check the kernel log for Xid 79 and the slot, riser "
+        "and power; RMA if it repeats.",
+    references=("NVML nvmlDeviceGetHandleByIndex GPU_IS_LOST", "NVIDIA Xid 79 (GPU has fallen off the bus)",
+                "DCGM health watches"),
+))
+def gpu013(ctx: Context) -> Hit | None:
+    gpus = ctx.gpus()
+    if all(g.get("lost") is None for g in gpus):
+        raise MissingInput("gpu.lost was not reported")
+    lost = [g for g in gpus if g.get("lost")]
+    if not lost:
+        return None
+    evidence: dict[str, Any] = {}
+    for g in lost:
+        evidence[f"{_gid(g)}.lost"] = True
+        evidence[f"{_gid(g)}.pci_bus_id"] = g.get("pci_bus_id")
+    return Hit(
+        title="A GPU has fallen off the bus",
+        message=f"NVML cannot reach {len(lost)} GPU(s) any more (GPU_IS_LOST).",
+        evidence=evidence, certainty=Certainty.CONFIRMED, impact=1.0,
+        fix=Fix("Drain the node and reset the GPU or reboot; then check the slot, riser and power, and RMA the "
+                "board if it happens again.", ("sudo dmesg -T | grep -i xid", "sudo nvidia-smi -r")),
     )

@@ -275,7 +275,8 @@ def net002(ctx: Context) -> Hit | None:
 # ------------------------------------------------------------------------------------------------
 @rule("NET003", "high-client-rtt", Severity.MEDIUM, ("network",), RuleDoc(
     what="TCP connect or /health time-to-first-byte is >= 2 ms from the same host or zone, or is >= 20% of "
-         "the TTFT.",
+         "the TTFT. A slow connect is the network; a fast connect with a slow /health answer is the server's "
+         "HTTP front end, reported at low severity as such.",
     why="Each streamed response pays the round trip several times (connect, TLS, first byte); a distant or "
         "congested path adds it straight onto TTFT (seed 002: 2 ms across zones became 8 ms per response).",
     example="network.same_host = true, network.tcp_connect_ms_p50 = 3.4, network.health_ttfb_ms_p50 = 6.1",
@@ -287,12 +288,8 @@ def net003(ctx: Context) -> Hit | None:
     connect, ttfb = data.get("tcp_connect_ms_p50"), data.get("health_ttfb_ms_p50")
     if connect is None and ttfb is None:
         raise MissingInput("network.tcp_connect_ms_p50 and network.health_ttfb_ms_p50 were not measured")
-    worst = max(v for v in (connect, ttfb) if v is not None)
     evidence: dict[str, Any] = {"network.url": data.get("url"), "network.same_host": data.get("same_host"),
                                 "network.tcp_connect_ms_p50": connect, "network.health_ttfb_ms_p50": ttfb}
-    reasons = []
-    if data.get("same_host") and worst >= ctx.th("NET003.same_host_ms"):
-        reasons.append(f"{ms(worst)} on the same host, where loopback takes well under a millisecond")
     ttft = None
     if ctx.bench is not None:
         lows = [lv for lv in ctx.bench.levels if lv.client.valid and lv.ttft_ms.p50 is not None]
@@ -305,18 +302,42 @@ def net003(ctx: Context) -> Hit | None:
         if hist.get("p50_s") is not None:
             ttft = hist["p50_s"] * 1000
             evidence["server_metrics.histograms.ttft_s.p50_s"] = hist["p50_s"]
-    if ttft and worst / ttft >= ctx.th("NET003.ttft_share_frac"):
-        reasons.append(f"{worst / ttft:.0%} of the TTFT")
-    if not reasons and not data.get("same_host") and ttft is None:
+    if not data.get("same_host") and ttft is None:
         raise MissingInput("the server is remote and no TTFT was measured to compare the round trip with")
-    if not reasons:
-        return None
-    return Hit(
-        title="The network round trip to the server is slow",
-        message=f"Reaching the server takes {' and '.join(reasons)}.",
-        evidence=evidence, certainty=Certainty.LIKELY, impact=0.2,
-        fix=Fix("Run the client in the same host or zone as the server, reuse connections (HTTP keep-alive), and "
-                "take proxies off the hot path; measure with the command below.",
-                (f"curl -s -o /dev/null -w 'tcp=%{{time_connect}}s ttfb=%{{time_starttransfer}}s\\n' "
-                 f"{(data.get('url') or 'http://HOST:8000').rstrip('/')}/health",)),
-    )
+
+    def too_slow(value: float | None) -> list[str]:
+        if value is None:
+            return []
+        out = []
+        if data.get("same_host") and value >= ctx.th("NET003.same_host_ms"):
+            out.append(f"{ms(value)} on the same host, where loopback takes well under a millisecond")
+        if ttft and value / ttft >= ctx.th("NET003.ttft_share_frac"):
+            out.append(f"{value / ttft:.0%} of the TTFT")
+        return out
+
+    slow_connect, slow_ttfb = too_slow(connect), too_slow(ttfb)
+    if slow_connect:
+        return Hit(
+            title="The network round trip to the server is slow",
+            message=f"Opening a TCP connection to the server takes {' and '.join(slow_connect)}.",
+            evidence=evidence, certainty=Certainty.LIKELY, impact=0.2,
+            fix=Fix("Run the client in the same host or zone as the server, reuse connections (HTTP keep-alive), "
+                    "and take proxies off the hot path; measure with the command below.", (_curl(data),)),
+        )
+    if slow_ttfb:
+        # The connection is fast, so the time is spent inside the server before it answers.
+        return Hit(
+            title="The server is slow to answer even a health check",
+            message=f"The connection opens in {ms(connect) if connect is not None else 'n/a'}, but /health answers "
+                    f"after {' and '.join(slow_ttfb)}: the server's HTTP front end is slow to respond (a busy event "
+                    "loop or a starved CPU), not the network.",
+            evidence=evidence, severity=Severity.LOW, certainty=Certainty.POSSIBLE, impact=0.15,
+            fix=Fix("Give the API server CPU headroom (see CPU003) and keep blocking work off its event loop; "
+                    "compare with the command below while the server is idle.", (_curl(data),)),
+        )
+    return None
+
+
+def _curl(data: dict[str, Any]) -> str:
+    url = (data.get("url") or "http://HOST:8000").rstrip("/")
+    return f"curl -s -o /dev/null -w 'tcp=%{{time_connect}}s ttfb=%{{time_starttransfer}}s\\n' {url}/health"

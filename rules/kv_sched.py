@@ -5,7 +5,7 @@ import math
 from typing import Any
 
 from rules.base import Hit, MissingInput, RuleDoc
-from rules.context import Context, level_label
+from rules.context import Context, level_label, metrics_kv_usage
 from rules.engines import DISABLING_FLAGS, EngineInfo, engine_flags
 from rules.fmt import ms, pct, pow2_at_least, round_up
 from rules.registry import rule
@@ -76,13 +76,16 @@ def kv001(ctx: Context) -> Hit | None:
     peak = 0.0
     metrics = ctx.snapshot.data("server_metrics")
     if metrics is not None:
-        usage = metrics.get("kv_cache_usage_frac_max", metrics.get("kv_cache_usage_frac"))
-        waiting = metrics.get("num_requests_waiting")
+        usage, usage_key = metrics_kv_usage(metrics)
+        waiting, waiting_key = metrics.get("num_requests_waiting"), "server_metrics.num_requests_waiting"
+        peak_waiting = metrics.get("num_requests_waiting_max")
+        if peak_waiting is not None and (waiting is None or peak_waiting > waiting):
+            waiting, waiting_key = peak_waiting, "server_metrics.num_requests_waiting_max"
         if usage is not None and waiting is not None:
             seen = True
             if usage >= limit and waiting >= min_wait:
-                evidence["server_metrics.kv_cache_usage_frac_max"] = usage
-                evidence["server_metrics.num_requests_waiting"] = waiting
+                evidence[usage_key] = usage
+                evidence[waiting_key] = waiting
                 peak = max(peak, usage)
     for lv, s in (ctx.level_server() if ctx.bench is not None else ()):
         usage, waiting = s.get("kv_cache_usage_frac_max"), s.get("num_requests_waiting_max")
@@ -174,9 +177,10 @@ def kv002(ctx: Context) -> Hit | None:
 # ------------------------------------------------------------------------------------------------
 @rule("KV003", "max-model-len-oversized", Severity.MEDIUM, ("server_config", "bench"), RuleDoc(
     what="`max_model_len` is >= 4x the longest observed prompt+output while the server is KV-limited.",
-    why="The engine must be able to hold one max-length sequence and sizes scheduling limits from it; a "
-        "context far beyond the traffic reserves KV headroom nobody uses instead of admitting more "
-        "concurrent requests (seed 000 §2).",
+    why="With paged KV (vLLM, SGLang) an oversized limit costs nothing by itself; it costs when it admits a "
+        "few very long requests, each holding thousands of KV blocks while dozens of normal ones queue or are "
+        "preempted. Engines that budget per request up front (TGI's --max-total-tokens) reserve room for the "
+        "limit on every request. A limit sized to the traffic bounds both (seed 000 §2).",
     example="server_config.max_model_len = 32768, bench.c16.input_tokens_mean+output_tokens_mean = 4096, "
             "server_metrics.kv_cache_usage_frac_max = 0.98",
     fix="`--max-model-len <observed p99 x 1.25>`, rounded up to 256 (e.g. 5120 for 4096-token requests).",
@@ -234,8 +238,8 @@ def kv004(ctx: Context) -> Hit | None:
     cmds, note = engine_flags({"kv_cache_dtype_fp8": None}, ctx.engine().name)
     return Hit(
         title="A 16-bit KV cache on FP8-capable hardware is the limit",
-        message=f"The KV cache is full and stored as {dtype} on a compute-capability {cc[0]}.{cc[1]} GPU, which "
-                "could store it in FP8 at half the size.",
+        message=f"The KV cache is full and stored in 16 bits (kv_cache_dtype={dtype}) on a compute-capability "
+                f"{cc[0]}.{cc[1]} GPU, which could store it in FP8 at half the size.",
         evidence={source: dtype, "gpu.compute_capability": list(cc), **kv_evidence},
         certainty=Certainty.LIKELY, impact=0.5,
         fix=Fix("Store the KV cache in FP8: it doubles the sequences that fit." + note, cmds),
@@ -262,8 +266,8 @@ def kv005(ctx: Context) -> Hit | None:
     if enabled is None:
         enabled = (ctx.opt("server_metrics", "cache_config") or {}).get("enable_prefix_caching")
         where = "server_metrics.cache_config.enable_prefix_caching"
-    if enabled is None and ctx.cfg_source("enable_prefix_caching") is None:
-        default = engine.default_on("prefix_caching")
+    if enabled is None or ctx.cfg_source("enable_prefix_caching") == "default":
+        default = engine.default_on("prefix_caching")  # version-aware: what this engine does when not told
         if default is not None:
             enabled, where = default, f"default for {engine.label}"
     shared = ctx.bench.config.get("shared_prefix_len") if ctx.bench is not None else None
@@ -322,8 +326,8 @@ def kv005(ctx: Context) -> Hit | None:
 @rule("KV006", "gpu-memory-utilization-low", Severity.MEDIUM, ("server_config|server_metrics",), RuleDoc(
     what="`gpu_memory_utilization` is below 0.85 while the server is KV-limited.",
     why="vLLM gives the KV cache what is left of `gpu_memory_utilization` x VRAM after weights and "
-        "activations; on an 80 GB GPU, 0.80 instead of 0.92 leaves ~10 GB of KV (hundreds of sequences of "
-        "context) unused.",
+        "activations; on an 80 GB GPU, 0.80 instead of 0.92 leaves ~9.6 GB unused, about 73K tokens of KV for "
+        "a Llama-3.1-8B (128 KiB per token in 16 bits).",
     example="server_config.gpu_memory_utilization = 0.7, server_metrics.kv_cache_usage_frac_max = 0.97, "
             "server_metrics.num_requests_waiting = 9",
     fix="`--gpu-memory-utilization 0.92` (0.90 if other processes share the GPU); SGLang "
@@ -376,9 +380,9 @@ def sched001(ctx: Context) -> Hit | None:
     enabled = ctx.opt("server_config", "enable_chunked_prefill")
     source = ctx.cfg_source("enable_chunked_prefill")
     if enabled is None or source == "default":
-        default = engine.default_on("chunked_prefill")
+        default = engine.default_on("chunked_prefill")  # version-aware: what this engine does when not told
         if default is not None:
-            enabled = default if enabled is None or source == "default" else enabled
+            enabled = default
     evidence: dict[str, Any] = {}
     if enabled is False:
         evidence["server_config.enable_chunked_prefill"] = False
@@ -453,13 +457,12 @@ def sched002(ctx: Context) -> Hit | None:
     metrics = ctx.snapshot.data("server_metrics")
     if metrics is not None:
         running, waiting = metrics.get("num_requests_running"), metrics.get("num_requests_waiting")
-        usage = metrics.get("kv_cache_usage_frac_max", metrics.get("kv_cache_usage_frac"))
+        usage, usage_key = metrics_kv_usage(metrics)
         if None not in (running, waiting, usage):
             seen = True
             if waiting > 0 and usage < max_kv and running >= seqs:
                 evidence.update({"server_metrics.num_requests_running": running,
-                                 "server_metrics.num_requests_waiting": waiting,
-                                 "server_metrics.kv_cache_usage_frac_max": usage})
+                                 "server_metrics.num_requests_waiting": waiting, usage_key: usage})
     for lv, s in (ctx.level_server() if ctx.bench is not None else ()):
         running, waiting, usage = (s.get("num_requests_running_max"), s.get("num_requests_waiting_mean"),
                                    s.get("kv_cache_usage_frac_max"))
@@ -488,8 +491,9 @@ def sched002(ctx: Context) -> Hit | None:
 
 # ------------------------------------------------------------------------------------------------
 @rule("SCHED003", "queueing-dominates-ttft", Severity.HIGH, ("bench|server_metrics",), RuleDoc(
-    what="Server queue time is >= 50% of TTFT, or between two bench levels client TTFT grows at least 3/4 as "
-         "fast as concurrency while TPOT stays flat (<= 1.25x): requests wait for a slot, not for compute.",
+    what="Server queue time is >= 50% of TTFT (and at least 50 ms, so that users can feel it), or between two "
+         "bench levels client TTFT grows at least 3/4 as fast as concurrency while TPOT stays flat (<= 1.25x): "
+         "requests wait for a slot, not for compute.",
     why="Queueing adds to TTFT before any work starts; it means demand exceeds the capacity this server "
         "admits (a KV or sequence cap, or simply too few replicas) (seed 001, seed 004 §10).",
     example="bench.c32.server.server_queue_time_ms_mean = 820, bench.c32.server.server_ttft_ms_mean = 1010",
@@ -497,22 +501,27 @@ def sched002(ctx: Context) -> Hit | None:
         "load balancing, and rate-limit at the gateway.",
     references=("seed 001 (watch queue depth: slow inference may be queueing)",
                 "seed 004 §10 (scaling out: least-pending-requests routing)"),
-), thresholds=("SCHED003.queue_share_frac", "SCHED003.max_tpot_growth", "SCHED003.min_ttft_growth_frac_of_linear"))
+), thresholds=("SCHED003.queue_share_frac", "SCHED003.min_queue_ms", "SCHED003.max_tpot_growth",
+               "SCHED003.min_ttft_growth_frac_of_linear"))
 def sched003(ctx: Context) -> Hit | None:
-    share_min = ctx.th("SCHED003.queue_share_frac")
+    share_min, min_queue = ctx.th("SCHED003.queue_share_frac"), ctx.th("SCHED003.min_queue_ms")
     evidence: dict[str, Any] = {}
     seen = False
     worst = 0.0
     if ctx.bench is not None:
         for lv, s in ctx.level_server():
-            queue, ttft = s.get("server_queue_time_ms_mean"), s.get("server_ttft_ms_mean")
-            if queue is None or not ttft:
+            queue, server_ttft = s.get("server_queue_time_ms_mean"), s.get("server_ttft_ms_mean")
+            if queue is None or not server_ttft:
                 continue
             seen = True
-            if queue / ttft >= share_min:
+            # Share of the TTFT the user sees (client TTFT includes the HTTP path) when it is larger.
+            ttft = max(server_ttft, lv.ttft_ms.mean or 0.0)
+            if queue >= min_queue and queue / ttft >= share_min:
                 p = level_label(lv)
                 evidence[f"{p}.server.server_queue_time_ms_mean"] = queue
-                evidence[f"{p}.server.server_ttft_ms_mean"] = ttft
+                evidence[f"{p}.server.server_ttft_ms_mean"] = server_ttft
+                if ttft > server_ttft:
+                    evidence[f"{p}.ttft_ms.mean"] = lv.ttft_ms.mean
                 worst = max(worst, queue / ttft)
         levels = sorted((lv for lv in ctx.levels() if lv.concurrency and lv.ttft_ms.p50 and lv.tpot_ms.p50),
                         key=lambda lv: lv.concurrency)
@@ -534,7 +543,7 @@ def sched003(ctx: Context) -> Hit | None:
     queue_h, ttft_h = hist.get("queue_time_s") or {}, hist.get("ttft_s") or {}
     if queue_h.get("mean_s") is not None and ttft_h.get("mean_s"):
         seen = True
-        if queue_h["mean_s"] / ttft_h["mean_s"] >= share_min:
+        if queue_h["mean_s"] * 1000 >= min_queue and queue_h["mean_s"] / ttft_h["mean_s"] >= share_min:
             evidence["server_metrics.histograms.queue_time_s.mean_s"] = queue_h["mean_s"]
             evidence["server_metrics.histograms.ttft_s.mean_s"] = ttft_h["mean_s"]
             worst = max(worst, queue_h["mean_s"] / ttft_h["mean_s"])
@@ -662,7 +671,7 @@ def sched006(ctx: Context) -> Hit | None:
                 f"tokens ({ms(short_ttft)} -> {ms(long_ttft)}): attention is not using a flash kernel.",
         evidence={"derived.short_prompt_tokens": short_len, "derived.short_ttft_ms_p50": short_ttft,
                   "derived.long_prompt_tokens": long_len, "derived.long_ttft_ms_p50": long_ttft,
-                  "derived.ttft_growth_exponent": round(exponent, 2), "engine": engine.label},
+                  "derived.ttft_growth_exponent": round(exponent, 2), "derived.engine": engine.label},
         certainty=Certainty.LIKELY, impact=0.5,
         fix=Fix(f"Use a FlashAttention backend: {upgrade}.", ("python -c 'import vllm; print(vllm.__version__)'",)
                 if engine.name == "vllm" else ()),

@@ -42,6 +42,8 @@ THRESHOLDS: dict[str, Threshold] = {
     "GPU005.retired_pages_dbe": _T(15.0, "pages", "DCGM health: more than 15 DBE retirements", "DBE retired pages above which it fires"),
     "GPU008.low_util_pct": _T(40.0, "%", "000 §4 and quick reference (GPU util <40% under concurrent load)", "utilization that counts as low"),
     "GPU008.min_in_flight": _T(4.0, "requests", "000 quick reference (many concurrent requests)", "requests in flight that count as load"),
+    "GPU012.margin_c": _T(5.0, "°C", "DCGM thermal health watch; NVML temperature thresholds",
+                          "distance below the slowdown temperature that counts as close"),
     "GPU009.foreign_bytes": _T(float(2**30), "bytes", "vLLM log 'Free memory on device ... less than desired'",
                                "memory held by another process that fires"),
     # --- CPU, memory, storage, network -----------------------------------------------------------
@@ -65,6 +67,8 @@ THRESHOLDS: dict[str, Threshold] = {
     "SCHED001.long_prompt_tokens": _T(2048.0, "tokens", "004 §7.3 (512-token chunks)", "prompt length that counts as long"),
     "SCHED002.max_kv_usage_frac": _T(0.70, "fraction", "000 quick reference", "KV usage below which the cache is not the limit"),
     "SCHED003.queue_share_frac": _T(0.50, "fraction", "001 (watch queue depth), 004 §10", "queue time share of TTFT that fires"),
+    "SCHED003.min_queue_ms": _T(50.0, "ms", "004 §4 (a 500 ms TTFT target: a tenth of it is the least worth naming)",
+                                "queue time below which queueing is not what users feel"),
     "SCHED003.max_tpot_growth": _T(1.25, "x", "004 §10", "TPOT growth across the sweep that still counts as flat"),
     "SCHED003.min_ttft_growth_frac_of_linear": _T(0.75, "fraction", "004 §10",
                                                   "TTFT growth as a share of the concurrency growth that counts as linear"),

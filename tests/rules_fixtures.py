@@ -31,7 +31,7 @@ def healthy_probes() -> dict[str, dict[str, Any]]:
     return copy.deepcopy({
         "gpu": {
             "driver_version": "550.54.15", "cuda_driver_version": "12.4", "nvml_version": "12.550.54.15",
-            "window_s": 5.0,
+            "window_s": 5.0, "num_gpus": 1, "unsupported_fields": [],
             "gpus": [{
                 "index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1111", "pci_bus_id": "00000000:3B:00.0",
                 "compute_capability": [9, 0], "memory_total_bytes": 80 * GIB, "memory_used_bytes": 72 * GIB,
@@ -39,9 +39,12 @@ def healthy_probes() -> dict[str, dict[str, Any]]:
                 "utilization_gpu_pct": 78.0, "utilization_gpu_pct_max": 95.0, "utilization_memory_pct": 55.0,
                 "sm_clock_mhz": 1980, "sm_clock_max_mhz": 1980, "mem_clock_mhz": 2619, "mem_clock_max_mhz": 2619,
                 "clock_event_reasons_bitmask": 0, "clock_event_reasons": [], "clock_event_reasons_source": "clocks_event",
-                "throttle_time_delta_us": {"power": 0, "thermal": 0, "sync_boost": 0, "board_limit": 0,
-                                           "low_util": 0, "reliability": 0, "total_app_clocks": 0,
-                                           "total_base_clocks": 0},
+                "throttle_time_delta_us": {"power": 0.0, "thermal": 0.0, "sync_boost": 0.0, "board_limit": 0.0,
+                                           "low_util": 0.0, "reliability": 0.0, "total_app_clocks": 0.0,
+                                           "total_base_clocks": 0.0},
+                "throttle_time_frac": {"power": 0.0, "thermal": 0.0, "sync_boost": 0.0, "board_limit": 0.0,
+                                       "low_util": 0.0, "reliability": 0.0, "total_app_clocks": 0.0,
+                                       "total_base_clocks": 0.0},
                 "power_usage_w": 520.0, "power_limit_enforced_w": 700.0, "power_limit_default_w": 700.0,
                 "temperature_c": 62, "temperature_slowdown_c": 90,
                 "pcie_link_gen_current": 5, "pcie_link_gen_max": 5, "pcie_link_gen_gpu_max": 5,
@@ -57,7 +60,8 @@ def healthy_probes() -> dict[str, dict[str, Any]]:
             }],
             "topology": [],
         },
-        "kernel_log": {"source": "dmesg", "xid_events": [], "num_lines_read": 1800},
+        "kernel_log": {"source": "dmesg", "num_lines_read": 1800, "num_xid_events": 0, "xid_counts": {},
+                       "xid_events": []},
         "cpu": {
             "model": "Intel(R) Xeon(R) Platinum 8480+", "num_physical_cores": 56, "num_logical_cpus": 112,
             "governor": "performance", "governors": {"performance": 112}, "freq_mhz_current": 3000.0,
@@ -88,7 +92,8 @@ def healthy_probes() -> dict[str, dict[str, Any]]:
         "server_metrics": {
             "engine": "vllm", "model_name": "meta-llama/Llama-3.1-8B-Instruct", "window_s": 5.0,
             "kv_cache_usage_frac": 0.55, "kv_cache_usage_frac_max": 0.62,
-            "num_requests_running": 12, "num_requests_waiting": 0,
+            "num_requests_running": 12, "num_requests_running_max": 15, "num_requests_waiting": 0,
+            "num_requests_waiting_max": 0,
             "num_preemptions_delta": 0, "preemptions_per_s": 0.0,
             "prefix_cache_queries_delta": 60000, "prefix_cache_hits_delta": 27000, "prefix_cache_hit_rate": 0.45,
             "prompt_tokens_per_s": 9200.0, "generation_tokens_per_s": 1450.0,
@@ -102,7 +107,7 @@ def healthy_probes() -> dict[str, dict[str, Any]]:
             },
             "cache_config": {"block_size": 16, "cache_dtype": "fp8", "gpu_memory_utilization": 0.9,
                              "enable_prefix_caching": True, "num_gpu_blocks": 30000},
-            "spec_decode_acceptance_rate": None,
+            "kv_cache_capacity_tokens": None, "spec_decode_acceptance_rate": None, "counter_resets": [],
         },
         "server_config": {
             "engine": "vllm", "engine_version": "0.18.1", "model": "meta-llama/Llama-3.1-8B-Instruct",
@@ -110,16 +115,17 @@ def healthy_probes() -> dict[str, dict[str, Any]]:
             "max_num_batched_tokens": 8192, "enable_chunked_prefill": True, "enable_prefix_caching": True,
             "kv_cache_dtype": "fp8", "dtype": "bfloat16", "quantization": "fp8", "tensor_parallel_size": 1,
             "pipeline_parallel_size": 1, "enforce_eager": False, "speculative_config": None, "block_size": 16,
-            "api_server_count": 1,
+            "api_server_count": 1, "data_parallel_size": 1, "metrics_engine": "vllm",
             "sources": {"engine_version": "/version", "max_model_len": "cmdline", "quantization": "cmdline",
                         "kv_cache_dtype": "cmdline", "gpu_memory_utilization": "cache_config_info",
                         "enable_prefix_caching": "cache_config_info", "enable_chunked_prefill": "default",
                         "max_num_seqs": "default", "enforce_eager": "default", "dtype": "default",
                         "tensor_parallel_size": "default"},
         },
-        "logs": {"path": "/var/log/vllm.log", "num_lines": 5200, "slow_tokenizer": False, "num_preemption_lines": 0,
-                 "kv_cache_tokens": 480000, "max_concurrency": 58.6, "cuda_graph_hints": [], "num_nccl_errors": 0,
-                 "num_shm_broadcast_stalls": 0},
+        "logs": {"path": "/var/log/vllm.log", "truncated": False, "num_lines": 5200, "slow_tokenizer": False,
+                 "num_preemption_lines": 0, "kv_cache_tokens": 480000, "num_gpu_blocks": 30000, "max_concurrency": 58.6,
+                 "max_concurrency_tokens_per_request": 8192, "cuda_graph_hints": [], "num_nccl_errors": 0,
+                 "num_shm_broadcast_stalls": 0, "num_oom_lines": 0},
     })
 
 
@@ -241,6 +247,9 @@ def _define() -> None:
     case("GPU002", "positive_bench_power_brake", "Power brake seen during a loaded bench level, no NVML probe",
          {**FIRES, "evidence_keys": ["bench.c64.gpu.clock_event_reasons_seen"]},
          snapshot(drop=("gpu",)), bench({"levels.3.gpu.clock_event_reasons_seen": ["hw_power_brake_slowdown"]}))
+    case("GPU002", "positive_thermal_counter", "NVML's thermal throttle counter ran 12% of the window",
+         {**FIRES, "evidence_keys": ["gpu.gpus[0].throttle_time_frac.thermal+board_limit+reliability"]},
+         snapshot({g + "throttle_time_frac.thermal": 0.12}))
     case("GPU002", "negative_sw_power_cap_at_load", "Software power cap at full load is normal",
          PASSES, snapshot({g + "clock_event_reasons": ["sw_power_cap"], g + "utilization_gpu_pct": 99.0}))
     case("GPU002", "negative_idle_thermal", "A slowdown flag on an idle GPU is not throttling under load",
@@ -284,6 +293,10 @@ def _define() -> None:
     case("GPU006", "positive_app_xid", "Xid 13 (application-level) is reported as possible",
          {**FIRES, "severity": "medium", "certainty": "possible"},
          snapshot({"kernel_log.xid_events": [{"xid": 13, "pci_bus_id": "0000:3B:00.0", "line": "NVRM: Xid 13"}]}))
+    case("GPU006", "positive_counts_beyond_kept_events", "xid_counts has 250 Xid 48 while only the last events are kept",
+         {**FIRES, "severity": "critical", "evidence_keys": ["kernel_log.xid_events.xid_48_count"]},
+         snapshot({"kernel_log.xid_counts": {"48": 250}, "kernel_log.num_xid_events": 250,
+                   "kernel_log.xid_events": [{"xid": 48, "pci_bus_id": "0000:3B:00.0", "meaning": "DBE", "line": "Xid 48"}]}))
     case("GPU006", "negative_clean_log", "No Xid lines", PASSES, snapshot())
     case("GPU006", "skipped_no_dmesg", "dmesg not readable without root",
          {"fires": False, "skipped_reason": "permission_denied"},
@@ -333,8 +346,27 @@ def _define() -> None:
     case("GPU011", "positive_launch_blocking", "CUDA_LAUNCH_BLOCKING=1 left in the service file",
          {**FIRES, "severity": "high", "commands": ["unset CUDA_LAUNCH_BLOCKING"]},
          snapshot({"server_process.debug_env": {"CUDA_LAUNCH_BLOCKING": "1"}}))
+    case("GPU011", "positive_vllm_trace", "VLLM_TRACE_FUNCTION=1 and NCCL_DEBUG=INFO",
+         {**FIRES, "severity": "high", "text_contains": ["traces every Python function call"]},
+         snapshot({"server_process.debug_env": {"VLLM_TRACE_FUNCTION": "1", "NCCL_DEBUG": "INFO"}}))
+    case("GPU011", "negative_harmless_vars", "NCCL_DEBUG=WARN and CUDA_VISIBLE_DEVICES are harmless",
+         PASSES, snapshot({"server_process.debug_env": {"NCCL_DEBUG": "WARN", "CUDA_VISIBLE_DEVICES": "0"}}))
     case("GPU011", "negative_launch_blocking_zero", "CUDA_LAUNCH_BLOCKING=0 is harmless",
          PASSES, snapshot({"server_process.debug_env": {"CUDA_LAUNCH_BLOCKING": "0"}}))
+    # GPU012
+    case("GPU012", "positive_hot_under_load", "86 °C at 94% load with slowdown at 90 °C",
+         {**FIRES, "evidence_keys": ["gpu.gpus[0].temperature_c"]},
+         snapshot({g + "temperature_c": 86, g + "utilization_gpu_pct": 94.0}))
+    case("GPU012", "negative_cool", "62 °C under load", PASSES, snapshot())
+    case("GPU012", "negative_hot_idle", "Hot but idle (a neighbour's exhaust): judged under load only",
+         PASSES, snapshot({g + "temperature_c": 87, g + "utilization_gpu_pct": 2.0}))
+    # GPU013
+    case("GPU013", "positive_lost", "GPU 1 fell off the bus (NVML GPU_IS_LOST)",
+         {**FIRES, "severity": "critical", "evidence_keys": ["gpu.gpus[1].lost"]},
+         snapshot({"gpu.gpus": [healthy_probes()["gpu"]["gpus"][0],
+                                {"index": 1, "name": "NVIDIA H100 80GB HBM3", "pci_bus_id": "00000000:86:00.0",
+                                 "unsupported_fields": ["*"], "lost": True}]}))
+    case("GPU013", "negative_all_present", "Every GPU answers", PASSES, snapshot())
     # CPU001
     case("CPU001", "positive_wrong_node", "GPU on node 1, server pinned to node 0",
          {**FIRES, "commands": ["numactl --cpunodebind=1 --membind=1 <your server command>"]},
@@ -388,12 +420,16 @@ def _define() -> None:
          snapshot({"storage.serves_hub_model_id": False, "storage.hf_cache_persistent": False}))
     # NET003
     case("NET003", "positive_slow_loopback", "3.4 ms TCP connect on the same host",
-         {**FIRES, "evidence_keys": ["network.tcp_connect_ms_p50"]},
+         {**FIRES, "severity": "medium", "evidence_keys": ["network.tcp_connect_ms_p50"]},
          snapshot({"network.tcp_connect_ms_p50": 3.4, "network.health_ttfb_ms_p50": 6.1}))
     case("NET003", "positive_remote_share_of_ttft", "Remote server: 25 ms RTT on a 60 ms TTFT",
          {**FIRES, "evidence_keys": ["server_metrics.histograms.ttft_s.p50_s"]},
          snapshot({"network.same_host": False, "network.url": "http://10.0.0.7:8000", "network.tcp_connect_ms_p50": 25.0,
                    "network.health_ttfb_ms_p50": 26.0, "server_metrics.histograms.ttft_s.p50_s": 0.06}))
+    case("NET003", "positive_slow_front_end", "Loopback connects in 0.1 ms but /health takes 17 ms (real run on a "
+         "busy 2-core host): the server, not the network", {**FIRES, "severity": "low", "certainty": "possible",
+                                                            "text_contains": ["not the network"]},
+         snapshot({"network.tcp_connect_ms_p50": 0.1, "network.health_ttfb_ms_p50": 17.2}))
     case("NET003", "negative_fast_loopback", "Sub-millisecond loopback", PASSES, snapshot())
     # KV001
     kv_sat = {"server_metrics.kv_cache_usage_frac": 0.97, "server_metrics.kv_cache_usage_frac_max": 0.99,
@@ -463,6 +499,10 @@ def _define() -> None:
          PASSES, snapshot(), bench({"config.shared_prefix_len": 0,
                                     **{f"levels.{i}.server.prefix_cache_hit_rate": 0.01 for i in range(4)}}))
     case("KV005", "negative_hitting", "Shared prefix and a 62% hit rate", PASSES, snapshot(), bench())
+    case("KV005", "negative_v1_default_not_disabled", "A 'default' false from the probe is overruled by the "
+         "version: vLLM 0.18 caches prefixes unless told not to", PASSES,
+         snapshot({"server_config.enable_prefix_caching": False, "server_config.sources.enable_prefix_caching": "default",
+                   "server_metrics.cache_config.enable_prefix_caching": None}), bench())
     # KV006
     case("KV006", "positive_low_util_kv_limited", "gpu_memory_utilization 0.7 while preempting",
          {**FIRES, "commands": ["--gpu-memory-utilization 0.92"]},
@@ -503,6 +543,9 @@ def _define() -> None:
          snapshot(drop=("server_metrics",)),
          bench({**{f"levels.{i}.server": None for i in range(4)}, "levels.3.ttft_ms.p50": 456.0,
                 "levels.3.tpot_ms.p50": 10.5}))
+    case("SCHED003", "negative_tiny_queue", "Queue 3.6 of 5.9 ms server TTFT (a real reference-engine run): too "
+         "small to matter next to a 40 ms client TTFT", PASSES, snapshot(),
+         bench({"levels.1.server.server_queue_time_ms_mean": 3.63, "levels.1.server.server_ttft_ms_mean": 5.89}))
     case("SCHED003", "negative_compute_bound", "TTFT and TPOT grow together: compute, not queueing",
          PASSES, snapshot(), bench())
     # SCHED004
@@ -541,6 +584,11 @@ def _define() -> None:
     case("QUANT002", "positive_from_cache_config", "No log; cache_config says 500 blocks x 16 = 8000 tokens",
          {**FIRES, "evidence_keys": ["server_metrics.cache_config.num_gpu_blocks*block_size"]},
          snapshot({"server_metrics.cache_config.num_gpu_blocks": 500}, drop=("logs",)))
+    case("QUANT002", "positive_sglang_capacity", "SGLang: max_total_num_tokens 6000 under a 16K context, no log",
+         {**FIRES, "evidence_keys": ["server_metrics.kv_cache_capacity_tokens"], "commands": ["--context-length 5888"]},
+         snapshot({"server_config.engine": "sglang", "server_config.engine_version": "0.5.2",
+                   "server_config.max_model_len": 16384, "server_metrics.engine": "sglang",
+                   "server_metrics.kv_cache_capacity_tokens": 6000, "server_metrics.cache_config": {}}, drop=("logs",)))
     case("QUANT002", "negative_fits", "480K KV tokens for an 8K context", PASSES, snapshot())
     # ENG001
     ollama = {"server_process.engine": "ollama", "server_config.engine": "ollama", "server_config.engine_version": "0.3.12",
@@ -557,6 +605,10 @@ def _define() -> None:
          snapshot(), bench({"levels.0.tpot_ms.p50": 38.0}), config={"model_weight_bytes": 8.5e9})
     case("ENG002", "negative_near_roofline", "8 ms TPOT (125 tok/s) with 16 GB of bf16 weights: 60% of the roofline",
          PASSES, snapshot(), bench(), config={"model_weight_bytes": 16.06e9})
+    case("ENG002", "positive_weights_from_plan_report", "Weight bytes from a `triage plan` report given as baseline",
+         {**FIRES, "evidence_keys": ["baseline.plan.model.weight_bytes"]},
+         snapshot(), bench({"levels.0.tpot_ms.p50": 38.0}),
+         baseline={"kind": "plan", "plan": {"model": {"name": "llama-3.1-8b", "weight_bytes": 8.5e9}}})
     case("ENG002", "skipped_no_weight_bytes", "Weight bytes unknown",
          {"fires": False, "skipped_reason": "weight bytes"}, snapshot(), bench())
     # ENG003
@@ -599,6 +651,13 @@ def _define() -> None:
          baseline=base_report)
     case("ENG006", "negative_drop_without_preemptions", "Slower, but no preemptions: another cause",
          PASSES, snapshot(), bench({"levels.2.output_tokens_per_s": 1050.0}), baseline=base_report)
+    # ENG007
+    case("ENG007", "positive_shm_stalls", "vLLM TP=2 log: 14 shared-memory broadcast stalls",
+         {**FIRES, "severity": "medium", "evidence_keys": ["logs.num_shm_broadcast_stalls"]},
+         snapshot({"logs.num_shm_broadcast_stalls": 14}))
+    case("ENG007", "positive_nccl", "NCCL errors in the log", {**FIRES, "severity": "high"},
+         snapshot({"logs.num_nccl_errors": 3}))
+    case("ENG007", "negative_clean_log", "No communication trouble", PASSES, snapshot())
     # BENCH001
     case("BENCH001", "positive_client_lag", "c=64: achieved 41.5, loop lag 38 ms, marked invalid",
          {**FIRES, "evidence_keys": ["bench.c64.client.achieved_concurrency", "bench.c64.client.event_loop_lag_ms_p99"]},

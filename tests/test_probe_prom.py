@@ -192,3 +192,22 @@ def test_histogram_delta_reset_uses_after():
     assert histogram_delta(before, after) == after
     assert histogram_delta(None, after) == after
     assert histogram_delta(after, None) is None
+
+
+def test_real_capture_of_the_reference_engine():
+    m = normalise(load("reference_engine_tiny_after_4_requests.txt"))
+    assert m.engine == "vllm" and m.model_name == "tiny"
+    assert set(m.histograms) == {"ttft_s", "itl_s", "e2e_s", "queue_time_s", "prefill_time_s", "decode_time_s"}
+    assert m.histograms["ttft_s"].count == 4.0
+    assert m.histograms["itl_s"].count == 20.0
+    assert m.num_requests_finished_total == 4.0
+    assert (m.prefix_cache_queries_total, m.prefix_cache_hits_total) == (392.0, 288.0)
+    assert m.cache_config["num_gpu_blocks"] == 4096 and m.cache_config["num_gpu_blocks_override"] is None
+    # Against an idle server that had seen nothing yet: the whole history is the window.
+    idle = dataclasses.replace(m, prefix_cache_queries_total=0.0, prefix_cache_hits_total=0.0,
+                               prompt_tokens_total=0.0, generation_tokens_total=0.0, histograms={})
+    d = window_delta(idle, m, 4.0)
+    assert d["prefix_cache_hit_rate"] == pytest.approx(288 / 392)
+    assert d["generation_tokens_per_s"] == pytest.approx(24 / 4.0)
+    assert d["histograms"]["e2e_s"]["count_delta"] == 4.0
+    assert d["histograms"]["e2e_s"]["p50_s"] is not None

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from probes.base import ProbeResult, ProbeStatus, Snapshot
-from rules import REGISTRY, RulesConfig, evaluate, load_rules_config
+from rules import REGISTRY, RulesConfig, bench_rule_codes, evaluate, load_rules_config
 from rules.engines import EngineInfo, engine_flags, parse_version
 from tests.factories import HOST
 from tests.rules_fixtures import FIXTURES, bench, load_case, snapshot
@@ -212,3 +212,15 @@ def test_bad_config_is_a_usage_error(tmp_path, text, message):
 def test_missing_config_file_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="no such config file"):
         load_rules_config(tmp_path / "nope.toml")
+
+
+def test_bench_only_evaluation_runs_the_bench_rules_without_probes():
+    codes = bench_rule_codes()
+    assert {"SCHED003", "SCHED004", "SCHED006", "BENCH001", "BENCH002", "BENCH003", "ENG002", "KV001",
+            "KV002"} <= codes
+    assert not codes & {"GPU004", "KV003", "ENG006"}
+    b = bench({"levels.0.output_tokens_per_s": 41.0, "levels.2.output_tokens_per_s": 55.0,
+               "levels.3.output_tokens_per_s": 56.0})
+    result = evaluate(Snapshot(), bench=_bench(b), config=RulesConfig(enabled_only=codes))
+    assert "SCHED004" in [f.code for f in result.findings]
+    assert {s.code for s in result.skipped} <= codes
