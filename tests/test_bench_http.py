@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.fake_servers import free_port_refusing
-from triage.bench.http import ConnectionPool, HttpError
+from triage.bench.http import ConnectionPool, HttpError, _Conn
 
 CHUNKED = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
            b"6\r\ndata: \r\n" b"9\r\n{\"a\": 1}\n\r\n" b"1\r\n\n\r\n" b"0\r\n\r\n")
@@ -125,3 +127,31 @@ def test_transport_errors_have_kinds():
 def test_bad_urls_are_rejected():
     with pytest.raises(ValueError):
         ConnectionPool("ftp://host/", 1)
+
+
+class _Transport:
+    def write(self, data):
+        pass
+
+    def get_extra_info(self, name):
+        return None
+
+    def close(self):
+        pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=40), max_size=8), st.sampled_from([b"", CHUNKED[:80], LENGTH[:60]]))
+def test_no_bytes_from_a_server_make_the_framing_raise(pieces, prefix):
+    async def main():
+        conn = _Conn()
+        conn.connection_made(_Transport())
+        done = conn.start(asyncio.get_running_loop(), b"GET / HTTP/1.1\r\n\r\n")
+        for piece in [prefix, *pieces]:
+            conn.data_received(piece)  # a framing error settles the future; nothing escapes
+        conn.connection_lost(None)
+        assert done.done()
+        if done.exception() is not None:
+            assert isinstance(done.exception(), HttpError)
+
+    asyncio.run(main())

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from triage.bench.sse import parse_stream
 
 
@@ -59,3 +62,21 @@ def test_protocol_errors_have_kinds():
     assert parse_stream([(1.0, ev({"error": {"message": "oom"}}))], chat=False).error_kind == "server_error_event"
     assert parse_stream([(1.0, b'data: {"choi')], chat=False).error_kind == "truncated"
     assert parse_stream([(1.0, ev([1, 2]))], chat=False).error_kind == "malformed_json"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=64), max_size=8), st.booleans())
+def test_no_byte_stream_makes_the_parser_raise(pieces, chat):
+    out = parse_stream([(float(i), p) for i, p in enumerate(pieces)], chat=chat)
+    assert out.error_kind is None or out.error_kind in {"malformed_sse", "malformed_json", "server_error_event",
+                                                        "truncated"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([
+    b'data: {"choices": [{"delta": "x"}]}\n\n', b'data: {"choices": [1]}\n\n', b'data: {"usage": 5}\n\n',
+    b'data: {"choices": [{"text": 3, "delta": null}]}\n\n', b"data: [DONE]\n\n", b"event: x\n\n",
+    b'data: {"choices": [{"index": 0, "text": "a"}], "usage": {"completion_tokens": "2"}}\n\n']), max_size=6),
+    st.booleans())
+def test_odd_but_valid_json_never_crashes_the_parser(events, chat):
+    parse_stream([(1.0, b"".join(events))], chat=chat)

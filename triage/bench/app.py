@@ -98,7 +98,7 @@ def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_consol
     with contextlib.ExitStack() as stack:
         engine = None
         if embedded:
-            handle = stack.enter_context(embedded_server())
+            handle = stack.enter_context(embedded_server(cfg.model or EMBEDDED_MODEL))
             cfg = dataclasses.replace(cfg, url=handle.url)
             engine = "reference"
         sink = stack.enter_context(RecordSink(paths.jsonl))
@@ -120,6 +120,7 @@ def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_consol
                                                        "notes": [*section.config.get("notes", []), rules_note]})
     server_engines = [lv.server.get("engine") for lv in section.levels if lv.server]
     target = Target(url=cfg.url, engine=engine or (server_engines[0] if server_engines else "openai-compatible"),
+                    engine_version=runner.info.engine_version if runner.info else None,
                     model=runner.info.model if runner.info else cfg.model)
     report = new_report(ReportKind.BENCH, host_info(), target, bench=section, findings=findings,
                         skipped_rules=skipped)

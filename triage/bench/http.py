@@ -132,6 +132,8 @@ class _Conn(asyncio.Protocol):
                     size = int(size_text, 16)
                 except ValueError:
                     raise HttpError("malformed_http", f"bad chunk size {size_text[:20]!r}") from None
+                if size < 0:
+                    raise HttpError("malformed_http", f"negative chunk size {size_text[:20]!r}")
                 buf = buf[end + 2:]
                 if size == 0:
                     # trailers are not used by SSE servers; the final CRLF may still be in flight
@@ -197,6 +199,8 @@ class _Conn(asyncio.Protocol):
                 self._remaining = int(headers["content-length"])
             except ValueError:
                 raise HttpError("malformed_http", "bad Content-Length") from None
+            if self._remaining < 0:
+                raise HttpError("malformed_http", "negative Content-Length")
             self._state = "length"
             if self._remaining == 0:
                 resp.complete = True

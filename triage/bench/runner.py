@@ -2,7 +2,6 @@
 the client, and keep every finished level so that an interrupted run still reports what it measured."""
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 from dataclasses import dataclass, field
@@ -50,6 +49,7 @@ class ServerInfo:
     model: str
     max_model_len: int | None = None
     owned_by: str | None = None
+    engine_version: str | None = None
     send_ignore_eos: bool = True
     usage_reported: bool | None = None
     calibration: TokenCalibration = field(default_factory=TokenCalibration)
@@ -59,6 +59,16 @@ class ServerInfo:
 def _unreachable(url: str, exc: BaseException) -> TargetUnreachable:
     return TargetUnreachable(f"cannot reach the server at {url} ({type(exc).__name__}: {exc}). Is it running? "
                              "Check --url, or leave --url out to benchmark the bundled reference engine.")
+
+
+async def _server_version(client: httpx.AsyncClient) -> str | None:
+    """vLLM and the reference server answer /version with {"version": ...}; others may not."""
+    try:
+        resp = await client.get("/version")
+        version = resp.json().get("version") if resp.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return str(version) if version else None
 
 
 async def preflight(client: httpx.AsyncClient, pool: ConnectionPool, cfg: BenchConfig) -> ServerInfo:
@@ -87,7 +97,7 @@ async def preflight(client: httpx.AsyncClient, pool: ConnectionPool, cfg: BenchC
     entry = next((m for m in models if m["id"] == model), {})
     max_len = entry.get("max_model_len")
     info = ServerInfo(model=model, max_model_len=max_len if isinstance(max_len, int) else None,
-                      owned_by=entry.get("owned_by"))
+                      owned_by=entry.get("owned_by"), engine_version=await _server_version(client))
 
     opts = RequestOptions(endpoint=cfg.endpoint, model=model)
     epoch = time.perf_counter()
@@ -290,9 +300,3 @@ class BenchRunner:
         achieved = (len(sends) - 1) / (sends[-1] - sends[0])
         return [f"achieved request rate {achieved:.2f}/s over {len(sends)} sends (target {spec.request_rate:g}/s; "
                 "a Poisson schedule varies around it)"]
-
-
-def run_bench(cfg: BenchConfig, runner: BenchRunner) -> BenchSection:
-    """Run to completion. On Ctrl-C asyncio cancels the run and KeyboardInterrupt propagates; the runner keeps
-    the finished levels (runner.section())."""
-    return asyncio.run(runner.run())

@@ -33,6 +33,8 @@ def _content_of(choice: dict, chat: bool) -> tuple[bool, bool]:
     """(has content, is reasoning) for one choice of a chunk. Role-only and empty deltas are not content."""
     if chat:
         delta = choice.get("delta") or {}
+        if not isinstance(delta, dict):
+            raise ValueError("a chat choice's delta is not an object")
         if delta.get("content"):
             return True, False
         if delta.get("reasoning_content") or delta.get("reasoning"):
@@ -81,7 +83,11 @@ def _handle_event(data: bytes, t: float, chat: bool, out: StreamResult, state: d
         if not isinstance(choice, dict):
             out.fail("malformed_json", f"a choice is not an object: {data[:80]!r}")
             return
-        has, reasoning = _content_of(choice, chat)
+        try:
+            has, reasoning = _content_of(choice, chat)
+        except ValueError as e:
+            out.fail("malformed_json", f"{e}: {data[:80]!r}")
+            return
         if has:
             is_content = True
             out.num_reasoning_chunks += reasoning

@@ -32,7 +32,8 @@ def _choice(flag: str, value: str, enum_cls):
 def bench(
     url: str = typer.Option(None, "--url", envvar="TRIAGE_URL", help="Server base URL, e.g. http://127.0.0.1:8000. "
                             "Without it, the bundled reference engine is started on a free loopback port."),
-    model: str = typer.Option(None, "--model", help="Model name to request (default: the first of /v1/models)."),
+    model: str = typer.Option(None, "--model", help="Model name to request (default: the first of /v1/models). "
+                              "Without --url: the reference engine preset to start (default tiny)."),
     concurrency: str = typer.Option(None, "--concurrency", help="Closed-loop levels: requests kept in flight "
                                     "(default 1,4,16,64; embedded: 1,4)."),
     rate: str = typer.Option(None, "--rate", help="Open-loop levels in requests/s (Poisson), e.g. 1,2,4."),
