@@ -2,8 +2,8 @@
 becomes an error kind (http_500, timeout, disconnected, connection_reset, malformed_sse, ...).
 
 Timestamps: `t0` is taken after the body is encoded, just before the request is written. Each network read is
-stamped with perf_counter() in the protocol's data_received (http.py); SSE and JSON are parsed only after the
-stream ends (sse.py), so parsing never delays a timestamp.
+stamped with perf_counter() in the protocol's data_received (http.py) and only then handed to the incremental
+SSE parser (sse.py), so parsing never delays its own timestamp and costs the loop microseconds at a time.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import httpx
 from triage.bench.config import Endpoint
 from triage.bench.http import ConnectionPool, HttpError
 from triage.bench.records import RequestRecord
-from triage.bench.sse import parse_stream
+from triage.bench.sse import SseParser
 from triage.bench.workload import PromptItem
 
 
@@ -67,8 +67,9 @@ async def send(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, *, 
     exc_text: str | None = None
     perf = time.perf_counter
     t0 = perf()
+    parser = SseParser(chat=opts.endpoint is Endpoint.CHAT)
     try:
-        response = await pool.post_stream(opts.endpoint.path, body, timeout_s)
+        response = await pool.post_stream(opts.endpoint.path, body, timeout_s, on_piece=parser.feed)
         status, pieces = response.status, response.pieces
     except HttpError as e:
         exc_kind, exc_text = e.kind, str(e)[:300]
@@ -80,7 +81,7 @@ async def send(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, *, 
             slot_wait_s=slot_wait_s, requested_output_tokens=item.output_tokens, http_status=status,
             error_kind=f"http_{status}", error=_error_message(status, b"".join(p for _, p in pieces)))
 
-    result = parse_stream(pieces, chat=opts.endpoint is Endpoint.CHAT)
+    result = parser.finish()
     error_kind, error = result.error_kind, result.error
     if exc_kind is not None and error_kind in (None, "truncated"):
         error_kind, error = exc_kind, exc_text  # the transport's reason beats "the stream ended early"

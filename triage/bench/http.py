@@ -15,6 +15,7 @@ import socket
 import ssl
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -37,6 +38,14 @@ class Response:
     pieces: list[tuple[float, bytes]] = field(default_factory=list)  # (arrival, de-chunked body bytes)
     complete: bool = False
     keep_alive: bool = True
+    # With a 200, body pieces go to this callback (as they arrive, after their timestamp) instead of `pieces`.
+    on_piece: Callable[[float, bytes], None] | None = None
+
+    def add(self, t: float, data: bytes) -> None:
+        if self.on_piece is not None and self.status == 200:
+            self.on_piece(t, data)
+        else:
+            self.pieces.append((t, data))
 
     @property
     def body(self) -> bytes:
@@ -92,8 +101,9 @@ class _Conn(asyncio.Protocol):
                                                        + (f": {exc}" if exc else "")))
 
     # -- framing
-    def start(self, loop: asyncio.AbstractEventLoop, request: bytes) -> asyncio.Future:
-        self.response = Response()
+    def start(self, loop: asyncio.AbstractEventLoop, request: bytes,
+              on_piece: Callable[[float, bytes], None] | None = None) -> asyncio.Future:
+        self.response = Response(on_piece=on_piece)
         self.done = loop.create_future()
         self._buf, self._state = b"", "head"
         self.last_data_s = time.perf_counter()
@@ -146,18 +156,18 @@ class _Conn(asyncio.Protocol):
                 if len(buf) < self._remaining + 2:
                     if self._remaining and len(buf) > 0:
                         take = min(len(buf), self._remaining)
-                        resp.pieces.append((t, buf[:take]))
+                        resp.add(t, buf[:take])
                         self._remaining -= take
                         buf = buf[take:]
                     break
                 if self._remaining:
-                    resp.pieces.append((t, buf[:self._remaining]))
+                    resp.add(t, buf[:self._remaining])
                 buf = buf[self._remaining + 2:]
                 self._state = "chunk_size"
             elif state == "length":
                 take = min(len(buf), self._remaining)
                 if take:
-                    resp.pieces.append((t, buf[:take]))
+                    resp.add(t, buf[:take])
                     self._remaining -= take
                 buf = buf[take:]
                 if self._remaining == 0:
@@ -166,7 +176,7 @@ class _Conn(asyncio.Protocol):
                 break
             elif state == "until_close":
                 if buf:
-                    resp.pieces.append((t, buf))
+                    resp.add(t, buf)
                 buf = b""
                 break
             else:
@@ -248,9 +258,10 @@ class ConnectionPool:
             raise HttpError("connect_error", f"cannot connect to {self.host}:{self.port}: {e}") from None
         return conn
 
-    async def post_stream(self, path: str, body: bytes, read_timeout_s: float) -> Response:
-        """POST `body` (JSON) and read the whole response. Raises HttpError; the partial response (bytes
-        received before the failure) is attached as `.response`."""
+    async def post_stream(self, path: str, body: bytes, read_timeout_s: float,
+                          on_piece: Callable[[float, bytes], None] | None = None) -> Response:
+        """POST `body` (JSON) and read the whole response; a 200's body goes to `on_piece` as it arrives when
+        given. Raises HttpError; the partial response is attached as `.response`."""
         async with self._slots:
             conn = None
             while self._idle:
@@ -263,7 +274,7 @@ class ConnectionPool:
             request = (f"POST {self.base_path}{path} HTTP/1.1\r\ncontent-type: application/json\r\n"
                        f"content-length: {len(body)}\r\n").encode("latin-1") + self._head_tail + b"\r\n" + body
             loop = asyncio.get_running_loop()
-            done = conn.start(loop, request)
+            done = conn.start(loop, request, on_piece)
             try:
                 while True:
                     wait_s = conn.last_data_s + read_timeout_s - time.perf_counter()

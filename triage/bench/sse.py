@@ -1,8 +1,7 @@
 """Turning the raw bytes of an OpenAI-style SSE stream into timed content chunks. Pure: no I/O.
 
-The client stores (arrival time, bytes) for every network read while the stream runs, and parses only after
-the stream ends, so no JSON parsing delays a timestamp. An event's time is the arrival of the read that
-completed it.
+The transport stamps every network read with its arrival time before handing the bytes over; an event's time
+is the arrival of the read that completed it.
 """
 from __future__ import annotations
 
@@ -102,13 +101,25 @@ def _handle_event(data: bytes, t: float, chat: bool, out: StreamResult, state: d
             out.chunk_tokens.append(None)
 
 
-def parse_stream(pieces: list[tuple[float, bytes]], chat: bool) -> StreamResult:
-    """Parse the reads of one response body. Stops at the first protocol error (the kind says which)."""
-    out = StreamResult()
-    state = {"last_usage_completion": 0}
-    buf = b""
-    for t, piece in pieces:
-        buf += piece
+class SseParser:
+    """Incremental: `feed(t, bytes)` as the body arrives, `finish()` at its end. The transport calls feed()
+    after it has stamped the read, so parsing costs the event loop a few microseconds per event instead of
+    a block at the end of every stream (which, with many streams ending together, delayed other streams'
+    timestamps). Parsing stops at the first protocol error (the kind says which)."""
+
+    __slots__ = ("chat", "out", "_buf", "_state")
+
+    def __init__(self, chat: bool):
+        self.chat = chat
+        self.out = StreamResult()
+        self._buf = b""
+        self._state = {"last_usage_completion": 0}
+
+    def feed(self, t: float, piece: bytes) -> None:
+        out = self.out
+        if out.error_kind:
+            return
+        buf = self._buf + piece if self._buf else piece
         if b"\r" in buf:
             buf = buf.replace(b"\r\n", b"\n")
         while True:
@@ -124,14 +135,26 @@ def parse_stream(pieces: list[tuple[float, bytes]], chat: bool) -> StreamResult:
                     continue
                 else:
                     out.fail("malformed_sse", f"a line of the stream is not SSE: {line[:80]!r}")
-                    return out
+                    return
             if data_lines:
-                _handle_event(b"\n".join(data_lines), t, chat, out, state)
+                _handle_event(b"\n".join(data_lines), t, self.chat, out, self._state)
                 if out.error_kind:
-                    return out
-    if buf.strip():
-        if buf.lstrip().startswith(b"data:") and not out.done:
-            out.fail("truncated", "the stream ended inside an event")
-        elif not buf.lstrip().startswith(b"data:"):
-            out.fail("malformed_sse", f"trailing bytes are not SSE: {buf[:80]!r}")
-    return out
+                    return
+        self._buf = buf
+
+    def finish(self) -> StreamResult:
+        out, buf = self.out, self._buf
+        if not out.error_kind and buf.strip():
+            if buf.lstrip().startswith(b"data:") and not out.done:
+                out.fail("truncated", "the stream ended inside an event")
+            elif not buf.lstrip().startswith(b"data:"):
+                out.fail("malformed_sse", f"trailing bytes are not SSE: {buf[:80]!r}")
+        return out
+
+
+def parse_stream(pieces: list[tuple[float, bytes]], chat: bool) -> StreamResult:
+    """Parse the reads of one whole response body."""
+    parser = SseParser(chat)
+    for t, piece in pieces:
+        parser.feed(t, piece)
+    return parser.finish()
