@@ -269,7 +269,7 @@ class BenchRunner:
                 cpu_pct, _ = cpu.stop()
                 stats = verdict(spec, run.records, ClientMeasurements(
                     cpu_pct=cpu_pct, loop_lag_ms_p99=lag.p99_ms(), send_lag_ms=run.send_lag_ms,
-                    num_slot_waits=run.num_slot_waits, loop_lags_ms=lag.lags_ms))
+                    num_slot_waits=run.num_slot_waits))
                 client_stats.append(stats)
                 per_repeat.append(summarize(spec, run.records, cfg.slo, stats, keep_samples=False))
                 records.extend(run.records)
@@ -292,7 +292,10 @@ class BenchRunner:
 
     @staticmethod
     def _load_notes(spec: LevelSpec, run: LevelRun) -> list[str]:
-        if spec.request_rate is None:
+        if spec.concurrency is not None:
+            if len(run.records) < spec.concurrency:
+                return [f"only {len(run.records)} requests for concurrency {spec.concurrency}: the level never had "
+                        f"{spec.concurrency} in flight; use --num-requests >= {4 * spec.concurrency}"]
             return []
         sends = sorted(r.t0_s for r in run.records)
         if len(sends) < 2 or sends[-1] <= sends[0]:
