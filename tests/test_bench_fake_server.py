@@ -70,6 +70,8 @@ def test_bad_flags_exit_2():
     assert invoke(["--url", "http://127.0.0.1:9", "--concurrency", "0"]).exit_code == 2
     assert invoke(["--url", "http://127.0.0.1:9", "--slo", "latency=5"]).exit_code == 2
     assert invoke(["--url", "http://127.0.0.1:9", "--endpoint", "grpc"]).exit_code == 2
+    result = invoke(["--url", "localhost:8000"])
+    assert result.exit_code == 2 and "expected http(s)://" in result.output
 
 
 def test_secrets_never_reach_any_output(tmp_path):

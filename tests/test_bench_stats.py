@@ -164,3 +164,15 @@ def test_knee_and_best_goodput():
     assert "c=16 -> c=64" in out["knee_reason"]
     assert out["best_throughput_level"] == "c=64"
     assert out["best_goodput_level"] is None  # no SLO given
+
+
+@pytest.mark.parametrize("burstiness", [0.5, 1.0, 4.0])
+def test_open_loop_arrivals_have_the_asked_rate_and_burstiness(burstiness):
+    from triage.bench.levels import arrival_offsets_s
+
+    offsets = arrival_offsets_s(8.0, burstiness, 20001, np.random.default_rng(3))
+    gaps = np.diff(offsets)
+    assert offsets[0] == 0.0
+    assert gaps.mean() == pytest.approx(1 / 8.0, rel=0.03)
+    # gamma(shape k): coefficient of variation 1/sqrt(k); 1 is Poisson
+    assert gaps.std() / gaps.mean() == pytest.approx(1 / np.sqrt(burstiness), rel=0.05)

@@ -112,3 +112,11 @@ def test_missing_nvml_gives_none_with_the_reason():
     assert sampler is None and "NVML Shared Library Not Found" in reason
     assert gpu_summary([]) is None
     assert clock_event_names(0x8 | 0x20) == ["hw_slowdown", "sw_thermal_slowdown"]
+
+
+@pytest.mark.parametrize("fixture, engine", [("sglang_busy.txt", "sglang"), ("tgi_queueing.txt", "tgi")])
+def test_other_engines_are_read_through_the_shared_parser(fixture, engine):
+    text = (PROM / fixture).read_text()
+    server, reason = server_summary([(0.0, text), (1.0, text)], client_ttft_ms_mean=50.0)
+    assert reason is None and server["engine"] == engine
+    assert server["num_requests_running_max"] is not None  # gauges read from the engine's own names

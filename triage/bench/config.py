@@ -5,6 +5,7 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from triage.errors import UsageError
 from triage.redact import REDACTED
@@ -157,3 +158,50 @@ def parse_headers(items: list[str] | None) -> dict[str, str]:
             raise UsageError(f"--header {item!r}: expected NAME:VALUE, e.g. --header 'X-Team: infra'")
         headers[name.strip()] = value.strip()
     return headers
+
+
+def _choice(flag: str, value: str, enum_cls: type[enum.Enum]) -> Any:
+    try:
+        return enum_cls(value)
+    except ValueError:
+        raise UsageError(f"{flag} {value!r} is not one of {', '.join(e.value for e in enum_cls)}") from None
+
+
+def config_from_flags(*, url: str | None, model: str | None, concurrency: str | None, rate: str | None,
+                      burstiness: float, num_requests: int | None, duration: float | None, warmup: int | None,
+                      repeat: int, seed: int, endpoint: str, api_key: str | None, header: list[str] | None,
+                      timeout: float, input_len: int | None, output_len: int | None, len_dist: str,
+                      shared_prefix_len: int, dataset: Path | None, slo: str | None, max_in_flight: int,
+                      defaults: dict[str, Any]) -> BenchConfig:
+    """The command's flags, checked, as a BenchConfig. `defaults` fills what was not given (they differ for the
+    embedded server and for --url). Every bad value raises UsageError naming the flag."""
+    if url is not None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UsageError(f"--url {url!r}: expected http(s)://HOST[:PORT], e.g. http://127.0.0.1:8000")
+    for flag, value in (("--repeat", repeat), ("--timeout", timeout), ("--burstiness", burstiness),
+                        ("--max-in-flight", max_in_flight)):
+        if not value > 0:
+            raise UsageError(f"{flag} must be > 0")
+    for flag, value in (("--num-requests", num_requests), ("--duration", duration), ("--input-len", input_len),
+                        ("--output-len", output_len)):
+        if value is not None and not value > 0:
+            raise UsageError(f"{flag} must be > 0")
+    if (warmup is not None and warmup < 0) or shared_prefix_len < 0:
+        raise UsageError("--warmup and --shared-prefix-len must be >= 0")
+    if dataset is not None and not dataset.is_file():
+        raise UsageError(f"--dataset {dataset}: no such file")
+    levels = [LevelSpec(concurrency=c) for c in parse_int_list(concurrency, "--concurrency")] if concurrency else []
+    levels += [LevelSpec(request_rate=r) for r in parse_float_list(rate, "--rate")] if rate else []
+    if not levels:
+        levels = [LevelSpec(concurrency=c) for c in parse_int_list(defaults["concurrency"], "--concurrency")]
+    if num_requests is None and duration is None:
+        num_requests = defaults["num_requests"]
+    return BenchConfig(
+        url=url or "", model=model, levels=tuple(levels), num_requests=num_requests, duration_s=duration,
+        warmup=defaults["warmup"] if warmup is None else warmup, repeat=repeat, seed=seed,
+        endpoint=_choice("--endpoint", endpoint, Endpoint), api_key=api_key, headers=parse_headers(header),
+        timeout_s=timeout, input_len=input_len or defaults["input_len"],
+        output_len=output_len or defaults["output_len"], len_dist=_choice("--len-dist", len_dist, LenDist),
+        shared_prefix_len=shared_prefix_len, dataset=dataset, slo=parse_slo(slo), burstiness=burstiness,
+        max_in_flight=max_in_flight)

@@ -7,25 +7,8 @@ from pathlib import Path
 import typer
 
 from triage.bench.app import EMBEDDED_DEFAULTS, URL_DEFAULTS, OutputPaths, execute
-from triage.bench.config import (
-    BenchConfig,
-    Endpoint,
-    LenDist,
-    LevelSpec,
-    parse_float_list,
-    parse_headers,
-    parse_int_list,
-    parse_slo,
-)
+from triage.bench.config import config_from_flags
 from triage.cli_support import console, emit, funnel
-from triage.errors import UsageError
-
-
-def _choice(flag: str, value: str, enum_cls):
-    try:
-        return enum_cls(value)
-    except ValueError:
-        raise UsageError(f"{flag} {value!r} is not one of {', '.join(e.value for e in enum_cls)}") from None
 
 
 @funnel
@@ -67,32 +50,12 @@ def bench(
     """Load-test a server: closed-loop concurrency and open-loop rate levels, with goodput, server and GPU
     state per level, and a verdict on whether the client itself was the bottleneck."""
     embedded = url is None
-    d = EMBEDDED_DEFAULTS if embedded else URL_DEFAULTS
-    for flag, value in (("--repeat", repeat), ("--timeout", timeout), ("--burstiness", burstiness),
-                        ("--max-in-flight", max_in_flight)):
-        if not value > 0:
-            raise UsageError(f"{flag} must be > 0")
-    for flag, value in (("--num-requests", num_requests), ("--duration", duration), ("--input-len", input_len),
-                        ("--output-len", output_len)):
-        if value is not None and not value > 0:
-            raise UsageError(f"{flag} must be > 0")
-    if (warmup is not None and warmup < 0) or shared_prefix_len < 0:
-        raise UsageError("--warmup and --shared-prefix-len must be >= 0")
-    if dataset is not None and not dataset.is_file():
-        raise UsageError(f"--dataset {dataset}: no such file")
-    levels = [LevelSpec(concurrency=c) for c in parse_int_list(concurrency, "--concurrency")] if concurrency else []
-    levels += [LevelSpec(request_rate=r) for r in parse_float_list(rate, "--rate")] if rate else []
-    if not levels:
-        levels = [LevelSpec(concurrency=c) for c in parse_int_list(d["concurrency"], "--concurrency")]
-    cfg = BenchConfig(
-        url=url or "", model=model, levels=tuple(levels),
-        num_requests=num_requests if num_requests is not None else (None if duration else d["num_requests"]),
-        duration_s=duration, warmup=d["warmup"] if warmup is None else warmup, repeat=repeat, seed=seed,
-        endpoint=_choice("--endpoint", endpoint, Endpoint), api_key=api_key or os.environ.get("OPENAI_API_KEY"),
-        headers=parse_headers(header), timeout_s=timeout, input_len=input_len or d["input_len"],
-        output_len=output_len or d["output_len"], len_dist=_choice("--len-dist", len_dist, LenDist),
-        shared_prefix_len=shared_prefix_len, dataset=dataset, slo=parse_slo(slo), burstiness=burstiness,
-        max_in_flight=max_in_flight)
+    cfg = config_from_flags(
+        url=url, model=model, concurrency=concurrency, rate=rate, burstiness=burstiness,
+        num_requests=num_requests, duration=duration, warmup=warmup, repeat=repeat, seed=seed, endpoint=endpoint,
+        api_key=api_key or os.environ.get("OPENAI_API_KEY"), header=header, timeout=timeout, input_len=input_len,
+        output_len=output_len, len_dist=len_dist, shared_prefix_len=shared_prefix_len, dataset=dataset, slo=slo,
+        max_in_flight=max_in_flight, defaults=EMBEDDED_DEFAULTS if embedded else URL_DEFAULTS)
     paths = OutputPaths.resolve(output_dir, json_path, jsonl, csv, html)
     err = console(stderr=True)
     outcome = execute(cfg, paths, embedded=embedded, live_console=err if fmt == "text" and err.is_terminal else None)
