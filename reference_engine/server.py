@@ -7,6 +7,7 @@ one background thread (server_worker.py); the event loop only parses, routes and
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hmac
 import logging
 import socket
@@ -199,14 +200,26 @@ class _AbortOnCloseStream(StreamingResponse):
 
 
 async def _outputs(outputs: asyncio.Queue) -> AsyncIterator[Any]:
+    """The request's outputs in order. When the handler has fallen behind the engine, the outputs
+    waiting in its queue are merged into one (as vLLM's output collector does), so a slow client costs
+    one chunk per catch-up instead of one per token."""
     while True:
         item = await outputs.get()
+        while not isinstance(item, EngineFailure) and not item.finished and not outputs.empty():
+            nxt = outputs.get_nowait()
+            item = nxt if isinstance(nxt, EngineFailure) else _merge(item, nxt)
         if isinstance(item, EngineFailure):
             raise ApiError(500, f"the engine failed while generating: {item.message}",
                            err_type="internal_server_error")
         yield item
         if item.finished:
             return
+
+
+def _merge(first: Any, second: Any) -> Any:
+    """Two consecutive outputs of one request as one: tokens and text joined, the rest from the later."""
+    return dataclasses.replace(second, new_token_ids=[*first.new_token_ids, *second.new_token_ids],
+                               text_delta=first.text_delta + second.text_delta)
 
 
 def _usage(out: Any, num_prompt_tokens: int) -> Usage:

@@ -24,6 +24,7 @@ from triage.errors import TriageError
 log = logging.getLogger("triage.serve")
 
 IDLE_WAIT_S = 0.05          # how long the idle loop sleeps on the command queue
+STATS_REFRESH_S = 0.025     # while busy, gauges and counters follow the engine this often (idle: each loop)
 STATS_LOG_INTERVAL_S = 10.0  # the vLLM-style "Avg prompt throughput ..." line, when there was work
 
 
@@ -108,6 +109,7 @@ class EngineWorker:
         self.max_model_len = int(engine.max_model_len)
         self._window = _LogWindow()
         self._last_counters = EngineCounters()
+        self._stats_at_s = 0.0
 
     # Called from the event loop --------------------------------------------------------------------
 
@@ -168,7 +170,10 @@ class EngineWorker:
                     step = getattr(engine, "last_step", None)
                     if step is not None and self._metrics is not None:
                         self._metrics.observe_iteration(int(step.num_tokens))
-                self._refresh_stats()
+                now_s = time.monotonic()
+                if now_s - self._stats_at_s >= STATS_REFRESH_S or not engine.has_unfinished():
+                    self._stats_at_s = now_s
+                    self._refresh_stats()
         except Exception as e:  # the engine is broken: fail everyone loudly, keep the server up
             log.exception("engine loop failed; the server will answer 503 from now on")
             self._die(f"{type(e).__name__}: {e}")
