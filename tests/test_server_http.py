@@ -300,10 +300,18 @@ def test_400_paths(client, reference_server):
 
 
 def test_413_for_oversized_body(client):
-    body = json.dumps({"model": MODEL, "prompt": "y" * 70_000}).encode()   # the fixture allows 65,536
+    body = json.dumps({"model": MODEL, "prompt": "y" * 1_100_000}).encode()   # the fixture allows 1 MiB
     err = _error(client.post("/v1/completions", content=body, headers={"content-type": "application/json"}),
                  413)
-    assert "65536" in err["message"]
+    assert "1048576" in err["message"]
+
+    def chunked():   # no Content-Length: the limit is enforced while reading
+        for _ in range(20):
+            yield b"z" * 65536
+
+    err = _error(client.post("/v1/completions", content=chunked(), headers={"content-type": "application/json"}),
+                 413)
+    assert "exceeds 1048576" in err["message"]
     assert completion(client, prompt="after 413", max_tokens=2)["choices"]
 
 
