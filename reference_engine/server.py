@@ -7,6 +7,7 @@ one background thread (server_worker.py); the event loop only parses, routes and
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hmac
 import logging
 import socket
@@ -199,14 +200,26 @@ class _AbortOnCloseStream(StreamingResponse):
 
 
 async def _outputs(outputs: asyncio.Queue) -> AsyncIterator[Any]:
+    """The request's outputs in order. When the handler has fallen behind the engine, the outputs
+    waiting in its queue are merged into one (as vLLM's output collector does), so a slow client costs
+    one chunk per catch-up instead of one per token."""
     while True:
         item = await outputs.get()
+        while not isinstance(item, EngineFailure) and not item.finished and not outputs.empty():
+            nxt = outputs.get_nowait()
+            item = nxt if isinstance(nxt, EngineFailure) else _merge(item, nxt)
         if isinstance(item, EngineFailure):
             raise ApiError(500, f"the engine failed while generating: {item.message}",
                            err_type="internal_server_error")
         yield item
         if item.finished:
             return
+
+
+def _merge(first: Any, second: Any) -> Any:
+    """Two consecutive outputs of one request as one: tokens and text joined, the rest from the later."""
+    return dataclasses.replace(second, new_token_ids=[*first.new_token_ids, *second.new_token_ids],
+                               text_delta=first.text_delta + second.text_delta)
 
 
 def _usage(out: Any, num_prompt_tokens: int) -> Usage:
@@ -309,13 +322,15 @@ async def _stream_chat(worker: EngineWorker, rid: str, model: str, created: int,
 
 
 def configure_logging(level: str) -> None:
-    """vLLM-shaped lines on stderr: `INFO 11-21 15:07:28 [serve] message`."""
+    """vLLM-shaped lines on stderr, `INFO 11-21 15:07:28 [server.py:312] message`, for this server and
+    the engine (both log under the `triage` logger)."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(asctime)s [serve] %(message)s",
+    handler.setFormatter(logging.Formatter("%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] %(message)s",
                                            datefmt="%m-%d %H:%M:%S"))
-    log.handlers[:] = [handler]
-    log.setLevel(level.upper())
-    log.propagate = False
+    root = logging.getLogger("triage")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -337,25 +352,20 @@ def bind_socket(host: str, port: int) -> socket.socket:
 def log_startup(engine: Any, model: ServedModel, options: ServerOptions) -> None:
     stats = engine.stats()
     capacity = int(stats.kv_cache_tokens_capacity)
-    log.info("%s %s: %s", ENGINE_NAME, __version__, " ".join(_safe_argv()))
     log.info("model=%s served as %r, dtype=%s, attention=%s, max_model_len=%d", model.root, model.name,
              stats.dtype, stats.attention_backend, model.max_model_len)
-    log.info("KV cache: %d blocks of %d tokens, %s bytes (%s)", stats.num_kv_blocks_total,
-             stats.block_size, f"{int(stats.kv_cache_bytes):,}", _kv_dtype_note(engine))
+    log.info("KV cache: %d blocks of %d tokens, %s bytes, dtype %s", stats.num_kv_blocks_total,
+             stats.block_size, f"{int(stats.kv_cache_bytes):,}",
+             getattr(stats, "kv_cache_dtype", "") or "same as the model")
     log.info("KV cache size: %s tokens", f"{capacity:,}")
     log.info("Maximum concurrency for %s tokens per request: %.2fx", f"{model.max_model_len:,}",
              capacity / model.max_model_len if model.max_model_len else 0.0)
     log.info("API key required: %s", "yes" if options.api_key else "no")
 
 
-def _kv_dtype_note(engine: Any) -> str:
-    cfg = getattr(engine, "config", None)
-    return f"kv_cache_dtype={getattr(cfg, 'kv_cache_dtype', 'auto')}"
-
-
 def _safe_argv() -> list[str]:
     from triage.redact import redact_argv
-    return redact_argv(sys.argv)
+    return redact_argv(["triage", *sys.argv[1:]])
 
 
 def cache_config_info(engine: Any, config: Any) -> dict[str, object]:
@@ -384,6 +394,7 @@ def run_server(engine_config: Any, options: ServerOptions) -> int:
     sock = bind_socket(options.host, options.port)
     host, port = sock.getsockname()[:2]
     try:
+        log.info("%s %s: %s", ENGINE_NAME, __version__, " ".join(_safe_argv()))
         from reference_engine.engine import LLMEngine
         started_s = time.monotonic()
         try:

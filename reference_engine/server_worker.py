@@ -24,6 +24,8 @@ from triage.errors import TriageError
 log = logging.getLogger("triage.serve")
 
 IDLE_WAIT_S = 0.05          # how long the idle loop sleeps on the command queue
+IDLE_SPIN_WAIT_S = 0.002    # after a step that scheduled nothing
+STATS_REFRESH_S = 0.025     # while busy, gauges and counters follow the engine this often (idle: each loop)
 STATS_LOG_INTERVAL_S = 10.0  # the vLLM-style "Avg prompt throughput ..." line, when there was work
 
 
@@ -105,9 +107,12 @@ class EngineWorker:
         self._thread = threading.Thread(target=self._run, name="triage-engine", daemon=True)
         self._failure: str | None = None
         self._vocab_size = _vocab_size(engine)
+        capacity = getattr(engine, "kv_cache_tokens_capacity", None)
+        self._kv_capacity_tokens = int(capacity) if isinstance(capacity, int) and capacity > 0 else None
         self.max_model_len = int(engine.max_model_len)
         self._window = _LogWindow()
         self._last_counters = EngineCounters()
+        self._stats_at_s = 0.0
 
     # Called from the event loop --------------------------------------------------------------------
 
@@ -168,16 +173,22 @@ class EngineWorker:
                     step = getattr(engine, "last_step", None)
                     if step is not None and self._metrics is not None:
                         self._metrics.observe_iteration(int(step.num_tokens))
-                self._refresh_stats()
+                    if not outputs and (step is None or step.num_tokens == 0):
+                        # Nothing could be scheduled: wait for a command instead of spinning.
+                        self._drain(block=True, wait_s=IDLE_SPIN_WAIT_S)
+                now_s = time.monotonic()
+                if now_s - self._stats_at_s >= STATS_REFRESH_S or not engine.has_unfinished():
+                    self._stats_at_s = now_s
+                    self._refresh_stats()
         except Exception as e:  # the engine is broken: fail everyone loudly, keep the server up
             log.exception("engine loop failed; the server will answer 503 from now on")
             self._die(f"{type(e).__name__}: {e}")
             return
         self._die("the server is shutting down")
 
-    def _drain(self, block: bool) -> None:
+    def _drain(self, block: bool, wait_s: float = IDLE_WAIT_S) -> None:
         try:
-            cmd = self._commands.get(timeout=IDLE_WAIT_S) if block else self._commands.get_nowait()
+            cmd = self._commands.get(timeout=wait_s) if block else self._commands.get_nowait()
         except queue.Empty:
             return
         while True:
@@ -225,7 +236,12 @@ class EngineWorker:
             raise ApiError(400, f"This model's maximum context length is {limit} tokens, and the prompt "
                                 f"is {num_prompt} tokens, which leaves no room for output. Shorten the "
                                 f"prompt.", param="prompt")
-        max_tokens = sampling.max_tokens if sampling.max_tokens is not None else limit - num_prompt
+        if sampling.max_tokens is not None:
+            max_tokens = sampling.max_tokens
+        else:  # fill the context, but never ask for more than the whole KV cache could hold
+            max_tokens = limit - num_prompt
+            if self._kv_capacity_tokens is not None and num_prompt < self._kv_capacity_tokens:
+                max_tokens = min(max_tokens, self._kv_capacity_tokens - num_prompt)
         if num_prompt + max_tokens > limit:
             raise ApiError(400, f"This model's maximum context length is {limit} tokens. However, you "
                                 f"requested {num_prompt + max_tokens} tokens ({num_prompt} in the prompt, "

@@ -6,8 +6,8 @@ import pytest
 
 from reference_engine.launcher import ServerHandle, start_reference_server
 
-# Small limits keep the 413 and too-long-prompt paths cheap to reach; the tiny preset starts in seconds.
-REFERENCE_SERVER_ARGS = ("--max-request-body-bytes", "65536", "--max-num-seqs", "64", "--seed", "0")
+# A 1 MiB body limit keeps the 413 path cheap to reach; the tiny preset starts in seconds.
+REFERENCE_SERVER_ARGS = ("--max-request-body-bytes", "1048576", "--max-num-seqs", "64", "--seed", "0")
 
 
 @pytest.fixture(scope="session")

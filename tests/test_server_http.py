@@ -223,6 +223,20 @@ def test_metrics_move_with_requests(client):
     assert len(info) == 1 and {"block_size", "num_gpu_blocks", "cache_dtype"} <= {n for n, _ in info[0][1]}
 
 
+def test_prefix_cache_hits_show_in_usage_and_metrics(client):
+    before = wait_idle(client)
+    prompt = "A shared system prompt that is long enough to fill several KV blocks. " * 3
+    first = completion(client, prompt=prompt, max_tokens=2, ignore_eos=True)
+    second = completion(client, prompt=prompt, max_tokens=2, ignore_eos=True)
+    assert first["usage"]["prompt_tokens"] == second["usage"]["prompt_tokens"] > 64
+    assert second["usage"]["prompt_tokens_details"]["cached_tokens"] >= 48
+    after = wait_idle(client)
+    hits = value(after, "vllm:prefix_cache_hits_total") - value(before, "vllm:prefix_cache_hits_total")
+    queries = value(after, "vllm:prefix_cache_queries_total") - value(before, "vllm:prefix_cache_queries_total")
+    assert hits >= second["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert queries >= 2 * first["usage"]["prompt_tokens"] - 2
+
+
 def test_client_disconnect_aborts_and_frees_blocks(client, reference_server):
     before = wait_idle(client)
     with httpx.Client(base_url=reference_server.url, timeout=60.0, trust_env=False) as own:
@@ -286,10 +300,18 @@ def test_400_paths(client, reference_server):
 
 
 def test_413_for_oversized_body(client):
-    body = json.dumps({"model": MODEL, "prompt": "y" * 70_000}).encode()   # the fixture allows 65,536
+    body = json.dumps({"model": MODEL, "prompt": "y" * 1_100_000}).encode()   # the fixture allows 1 MiB
     err = _error(client.post("/v1/completions", content=body, headers={"content-type": "application/json"}),
                  413)
-    assert "65536" in err["message"]
+    assert "1048576" in err["message"]
+
+    def chunked():   # no Content-Length: the limit is enforced while reading
+        for _ in range(20):
+            yield b"z" * 65536
+
+    err = _error(client.post("/v1/completions", content=chunked(), headers={"content-type": "application/json"}),
+                 413)
+    assert "exceeds 1048576" in err["message"]
     assert completion(client, prompt="after 413", max_tokens=2)["choices"]
 
 
