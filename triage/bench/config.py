@@ -65,7 +65,7 @@ class BenchConfig:
     slo: dict[str, float] | None = None
     burstiness: float = 1.0
     max_in_flight: int = 512
-    scrape_interval_s: float = 1.0
+    scrape_interval_s: float = 0.5
     gpu_sample_interval_s: float = 0.5
 
     def requests_for(self, level: LevelSpec) -> int | None:
