@@ -25,6 +25,7 @@ import psutil
 
 from probes.base import ProbeResult, ProbeStatus, Snapshot
 from probes.host import host_info
+from rules import RulesConfig, evaluate
 from triage.errors import ReportError, UsageError
 from triage.model import BenchSection, Finding, GpuInfo, Report, ReportKind, SkippedRule, Target
 from triage.redact import REDACTED, redact_text
@@ -66,6 +67,7 @@ class DiagnoseOptions:
     max_read_bytes: int = 256 * 2**20
     read_budget_s: float = 1.5
     skip: tuple[str, ...] = ()
+    rules_config: RulesConfig | None = None  # --disable, triage.toml thresholds
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +87,6 @@ class DiagnoseResult:
     report: Report
     snapshot: Snapshot
     discovery: Discovery
-    rules_note: str | None = None
     interrupted: bool = False           # Ctrl-C during the probes: the report holds what was measured
 
 
@@ -295,14 +296,10 @@ def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
 # Rules and the report
 
 
-def run_rules(snapshot: Snapshot, bench: BenchSection | None) -> tuple[tuple[Finding, ...], tuple[SkippedRule, ...], str | None]:
-    """(findings, skipped, note). The note says why there are no findings when the rules are absent."""
-    try:
-        from rules import evaluate
-    except ImportError as e:
-        return (), (), f"the rules engine is not installed here ({e}); no findings were computed"
-    evaluation = evaluate(snapshot, bench=bench)
-    return tuple(evaluation.findings), tuple(evaluation.skipped), None
+def run_rules(snapshot: Snapshot, bench: BenchSection | None,
+              config: RulesConfig | None = None) -> tuple[tuple[Finding, ...], tuple[SkippedRule, ...]]:
+    evaluation = evaluate(snapshot, bench=bench, config=config)
+    return tuple(evaluation.findings), tuple(evaluation.skipped)
 
 
 def gpus_of(snapshot: Snapshot) -> tuple[GpuInfo, ...]:
@@ -339,10 +336,10 @@ def diagnose(opts: DiagnoseOptions, bench: BenchSection | None = None) -> Diagno
         snapshot = collect(opts, found)
     except Interrupted as e:
         snapshot, interrupted = e.snapshot, True
-    findings, skipped, note = run_rules(snapshot, bench)
+    findings, skipped = run_rules(snapshot, bench, opts.rules_config)
     report = new_report(ReportKind.DIAGNOSE, host_info(gpus_of(snapshot), opts.proc_root), target_of(snapshot, found),
                         probes=snapshot.probes, findings=findings, skipped_rules=skipped, bench=bench)
-    return DiagnoseResult(report=report, snapshot=snapshot, discovery=found, rules_note=note,
+    return DiagnoseResult(report=report, snapshot=snapshot, discovery=found,
                           interrupted=interrupted)
 
 
@@ -409,17 +406,18 @@ def load_snapshot(path: str | os.PathLike[str]) -> tuple[Snapshot, Report | None
     raise ReportError(f"{p}: neither a triage report nor a snapshot (no `probes` list)")
 
 
-def replay(path: str | os.PathLike[str], bench: BenchSection | None = None) -> DiagnoseResult:
+def replay(path: str | os.PathLike[str], bench: BenchSection | None = None,
+           rules_config: RulesConfig | None = None) -> DiagnoseResult:
     from triage.cli_support import new_report
 
     snapshot, old = load_snapshot(path)
-    findings, skipped, note = run_rules(snapshot, bench)
+    findings, skipped = run_rules(snapshot, bench, rules_config)
     host = old.host if old is not None else host_info(gpus_of(snapshot))
     target = old.target if old is not None else Target()
     report = new_report(ReportKind.DIAGNOSE, host, target, probes=snapshot.probes, findings=findings,
                         skipped_rules=skipped, bench=bench)
     found = Discovery(url=target.url, engine=target.engine, how="replay", note=f"replayed from {path}")
-    return DiagnoseResult(report=report, snapshot=snapshot, discovery=found, rules_note=note)
+    return DiagnoseResult(report=report, snapshot=snapshot, discovery=found)
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,6 +14,8 @@ from typing import Any
 
 from rich.console import Console
 
+from probes.base import Snapshot
+from rules import RulesConfig, bench_rule_codes, evaluate
 from triage.bench.config import BenchConfig
 from triage.bench.outputs import write_csv, write_html
 from triage.bench.records import RecordSink
@@ -62,15 +64,11 @@ def embedded_server(model: str = EMBEDDED_MODEL) -> Iterator[Any]:
         handle.stop()
 
 
-def evaluate_rules(section: BenchSection) -> tuple[tuple[Finding, ...], tuple[SkippedRule, ...], str | None]:
-    """The rules that read bench results (BENCH*, SCHED*), run on an empty probe snapshot."""
-    try:
-        from probes.base import Snapshot
-        from rules import evaluate
-    except ImportError:
-        return (), (), "the rules engine is not installed; no findings were computed"
-    result = evaluate(Snapshot(), bench=section)
-    return tuple(result.findings), tuple(result.skipped), None
+def evaluate_rules(section: BenchSection) -> tuple[tuple[Finding, ...], tuple[SkippedRule, ...]]:
+    """The rules a bench report alone can satisfy (BENCH*, SCHED*, ...), on an empty probe snapshot.
+    `triage diagnose --bench REPORT.json` runs every rule with the probes as well."""
+    result = evaluate(Snapshot(), bench=section, config=RulesConfig(enabled_only=bench_rule_codes()))
+    return tuple(result.findings), tuple(result.skipped)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,10 +112,7 @@ def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_consol
             **section.config, "interrupted": True,
             "notes": [*section.config.get("notes", []),
                       f"interrupted: {len(section.levels)} of {len(cfg.levels)} levels finished"]})
-    findings, skipped, rules_note = evaluate_rules(section)
-    if rules_note:
-        section = dataclasses.replace(section, config={**section.config,
-                                                       "notes": [*section.config.get("notes", []), rules_note]})
+    findings, skipped = evaluate_rules(section)
     server_engines = [lv.server.get("engine") for lv in section.levels if lv.server]
     target = Target(url=cfg.url, engine=engine or (server_engines[0] if server_engines else "openai-compatible"),
                     engine_version=runner.info.engine_version if runner.info else None,

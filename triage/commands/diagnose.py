@@ -5,9 +5,11 @@ from pathlib import Path
 
 import typer
 
-from triage.cli_support import FORMATS, console, emit, funnel, warn
+from triage.cli_support import FORMATS, console, emit, funnel
 from triage.errors import EXIT_INTERRUPTED, UsageError
 from triage.model import Severity
+
+DEFAULT_CONFIG = "triage.toml"
 
 
 def _fail_on(value: str | None) -> Severity | None:
@@ -44,12 +46,20 @@ def diagnose(
     skip: str = typer.Option(None, "--skip", help="Probes not to run, comma-separated (e.g. storage,kernel_log)."),
     no_discover: bool = typer.Option(False, "--no-discover", envvar="TRIAGE_NO_DISCOVERY",
                                      help="Without --url, do not look for a local server: host and GPU only."),
+    disable: str = typer.Option(None, "--disable", help="Rule codes to turn off, comma-separated (e.g. CPU002,GPU007)."),
+    config_path: Path = typer.Option(None, "--config", envvar="TRIAGE_CONFIG",
+                                     help="A triage.toml with [rules] disable=[...] and [thresholds] overrides. "
+                                          "Default: ./triage.toml when it exists."),
 ) -> int:
+    from rules import load_rules_config
     from triage.diagnose import DiagnoseOptions, layer_summary, replay, write_bundle
     from triage.diagnose import diagnose as run
     from triage.report_io import read_report
 
     threshold = _fail_on(fail_on)
+    if config_path is None and Path(DEFAULT_CONFIG).is_file():
+        config_path = Path(DEFAULT_CONFIG)
+    rules_config = load_rules_config(config_path).with_disabled((disable or "").split(","))
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
     for path, flag in ((log, "--log"), (kernel_log, "--kernel-log"), (bench_path, "--bench")):
@@ -63,12 +73,13 @@ def diagnose(
     if from_path is not None:
         if url or log or kernel_log:
             raise UsageError("--from replays a saved snapshot; it cannot be combined with --url, --log or --kernel-log")
-        result = replay(from_path, bench)
+        result = replay(from_path, bench, rules_config)
     else:
         opts = DiagnoseOptions(url=url, window_s=window_s, log_path=str(log) if log else None,
                                kernel_log_path=str(kernel_log) if kernel_log else None, model=model,
                                discover=not no_discover,
-                               skip=tuple(s.strip() for s in (skip or "").split(",") if s.strip()))
+                               skip=tuple(s.strip() for s in (skip or "").split(",") if s.strip()),
+                               rules_config=rules_config)
         result = run(opts, bench)
 
     found = result.discovery
@@ -83,8 +94,6 @@ def diagnose(
         says.print("no server to diagnose: host and GPU probes only", markup=False)
     if found.note:
         says.print(f"note: {found.note}", markup=False)
-    if result.rules_note:
-        warn(result.rules_note)
     if fmt == "text":
         for row in layer_summary(result.report):
             found_text = (f"{row['num_findings']} finding(s), worst {row['top_severity']}"
