@@ -183,3 +183,16 @@ def test_stop_string_split_across_tokens_is_held_back():
     assert not stopped and seen == "abc"               # "EN" could start "END": held back
     assert detok.add_token(ord("D"))
     assert seen + detok.take_delta(finished=True) == "abc"
+
+
+def test_auto_dtype_upcasts_bf16_on_a_cpu_without_native_bf16():
+    import torch as _torch
+
+    from reference_engine.loader import resolve_dtype
+
+    dtype, note = resolve_dtype("auto", "bfloat16", "cpu", flags={"avx2", "fma"})
+    assert dtype is _torch.float32 and "no native bfloat16" in note
+    dtype, note = resolve_dtype("auto", "bfloat16", "cpu", flags={"avx512_bf16"})
+    assert dtype is _torch.bfloat16 and "avx512_bf16" in note
+    assert resolve_dtype("auto", None, "cpu", flags=set())[0] is _torch.float32
+    assert resolve_dtype("float16", "bfloat16", "cpu", flags=set())[0] is _torch.float16
