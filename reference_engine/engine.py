@@ -73,6 +73,7 @@ class LLMEngine:
         model = build_model(mc, self.dtype, config.device, config.load_format, directory, config.seed)
         self.load_format = model.load_format
         kv_bytes_per_token = mc.kv_bytes_per_token(torch.empty(0, dtype=kv_dtype).element_size())
+        self._kv_bytes_per_token = kv_bytes_per_token
         capacity_tokens = self._kv_capacity_tokens(kv_bytes_per_token)
         if config.kv_layout == "paged":
             num_blocks = capacity_tokens // config.block_size
@@ -154,6 +155,30 @@ class LLMEngine:
             self._generators[request_id] = torch.Generator().manual_seed(params.seed)
         self._seqs[request_id] = seq
         self.scheduler.add(seq)
+
+    def fork_request(self, parent_id: str, child_id: str, params: SamplingParams | None = None) -> None:
+        """Start ``child_id`` as a copy of a live request (parallel sampling, beam-style branching).
+        The child shares the parent's KV blocks; the first write into a shared, partly filled block
+        copies it (copy-on-write), so neither branch ever sees the other's tokens."""
+        parent = self._seqs.get(parent_id)
+        if parent is None:
+            raise EngineError(f"cannot fork {parent_id!r}: no such unfinished request")
+        if child_id in self._seqs:
+            raise EngineError(f"request id {child_id!r} is already in use")
+        params = parent.params if params is None else params
+        params.validate()
+        child = Sequence(child_id, parent.prompt_token_ids, params, time.monotonic(), next(self._arrivals))
+        child.token_ids = list(parent.token_ids)
+        child.detok = parent.detok.clone()
+        child.num_cached_tokens = parent.num_cached_tokens
+        if params.seed is not None:
+            self._generators[child_id] = torch.Generator().manual_seed(params.seed)
+        self._seqs[child_id] = child
+        if parent in self.scheduler.running and parent.block_table:
+            self.allocator.fork(parent, child)
+            self.scheduler.adopt_running(child)
+        else:
+            self.scheduler.add(child)
 
     def abort(self, request_id: str) -> bool:
         seq = self._seqs.pop(request_id, None)
@@ -254,4 +279,6 @@ class LLMEngine:
             attention_backend=self.runner.backend.name, kv_layout=self.config.kv_layout,
             scheduler=self.config.scheduler, dtype_note=self.dtype_note, kv_cache_dtype=self.kv_cache_dtype,
             kv_tokens_reserved=a.tokens_reserved, kv_tokens_used=a.tokens_used,
+            kv_reserved_bytes=a.tokens_reserved * self._kv_bytes_per_token,
+            kv_used_bytes=a.tokens_used * self._kv_bytes_per_token,
             kv_fragmentation_frac=a.fragmentation_frac, num_steps_total=self._num_steps)

@@ -68,6 +68,11 @@ class _SchedulerBase:
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running)
 
+    def adopt_running(self, seq: Sequence) -> None:
+        """A forked sequence that already holds blocks joins the running set directly."""
+        self._mark_scheduled(seq)
+        self.running.append(seq)
+
     def finish(self, seq: Sequence, reason: str) -> None:
         """Remove a sequence from the queues and return its blocks."""
         if seq in self.running:
