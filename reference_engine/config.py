@@ -88,7 +88,7 @@ PRESETS: dict[str, ModelConfig] = {
     # Tests: 2 layers, hidden 64, GQA 4:2, byte-level vocabulary (256 bytes + BOS + EOS).
     "tiny": ModelConfig(vocab_size=258, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                         num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                        max_position_embeddings=1024, rms_norm_eps=1e-5, rope_theta=10000.0,
+                        max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=10000.0,
                         tie_word_embeddings=False, bos_token_id=256, eos_token_id=257, name="tiny"),
     # CPU benchmarks: about 100M parameters.
     "small": ModelConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,

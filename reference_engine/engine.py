@@ -196,18 +196,22 @@ class LLMEngine:
         t0 = time.perf_counter()
         batch = self.scheduler.schedule()
         if batch.is_empty:
-            self.last_step = StepStats(0, 0, 0, 0, len(batch.preempted), time.perf_counter() - t0)
+            self.last_step = StepStats(0, 0, 0, 0, len(batch.preempted), time.perf_counter() - t0, 0)
             return []
         logits, ready = self.runner.execute(batch, self.allocator.take_pending_copies())
         ready_after = self.scheduler.update_after_step(batch)
         if [s.request_id for s in ready] != [s.request_id for s in ready_after]:
             raise RuntimeError("runner and scheduler disagree on which sequences are complete")
-        banned = [self.eos_token_ids if s.num_output_tokens < s.params.min_tokens else () for s in ready]
+        banned = [self.eos_token_ids if s.num_output_tokens < s.params.min_tokens and not s.is_finished else ()
+                  for s in ready]
         generators = [self._generators.get(s.request_id, self._default_generator) for s in ready]
         tokens = self.runner.sample(logits, ready, generators, banned) if ready else []
         now = time.monotonic()
         outputs = []
         for seq, token in zip(ready, tokens, strict=True):
+            if seq.is_finished:                # a static batch's padding row: compute only
+                seq.append_token(token)
+                continue
             if seq.num_output_tokens == 0:
                 self._prompt_tokens_total += seq.num_prompt_tokens
                 seq.times.first_token_s = now
@@ -216,7 +220,8 @@ class LLMEngine:
             outputs.append(self._process_token(seq, token))
         self._num_steps += 1
         self.last_step = StepStats(batch.num_prefill_tokens, batch.num_decode_tokens, batch.num_tokens,
-                                   len(batch.entries), len(batch.preempted), time.perf_counter() - t0)
+                                   len(batch.entries), len(batch.preempted), time.perf_counter() - t0,
+                                   batch.num_padding_tokens)
         return outputs
 
     def _process_token(self, seq: Sequence, token: int) -> RequestOutput:
@@ -257,12 +262,15 @@ class LLMEngine:
             self.add_request(rid, prompt, p)
             seqs[rid] = self._seqs[rid]
         pending = set(ids)
+        tokens: dict[str, list[int]] = {rid: [] for rid in ids}
         while pending:
             for out in self.step():
+                if out.request_id in tokens:
+                    tokens[out.request_id].extend(out.new_token_ids)
                 if out.finished:
                     pending.discard(out.request_id)
         return [Completion(request_id=rid, prompt_token_ids=seqs[rid].prompt_token_ids,
-                           output_token_ids=seqs[rid].output_token_ids, text=seqs[rid].detok.text,
+                           output_token_ids=tokens[rid], text=seqs[rid].detok.text,
                            finish_reason=seqs[rid].finish_reason, times=seqs[rid].times) for rid in ids]
 
     def stats(self) -> EngineStats:

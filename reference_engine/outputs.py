@@ -37,6 +37,7 @@ class StepStats:
     num_seqs: int
     num_preempted: int
     duration_s: float
+    num_padding_tokens: int = 0          # static batching: rows decoded only as padding
 
 
 @dataclass(frozen=True, slots=True)

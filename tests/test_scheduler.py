@@ -21,8 +21,9 @@ def _fake_step(sched, batch) -> list[Sequence]:
     """Complete the batch, sample token 7 for ready sequences, finish those at max_tokens."""
     ready = sched.update_after_step(batch)
     for seq in ready:
+        already_done = seq.is_finished
         seq.append_token(7)
-        if seq.num_output_tokens >= seq.params.max_tokens:
+        if not already_done and seq.num_output_tokens >= seq.params.max_tokens:
             sched.finish(seq, "length")
     return ready
 
@@ -94,22 +95,26 @@ def test_static_batches_run_to_completion_before_admitting_more():
     batch = sched.schedule()
     assert [(s.request_id, n) for s, n in batch.entries] == [("s", 3), ("l", 20)]   # whole prompts
     _fake_step(sched, batch)
-    assert short.is_finished
+    assert short.is_finished and alloc.num_free_blocks == 2      # the finished row keeps its slot
     for _ in range(4):
         batch = sched.schedule()
-        assert [s.request_id for s, _ in batch.entries] == ["l"]     # the freed slot stays idle
+        # The finished request is still decoded as a padding row until the batch completes.
+        assert [s.request_id for s, _ in batch.entries] == ["s", "l"]
+        assert (batch.num_padding_tokens, batch.num_decode_tokens) == (1, 1)
         _fake_step(sched, batch)
-    assert long_.is_finished
+    assert long_.is_finished and alloc.num_free_blocks == 4
+    assert short.num_tokens == 3 + 1 + 4                          # its padding tokens were computed
     batch = sched.schedule()
     assert [s.request_id for s, _ in batch.entries] == ["x"]
 
 
-def test_static_on_paged_reserves_prompt_plus_max_tokens():
+def test_static_on_paged_reserves_prompt_plus_the_batch_max_tokens():
     bm = BlockManager(16, 4)
     sched = StaticScheduler(bm, max_num_seqs=4, max_num_batched_tokens=8)
     sched.add(_seq("a", 5, max_tokens=10))
+    sched.add(_seq("b", 2, max_tokens=3))
     sched.schedule()
-    assert bm.num_free_blocks == 16 - 4            # ceil(15 / 4)
+    assert bm.num_free_blocks == 16 - 4 - 3        # ceil(15 / 4) + ceil(12 / 4): b is padded to 10 tokens
 
 
 def test_block_manager_and_scheduler_never_import_torch():
