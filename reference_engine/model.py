@@ -1,9 +1,9 @@
 """A Llama-family decoder in plain PyTorch: RMSNorm, RoPE (default / linear / llama3 scaling), GQA,
 SwiGLU, tied or untied embeddings, plus the Qwen2 q/k/v bias and Qwen3 q/k norm variants.
 
-Module names follow Hugging Face's, except that q/k/v and gate/up are fused into one matrix each
-(``qkv_proj``, ``gate_up_proj``: fewer, larger matmuls), as vLLM does. ``hf_state_dict`` presents the
-parameters under HF names as views, which is how checkpoints load and export. The model works on a flattened ragged batch
+Module and parameter names equal Hugging Face's (``model.layers.0.self_attn.q_proj.weight`` ...), so
+checkpoints load by name and quantization handlers can swap any ``nn.Linear`` by its HF name. The
+projections stay unfused for that reason. The model works on a flattened ragged batch
 of tokens; attention goes through a backend and the paged KV cache (``forward``), or, for reference,
 through plain causal attention over one sequence with no cache (``forward_full``).
 """
@@ -82,9 +82,9 @@ class LlamaAttention(nn.Module):
         self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         self.scale = cfg.head_dim ** -0.5
         h = cfg.hidden_size
-        self.qkv_sizes = [self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim,
-                          self.num_kv_heads * self.head_dim]
-        self.qkv_proj = nn.Linear(h, sum(self.qkv_sizes), bias=cfg.qkv_bias)
+        self.q_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=cfg.qkv_bias)
+        self.k_proj = nn.Linear(h, self.num_kv_heads * self.head_dim, bias=cfg.qkv_bias)
+        self.v_proj = nn.Linear(h, self.num_kv_heads * self.head_dim, bias=cfg.qkv_bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, h, bias=cfg.o_bias)
         if cfg.qk_norm:
             self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
@@ -94,37 +94,35 @@ class LlamaAttention(nn.Module):
 
     def forward(self, x, cos, sin, kv_cache, meta, slot_mapping, backend) -> torch.Tensor:
         t = x.shape[0]
-        hq, hkv = self.num_heads, self.num_kv_heads
-        qkv = self.qkv_proj(x).view(t, hq + 2 * hkv, self.head_dim)
-        qk, v = qkv[:, :hq + hkv], qkv[:, hq + hkv:]
+        q = self.q_proj(x).view(t, self.num_heads, self.head_dim)
+        k = self.k_proj(x).view(t, self.num_kv_heads, self.head_dim)
+        v = self.v_proj(x).view(t, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
-            qk = torch.cat((self.q_norm(qk[:, :hq]), self.k_norm(qk[:, hq:])), dim=1)
-        qk = apply_rope(qk, cos, sin)                   # q and k rotated in one pass
-        q, k = qk[:, :hq], qk[:, hq:]
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if kv_cache is None:               # reference path: one sequence, no cache
             o = F.scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), k.transpose(0, 1).unsqueeze(0),
                                                v.transpose(0, 1).unsqueeze(0), is_causal=True,
                                                scale=self.scale, enable_gqa=True)[0].transpose(0, 1)
         else:
             k_cache, v_cache = kv_cache
-            flat_k = k_cache.view(-1, hkv, self.head_dim)
-            flat_v = v_cache.view(-1, hkv, self.head_dim)
+            flat_k = k_cache.view(-1, self.num_kv_heads, self.head_dim)
+            flat_v = v_cache.view(-1, self.num_kv_heads, self.head_dim)
             flat_k.index_copy_(0, slot_mapping, k.to(flat_k.dtype))
             flat_v.index_copy_(0, slot_mapping, v.to(flat_v.dtype))
-            o = backend(q.contiguous(), k_cache, v_cache, meta, self.scale)
-        return self.o_proj(o.reshape(t, hq * self.head_dim))
+            o = backend(q, k_cache, v_cache, meta, self.scale)
+        return self.o_proj(o.reshape(t, self.num_heads * self.head_dim))
 
 
 class LlamaMLP(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.intermediate_size = cfg.intermediate_size
-        self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
+        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -182,28 +180,10 @@ class LlamaForCausalLM(nn.Module):
         return self.logits(self.hidden_states(ids, positions))
 
 
-_FUSED = {"self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
-          "mlp.gate_up_proj": ("mlp.gate_proj", "mlp.up_proj")}
-
-
 def hf_state_dict(model: LlamaForCausalLM) -> dict[str, torch.Tensor]:
-    """Parameters under Hugging Face names. Fused matrices appear as their q/k/v or gate/up parts,
-    as *views*: copying into them loads a checkpoint, reading them exports one."""
-    out: dict[str, torch.Tensor] = {}
-    for name, tensor in model.state_dict(keep_vars=True).items():
-        if isinstance(tensor, nn.Parameter):
-            tensor = tensor.data
-        for fused, parts in _FUSED.items():
-            marker = f".{fused}."
-            if marker in name:
-                prefix, suffix = name.split(marker)
-                layer = model.get_submodule(prefix + "." + fused.split(".")[0])
-                sizes = layer.qkv_sizes if fused.endswith("qkv_proj") else [layer.intermediate_size] * 2
-                for part, view in zip(parts, tensor.split(sizes, dim=0), strict=True):
-                    out[f"{prefix}.{part}.{suffix}"] = view
-                break
-        else:
-            out[name] = tensor
+    """Parameters under Hugging Face names (the tied ``lm_head.weight`` left out), as the tensors
+    themselves: copying into them loads a checkpoint, reading them exports one."""
+    out = {name: tensor for name, tensor in model.state_dict().items()}
     if model.config.tie_word_embeddings:
         out.pop("lm_head.weight", None)
     return out
