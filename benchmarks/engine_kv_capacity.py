@@ -78,7 +78,7 @@ def main() -> None:
     if args.kv_cache_bytes is None:
         args.kv_cache_bytes = 16 * args.max_model_len * per_token
     started = time.perf_counter()
-    host = host_info()
+    host = host_info(args.threads)
     reqs = workload(args.num_requests, args.seed, args.max_model_len)
     contiguous = run("contiguous", reqs, args)
     paged = run("paged", reqs, args)
