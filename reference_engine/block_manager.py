@@ -76,9 +76,6 @@ class BlockManager:
     def usage_frac(self) -> float:
         return 1.0 - len(self._free) / self.num_blocks_total
 
-    def max_blocks_per_seq(self, max_model_len: int) -> int:
-        return _cdiv(max_model_len, self.block_size)
-
     def get_computed_blocks(self, seq: Sequence) -> list[int]:
         """Leading full blocks of ``seq`` whose KV is already cached. At least one token is always
         left to compute, so the model produces logits for the last one."""
@@ -262,9 +259,6 @@ class ContiguousAllocator:
     @property
     def usage_frac(self) -> float:
         return 1.0 - len(self._free) / self.num_blocks_total
-
-    def max_blocks_per_seq(self, max_model_len: int) -> int:
-        return 1
 
     def get_computed_blocks(self, seq: Sequence) -> list[int]:
         return []
