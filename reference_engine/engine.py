@@ -162,6 +162,12 @@ class LLMEngine:
         if total > self.max_model_len:
             raise EngineError(f"prompt ({len(token_ids)} tokens) + max_tokens ({params.max_tokens}) = {total} "
                               f"exceeds max_model_len={self.max_model_len}; shorten the prompt or lower max_tokens")
+        cfg = self.config
+        if (cfg.scheduler == "continuous" and not cfg.enable_chunked_prefill
+                and total - 1 > cfg.max_num_batched_tokens):
+            raise EngineError(f"prompt + max_tokens = {total} tokens cannot be prefilled (or recomputed after a "
+                              f"preemption) within max_num_batched_tokens={cfg.max_num_batched_tokens} without "
+                              f"chunked prefill; enable chunked prefill or raise max_num_batched_tokens")
         if total > self.kv_cache_tokens_capacity and self.config.kv_layout == "paged":
             raise EngineError(f"prompt + max_tokens = {total} tokens exceeds the whole KV cache "
                               f"({self.kv_cache_tokens_capacity} tokens); raise the KV budget")

@@ -261,3 +261,22 @@ def test_model_config_sizes_for_planning():
     assert small.flops_per_token() == 2 * small.num_params      # tied: the embedding doubles as lm_head
     assert 0.49e9 < PRESETS["qwen2.5-0.5b"].num_params < 0.5e9
     assert 0.59e9 < PRESETS["qwen3-0.6b"].num_params < 0.61e9
+
+
+def test_unchunkable_prompt_is_rejected_instead_of_waiting_forever():
+    engine = LLMEngine(EngineConfig(model="tiny", enable_chunked_prefill=False, max_num_batched_tokens=32))
+    with pytest.raises(EngineError, match="chunked prefill"):
+        engine.add_request("big", [1] * 30, SamplingParams(max_tokens=8))
+    engine.add_request("ok", [1] * 20, SamplingParams(max_tokens=8, ignore_eos=True))
+    assert len(engine.generate([[1] * 20], SamplingParams(max_tokens=8, ignore_eos=True))[0].output_token_ids) == 8
+
+
+def test_half_precision_kv_cache_halves_bytes_and_keeps_the_first_token():
+    prompts = [[256] + list(range(i, i + 20)) for i in (3, 40, 90)]
+    greedy = SamplingParams(max_tokens=1, temperature=0.0)
+    full = LLMEngine(EngineConfig(model="tiny", num_kv_blocks=64))
+    half = LLMEngine(EngineConfig(model="tiny", num_kv_blocks=64, kv_cache_dtype="bfloat16"))
+    assert half.stats().kv_cache_bytes * 2 == full.stats().kv_cache_bytes
+    assert (half.stats().kv_cache_dtype, half.stats().dtype) == ("bfloat16", "float32")
+    assert [c.output_token_ids for c in half.generate(prompts, greedy)] == \
+        [c.output_token_ids for c in full.generate(prompts, greedy)]
