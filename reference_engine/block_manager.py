@@ -228,7 +228,7 @@ class BlockManager:
         return len(self._hash_to_block) - held_hashed
 
     def check_invariants(self) -> None:
-        """Raise AssertionError-free RuntimeError if the books do not balance (used by tests)."""
+        """Raise RuntimeError if the books do not balance: ref counts vs holders, pool vs ref counts, hashes."""
         counts: dict[int, int] = {}
         for seq in self._live.values():
             for block_id in seq.block_table:

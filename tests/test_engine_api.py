@@ -280,3 +280,14 @@ def test_half_precision_kv_cache_halves_bytes_and_keeps_the_first_token():
     assert (half.stats().kv_cache_dtype, half.stats().dtype) == ("bfloat16", "float32")
     assert [c.output_token_ids for c in half.generate(prompts, greedy)] == \
         [c.output_token_ids for c in full.generate(prompts, greedy)]
+
+
+def test_prefix_cache_counters_stay_zero_without_prefix_caching():
+    for config in (EngineConfig(model="tiny", enable_prefix_caching=False),
+                   EngineConfig(model="tiny", kv_layout="contiguous", max_model_len=64),
+                   EngineConfig(model="tiny", scheduler="static")):
+        engine = LLMEngine(config)
+        engine.generate([[256] + list(range(1, 40))] * 2, SamplingParams(max_tokens=2, ignore_eos=True))
+        stats = engine.stats()
+        assert (stats.prefix_cache_queries_total, stats.prefix_cache_hits_total) == (0, 0)
+        assert stats.prompt_tokens_total == 80
