@@ -7,8 +7,10 @@ every request that made progress.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import time
+from pathlib import Path
 
 import torch
 
@@ -41,6 +43,21 @@ def _available_memory_bytes() -> int | None:
         return None
 
 
+def generation_config_eos(directory: Path | None, known: tuple[int, ...]) -> tuple[int, ...]:
+    """Extra EOS ids from a local ``generation_config.json`` (instruct models list their end-of-turn
+    tokens there, not in config.json)."""
+    path = None if directory is None else directory / "generation_config.json"
+    if path is None or not path.is_file():
+        return ()
+    try:
+        raw = json.loads(path.read_text()).get("eos_token_id")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        log.warning("ignoring unreadable %s", path)
+        return ()
+    ids = [raw] if isinstance(raw, int) else raw if isinstance(raw, list) else []
+    return tuple(i for i in ids if isinstance(i, int) and i not in known)
+
+
 class LLMEngine:
     def __init__(self, config: EngineConfig):
         if not isinstance(config, EngineConfig):
@@ -68,11 +85,15 @@ class LLMEngine:
         directory = model_dir(config.model)
         self.tokenizer = load_tokenizer(directory, mc.bos_token_id,
                                         mc.eos_token_ids[0] if mc.eos_token_ids else None)
-        self.eos_token_ids = mc.eos_token_ids
+        if directory is not None and self.tokenizer.kind == "bytes":
+            log.warning("no tokenizer.json in %s: using the byte-level fallback tokenizer (text will not match "
+                        "the model's real vocabulary)", directory)
+        self.eos_token_ids = mc.eos_token_ids + generation_config_eos(directory, mc.eos_token_ids)
 
         model = build_model(mc, self.dtype, config.device, config.load_format, directory, config.seed)
         self.load_format = model.load_format
         kv_bytes_per_token = mc.kv_bytes_per_token(torch.empty(0, dtype=kv_dtype).element_size())
+        self._kv_bytes_per_token = kv_bytes_per_token
         capacity_tokens = self._kv_capacity_tokens(kv_bytes_per_token)
         if config.kv_layout == "paged":
             num_blocks = capacity_tokens // config.block_size
@@ -95,7 +116,7 @@ class LLMEngine:
         self._seqs: dict[str, Sequence] = {}
         self._generators: dict[str, torch.Generator] = {}
         self._default_generator = torch.Generator().manual_seed(config.seed)
-        self._arrivals = itertools.count()
+        self._generate_calls = itertools.count()
         self._prompt_tokens_total = 0
         self._generation_tokens_total = 0
         self._num_steps = 0
@@ -144,16 +165,46 @@ class LLMEngine:
         if total > self.max_model_len:
             raise EngineError(f"prompt ({len(token_ids)} tokens) + max_tokens ({params.max_tokens}) = {total} "
                               f"exceeds max_model_len={self.max_model_len}; shorten the prompt or lower max_tokens")
+        cfg = self.config
+        if (cfg.scheduler == "continuous" and not cfg.enable_chunked_prefill
+                and total - 1 > cfg.max_num_batched_tokens):
+            raise EngineError(f"prompt + max_tokens = {total} tokens cannot be prefilled (or recomputed after a "
+                              f"preemption) within max_num_batched_tokens={cfg.max_num_batched_tokens} without "
+                              f"chunked prefill; enable chunked prefill or raise max_num_batched_tokens")
         if total > self.kv_cache_tokens_capacity and self.config.kv_layout == "paged":
             raise EngineError(f"prompt + max_tokens = {total} tokens exceeds the whole KV cache "
                               f"({self.kv_cache_tokens_capacity} tokens); raise the KV budget")
         arrival = time.monotonic() if arrival_time is None else arrival_time
-        seq = Sequence(request_id, token_ids, params, arrival, next(self._arrivals))
+        seq = Sequence(request_id, token_ids, params, arrival)
         seq.detok = IncrementalDetokenizer(self.tokenizer, token_ids, params.stop)
         if params.seed is not None:
             self._generators[request_id] = torch.Generator().manual_seed(params.seed)
         self._seqs[request_id] = seq
         self.scheduler.add(seq)
+
+    def fork_request(self, parent_id: str, child_id: str, params: SamplingParams | None = None) -> None:
+        """Start ``child_id`` as a copy of a live request (parallel sampling, beam-style branching).
+        The child shares the parent's KV blocks; the first write into a shared, partly filled block
+        copies it (copy-on-write), so neither branch ever sees the other's tokens."""
+        parent = self._seqs.get(parent_id)
+        if parent is None:
+            raise EngineError(f"cannot fork {parent_id!r}: no such unfinished request")
+        if child_id in self._seqs:
+            raise EngineError(f"request id {child_id!r} is already in use")
+        params = parent.params if params is None else params
+        params.validate()
+        child = Sequence(child_id, parent.prompt_token_ids, params, time.monotonic())
+        child.token_ids = list(parent.token_ids)
+        child.detok = parent.detok.clone()
+        child.num_cached_tokens = parent.num_cached_tokens
+        if params.seed is not None:
+            self._generators[child_id] = torch.Generator().manual_seed(params.seed)
+        self._seqs[child_id] = child
+        if parent in self.scheduler.running and parent.block_table:
+            self.allocator.fork(parent, child)
+            self.scheduler.adopt_running(child)
+        else:
+            self.scheduler.add(child)
 
     def abort(self, request_id: str) -> bool:
         seq = self._seqs.pop(request_id, None)
@@ -171,18 +222,22 @@ class LLMEngine:
         t0 = time.perf_counter()
         batch = self.scheduler.schedule()
         if batch.is_empty:
-            self.last_step = StepStats(0, 0, 0, 0, len(batch.preempted), time.perf_counter() - t0)
+            self.last_step = StepStats(0, 0, 0, 0, len(batch.preempted), time.perf_counter() - t0, 0)
             return []
         logits, ready = self.runner.execute(batch, self.allocator.take_pending_copies())
         ready_after = self.scheduler.update_after_step(batch)
         if [s.request_id for s in ready] != [s.request_id for s in ready_after]:
             raise RuntimeError("runner and scheduler disagree on which sequences are complete")
-        banned = [self.eos_token_ids if s.num_output_tokens < s.params.min_tokens else () for s in ready]
+        banned = [self.eos_token_ids if s.num_output_tokens < s.params.min_tokens and not s.is_finished else ()
+                  for s in ready]
         generators = [self._generators.get(s.request_id, self._default_generator) for s in ready]
         tokens = self.runner.sample(logits, ready, generators, banned) if ready else []
         now = time.monotonic()
         outputs = []
         for seq, token in zip(ready, tokens, strict=True):
+            if seq.is_finished:                # a static batch's padding row: compute only
+                seq.append_token(token)
+                continue
             if seq.num_output_tokens == 0:
                 self._prompt_tokens_total += seq.num_prompt_tokens
                 seq.times.first_token_s = now
@@ -191,7 +246,8 @@ class LLMEngine:
             outputs.append(self._process_token(seq, token))
         self._num_steps += 1
         self.last_step = StepStats(batch.num_prefill_tokens, batch.num_decode_tokens, batch.num_tokens,
-                                   len(batch.entries), len(batch.preempted), time.perf_counter() - t0)
+                                   len(batch.entries), len(batch.preempted), time.perf_counter() - t0,
+                                   batch.num_padding_tokens)
         return outputs
 
     def _process_token(self, seq: Sequence, token: int) -> RequestOutput:
@@ -225,26 +281,34 @@ class LLMEngine:
             params = [params] * len(prompts)
         if len(params) != len(prompts):
             raise EngineError(f"{len(prompts)} prompts but {len(params)} SamplingParams")
-        batch_id = next(self._arrivals)
+        batch_id = next(self._generate_calls)
         ids = [f"generate-{batch_id}-{i}" for i in range(len(prompts))]
         seqs = {}
-        for rid, prompt, p in zip(ids, prompts, params, strict=True):
-            self.add_request(rid, prompt, p)
-            seqs[rid] = self._seqs[rid]
+        try:
+            for rid, prompt, p in zip(ids, prompts, params, strict=True):
+                self.add_request(rid, prompt, p)
+                seqs[rid] = self._seqs[rid]
+        except EngineError:
+            for rid in seqs:                    # all or nothing: drop the ones already queued
+                self.abort(rid)
+            raise
         pending = set(ids)
+        tokens: dict[str, list[int]] = {rid: [] for rid in ids}
         while pending:
             for out in self.step():
+                if out.request_id in tokens:
+                    tokens[out.request_id].extend(out.new_token_ids)
                 if out.finished:
                     pending.discard(out.request_id)
         return [Completion(request_id=rid, prompt_token_ids=seqs[rid].prompt_token_ids,
-                           output_token_ids=seqs[rid].output_token_ids, text=seqs[rid].detok.text,
+                           output_token_ids=tokens[rid], text=seqs[rid].detok.text,
                            finish_reason=seqs[rid].finish_reason, times=seqs[rid].times) for rid in ids]
 
     def stats(self) -> EngineStats:
         a = self.allocator.stats()
         c = self.scheduler.counters
         return EngineStats(
-            num_requests_running=len(self.scheduler.running), num_requests_waiting=len(self.scheduler.waiting),
+            num_requests_running=sum(1 for s in self.scheduler.running if not s.is_finished), num_requests_waiting=len(self.scheduler.waiting),
             kv_cache_usage_frac=a.usage_frac, num_kv_blocks_total=a.num_blocks_total,
             num_kv_blocks_free=a.num_blocks_free, block_size=self.runner.block_size,
             kv_cache_bytes=self.runner.kv_cache_bytes, kv_cache_tokens_capacity=self.kv_cache_tokens_capacity,
@@ -254,4 +318,6 @@ class LLMEngine:
             attention_backend=self.runner.backend.name, kv_layout=self.config.kv_layout,
             scheduler=self.config.scheduler, dtype_note=self.dtype_note, kv_cache_dtype=self.kv_cache_dtype,
             kv_tokens_reserved=a.tokens_reserved, kv_tokens_used=a.tokens_used,
+            kv_reserved_bytes=a.tokens_reserved * self._kv_bytes_per_token,
+            kv_used_bytes=a.tokens_used * self._kv_bytes_per_token,
             kv_fragmentation_frac=a.fragmentation_frac, num_steps_total=self._num_steps)
