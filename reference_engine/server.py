@@ -388,10 +388,10 @@ def run_server(engine_config: Any, options: ServerOptions) -> int:
     """Load the engine, serve until SIGINT/SIGTERM, shut down cleanly. Returns the exit code."""
     import uvicorn
 
-    configure_logging(options.log_level)
     if options.max_request_body_bytes <= 0:
         raise UsageError("--max-request-body-bytes must be positive")
     sock = bind_socket(options.host, options.port)
+    configure_logging(options.log_level)   # only once the server will really run: it owns the process
     host, port = sock.getsockname()[:2]
     try:
         log.info("%s %s: %s", ENGINE_NAME, __version__, " ".join(_safe_argv()))
