@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -386,12 +387,10 @@ def cache_config_info(engine: Any, config: Any) -> dict[str, object]:
 
 def run_server(engine_config: Any, options: ServerOptions) -> int:
     """Load the engine, serve until SIGINT/SIGTERM, shut down cleanly. Returns the exit code."""
-    import uvicorn
-
-    configure_logging(options.log_level)
     if options.max_request_body_bytes <= 0:
         raise UsageError("--max-request-body-bytes must be positive")
     sock = bind_socket(options.host, options.port)
+    configure_logging(options.log_level)   # only once the server will really run: it owns the process
     host, port = sock.getsockname()[:2]
     try:
         log.info("%s %s: %s", ENGINE_NAME, __version__, " ".join(_safe_argv()))
@@ -415,7 +414,7 @@ def run_server(engine_config: Any, options: ServerOptions) -> int:
         config = uvicorn.Config(app, log_level=options.log_level.lower(), access_log=options.access_log,
                                 timeout_graceful_shutdown=options.graceful_shutdown_s,
                                 lifespan="off", server_header=False)
-        server = _Server(config)
+        server = _QuietExitServer(config)
         log.info("Starting %s API server on http://%s:%d", ENGINE_NAME, _url_host(host), port)
         try:
             server.run(sockets=[sock])
@@ -427,24 +426,15 @@ def run_server(engine_config: Any, options: ServerOptions) -> int:
         sock.close()
 
 
-def _make_server_class():
-    import uvicorn
+class _QuietExitServer(uvicorn.Server):
+    """uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown, so the process would die by the
+    signal; a server stopped on purpose exits 0 instead, after stopping the engine thread."""
 
-    class QuietExitServer(uvicorn.Server):
-        """uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown, so the process would die by
-        the signal; a server stopped on purpose exits 0 instead, after stopping the engine thread."""
-
-        def handle_exit(self, sig, frame) -> None:
-            super().handle_exit(sig, frame)
-            captured = getattr(self, "_captured_signals", None)
-            if isinstance(captured, list):
-                captured.clear()
-
-    return QuietExitServer
-
-
-def _Server(config):  # noqa: N802 - a factory that reads like the class it builds
-    return _make_server_class()(config)
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        super().handle_exit(sig, frame)
+        captured = getattr(self, "_captured_signals", None)
+        if isinstance(captured, list):
+            captured.clear()
 
 
 def _url_host(host: str) -> str:

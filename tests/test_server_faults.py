@@ -75,6 +75,22 @@ def test_prompt_past_max_model_len_is_a_400(app_and_worker):
     assert "256" in r.json()["error"]["message"]
 
 
+def test_served_model_name_is_the_only_name_accepted():
+    engine = LLMEngine(EngineConfig(model="tiny", max_model_len=128, num_kv_blocks=16))
+    worker = EngineWorker(engine, None)
+    worker.start()
+    try:
+        app = create_app(worker, ServedModel("my-alias", "tiny", engine.max_model_len, 0), None,
+                         ServerOptions())
+        models = asyncio.run(_get(app, "/v1/models")).json()
+        assert [m["id"] for m in models["data"]] == ["my-alias"]
+        assert asyncio.run(_post(app, "/v1/completions", {"model": "tiny", "prompt": "x"})).status_code == 404
+        ok = asyncio.run(_post(app, "/v1/completions", {"model": "my-alias", "prompt": "x", "max_tokens": 2}))
+        assert ok.status_code == 200 and ok.json()["model"] == "my-alias"
+    finally:
+        worker.stop()
+
+
 def test_serve_binds_loopback_by_default():
     from triage.commands import serve as serve_cmd
 

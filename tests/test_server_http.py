@@ -153,6 +153,17 @@ def test_stream_without_usage_option_has_no_usage_chunk(client):
     assert all(e["choices"] for e in events[:-1])
 
 
+def test_continuous_usage_stats_puts_running_usage_on_every_chunk(client):
+    with client.stream("POST", "/v1/completions", json={
+            "model": MODEL, "prompt": "count", "max_tokens": 4, "ignore_eos": True, "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}) as r:
+        events = sse_events(r.iter_lines())
+    content = events[:-2]
+    counts = [e["usage"]["completion_tokens"] for e in content]
+    assert counts == sorted(counts) and counts[-1] == 4
+    assert events[-2]["choices"] == [] and events[-2]["usage"]["completion_tokens"] == 4
+
+
 def test_openai_client_stream_and_non_stream(oai):
     stream = oai.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hello"}],
                                          max_tokens=5, stream=True, stream_options={"include_usage": True},

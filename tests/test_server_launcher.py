@@ -1,6 +1,7 @@
 """The launcher and `triage serve` flags: API keys, start-up failures, clean stops."""
 from __future__ import annotations
 
+import logging
 import os
 import socket
 
@@ -62,6 +63,7 @@ def test_shared_server_runs_in_its_own_process_group(reference_server):
 
 
 def test_serve_refuses_a_busy_port_with_exit_2():
+    handlers_before = list(logging.getLogger("triage").handlers)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
@@ -69,6 +71,7 @@ def test_serve_refuses_a_busy_port_with_exit_2():
         result = CliRunner().invoke(app, ["serve", "--port", str(port)])
     assert result.exit_code == 2
     assert "cannot listen on" in result.output
+    assert logging.getLogger("triage").handlers == handlers_before, "a refused start leaves logging alone"
 
 
 @pytest.mark.parametrize("flag, value", [("--scheduler", "fifo"), ("--attention", "magic"),
