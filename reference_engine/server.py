@@ -337,7 +337,9 @@ def configure_logging(level: str) -> None:
 def bind_socket(host: str, port: int) -> socket.socket:
     """Bind before loading the model, so a busy port fails in a second with a clear message."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted connections only when the listening
+    # socket says it is TCP. Without it each SSE chunk after the headers waits ~40 ms for a delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
