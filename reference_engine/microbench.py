@@ -98,7 +98,6 @@ def measure_bandwidth(device: str | torch.device = "cpu", buffer_bytes: int = 10
     rates = [moved / t for t in times]
     read_times = _repeat(dev, lambda: src.sum(), num_repeats, max_time_s)
     read_rates = [n * 4 / t for t in read_times]
-    del src, dst
     return BandwidthResult(str(dev), n * 4, len(times), max(rates), statistics.median(rates),
                            max(read_rates), statistics.median(read_rates))
 
