@@ -150,8 +150,10 @@ def available_devices() -> list[str]:
 
 
 def run_microbench(devices: list[str] | None = None, quick: bool = False,
-                   on_step: Callable[[str], None] | None = None) -> MicrobenchResult:
-    """Bandwidth and matmul FLOP/s on each device. ``quick`` uses smaller sizes and fewer repeats."""
+                   on_step: Callable[[str], None] | None = None, buffer_bytes: int | None = None,
+                   matmul_n: int | None = None) -> MicrobenchResult:
+    """Bandwidth and matmul FLOP/s on each device. ``quick`` uses smaller sizes and fewer repeats;
+    ``buffer_bytes``/``matmul_n`` override the sizes (tests use tiny ones)."""
     devices = devices or available_devices()
     notes: list[str] = []
     bw: list[BandwidthResult] = []
@@ -164,9 +166,9 @@ def run_microbench(devices: list[str] | None = None, quick: bool = False,
         gpu = dev.type == "cuda"
         if on_step:
             on_step(f"{d}: memory bandwidth")
-        buf = (2048 if gpu else 512 if quick else 1024) * MIB
+        buf = buffer_bytes or (2048 if gpu else 512 if quick else 1024) * MIB
         bw.append(measure_bandwidth(dev, buf, num_repeats=5 if quick else 10, max_time_s=2.0 if quick else 5.0))
-        n = 4096 if gpu else (512 if quick else 1024)
+        n = matmul_n or (4096 if gpu else (512 if quick else 1024))
         for dtype in ("fp32", "bf16", "fp8"):
             if on_step:
                 on_step(f"{d}: {dtype} matmul")
