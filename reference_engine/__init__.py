@@ -1,0 +1,25 @@
+"""The bundled reference engine: a small real PyTorch LLM engine (paged KV cache with prefix caching,
+attention backends, continuous batching) with "before" versions of each piece.
+
+This package init stays torch-free (config, block manager and scheduler import without torch);
+``LLMEngine`` and friends load lazily on first access.
+"""
+from __future__ import annotations
+
+from reference_engine.config import PRESETS, EngineConfig, ModelConfig, load_model_config
+from reference_engine.sampling import SamplingParams
+
+_LAZY = {"LLMEngine": "reference_engine.engine", "RequestOutput": "reference_engine.outputs",
+         "Completion": "reference_engine.outputs", "EngineStats": "reference_engine.outputs",
+         "StepStats": "reference_engine.outputs", "RequestTimes": "reference_engine.sequence"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'reference_engine' has no attribute {name!r}")
+
+
+__all__ = ["PRESETS", "EngineConfig", "ModelConfig", "SamplingParams", "load_model_config", *_LAZY]

@@ -1,0 +1,44 @@
+"""Attention backends behind one call signature (see base.py). ``get_backend('auto', device)`` picks
+the fastest one available; other modules (e.g. GPU kernels) can ``register_backend``."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from reference_engine.attention.base import AttentionBackend, AttentionMetadata
+from reference_engine.attention.naive import NaiveAttention
+from reference_engine.attention.sdpa import SdpaAttention
+from reference_engine.attention.tiled import TiledAttention
+from triage.errors import EngineError
+
+_FACTORIES: dict[str, Callable[[], AttentionBackend]] = {
+    "naive": NaiveAttention,
+    "tiled": TiledAttention,
+    "sdpa": SdpaAttention,
+}
+# Preference order for "auto", fastest first; a registered GPU backend goes in front on CUDA.
+_AUTO_ORDER: dict[str, list[str]] = {"cpu": ["sdpa", "tiled", "naive"], "cuda": ["sdpa", "tiled", "naive"]}
+
+
+def register_backend(name: str, factory: Callable[[], AttentionBackend], prefer_on: str | None = None) -> None:
+    _FACTORIES[name] = factory
+    if prefer_on is not None:
+        order = _AUTO_ORDER.setdefault(prefer_on, [])
+        if name not in order:
+            order.insert(0, name)
+
+
+def available_backends() -> list[str]:
+    return list(_FACTORIES)
+
+
+def get_backend(name: str, device: str = "cpu") -> AttentionBackend:
+    if name == "auto":
+        kind = "cuda" if device.startswith("cuda") else "cpu"
+        name = _AUTO_ORDER[kind][0]
+    if name not in _FACTORIES:
+        raise EngineError(f"attention backend '{name}' is not available here; "
+                          f"choose one of: auto, {', '.join(_FACTORIES)}")
+    return _FACTORIES[name]()
+
+
+__all__ = ["AttentionBackend", "AttentionMetadata", "available_backends", "get_backend", "register_backend"]

@@ -1,0 +1,126 @@
+"""Weights: deterministic random ("dummy", as vLLM's ``--load-format dummy``) or real safetensors
+from a local directory with Hugging Face parameter names. Also resolves the compute dtype."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from reference_engine.config import ModelConfig
+from reference_engine.model import LlamaForCausalLM, rope_inv_freq
+from triage.errors import EngineError
+
+TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
+_IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+
+
+def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> set[str]:
+    try:
+        for line in Path(cpuinfo_path).read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def resolve_dtype(requested: str, checkpoint_dtype: str | None, device: str,
+                  flags: set[str] | None = None) -> tuple[torch.dtype, str]:
+    """The compute dtype and a sentence saying why. ``auto`` takes the checkpoint's dtype unless the
+    CPU has no native support for it, in which case it computes in float32."""
+    if requested != "auto":
+        dtype = TORCH_DTYPES[requested]
+        return dtype, f"{requested} as requested"
+    ckpt = checkpoint_dtype if checkpoint_dtype in TORCH_DTYPES else None
+    if ckpt is None:
+        return torch.float32, "float32: the model declares no torch_dtype"
+    if device.startswith("cuda") or ckpt == "float32":
+        return TORCH_DTYPES[ckpt], f"{ckpt}: the checkpoint's dtype"
+    flags = cpu_flags() if flags is None else flags
+    native = {"bfloat16": {"avx512_bf16", "amx_bf16"}, "float16": {"avx512_fp16", "amx_fp16"}}[ckpt]
+    if flags & native:
+        return TORCH_DTYPES[ckpt], f"{ckpt}: the checkpoint's dtype (CPU has {', '.join(sorted(flags & native))})"
+    return torch.float32, (f"float32: the checkpoint is {ckpt} but this CPU has no native {ckpt} "
+                           f"({'/'.join(sorted(native))} absent), so compute is upcast to float32")
+
+
+def init_dummy_weights(model: LlamaForCausalLM, seed: int) -> None:
+    """Deterministic random weights: N(0, 1/fan_in) for matrices (unit-variance outputs, so even a tiny
+    model produces varied tokens), N(0, 1) for embeddings, ones for norms, zeros for biases. Generated
+    in float32 on CPU so every device and dtype starts from the same numbers."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("norm.weight"):
+                values = torch.ones(param.shape)
+            elif name.endswith(".bias"):
+                values = torch.zeros(param.shape)
+            elif name.endswith("embed_tokens.weight"):
+                values = torch.randn(param.shape, generator=gen)
+            else:
+                values = torch.randn(param.shape, generator=gen) * param.shape[-1] ** -0.5
+            param.copy_(values.to(param.dtype))
+
+
+def safetensors_files(directory: Path) -> list[Path]:
+    index = directory / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (OSError, KeyError, json.JSONDecodeError) as exc:
+            raise EngineError(f"cannot read {index}: {exc}") from exc
+        return sorted({directory / name for name in weight_map.values()})
+    return sorted(directory.glob("*.safetensors"))
+
+
+def load_safetensors_weights(model: LlamaForCausalLM, directory: Path) -> None:
+    from safetensors.torch import load_file
+
+    files = safetensors_files(directory)
+    if not files:
+        raise EngineError(f"no *.safetensors files in {directory}; use --load-format dummy for random weights")
+    state: dict[str, torch.Tensor] = {}
+    for path in files:
+        try:
+            state.update(load_file(str(path)))
+        except Exception as exc:  # safetensors raises its own error types
+            raise EngineError(f"cannot read weights from {path}: {exc}") from exc
+    state = {k: v for k, v in state.items() if not k.endswith(_IGNORED_SUFFIXES)}
+    expected = dict(model.state_dict())
+    if model.config.tie_word_embeddings:
+        expected.pop("lm_head.weight", None)
+        state.pop("lm_head.weight", None)
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if missing or unexpected:
+        raise EngineError(f"checkpoint in {directory} does not match the Llama-family layout: "
+                          f"missing {missing[:5]}{'...' if len(missing) > 5 else ''}, "
+                          f"unexpected {unexpected[:5]}{'...' if len(unexpected) > 5 else ''}")
+    with torch.no_grad():
+        for name, param in expected.items():
+            tensor = state[name]
+            if tuple(tensor.shape) != tuple(param.shape):
+                raise EngineError(f"{name}: checkpoint shape {tuple(tensor.shape)} != config shape {tuple(param.shape)}")
+            param.copy_(tensor.to(param.dtype))
+
+
+def build_model(cfg: ModelConfig, dtype: torch.dtype, device: str, load_format: str,
+                directory: Path | None, seed: int) -> LlamaForCausalLM:
+    if load_format == "auto":
+        load_format = "safetensors" if directory is not None and safetensors_files(directory) else "dummy"
+    if load_format == "safetensors" and directory is None:
+        raise EngineError("load_format=safetensors needs a local model directory, not a preset name")
+    with torch.device("meta"):
+        model = LlamaForCausalLM(cfg)
+    model = model.to_empty(device=device).to(dtype)
+    if cfg.tie_word_embeddings:
+        model.lm_head.weight = model.model.embed_tokens.weight
+    model.model.rotary_emb.inv_freq = rope_inv_freq(cfg).to(device)
+    if load_format == "dummy":
+        init_dummy_weights(model, seed)
+    else:
+        load_safetensors_weights(model, directory)
+    model.load_format = load_format
+    return model.eval()

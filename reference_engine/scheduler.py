@@ -1,0 +1,181 @@
+"""Which sequences run in the next forward pass, and how many tokens each. Torch-free.
+
+``ContinuousScheduler`` (vLLM-style iteration-level scheduling): every step first serves the running
+sequences (decodes and unfinished prefill chunks, oldest first) and then admits waiting ones, all
+under a ``max_num_batched_tokens`` budget and a ``max_num_seqs`` cap. Long prompts are split into
+chunks that ride along with decodes (chunked prefill). When the KV cache runs out, the newest running
+sequence is preempted: its blocks are freed and it is recomputed later (recompute preemption).
+
+``StaticScheduler`` is the "before": it takes a batch, reserves KV for every member's whole
+prompt + max_tokens up front, runs the batch until every member has finished, and only then looks
+at the queue again. Requests that arrive meanwhile wait.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from reference_engine.sequence import Sequence, SequenceStatus
+
+
+@dataclass(slots=True)
+class ScheduledBatch:
+    entries: list[tuple[Sequence, int]] = field(default_factory=list)   # (sequence, num_new_tokens)
+    preempted: list[Sequence] = field(default_factory=list)
+    num_prefill_tokens: int = 0
+    num_decode_tokens: int = 0
+
+    @property
+    def num_tokens(self) -> int:
+        return self.num_prefill_tokens + self.num_decode_tokens
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.entries
+
+    def add(self, seq: Sequence, num_new_tokens: int) -> None:
+        self.entries.append((seq, num_new_tokens))
+        if seq.num_tokens - seq.num_computed_tokens > 1:
+            self.num_prefill_tokens += num_new_tokens
+        else:
+            self.num_decode_tokens += num_new_tokens
+
+
+@dataclass(slots=True)
+class SchedulerCounters:
+    num_preemptions_total: int = 0
+    prefix_cache_queries_total: int = 0     # tokens looked up
+    prefix_cache_hits_total: int = 0        # tokens found
+
+
+class _SchedulerBase:
+    def __init__(self, allocator, max_num_seqs: int, max_num_batched_tokens: int,
+                 enable_chunked_prefill: bool = True, clock=time.monotonic):
+        self.allocator = allocator
+        self.max_num_seqs = max_num_seqs
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.enable_chunked_prefill = enable_chunked_prefill
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.counters = SchedulerCounters()
+        self.clock = clock
+
+    def add(self, seq: Sequence) -> None:
+        seq.status = SequenceStatus.WAITING
+        self.waiting.append(seq)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def finish(self, seq: Sequence, reason: str) -> None:
+        """Remove a sequence from the queues and return its blocks."""
+        if seq in self.running:
+            self.running.remove(seq)
+        elif seq in self.waiting:
+            self.waiting.remove(seq)
+        self.allocator.free(seq)
+        seq.status = SequenceStatus.FINISHED
+        seq.finish_reason = reason
+        seq.times.finished_s = self.clock()
+
+    def update_after_step(self, batch: ScheduledBatch) -> list[Sequence]:
+        """Advance ``num_computed_tokens`` and register newly full blocks. Returns the sequences that
+        need a sampled token (their whole context now has KV)."""
+        ready = []
+        for seq, num_new in batch.entries:
+            seq.num_computed_tokens += num_new
+            self.allocator.cache_full_blocks(seq)
+            if seq.num_computed_tokens == seq.num_tokens:
+                ready.append(seq)
+        return ready
+
+    def _mark_scheduled(self, seq: Sequence) -> None:
+        seq.status = SequenceStatus.RUNNING
+        if seq.times.scheduled_s is None:
+            seq.times.scheduled_s = self.clock()
+
+
+class ContinuousScheduler(_SchedulerBase):
+    def schedule(self) -> ScheduledBatch:
+        batch = ScheduledBatch()
+        budget = self.max_num_batched_tokens
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            num_new = seq.num_tokens - seq.num_computed_tokens
+            if num_new > budget:
+                if not self.enable_chunked_prefill:
+                    i += 1
+                    continue
+                num_new = budget
+            self_preempted = False
+            while not self.allocator.allocate_slots(seq, num_new):
+                victim = self.running.pop()
+                self._preempt(victim)
+                batch.preempted.append(victim)
+                if victim is seq:
+                    self_preempted = True
+                    break
+            if self_preempted:
+                break
+            batch.add(seq, num_new)
+            budget -= num_new
+            i += 1
+
+        if batch.preempted:
+            return batch
+        while self.waiting and len(self.running) < self.max_num_seqs and budget > 0:
+            seq = self.waiting[0]
+            computed = self.allocator.get_computed_blocks(seq)
+            num_cached = len(computed) * self.allocator.block_size
+            num_new = seq.num_tokens - num_cached
+            if num_new > budget:
+                if not self.enable_chunked_prefill:
+                    break
+                num_new = budget
+            if not self.allocator.allocate_slots(seq, num_new, computed):
+                break
+            self.waiting.popleft()
+            self.counters.prefix_cache_queries_total += seq.num_tokens
+            self.counters.prefix_cache_hits_total += num_cached
+            if seq.times.scheduled_s is None:
+                seq.num_cached_tokens = num_cached
+            seq.num_computed_tokens = num_cached
+            self._mark_scheduled(seq)
+            self.running.append(seq)
+            batch.add(seq, num_new)
+            budget -= num_new
+        return batch
+
+    def _preempt(self, seq: Sequence) -> None:
+        self.allocator.free(seq)
+        seq.num_computed_tokens = 0
+        seq.status = SequenceStatus.WAITING
+        seq.times.num_preemptions += 1
+        self.counters.num_preemptions_total += 1
+        self.waiting.appendleft(seq)
+
+
+class StaticScheduler(_SchedulerBase):
+    def schedule(self) -> ScheduledBatch:
+        batch = ScheduledBatch()
+        if not self.running:
+            while self.waiting and len(self.running) < self.max_num_seqs:
+                seq = self.waiting[0]
+                reserve = seq.num_prompt_tokens + seq.params.max_tokens
+                if not self.allocator.allocate_slots(seq, reserve):
+                    break
+                self.waiting.popleft()
+                self.counters.prefix_cache_queries_total += seq.num_tokens
+                self._mark_scheduled(seq)
+                self.running.append(seq)
+        for seq in self.running:
+            batch.add(seq, seq.num_tokens - seq.num_computed_tokens)
+        return batch
+
+
+def make_scheduler(kind: str, allocator, max_num_seqs: int, max_num_batched_tokens: int,
+                   enable_chunked_prefill: bool = True):
+    cls = {"continuous": ContinuousScheduler, "static": StaticScheduler}[kind]
+    return cls(allocator, max_num_seqs, max_num_batched_tokens, enable_chunked_prefill)

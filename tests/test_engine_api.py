@@ -1,0 +1,185 @@
+"""The public engine API: add_request / step / abort / generate, stop handling, stats, errors."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from reference_engine import EngineConfig, LLMEngine, SamplingParams
+from reference_engine.detokenizer import IncrementalDetokenizer
+from reference_engine.tokenizer import ByteTokenizer
+from triage.errors import EngineError, TriageError
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    # Tiny matmuls on a shared 2-core box are dominated by thread hand-offs; one thread is 20x faster.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return LLMEngine(EngineConfig(model="tiny", max_model_len=256))
+
+
+def _drain(engine) -> dict[str, list]:
+    outs: dict[str, list] = {}
+    while engine.has_unfinished():
+        for out in engine.step():
+            outs.setdefault(out.request_id, []).append(out)
+    return outs
+
+
+def test_streamed_deltas_add_up_to_the_completion_text(engine):
+    params = SamplingParams(max_tokens=20, temperature=0.0, ignore_eos=True)
+    expected = engine.generate(["stream me"], params)[0]
+    engine.add_request("s", "stream me", params)
+    outs = _drain(engine)["s"]
+    assert "".join(o.text_delta for o in outs) == expected.text
+    assert [t for o in outs for t in o.new_token_ids] == expected.output_token_ids
+    assert [o.finished for o in outs] == [False] * 19 + [True]
+    last = outs[-1]
+    assert last.finish_reason == "length" and last.num_output_tokens == 20
+    assert last.num_prompt_tokens == len(ByteTokenizer().encode("stream me"))
+    t = last.times
+    assert t.arrival_s <= t.scheduled_s <= t.first_token_s <= t.finished_s
+
+
+def test_stop_string_never_leaks_into_deltas(engine):
+    free = engine.generate(["stop test"], SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True))[0]
+    text = free.text
+    stop = text[10:13]                                  # a string the model will produce
+    assert len(stop) == 3 and text.find(stop) >= 3
+    cut = text.find(stop)
+    engine.add_request("st", "stop test", SamplingParams(max_tokens=24, temperature=0.0, stop=(stop,),
+                                                         ignore_eos=True))
+    outs = _drain(engine)["st"]
+    assert "".join(o.text_delta for o in outs) == text[:cut]
+    assert outs[-1].finish_reason == "stop"
+    streamed = ""
+    for o in outs:                                      # at no point did a client see past the stop
+        streamed += o.text_delta
+        assert stop not in streamed
+
+
+def test_eos_stops_unless_ignored_or_below_min_tokens():
+    engine = LLMEngine(EngineConfig(model="tiny"))
+    eos = engine.model_config.eos_token_id
+    free = engine.generate([[256, 1, 2, 3]], SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True))[0]
+    # Make the model's third greedy token the EOS id by declaring it so.
+    engine.eos_token_ids = (free.output_token_ids[2],)
+    stopped = engine.generate([[256, 1, 2, 3]], SamplingParams(max_tokens=8, temperature=0.0))[0]
+    assert stopped.finish_reason == "stop"
+    assert stopped.output_token_ids == free.output_token_ids[:3]
+    ignored = engine.generate([[256, 1, 2, 3]], SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True))[0]
+    assert ignored.finish_reason == "length" and len(ignored.output_token_ids) == 8
+    held = engine.generate([[256, 1, 2, 3]], SamplingParams(max_tokens=8, temperature=0.0, min_tokens=5))[0]
+    assert len(held.output_token_ids) >= 5
+    assert free.output_token_ids[2] not in held.output_token_ids[:5]     # EOS was masked out
+    assert eos == 257
+
+
+def test_seeded_sampling_is_reproducible_and_temperature_varies(engine):
+    p = SamplingParams(max_tokens=16, temperature=1.0, seed=1234, ignore_eos=True)
+    a = engine.generate(["x"], p)[0].output_token_ids
+    b = engine.generate(["x"], p)[0].output_token_ids
+    c = engine.generate(["x"], SamplingParams(max_tokens=16, temperature=1.0, seed=99, ignore_eos=True))[0]
+    greedy = engine.generate(["x"], SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True))[0]
+    assert a == b
+    assert a != c.output_token_ids
+    assert a != greedy.output_token_ids
+
+
+def test_top_p_tiny_keeps_only_the_argmax(engine):
+    greedy = engine.generate(["q"], SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True))[0]
+    nucleus = engine.generate(["q"], SamplingParams(max_tokens=10, temperature=1.0, top_p=1e-6, seed=3,
+                                                    ignore_eos=True))[0]
+    assert nucleus.output_token_ids == greedy.output_token_ids
+
+
+def test_abort_frees_blocks_immediately():
+    engine = LLMEngine(EngineConfig(model="tiny", block_size=4))
+    engine.add_request("a", list(range(1, 40)), SamplingParams(max_tokens=50, ignore_eos=True))
+    engine.add_request("b", list(range(1, 10)), SamplingParams(max_tokens=5, ignore_eos=True))
+    engine.step()
+    used = engine.stats().num_kv_blocks_total - engine.stats().num_kv_blocks_free
+    assert used == 10 + 3
+    assert engine.abort("a") is True
+    stats = engine.stats()
+    assert stats.num_kv_blocks_total - stats.num_kv_blocks_free == 3
+    assert stats.num_requests_running == 1
+    assert engine.abort("a") is False
+    outs = _drain(engine)
+    assert set(outs) == {"b"}
+    assert engine.stats().num_kv_blocks_free == engine.stats().num_kv_blocks_total
+
+
+def test_stats_count_tokens_like_vllm():
+    engine = LLMEngine(EngineConfig(model="tiny", block_size=4))
+    prompts = [[256] + list(range(1, 20)), [256] + list(range(1, 20)) + [7]]
+    engine.generate(prompts[:1], SamplingParams(max_tokens=3, ignore_eos=True))
+    engine.generate(prompts[1:], SamplingParams(max_tokens=4, ignore_eos=True))
+    s = engine.stats()
+    assert s.prompt_tokens_total == 20 + 21
+    assert s.generation_tokens_total == 7
+    assert s.prefix_cache_queries_total == 41
+    assert s.prefix_cache_hits_total == 20            # five full blocks of the first prompt
+    assert s.kv_cache_tokens_capacity == s.num_kv_blocks_total * 4
+    assert s.kv_cache_bytes == s.num_kv_blocks_total * 4 * engine.model_config.kv_bytes_per_token(4)
+    assert s.dtype == "float32" and s.attention_backend == "sdpa" and s.dtype_note
+    assert engine.last_step.num_tokens == engine.last_step.num_decode_tokens == 1
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"scheduler": "fifo"}, "scheduler"),
+    ({"max_num_seqs": 0}, "max_num_seqs"),
+    ({"model": "/nonexistent/model"}, "neither a preset"),
+    ({"max_model_len": 10**6}, "max_position_embeddings"),
+    ({"attention": "flash9"}, "attention"),
+    ({"kv_layout": "contiguous", "num_kv_blocks": 1, "max_model_len": 1024}, "contiguous slot"),
+])
+def test_bad_config_is_a_clear_engine_error(kwargs, message):
+    with pytest.raises(EngineError, match=message) as info:
+        LLMEngine(EngineConfig(**kwargs))
+    assert isinstance(info.value, TriageError)
+
+
+def test_bad_requests_are_rejected(engine):
+    with pytest.raises(EngineError, match="max_model_len"):
+        engine.add_request("long", [1] * 250, SamplingParams(max_tokens=10))
+    engine.add_request("dup", [1, 2], SamplingParams(max_tokens=1))
+    with pytest.raises(EngineError, match="already in use"):
+        engine.add_request("dup", [1, 2], SamplingParams(max_tokens=1))
+    with pytest.raises(EngineError, match="out of range"):
+        engine.add_request("oov", [1, 999], SamplingParams(max_tokens=1))
+    with pytest.raises(EngineError, match="top_p"):
+        engine.add_request("tp", [1], SamplingParams(top_p=0.0))
+    with pytest.raises(EngineError, match="empty"):
+        engine.add_request("e", [], SamplingParams())
+    _drain(engine)
+
+
+def test_incremental_detokenizer_waits_for_whole_characters():
+    tok = ByteTokenizer()
+    detok = IncrementalDetokenizer(tok, [256], stop=())
+    pieces = []
+    for b in "héllo €".encode():
+        detok.add_token(b)
+        pieces.append(detok.take_delta(finished=False))
+    assert "".join(pieces) == "héllo €"
+    assert all("\ufffd" not in p for p in pieces)
+
+
+def test_stop_string_split_across_tokens_is_held_back():
+    tok = ByteTokenizer()
+    detok = IncrementalDetokenizer(tok, [256], stop=("END",))
+    seen = ""
+    stopped = False
+    for b in b"abcEN":
+        stopped = detok.add_token(b)
+        seen += detok.take_delta(finished=False)
+    assert not stopped and seen == "abc"               # "EN" could start "END": held back
+    assert detok.add_token(ord("D"))
+    assert seen + detok.take_delta(finished=True) == "abc"
