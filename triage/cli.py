@@ -34,6 +34,9 @@ def _root(
 
 
 # Command registration: one line per command module.
+from triage.commands import plan as _plan  # noqa: E402
+
+app.command("plan", help="VRAM fit, KV capacity, roofline speed, fleet size and cost; vLLM flags.")(_plan.plan)
 
 
 def main() -> None:

@@ -1,0 +1,39 @@
+"""Every number `triage plan` assumes rather than computes, in one table, each with where it comes from.
+
+They are estimates: the plan report repeats the ones it used, so a reader can see what a result
+rests on. Where a flag can override one, the flag is named.
+"""
+from __future__ import annotations
+
+GIB = 2**30
+
+# vLLM's own default for --gpu-memory-utilization.
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.90
+# vLLM V1's default --max-num-seqs; the planned batch never exceeds it unless --concurrency says so.
+DEFAULT_MAX_NUM_SEQS = 256
+# Tokens one scheduler step may carry (--max-num-batched-tokens); vLLM sizes its activation
+# profile with it. The plan puts the same value in the suggested command so both agree.
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+# Per-GPU memory outside weights, activations and KV: CUDA context, cuBLAS workspaces, CUDA graphs,
+# NCCL buffers. vLLM start-up logs on H100s show 0.5-1.5 GiB; 1 GiB is the middle.
+RUNTIME_OVERHEAD_BYTES = 1 * GIB
+# Bytes per activation element during the profile run (bf16/fp16 activations).
+ACTIVATION_BYTES = 2
+# Sampler logits are fp32.
+LOGITS_BYTES = 4
+# Default request shape when no --input-len/--output-len is given (tokens).
+DEFAULT_INPUT_LEN = 1024
+DEFAULT_OUTPUT_LEN = 256
+# "Fits with headroom": the KV cache holds at least this many sequences of the planned length
+# (or --concurrency sequences when it is given).
+DEFAULT_MIN_CONCURRENT_SEQS = 16
+# Fraction of spec bandwidth decode reaches in practice (--mbu), and of spec FLOP/s prefill
+# reaches (--mfu). Seed 001: inference MFU sits at 10-30% overall because decode is memory-bound;
+# a long prefill alone runs far higher. These turn the roofline bound into an expected figure.
+DEFAULT_MBU = 0.7
+DEFAULT_MFU = 0.5
+# Spare capacity on top of the Little's-law replica count (seed 003 sizes with 25% headroom).
+DEFAULT_FLEET_HEADROOM_FRAC = 0.25
+# Tensor-parallel sizes tried, smallest first; 8 GPUs is one NVLink domain (seed 001, section 9).
+TP_CANDIDATES = (1, 2, 4, 8)
+HOURS_PER_MONTH = 730.0
