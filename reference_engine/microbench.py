@@ -167,13 +167,13 @@ def run_microbench(devices: list[str] | None = None, quick: bool = False,
         if on_step:
             on_step(f"{d}: memory bandwidth")
         buf = buffer_bytes or (2048 if gpu else 512 if quick else 1024) * MIB
-        bw.append(measure_bandwidth(dev, buf, num_repeats=5 if quick else 10, max_time_s=2.0 if quick else 5.0))
+        bw.append(measure_bandwidth(dev, buf, num_repeats=3 if quick else 10, max_time_s=1.0 if quick else 5.0))
         n = matmul_n or (4096 if gpu else (512 if quick else 1024))
         for dtype in ("fp32", "bf16", "fp8"):
             if on_step:
                 on_step(f"{d}: {dtype} matmul")
             # CPU fp8 goes through an emulated _scaled_mm: keep it small so it stays cheap.
-            n_dt = min(n, 256) if (dtype == "fp8" and not gpu) else n
+            n_dt = min(n, 128 if quick else 256) if (dtype == "fp8" and not gpu) else n
             mm.append(measure_matmul(dev, dtype, n_dt, num_repeats=3 if quick else 5,
                                      max_time_s=1.0 if quick else 3.0))
             if dtype == "fp8" and not gpu and mm[-1].supported:

@@ -34,8 +34,10 @@ def _root(
 
 
 # Command registration: one line per command module.
+from triage.commands import baseline as _baseline  # noqa: E402
 from triage.commands import plan as _plan  # noqa: E402
 
+app.command("baseline", help="Measure seed 000's before/after table on this host with the reference engine.")(_baseline.baseline)
 app.command("plan", help="VRAM fit, KV capacity, roofline speed, fleet size and cost; vLLM flags.")(_plan.plan)
 
 

@@ -14,6 +14,7 @@ class BaselineConfig:
     device: str = "cpu"
     dtype: str = "bfloat16"
     seed: int = 0
+    num_threads: int | None = None     # CPU: torch intra-op threads; None keeps torch's default
     rows: tuple[str, ...] = ROW_KEYS
     # microbench
     bandwidth_buffer_bytes: int | None = None
@@ -33,6 +34,7 @@ class BaselineConfig:
     kv_max_num_seqs: int = 64
     # naive -> flash attention
     attention_context_tokens: int = 4096
+    attention_backends: tuple[str, ...] = ("naive", "tiled", "sdpa")
     # bf16 -> fp8 -> int4
     quant_group_size: int = 128
     quant_decode_tokens: int = 16
@@ -69,10 +71,11 @@ class BaselineConfig:
 
 _QUICK = dict(
     bandwidth_buffer_bytes=512 << 20, matmul_n=512,
-    batching_num_requests=8, batching_max_num_seqs=4, batching_max_tokens=24,
-    kv_budget_tokens=2048, kv_num_requests=32, kv_prompt_tokens=32, kv_output_tokens=4, kv_max_num_seqs=32,
-    attention_context_tokens=1024,
-    quant_decode_tokens=8, quant_fp8_decode_tokens=3, quality_num_prompts=4, quality_prompt_tokens=32,
+    batching_num_requests=6, batching_max_num_seqs=3, batching_max_tokens=16,
+    kv_max_model_len=512, kv_budget_tokens=1024, kv_num_requests=24, kv_prompt_tokens=32, kv_output_tokens=3,
+    kv_max_num_seqs=64,
+    attention_context_tokens=1024, attention_backends=("naive", "sdpa"),
+    quant_decode_tokens=8, quant_fp8_decode_tokens=2, quality_num_prompts=2, quality_prompt_tokens=48,
     prefix_tokens=512, prefix_num_requests=3,
     chunk_num_decoding=3, chunk_decode_tokens=12, chunk_long_prompt_tokens=512, chunk_num_long=1,
     chunk_budget_tokens=128,

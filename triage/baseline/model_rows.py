@@ -28,7 +28,7 @@ def attention(ctx: Context) -> list[AblationRow]:
     ttft_ms: dict[str, float] = {}
     mem: dict[str, int | None] = {}
     method = ""
-    for backend in ("naive", "tiled", "sdpa"):
+    for backend in cfg.attention_backends:
         ctx.on_step(f"attention: {backend} @ {n} tokens")
         engine = make_engine(cfg, attention=backend, max_model_len=n + 8, max_num_seqs=1,
                              num_kv_blocks=_blocks(n + 8) + 2, max_num_batched_tokens=n + 8,
