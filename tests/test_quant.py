@@ -119,6 +119,11 @@ def test_handlers_swap_linears_and_shrink_weights(scheme, ratio_min):
     assert before - summary.weight_bytes_after > linear_bytes * (1 - 1 / ratio_min)
     if scheme == "int4":
         assert summary.num_layers_converted == 3 and summary.num_layers_skipped == 1
+        dense = (128 * 256 + 256 * 128 + 128 * 40) * 4                      # fp32 weights of the 3 layers
+        packed = (128 * 256 + 256 * 128 + 128 * 40) // 2                    # 4 bits each
+        scales = ((256 * 128 // 64) + (128 * 256 // 64) + (40 * 128 // 64)) * 2 * 4   # fp32 scale + zero
+        assert summary.linear_bytes_before == dense
+        assert summary.linear_bytes_after == packed + scales
         assert type(model.tiny) is nn.Linear and isinstance(model.up, Int4Linear)
         # out=40 is not a multiple of 16, which the CPU packed kernel needs: that layer falls back.
         if int4pack_cpu_available():

@@ -32,6 +32,13 @@ class QuantSummary:
     weight_bytes_after: int
     paths: dict[str, int]          # execution path -> number of layers using it
     group_size: int | None = None
+    # The converted layers alone: their dense weight bytes before, quantized bytes (scales included) after.
+    linear_bytes_before: int = 0
+    linear_bytes_after: int = 0
+
+    @property
+    def linear_compression_frac(self) -> float | None:
+        return None if not self.linear_bytes_after else self.linear_bytes_before / self.linear_bytes_after
 
     @property
     def compression_frac(self) -> float | None:
@@ -76,17 +83,19 @@ class _Handler:
     def convert(self, model: nn.Module) -> QuantSummary:
         before = model_weight_bytes(model)
         paths: Counter[str] = Counter()
-        converted = skipped = 0
+        converted = skipped = lin_before = lin_after = 0
         for name, linear in _linears(model):
             new = None if (self.skip is not None and self.skip(name, linear)) else self._make(linear)
             if new is None:
                 skipped += 1
                 continue
+            lin_before += linear.weight.numel() * linear.weight.element_size()
+            lin_after += new.weight_bytes()
             _set_module(model, name, new)
             paths[getattr(new, "path", "unknown")] += 1
             converted += 1
         return QuantSummary(self.scheme, converted, skipped, before, model_weight_bytes(model), dict(paths),
-                            getattr(self, "group_size", None))
+                            getattr(self, "group_size", None), lin_before, lin_after)
 
 
 class Fp8WeightOnlyHandler(_Handler):

@@ -71,13 +71,13 @@ class BaselineConfig:
 
 _QUICK = dict(
     bandwidth_buffer_bytes=512 << 20, matmul_n=512,
-    batching_num_requests=6, batching_max_num_seqs=3, batching_max_tokens=16,
-    kv_max_model_len=512, kv_budget_tokens=1024, kv_num_requests=24, kv_prompt_tokens=32, kv_output_tokens=3,
+    batching_num_requests=6, batching_max_num_seqs=3, batching_min_tokens=2, batching_max_tokens=24,
+    kv_max_model_len=512, kv_budget_tokens=1024, kv_num_requests=16, kv_prompt_tokens=32, kv_output_tokens=2,
     kv_max_num_seqs=64,
     attention_context_tokens=1024, attention_backends=("naive", "sdpa"),
-    quant_decode_tokens=8, quant_fp8_decode_tokens=2, quality_num_prompts=2, quality_prompt_tokens=48,
-    prefix_tokens=512, prefix_num_requests=3,
-    chunk_num_decoding=3, chunk_decode_tokens=12, chunk_long_prompt_tokens=512, chunk_num_long=1,
+    quant_decode_tokens=6, quant_fp8_decode_tokens=1, quality_num_prompts=1, quality_prompt_tokens=64,
+    prefix_tokens=384, prefix_num_requests=3,
+    chunk_num_decoding=3, chunk_decode_tokens=10, chunk_long_prompt_tokens=384, chunk_num_long=1,
     chunk_budget_tokens=128,
     roofline_batch_sizes=(1, 4, 16), roofline_decode_steps=6, roofline_dtypes=("bfloat16",),
 )

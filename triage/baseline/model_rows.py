@@ -92,6 +92,7 @@ def weights(ctx: Context) -> list[AblationRow]:
         finally:
             engine.runner.model = base
         results[scheme] = {"weight_bytes": summary.weight_bytes_after, "paths": summary.paths,
+                           "linear_compression": summary.linear_compression_frac,
                            "decode_tok_s": tok_s, "error": err, "num_layers_converted": summary.num_layers_converted}
         del qmodel
     ctx.extras["weights"] = results
@@ -105,7 +106,8 @@ def weights(ctx: Context) -> list[AblationRow]:
             f"weights-{scheme}", f"{base_name} → {scheme} weights", seed, "decode tokens/s at bs=1", "tok/s",
             Better.HIGHER, base_name, b["decode_tok_s"], scheme, r["decode_tok_s"],
             weight_bytes={base_name: b["weight_bytes"], scheme: r["weight_bytes"]},
-            weight_compression=b["weight_bytes"] / r["weight_bytes"], execution_paths=r["paths"],
+            weight_compression=b["weight_bytes"] / r["weight_bytes"],
+            linear_weight_compression=r["linear_compression"], execution_paths=r["paths"],
             logit_error_max_abs=e.max_abs, logit_error_mean_abs=e.mean_abs,
             top1_agreement_frac=e.top1_agreement_frac, reference_logit_std=e.reference_logit_std,
             num_quality_prompts=e.num_prompts, num_quality_positions=e.num_positions,
