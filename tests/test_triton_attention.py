@@ -129,3 +129,47 @@ def test_prefill_kernel_matches_sdpa_at_2k():
     q, k, v = (torch.randn(1, 8, 2048, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     assert (flash_attention_prefill(q, k, v) - ref).abs().max().item() < 2e-2
+
+
+def test_engine_backend_adapter_matches_engine_sdpa_backend():
+    """The adapter turns the engine's AttentionMetadata into the kernel's tensors correctly."""
+    from reference_engine.attention.base import AttentionMetadata
+    from reference_engine.attention.sdpa import SdpaAttention
+    from reference_engine.attention.triton_backend import TritonPagedAttention
+
+    dev = _device()
+    (q, kc, vc, bt, cu, sl, mq, _ks, _vs, _qs, _k, _v, q_lens, kv_lens) = _paged_case(torch.float32, fp8=False)
+    tables = [[int(b) for b in bt[i, : math.ceil(kv_lens[i] / 16)]] for i in range(len(kv_lens))]
+    meta = AttentionMetadata(q_starts=[int(x) for x in cu[:-1]], q_lens=q_lens, kv_lens=kv_lens,
+                             block_tables=tables, block_size=16)
+    scale = 1 / math.sqrt(q.shape[-1])
+    got = TritonPagedAttention()(q, kc, vc, meta, scale)
+    want = SdpaAttention()(q, kc, vc, meta, scale)
+    assert got.device.type == dev and (got - want).abs().max().item() < 1e-4
+
+
+def test_register_reports_why_not_on_a_cpu_host(monkeypatch):
+    from reference_engine.attention.triton_backend import register_triton_backend
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    if torch.cuda.is_available():
+        pytest.skip("a GPU host registers the backend")
+    reason = register_triton_backend("cuda")
+    assert reason is not None and "CUDA" in reason
+
+
+@pytest.mark.gpu
+def test_engine_generates_the_same_tokens_with_the_triton_backend():
+    from reference_engine import EngineConfig, SamplingParams
+    from reference_engine.attention.triton_backend import register_triton_backend
+    from reference_engine.engine import LLMEngine
+
+    assert register_triton_backend("cuda") is None
+    params = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
+    prompts = [list(range(1, 40)), list(range(5, 70))]
+    outs = {}
+    for backend in ("sdpa", "triton"):
+        eng = LLMEngine(EngineConfig(model="tiny", device="cuda", dtype="float32", attention=backend,
+                                     num_kv_blocks=64, max_model_len=256))
+        outs[backend] = [c.output_token_ids for c in eng.generate(prompts, params)]
+    assert outs["triton"] == outs["sdpa"]

@@ -28,7 +28,15 @@ def attention(ctx: Context) -> list[AblationRow]:
     ttft_ms: dict[str, float] = {}
     mem: dict[str, int | None] = {}
     method = ""
-    for backend in cfg.attention_backends:
+    backends = list(cfg.attention_backends)
+    if cfg.device.startswith("cuda"):
+        from reference_engine.attention.triton_backend import register_triton_backend
+
+        triton_reason = register_triton_backend(cfg.device)
+        if triton_reason is None:
+            backends.append("triton")
+        ctx.extras["triton_reason"] = triton_reason
+    for backend in backends:
         ctx.on_step(f"attention: {backend} @ {n} tokens")
         engine = make_engine(cfg, attention=backend, max_model_len=n + 8, max_num_seqs=1,
                              num_kv_blocks=_blocks(n + 8) + 2, max_num_batched_tokens=n + 8,
