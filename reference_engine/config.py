@@ -88,7 +88,7 @@ PRESETS: dict[str, ModelConfig] = {
     # Tests: 2 layers, hidden 64, GQA 4:2, byte-level vocabulary (256 bytes + BOS + EOS).
     "tiny": ModelConfig(vocab_size=258, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                         num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                        max_position_embeddings=1024, rms_norm_eps=1e-5, rope_theta=10000.0,
+                        max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=10000.0,
                         tie_word_embeddings=False, bos_token_id=256, eos_token_id=257, name="tiny"),
     # CPU benchmarks: about 100M parameters.
     "small": ModelConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
@@ -159,10 +159,19 @@ def model_config_from_dict(raw: dict[str, Any], source: str = "config.json", nam
     hidden = int(_require(raw, "hidden_size", source))
     heads = int(_require(raw, "num_attention_heads", source))
     head_dim = raw.get("head_dim") or hidden // heads
+    # transformers < 5 writes rope_theta + rope_scaling; 5.x writes rope_parameters holding both.
     rope_scaling = raw.get("rope_scaling")
+    rope_theta = raw.get("rope_theta", 10000.0)
+    rope_parameters = raw.get("rope_parameters")
+    if isinstance(rope_parameters, dict):
+        rope_theta = rope_parameters.get("rope_theta", rope_theta)
+        if rope_parameters.get("rope_type", "default") != "default":
+            rope_scaling = {k: v for k, v in rope_parameters.items() if k != "rope_theta"}
     if rope_scaling is not None and not isinstance(rope_scaling, dict):
         raise EngineError(f"{source}: rope_scaling must be an object or null, got {rope_scaling!r}")
-    llama_attn_bias = bool(raw.get("attention_bias", False))
+    if raw.get("use_sliding_window") or (model_type == "mistral" and raw.get("sliding_window")):
+        raise EngineError(f"{source}: sliding-window attention is not supported by the reference engine")
+    attn_bias = bool(raw.get("attention_bias", False))
     return ModelConfig(
         vocab_size=int(_require(raw, "vocab_size", source)),
         hidden_size=hidden,
@@ -173,15 +182,15 @@ def model_config_from_dict(raw: dict[str, Any], source: str = "config.json", nam
         head_dim=int(head_dim),
         max_position_embeddings=int(raw.get("max_position_embeddings", 2048)),
         rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
-        rope_theta=float(raw.get("rope_theta", 10000.0)),
+        rope_theta=float(rope_theta),
         rope_scaling=dict(rope_scaling) if rope_scaling else None,
         tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
         bos_token_id=raw.get("bos_token_id"),
         eos_token_id=raw.get("eos_token_id"),
         torch_dtype=raw.get("torch_dtype") or raw.get("dtype"),
         model_type=model_type,
-        qkv_bias=(model_type == "qwen2") or llama_attn_bias,
-        o_bias=llama_attn_bias,
+        qkv_bias=(model_type == "qwen2") or attn_bias,
+        o_bias=attn_bias,
         qk_norm=(model_type == "qwen3"),
         name=name,
     )

@@ -22,6 +22,13 @@ class IncrementalDetokenizer:
         self.max_stop_chars = max((len(s) for s in self.stop), default=0)
         self.stopped_by: str | None = None
 
+    def clone(self) -> IncrementalDetokenizer:
+        other = IncrementalDetokenizer(self.tokenizer, [], self.stop)
+        other.ids = list(self.ids)
+        other.prefix_offset, other.read_offset = self.prefix_offset, self.read_offset
+        other.text, other.num_emitted_chars = self.text, self.num_emitted_chars
+        return other
+
     def add_token(self, token_id: int, check_stop: bool = True) -> bool:
         """Append one generated id; return True if a stop string now appears (text is cut before it)."""
         self.ids.append(token_id)

@@ -73,6 +73,7 @@ class LLMEngine:
         model = build_model(mc, self.dtype, config.device, config.load_format, directory, config.seed)
         self.load_format = model.load_format
         kv_bytes_per_token = mc.kv_bytes_per_token(torch.empty(0, dtype=kv_dtype).element_size())
+        self._kv_bytes_per_token = kv_bytes_per_token
         capacity_tokens = self._kv_capacity_tokens(kv_bytes_per_token)
         if config.kv_layout == "paged":
             num_blocks = capacity_tokens // config.block_size
@@ -155,6 +156,30 @@ class LLMEngine:
         self._seqs[request_id] = seq
         self.scheduler.add(seq)
 
+    def fork_request(self, parent_id: str, child_id: str, params: SamplingParams | None = None) -> None:
+        """Start ``child_id`` as a copy of a live request (parallel sampling, beam-style branching).
+        The child shares the parent's KV blocks; the first write into a shared, partly filled block
+        copies it (copy-on-write), so neither branch ever sees the other's tokens."""
+        parent = self._seqs.get(parent_id)
+        if parent is None:
+            raise EngineError(f"cannot fork {parent_id!r}: no such unfinished request")
+        if child_id in self._seqs:
+            raise EngineError(f"request id {child_id!r} is already in use")
+        params = parent.params if params is None else params
+        params.validate()
+        child = Sequence(child_id, parent.prompt_token_ids, params, time.monotonic(), next(self._arrivals))
+        child.token_ids = list(parent.token_ids)
+        child.detok = parent.detok.clone()
+        child.num_cached_tokens = parent.num_cached_tokens
+        if params.seed is not None:
+            self._generators[child_id] = torch.Generator().manual_seed(params.seed)
+        self._seqs[child_id] = child
+        if parent in self.scheduler.running and parent.block_table:
+            self.allocator.fork(parent, child)
+            self.scheduler.adopt_running(child)
+        else:
+            self.scheduler.add(child)
+
     def abort(self, request_id: str) -> bool:
         seq = self._seqs.pop(request_id, None)
         if seq is None:
@@ -171,18 +196,22 @@ class LLMEngine:
         t0 = time.perf_counter()
         batch = self.scheduler.schedule()
         if batch.is_empty:
-            self.last_step = StepStats(0, 0, 0, 0, len(batch.preempted), time.perf_counter() - t0)
+            self.last_step = StepStats(0, 0, 0, 0, len(batch.preempted), time.perf_counter() - t0, 0)
             return []
         logits, ready = self.runner.execute(batch, self.allocator.take_pending_copies())
         ready_after = self.scheduler.update_after_step(batch)
         if [s.request_id for s in ready] != [s.request_id for s in ready_after]:
             raise RuntimeError("runner and scheduler disagree on which sequences are complete")
-        banned = [self.eos_token_ids if s.num_output_tokens < s.params.min_tokens else () for s in ready]
+        banned = [self.eos_token_ids if s.num_output_tokens < s.params.min_tokens and not s.is_finished else ()
+                  for s in ready]
         generators = [self._generators.get(s.request_id, self._default_generator) for s in ready]
         tokens = self.runner.sample(logits, ready, generators, banned) if ready else []
         now = time.monotonic()
         outputs = []
         for seq, token in zip(ready, tokens, strict=True):
+            if seq.is_finished:                # a static batch's padding row: compute only
+                seq.append_token(token)
+                continue
             if seq.num_output_tokens == 0:
                 self._prompt_tokens_total += seq.num_prompt_tokens
                 seq.times.first_token_s = now
@@ -191,7 +220,8 @@ class LLMEngine:
             outputs.append(self._process_token(seq, token))
         self._num_steps += 1
         self.last_step = StepStats(batch.num_prefill_tokens, batch.num_decode_tokens, batch.num_tokens,
-                                   len(batch.entries), len(batch.preempted), time.perf_counter() - t0)
+                                   len(batch.entries), len(batch.preempted), time.perf_counter() - t0,
+                                   batch.num_padding_tokens)
         return outputs
 
     def _process_token(self, seq: Sequence, token: int) -> RequestOutput:
@@ -232,12 +262,15 @@ class LLMEngine:
             self.add_request(rid, prompt, p)
             seqs[rid] = self._seqs[rid]
         pending = set(ids)
+        tokens: dict[str, list[int]] = {rid: [] for rid in ids}
         while pending:
             for out in self.step():
+                if out.request_id in tokens:
+                    tokens[out.request_id].extend(out.new_token_ids)
                 if out.finished:
                     pending.discard(out.request_id)
         return [Completion(request_id=rid, prompt_token_ids=seqs[rid].prompt_token_ids,
-                           output_token_ids=seqs[rid].output_token_ids, text=seqs[rid].detok.text,
+                           output_token_ids=tokens[rid], text=seqs[rid].detok.text,
                            finish_reason=seqs[rid].finish_reason, times=seqs[rid].times) for rid in ids]
 
     def stats(self) -> EngineStats:
@@ -254,4 +287,6 @@ class LLMEngine:
             attention_backend=self.runner.backend.name, kv_layout=self.config.kv_layout,
             scheduler=self.config.scheduler, dtype_note=self.dtype_note, kv_cache_dtype=self.kv_cache_dtype,
             kv_tokens_reserved=a.tokens_reserved, kv_tokens_used=a.tokens_used,
+            kv_reserved_bytes=a.tokens_reserved * self._kv_bytes_per_token,
+            kv_used_bytes=a.tokens_used * self._kv_bytes_per_token,
             kv_fragmentation_frac=a.fragmentation_frac, num_steps_total=self._num_steps)

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from reference_engine.config import ModelConfig
-from reference_engine.model import LlamaForCausalLM, rope_inv_freq
+from reference_engine.model import LlamaForCausalLM, hf_state_dict, rope_inv_freq
 from triage.errors import EngineError
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -88,9 +88,8 @@ def load_safetensors_weights(model: LlamaForCausalLM, directory: Path) -> None:
         except Exception as exc:  # safetensors raises its own error types
             raise EngineError(f"cannot read weights from {path}: {exc}") from exc
     state = {k: v for k, v in state.items() if not k.endswith(_IGNORED_SUFFIXES)}
-    expected = dict(model.state_dict())
+    expected = hf_state_dict(model)                 # views into our (partly fused) parameters
     if model.config.tie_word_embeddings:
-        expected.pop("lm_head.weight", None)
         state.pop("lm_head.weight", None)
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
@@ -99,11 +98,11 @@ def load_safetensors_weights(model: LlamaForCausalLM, directory: Path) -> None:
                           f"missing {missing[:5]}{'...' if len(missing) > 5 else ''}, "
                           f"unexpected {unexpected[:5]}{'...' if len(unexpected) > 5 else ''}")
     with torch.no_grad():
-        for name, param in expected.items():
+        for name, target in expected.items():
             tensor = state[name]
-            if tuple(tensor.shape) != tuple(param.shape):
-                raise EngineError(f"{name}: checkpoint shape {tuple(tensor.shape)} != config shape {tuple(param.shape)}")
-            param.copy_(tensor.to(param.dtype))
+            if tuple(tensor.shape) != tuple(target.shape):
+                raise EngineError(f"{name}: checkpoint shape {tuple(tensor.shape)} != config shape {tuple(target.shape)}")
+            target.copy_(tensor.to(target.dtype))
 
 
 def build_model(cfg: ModelConfig, dtype: torch.dtype, device: str, load_format: str,

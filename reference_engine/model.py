@@ -2,7 +2,8 @@
 SwiGLU, tied or untied embeddings, plus the Qwen2 q/k/v bias and Qwen3 q/k norm variants.
 
 Module and parameter names equal Hugging Face's (``model.layers.0.self_attn.q_proj.weight`` ...), so
-a safetensors checkpoint loads with ``load_state_dict``. The model works on a flattened ragged batch
+checkpoints load by name and quantization handlers can swap any ``nn.Linear`` by its HF name. The
+projections stay unfused for that reason. The model works on a flattened ragged batch
 of tokens; attention goes through a backend and the paged KV cache (``forward``), or, for reference,
 through plain causal attention over one sequence with no cache (``forward_full``).
 """
@@ -26,10 +27,11 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
+        if x.dtype == torch.float32:
+            return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * xf.to(x.dtype)
 
 
 def rope_inv_freq(cfg: ModelConfig) -> torch.Tensor:
@@ -176,3 +178,12 @@ class LlamaForCausalLM(nn.Module):
         ids = torch.as_tensor(input_ids, dtype=torch.long, device=device)
         positions = torch.arange(ids.shape[0], device=device)
         return self.logits(self.hidden_states(ids, positions))
+
+
+def hf_state_dict(model: LlamaForCausalLM) -> dict[str, torch.Tensor]:
+    """Parameters under Hugging Face names (the tied ``lm_head.weight`` left out), as the tensors
+    themselves: copying into them loads a checkpoint, reading them exports one."""
+    out = {name: tensor for name, tensor in model.state_dict().items()}
+    if model.config.tie_word_embeddings:
+        out.pop("lm_head.weight", None)
+    return out

@@ -37,6 +37,7 @@ class StepStats:
     num_seqs: int
     num_preempted: int
     duration_s: float
+    num_padding_tokens: int = 0          # static batching: rows decoded only as padding
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,5 +63,7 @@ class EngineStats:
     kv_cache_dtype: str = ""
     kv_tokens_reserved: int = 0          # token slots held by running sequences
     kv_tokens_used: int = 0              # of those, slots holding a token
+    kv_reserved_bytes: int = 0
+    kv_used_bytes: int = 0
     kv_fragmentation_frac: float = 0.0
     num_steps_total: int = 0

@@ -6,9 +6,12 @@ under a ``max_num_batched_tokens`` budget and a ``max_num_seqs`` cap. Long promp
 chunks that ride along with decodes (chunked prefill). When the KV cache runs out, the newest running
 sequence is preempted: its blocks are freed and it is recomputed later (recompute preemption).
 
-``StaticScheduler`` is the "before": it takes a batch, reserves KV for every member's whole
-prompt + max_tokens up front, runs the batch until every member has finished, and only then looks
-at the queue again. Requests that arrive meanwhile wait.
+``StaticScheduler`` is the "before" (HF ``generate()``-style): it takes a batch, reserves KV for
+every member's prompt plus the batch's largest max_tokens up front, and runs the batch until every
+member has finished. A member that finishes early stays in the batch as a padding row: it keeps
+being decoded (its tokens are thrown away), exactly the wasted compute of a padded static batch.
+Only then does it look at the queue again; requests that arrive meanwhile wait. (Prompts are not
+padded: the prefill is ragged, which flatters the baseline slightly.)
 """
 from __future__ import annotations
 
@@ -25,10 +28,11 @@ class ScheduledBatch:
     preempted: list[Sequence] = field(default_factory=list)
     num_prefill_tokens: int = 0
     num_decode_tokens: int = 0
+    num_padding_tokens: int = 0          # static batching: decode work for members that already finished
 
     @property
     def num_tokens(self) -> int:
-        return self.num_prefill_tokens + self.num_decode_tokens
+        return self.num_prefill_tokens + self.num_decode_tokens + self.num_padding_tokens
 
     @property
     def is_empty(self) -> bool:
@@ -36,7 +40,9 @@ class ScheduledBatch:
 
     def add(self, seq: Sequence, num_new_tokens: int) -> None:
         self.entries.append((seq, num_new_tokens))
-        if seq.num_tokens - seq.num_computed_tokens > 1:
+        if seq.is_finished:
+            self.num_padding_tokens += num_new_tokens
+        elif seq.num_tokens - seq.num_computed_tokens > 1:
             self.num_prefill_tokens += num_new_tokens
         else:
             self.num_decode_tokens += num_new_tokens
@@ -67,6 +73,11 @@ class _SchedulerBase:
 
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running)
+
+    def adopt_running(self, seq: Sequence) -> None:
+        """A forked sequence that already holds blocks joins the running set directly."""
+        self._mark_scheduled(seq)
+        self.running.append(seq)
 
     def finish(self, seq: Sequence, reason: str) -> None:
         """Remove a sequence from the queues and return its blocks."""
@@ -158,21 +169,54 @@ class ContinuousScheduler(_SchedulerBase):
 
 
 class StaticScheduler(_SchedulerBase):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._reserved_tokens: dict[str, int] = {}
+
     def schedule(self) -> ScheduledBatch:
         batch = ScheduledBatch()
         if not self.running:
-            while self.waiting and len(self.running) < self.max_num_seqs:
+            members: list[Sequence] = []
+            while self.waiting and len(members) < self.max_num_seqs:
                 seq = self.waiting[0]
-                reserve = seq.num_prompt_tokens + seq.params.max_tokens
-                if not self.allocator.allocate_slots(seq, reserve):
+                pad_to = max([seq.params.max_tokens] + [m.params.max_tokens for m in members])
+                if not self.allocator.allocate_slots(seq, seq.num_prompt_tokens + pad_to):
                     break
                 self.waiting.popleft()
+                members.append(seq)
+            batch_max_tokens = max((m.params.max_tokens for m in members), default=0)
+            for seq in members:
+                # Reserve what the padded batch can write, within the sequence's slot/blocks.
+                self.allocator.allocate_slots(seq, seq.num_prompt_tokens + batch_max_tokens)
+                capacity = len(seq.block_table) * self.allocator.block_size
+                self._reserved_tokens[seq.request_id] = min(capacity, seq.num_prompt_tokens + batch_max_tokens)
                 self.counters.prefix_cache_queries_total += seq.num_tokens
                 self._mark_scheduled(seq)
                 self.running.append(seq)
         for seq in self.running:
+            if seq.is_finished and seq.num_tokens >= self._reserved_tokens[seq.request_id]:
+                continue                                  # padding row out of room: idle
             batch.add(seq, seq.num_tokens - seq.num_computed_tokens)
         return batch
+
+    def finish(self, seq: Sequence, reason: str) -> None:
+        """A member that finishes keeps its blocks and its batch row until the whole batch is done;
+        an aborted one leaves at once."""
+        if reason == "abort" or seq not in self.running:
+            self._reserved_tokens.pop(seq.request_id, None)
+            super().finish(seq, reason)
+        else:
+            seq.status = SequenceStatus.FINISHED
+            seq.finish_reason = reason
+            seq.times.finished_s = self.clock()
+        if self.running and all(s.is_finished for s in self.running):
+            for member in self.running:
+                self.allocator.free(member)
+                self._reserved_tokens.pop(member.request_id, None)
+            self.running = []
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting) or any(not s.is_finished for s in self.running)
 
 
 def make_scheduler(kind: str, allocator, max_num_seqs: int, max_num_batched_tokens: int,

@@ -183,3 +183,38 @@ def test_stop_string_split_across_tokens_is_held_back():
     assert not stopped and seen == "abc"               # "EN" could start "END": held back
     assert detok.add_token(ord("D"))
     assert seen + detok.take_delta(finished=True) == "abc"
+
+
+def test_auto_dtype_upcasts_bf16_on_a_cpu_without_native_bf16():
+    import torch as _torch
+
+    from reference_engine.loader import resolve_dtype
+
+    dtype, note = resolve_dtype("auto", "bfloat16", "cpu", flags={"avx2", "fma"})
+    assert dtype is _torch.float32 and "no native bfloat16" in note
+    dtype, note = resolve_dtype("auto", "bfloat16", "cpu", flags={"avx512_bf16"})
+    assert dtype is _torch.bfloat16 and "avx512_bf16" in note
+    assert resolve_dtype("auto", None, "cpu", flags=set())[0] is _torch.float32
+    assert resolve_dtype("float16", "bfloat16", "cpu", flags=set())[0] is _torch.float16
+
+
+def test_static_batching_pads_finished_rows_without_changing_outputs():
+    prompts = [[256, 5, 6, 7], [256, 9], [256, 1, 2, 3, 4, 5]]
+    params = [SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True) for n in (2, 9, 5)]
+    cont = LLMEngine(EngineConfig(model="tiny", block_size=4)).generate(prompts, params)
+    static = LLMEngine(EngineConfig(model="tiny", scheduler="static", kv_layout="contiguous", max_model_len=64))
+    for i, (prompt, p) in enumerate(zip(prompts, params, strict=True)):
+        static.add_request(f"s{i}", prompt, p)
+    padding, finished = 0, {}
+    while static.has_unfinished():
+        for out in static.step():
+            assert out.request_id not in finished, "a padding row must not emit output"
+            if out.finished:
+                finished[out.request_id] = out.num_output_tokens
+        padding += static.last_step.num_padding_tokens
+    assert finished == {"s0": 2, "s1": 9, "s2": 5}
+    assert padding == (9 - 2) + (9 - 5)               # rows decoded only as padding until the longest ends
+    assert static.stats().generation_tokens_total == 16
+    assert static.stats().num_kv_blocks_free == static.stats().num_kv_blocks_total
+    again = LLMEngine(EngineConfig(model="tiny", scheduler="static", kv_layout="contiguous", max_model_len=64))
+    assert [c.output_token_ids for c in again.generate(prompts, params)] == [c.output_token_ids for c in cont]

@@ -137,3 +137,50 @@ def test_bfloat16_compute_stays_close():
     fp32 = LLMEngine(EngineConfig()).runner.model.forward_full(ids)
     bf16 = engine.runner.model.forward_full(ids)
     assert torch.allclose(fp32, bf16, atol=0.5, rtol=0.1)
+
+
+@pytest.mark.parametrize("layout", ["paged", "contiguous"])
+def test_fork_copies_on_write_and_both_branches_continue_correctly(layout):
+    prompt = _prompts(seed=9, n=1)[0][:10] + [1, 2, 3]          # 13 tokens: the last block is partly full
+    expected = _reference([prompt])[0]
+    engine = LLMEngine(EngineConfig(block_size=4, kv_layout=layout, max_model_len=64, max_num_seqs=4))
+    engine.add_request("p", prompt, GREEDY)
+    got: dict[str, list[int]] = {"p": []}
+    while len(got["p"]) < 3:
+        for out in engine.step():
+            got[out.request_id].extend(out.new_token_ids)
+    engine.fork_request("p", "c")                   # 16 tokens, 15 with KV: block 3 is shared and 3/4 full
+    parent, child = engine._seqs["p"], engine._seqs["c"]
+    got["c"] = list(got["p"])
+    if layout == "paged":
+        assert child.block_table == parent.block_table
+        assert all(engine.allocator.blocks[b].ref_count == 2 for b in parent.block_table)
+    else:
+        assert child.block_table != parent.block_table   # a whole slot is copied up front
+    for out in engine.step():
+        got[out.request_id].extend(out.new_token_ids)
+    if layout == "paged":
+        assert child.block_table[:3] == parent.block_table[:3]
+        assert child.block_table[3] != parent.block_table[3]     # copied on the first write
+    while engine.has_unfinished():
+        for out in engine.step():
+            got[out.request_id].extend(out.new_token_ids)
+    assert got["p"] == expected and got["c"] == expected
+    assert engine.stats().num_kv_blocks_free == engine.stats().num_kv_blocks_total
+    engine.allocator.check_invariants()
+
+
+def test_forked_branches_sample_independently():
+    engine = LLMEngine(EngineConfig(block_size=4))
+    base = SamplingParams(max_tokens=16, temperature=1.0, seed=5, ignore_eos=True)
+    engine.add_request("p", [256, 10, 20, 30, 40, 50], base)
+    engine.step()
+    engine.fork_request("p", "c", SamplingParams(max_tokens=16, temperature=1.0, seed=6, ignore_eos=True))
+    texts: dict[str, list[int]] = {}
+    while engine.has_unfinished():
+        for out in engine.step():
+            texts.setdefault(out.request_id, []).extend(out.new_token_ids)
+    assert len(texts["p"]) == 15 and len(texts["c"]) == 15
+    assert texts["p"] != texts["c"]
+    with pytest.raises(Exception, match="no such"):
+        engine.fork_request("p", "again")
