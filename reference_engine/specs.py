@@ -91,9 +91,10 @@ GPU_SPECS: dict[str, GpuSpec] = {s.key: s for s in (
           600, 400, _A100_DS + " (SXM column)", ("a100", "a100-80", "a100-sxm4-80gb")),
     _spec("a100-80gb-pcie", "NVIDIA A100 PCIe 80GB", "ampere", (8, 0), 80, 1.935, 312.0, None, 624.0,
           600, 300, _A100_DS + " (PCIe column; NVLink via bridge)", ("a100-pcie", "a100-pcie-80gb")),
-    _spec("l40s", "NVIDIA L40S", "ada", (8, 9), 48, 0.864, 362.05, 733.0, 733.0, None, 350,
+    # The ECC-enabled GDDR6 parts' "48 GB" / "24 GB" are decimal: NVML reports ~45 / ~22.5 GiB.
+    _spec("l40s", "NVIDIA L40S", "ada", (8, 9), 48e9 / GIB, 0.864, 362.05, 733.0, 733.0, None, 350,
           "NVIDIA L40S datasheet (dense figures)"),
-    _spec("l4", "NVIDIA L4", "ada", (8, 9), 24, 0.300, 121.0, 242.5, 242.5, None, 72,
+    _spec("l4", "NVIDIA L4", "ada", (8, 9), 24e9 / GIB, 0.300, 121.0, 242.5, 242.5, None, 72,
           "NVIDIA L4 Tensor Core GPU datasheet (dense figures)"),
     _spec("rtx-4090", "NVIDIA GeForce RTX 4090", "ada", (8, 9), 24, 1.008, 165.2, 330.3, 660.6, None, 450,
           "NVIDIA Ada Lovelace architecture whitepaper, appendix (dense, FP32 accumulate)",

@@ -198,9 +198,13 @@ def test_sliding_window_model_is_never_bounded_by_one_sequence():
 
 
 def test_no_fit_at_any_tp_says_what_to_do():
-    p = plan(model="llama-3.1-405b", gpu="h100-sxm")
+    p = plan(model="llama-3.1-405b", gpu="h100-sxm", qps=1, price_per_gpu_hour=2.0)
     assert p["recommended_tp"] is None and not p["memory"]["fits"]
     assert any("does not fit" in w and "fp8" in w for w in p["warnings"])
+    # No fleet, cost or command for a configuration vLLM would not start.
+    assert p["fleet"] is None and p["cost"] is None and p["vllm_command"] is None
+    # Seed 000: 405B at FP8 runs on 8x H100.
+    assert plan(model="llama-3.1-405b", gpu="h100-sxm", dtype="fp8")["recommended_tp"] == 8
 
 
 def test_custom_gpu_and_overrides():
@@ -267,6 +271,14 @@ def test_from_diagnose_with_unknown_gpu_or_model_asks_for_flags(tmp_path):
     ok = resolve_inputs(RawOptions(from_diagnose=path, model="llama-3.1-8b", gpu="l4"))
     assert ok.gpu.key == "l4"
     assert any("not in the spec table" in n for n in ok.notes)
+
+
+def test_from_diagnose_ignores_non_numeric_server_values(tmp_path):
+    path = _diagnose_report(tmp_path, server={"model": "Qwen/Qwen3-8B", "max_model_len": "auto",
+                                              "tensor_parallel_size": 2})
+    inputs = resolve_inputs(RawOptions(from_diagnose=path))
+    assert inputs.max_model_len is None and inputs.tp == 2
+    assert any("max_model_len='auto'" in n for n in inputs.notes)
 
 
 def test_from_diagnose_without_a_gpu_probe(tmp_path):

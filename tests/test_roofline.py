@@ -2,6 +2,8 @@
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reference_engine import roofline
 
@@ -122,3 +124,15 @@ def test_moe_fraction_of_experts_a_batch_reads():
 
 def test_ridge_point():
     assert roofline.ridge_point_flops_per_byte(989.4e12, 3.35e12) == pytest.approx(295.3, abs=0.1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(batch=st.integers(1, 1024), weight_gb=st.floats(0.1, 1000), ctx=st.integers(0, 131072),
+       kv_bytes=st.integers(1, 1_000_000), bw_tbs=st.floats(0.1, 10))
+def test_decode_bound_grows_with_batch_but_each_sequence_slows(batch, weight_gb, ctx, kv_bytes, bw_tbs):
+    bw, w = bw_tbs * 1e12, weight_gb * 1e9
+    b1 = roofline.decode_tokens_per_s_bound(batch, bw, w, ctx, kv_bytes)
+    b2 = roofline.decode_tokens_per_s_bound(batch + 1, bw, w, ctx, kv_bytes)
+    assert b2 >= b1 * (1 - 1e-12)
+    assert b2 / (batch + 1) <= b1 / batch * (1 + 1e-12)
+    assert b1 / batch <= bw / w * (1 + 1e-12)          # never faster than reading the weights alone

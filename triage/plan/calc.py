@@ -100,18 +100,21 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
     bs1 = speed.decode_point(inputs, fit.tp, 1, decode_ctx)
     at_batch = speed.decode_point(inputs, fit.tp, batch, decode_ctx)
     prefill = speed.prefill_point(inputs, fit.tp)
-    fleet = size_fleet(prefill, at_batch, inputs.output_len, fit.tp, inputs.qps, inputs.concurrency,
-                       inputs.mbu, inputs.mfu,
-                       lambda b: _step_parts(inputs, fit.tp, b, decode_ctx))
-    cost = None
-    if inputs.price_per_gpu_hour is not None:
-        bs1_tok_s = inputs.output_len / (prefill.expected_ttft_ms / 1e3 + inputs.output_len * bs1.step_s_expected)
-        cost = cost_of(fleet, bs1_tok_s, inputs.output_len, inputs.price_per_gpu_hour,
-                       inputs.api_price_per_mtok).as_dict()
-
-    max_num_seqs = F.suggested_max_num_seqs(fit.kv_capacity_seqs, inputs.max_num_seqs)
-    flags = F.vllm_flags(inputs, fit.tp, max_model_len, max_num_seqs)
-    model_id = m.hf_id or m.name
+    # Fleet, cost and a command only for a configuration vLLM would start; the speed bounds stand anyway.
+    fleet = cost = command = None
+    flags: list[str] = []
+    if fit.can_start:
+        sized = size_fleet(prefill, at_batch, inputs.output_len, fit.tp, inputs.qps, inputs.concurrency,
+                           inputs.mbu, inputs.mfu, lambda b: _step_parts(inputs, fit.tp, b, decode_ctx))
+        fleet = sized.as_dict()
+        if inputs.price_per_gpu_hour is not None:
+            bs1_tok_s = inputs.output_len / (prefill.expected_ttft_ms / 1e3
+                                             + inputs.output_len * bs1.step_s_expected)
+            cost = cost_of(sized, bs1_tok_s, inputs.output_len, inputs.price_per_gpu_hour,
+                           inputs.api_price_per_mtok).as_dict()
+        max_num_seqs = F.suggested_max_num_seqs(fit.kv_capacity_seqs, inputs.max_num_seqs)
+        flags = F.vllm_flags(inputs, fit.tp, max_model_len, max_num_seqs)
+        command = F.vllm_command(m.hf_id or m.name, flags)
     flops = specs.tensor_flops_per_s(gpu, speed.compute_dtype(inputs.dtype))
     # The formula, stated on its own terms: B x BW / (W + B x ctx x kv) for the whole group.
     formula_bs1 = roofline.decode_tokens_per_s_bound(
@@ -141,10 +144,10 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
             "decode_bs1_memory_formula_tokens_per_s": formula_bs1,
             "prefill": prefill.as_dict(),
         },
-        "fleet": fleet.as_dict(),
+        "fleet": fleet,
         "cost": cost,
         "vllm_flags": flags,
-        "vllm_command": F.vllm_command(model_id, flags),
+        "vllm_command": command,
         "vllm_notes": F.flag_notes(inputs),
         "assumptions": {
             "runtime_overhead_bytes_per_gpu": A.RUNTIME_OVERHEAD_BYTES,

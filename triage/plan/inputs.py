@@ -195,6 +195,18 @@ def _resolve_gpu(raw: RawOptions, facts: DiagnoseFacts, sources: dict[str, str])
     return base
 
 
+def _server_number(server: dict[str, Any], key: str, cast: type, notes: list[str]) -> Any:
+    """A numeric server_config value, or None (with a note) when the report holds something else."""
+    value = server.get(key)
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return cast(value)
+    except (TypeError, ValueError):
+        notes.append(f"ignored server_config {key}={value!r} from the diagnose report: not a number")
+        return None
+
+
 def _pick(name: str, flag: Any, diag: Any, default: Any, sources: dict[str, str]) -> Any:
     if flag is not None:
         sources[name] = "flag"
@@ -240,22 +252,25 @@ def resolve_inputs(raw: RawOptions) -> PlanInputs:
     dtype = str(dtype).lower()
     if dtype not in WEIGHT_DTYPES:
         raise UsageError(f"unknown --dtype {dtype!r}; choose one of {', '.join(WEIGHT_DTYPES)}")
-    kv = str(_pick("kv_cache_dtype", raw.kv_cache_dtype, server.get("kv_cache_dtype"), "auto", sources)).lower()
+    kv = str(_pick("kv_cache_dtype", raw.kv_cache_dtype, server.get("kv_cache_dtype") or None, "auto",
+                   sources)).lower()
     if kv not in KV_CACHE_DTYPES:
         raise UsageError(f"unknown --kv-cache-dtype {kv!r}; choose one of {', '.join(KV_CACHE_DTYPES)}")
     kv_storage = KV_CACHE_DTYPES[kv] or ("fp16" if dtype == "fp16" else "bf16")
 
-    tp = _pick("tp", raw.tp, server.get("tensor_parallel_size"), None, sources)
+    tp = _pick("tp", raw.tp, _server_number(server, "tensor_parallel_size", int, notes), None, sources)
     if tp is not None:
         tp = int(tp)
         _check_range("tp", tp, 1, None, low_inclusive=True)
         if model.num_attention_heads % tp:
             raise UsageError(f"--tp {tp} does not divide the model's {model.num_attention_heads} attention "
                              "heads; vLLM needs it to. Try a power of two that divides them.")
-    max_model_len = _pick("max_model_len", raw.max_model_len, server.get("max_model_len"), None, sources)
+    max_model_len = _pick("max_model_len", raw.max_model_len,
+                          _server_number(server, "max_model_len", int, notes), None, sources)
     util = float(_pick("gpu_memory_utilization", raw.gpu_memory_utilization,
-                       server.get("gpu_memory_utilization"), A.DEFAULT_GPU_MEMORY_UTILIZATION, sources))
-    max_num_seqs = int(_pick("max_num_seqs", raw.max_num_seqs, server.get("max_num_seqs"),
+                       _server_number(server, "gpu_memory_utilization", float, notes),
+                       A.DEFAULT_GPU_MEMORY_UTILIZATION, sources))
+    max_num_seqs = int(_pick("max_num_seqs", raw.max_num_seqs, _server_number(server, "max_num_seqs", int, notes),
                              A.DEFAULT_MAX_NUM_SEQS, sources))
     input_len = int(_pick("input_len", raw.input_len, None, A.DEFAULT_INPUT_LEN, sources))
     output_len = int(_pick("output_len", raw.output_len, None, A.DEFAULT_OUTPUT_LEN, sources))

@@ -85,8 +85,9 @@ def _tp_table(p: dict[str, Any]) -> dict[str, Any]:
 def _speed_table(p: dict[str, Any]) -> dict[str, Any]:
     s = p["speed"]
     rows = []
-    for label, d in (("decode, batch 1", s["decode_bs1"]), (f"decode, batch {s['decode_at_batch']['batch_size']}"
-                                                            " (KV-allowed)", s["decode_at_batch"])):
+    b, kv_seqs = s["decode_at_batch"]["batch_size"], p["memory"]["kv_capacity_seqs"]
+    why = "the KV cache's limit" if b >= kv_seqs else f"--max-num-seqs; KV holds {kv_seqs:,}"
+    for label, d in (("decode, batch 1", s["decode_bs1"]), (f"decode, batch {b:,} ({why})", s["decode_at_batch"])):
         rows.append([label, _num(d["bound_tokens_per_s"], 0, " tok/s"), _num(d["bound_tpot_ms"], 2, " ms"),
                      d["limited_by"], _num(d["expected_tokens_per_s"], 0, " tok/s"),
                      _num(d["expected_tpot_ms"], 2, " ms")])
@@ -125,7 +126,8 @@ def _fleet_table(p: dict[str, Any]) -> dict[str, Any]:
         rows.append(["target concurrency", f"{f['target_concurrency']:,} requests in flight"])
     if f["num_replicas"] is not None:
         rows.append([f"replicas (+{f['headroom_frac']:.0%} headroom)",
-                     f"{f['num_replicas']:,} x TP {f['gpus_per_replica']} = {f['num_gpus']:,} GPUs"])
+                     f"{f['num_replicas']:,} x TP {f['gpus_per_replica']} = {f['num_gpus']:,} "
+                     f"GPU{'' if f['num_gpus'] == 1 else 's'}"])
     if f["e2e_s_at_target"] is not None:
         rows.append(["E2E at target load (Little's law)", f"{f['e2e_s_at_target']:,.2f} s, "
                                                           f"{f['in_flight_at_target']:,.1f} requests in flight"])
@@ -156,9 +158,12 @@ def _fleet_table(p: dict[str, Any]) -> dict[str, Any]:
 
 
 def plan_tables(p: dict[str, Any]) -> list[dict[str, Any]]:
-    tables = [_model_table(p), _memory_table(p), _tp_table(p), _speed_table(p), _fleet_table(p),
-              {"title": "Start vLLM with", "columns": ["command"], "rows": [[p["vllm_command"]]],
-               "notes": p["vllm_notes"]}]
+    tables = [_model_table(p), _memory_table(p), _tp_table(p), _speed_table(p)]
+    if p["fleet"] is not None:       # no fleet, cost or command for a configuration that does not fit
+        tables.append(_fleet_table(p))
+    if p["vllm_command"] is not None:
+        tables.append({"title": "Start vLLM with", "columns": ["command"], "rows": [[p["vllm_command"]]],
+                       "notes": p["vllm_notes"]})
     if p["warnings"] or p["notes"]:
         tables.append({"title": "Warnings", "columns": ["", "message"],
                        "rows": [["!", w] for w in p["warnings"]] + [["i", n] for n in p["notes"]]})
