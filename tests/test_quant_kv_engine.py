@@ -27,6 +27,7 @@ def test_pack_unpack_roundtrip_keeps_scale_bytes_with_values():
     assert bool((rel <= 2 ** -4 + 1e-6).all())
 
 
+@pytest.mark.slow
 def test_fp8_cache_bytes_and_logits_close_to_full_precision():
     prompt = list(range(10, 60))
     base = _engine()
