@@ -252,3 +252,40 @@ def test_kv_fp8_per_token_head_scales():
     back = dequantize_kv(q, scale, torch.float32)
     rel = (back - kv).abs().amax(-1) / kv.abs().amax(-1)
     assert bool((rel <= 2 ** -4 + 1e-6).all())
+
+
+def test_awq_checkpoint_applied_to_the_engine_model_matches_its_dequantized_weights(tmp_path):
+    """Pack a tiny model's linears as AWQ, import the directory, swap the layers in: the model then
+    computes what a dense model holding the dequantized weights computes."""
+    import copy
+
+    from safetensors.torch import save_file
+
+    from reference_engine.config import PRESETS
+    from reference_engine.loader import build_model
+    from reference_engine.quant import apply_imported_checkpoint
+    from triage.baseline.quality import full_logits
+
+    g = 32
+    model = build_model(PRESETS["tiny"], torch.float32, "cpu", "dummy", None, seed=0)
+    dense = copy.deepcopy(model)
+    state: dict[str, torch.Tensor] = {}
+    for name, mod in model.named_modules():
+        if type(mod) is nn.Linear and name != "lm_head":
+            q, zeros, scales = _int_quant(mod.weight.detach(), g)
+            state[f"{name}.qweight"], state[f"{name}.qzeros"] = pack_awq(q, zeros)
+            state[f"{name}.scales"] = scales
+            dense.get_submodule(name).weight.data = _int_dequant(q, zeros, scales, g)
+    quantized_prefixes = {k[: -len(".qweight")] for k in state if k.endswith(".qweight")}
+    for k, v in model.state_dict().items():
+        if k.rsplit(".", 1)[0] not in quantized_prefixes:
+            state[k] = v.clone()
+    save_file(state, str(tmp_path / "model.safetensors"))
+    (tmp_path / "quantize_config.json").write_text(json.dumps(
+        {"quant_method": "awq", "bits": 4, "group_size": g, "version": "gemm"}))
+
+    summary = apply_imported_checkpoint(model, load_quantized_checkpoint(tmp_path))
+    assert summary.num_layers_converted == len(quantized_prefixes) == 7 * PRESETS["tiny"].num_hidden_layers
+    assert isinstance(model.model.layers[0].mlp.down_proj, Int4Linear)
+    ids = list(range(3, 40))
+    assert torch.allclose(full_logits(model, ids), full_logits(dense, ids), atol=1e-3, rtol=1e-3)

@@ -171,7 +171,8 @@ def apply_imported_checkpoint(model: nn.Module, ckpt: ImportedCheckpoint,
     dense = {rename(k): v for k, v in ckpt.tensors.items()
              if not any(k == f"{p}.bias" for p in ckpt.linears)}
     missing, unexpected = model.load_state_dict(dense, strict=False)
-    missing = [m for m in missing if not m.endswith(("weight_packed", "scales_and_zeros", "input_perm", ".bias"))]
+    swapped = {rename(p) for p in ckpt.linears}
+    missing = [m for m in missing if m.rsplit(".", 1)[0] not in swapped]  # set above, from the packed tensors
     if unexpected:
         raise QuantCheckpointError(f"checkpoint tensors the model does not have: {unexpected[:5]}")
     if missing:
