@@ -31,7 +31,23 @@ def _fmt_value(v: float | None, unit: str) -> str | float | None:
     return f"{v:,.1f} {unit}"
 
 
-def _ablation_table(rows: list[AblationRow]) -> dict:
+def _roofline_notes(points: list[dict]) -> list[str]:
+    """One line each for decode at bs=1 and at the batch with the most tokens/s, as % of roofline."""
+    scored = [p for p in points if p["roofline_pct"] is not None]
+    if not scored:
+        return []
+    bs1 = max((p for p in scored if p["batch_size"] == 1), key=lambda p: p["decode_tokens_per_s"], default=None)
+    best = max(scored, key=lambda p: p["decode_tokens_per_s"])
+    out = []
+    if bs1 is not None:
+        out.append(f"decode at bs=1 ({bs1['dtype']}): {bs1['decode_tokens_per_s']:.1f} tok/s = "
+                   f"{bs1['roofline_pct']:.0f}% of the memory roofline measured here")
+    out.append(f"decode at the best batch (bs={best['batch_size']}, {best['dtype']}): "
+               f"{best['decode_tokens_per_s']:.1f} tok/s = {best['roofline_pct']:.0f}% of its roofline")
+    return out
+
+
+def _ablation_table(rows: list[AblationRow], points: list[dict]) -> dict:
     body = []
     for r in rows:
         if r.status is RowStatus.MEASURED:
@@ -42,7 +58,8 @@ def _ablation_table(rows: list[AblationRow]) -> dict:
             word = "skipped" if r.status is RowStatus.SKIPPED else "failed"
             body.append([r.change, r.metric, f"{word}: {r.reason}", "", None, r.seed_claim or "—"])
     notes = ["gain = how many times better 'after' is (higher-is-better metrics: after/before; "
-             "lower-is-better: before/after). The seed's figures come from H100/B200 GPUs at 70B scale."]
+             "lower-is-better: before/after). The seed's figures come from H100/B200 GPUs at 70B scale.",
+             *_roofline_notes(points)]
     return {"title": "Before / after on this host (seed 000's table)",
             "columns": ["change", "metric", "before", "after", "gain", "seed claims"], "rows": body, "notes": notes}
 
@@ -166,7 +183,7 @@ def build_section(cfg: BaselineConfig, ctx: Context, rows: list[AblationRow], po
     bw = ctx.bandwidth_bytes_per_s()
     targets = _targets(ctx, rows, points)
     weight_bytes = points[0]["weight_bytes"] if points else None
-    tables = [_ablation_table(rows)]
+    tables = [_ablation_table(rows, points)]
     wt = _weights_table(ctx)
     if wt:
         tables.append(wt)

@@ -25,12 +25,12 @@ def baseline(
     threads: int = typer.Option(None, "--threads", envvar="TRIAGE_BASELINE_THREADS",
                                 help="CPU threads for torch (default: torch's choice). On a busy host, 1 "
                                 "avoids stalls where one thread waits for a descheduled sibling."),
-    rows: str = typer.Option(",".join(ROW_KEYS), "--rows",
-                             help=f"Comma-separated rows to run: {', '.join(ROW_KEYS)}."),
+    rows: str = typer.Option("all", "--rows",
+                             help=f"'all', or comma-separated rows: {', '.join(ROW_KEYS)}."),
     json_path: Path = typer.Option(None, "--json", help="Also write the report JSON here."),
     fmt: str = typer.Option("text", "--format", help="text, json or markdown on stdout."),
 ) -> int:
-    selected = tuple(r.strip() for r in rows.split(",") if r.strip())
+    selected = ROW_KEYS if rows.strip() == "all" else tuple(r.strip() for r in rows.split(",") if r.strip())
     if not selected:
         raise UsageError("--rows is empty; name at least one row")
     make = BaselineConfig.quick if quick else BaselineConfig.full
