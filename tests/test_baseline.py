@@ -69,7 +69,7 @@ def test_rows_that_cannot_apply_here_are_skipped_with_a_reason(tiny_section):
         assert rows[key]["status"] == "skipped" and rows[key]["reason"] and rows[key]["gain"] is None
     measured_keys = {k for k, r in rows.items() if r["status"] == "measured"}
     assert {"batching", "kv-layout", "attention", "weights-fp8", "weights-int4", "kv-fp8", "prefix-cache",
-            "chunked-prefill"} <= measured_keys
+            "chunked-prefill", "chunked-prefill-itl"} <= measured_keys
 
 
 @pytest.mark.slow
@@ -111,6 +111,17 @@ def test_prefix_cache_row_hits_only_when_on(tiny_section):
     d = _rows(tiny_section)["prefix-cache"]["details"]
     assert d["prefix_cache_hit_frac"]["off"] == 0.0
     assert d["prefix_cache_hit_frac"]["on"] > 0.3
+
+
+@pytest.mark.slow
+def test_chunked_prefill_splits_the_long_prompt_only_when_on(tiny_section):
+    rows = _rows(tiny_section)
+    d = rows["chunked-prefill"]["details"]
+    assert d["long_prompt_prefill_steps"]["off"] == 1
+    # 96 prompt tokens through a 32-token budget shared with 2 decodes: at least 96 / 30 steps
+    assert d["long_prompt_prefill_steps"]["on"] >= math.ceil(96 / 30)
+    itl = rows["chunked-prefill-itl"]
+    assert itl["metric"].startswith("ITL") and itl["before"] == d["itl_ms_p99"]["off"]
 
 
 @pytest.mark.slow

@@ -44,6 +44,12 @@ class RequestTrace:
     arrival_s: float
     token_times_s: list[float] = field(default_factory=list)
     finished: bool = False
+    arrival_step: int = 0                # engine steps taken before this request arrived
+    first_token_step: int | None = None  # the step (1-based) that produced its first token
+
+    @property
+    def num_steps_to_first_token(self) -> int | None:
+        return None if self.first_token_step is None else self.first_token_step - self.arrival_step
 
     @property
     def ttft_s(self) -> float | None:
@@ -74,7 +80,7 @@ class Driver:
         self.num_steps = 0
 
     def add(self, request_id: str, prompt: list[int], params: SamplingParams) -> None:
-        self.traces[request_id] = RequestTrace(arrival_s=time.perf_counter())
+        self.traces[request_id] = RequestTrace(arrival_s=time.perf_counter(), arrival_step=self.num_steps)
         self.engine.add_request(request_id, prompt, params)
 
     def step(self) -> None:
@@ -88,6 +94,8 @@ class Driver:
             trace = self.traces.get(out.request_id)
             if trace is None:
                 continue
+            if trace.first_token_step is None and out.new_token_ids:
+                trace.first_token_step = self.num_steps
             trace.token_times_s.extend([now] * len(out.new_token_ids))
             trace.finished = trace.finished or out.finished
 
