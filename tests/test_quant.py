@@ -289,3 +289,49 @@ def test_awq_checkpoint_applied_to_the_engine_model_matches_its_dequantized_weig
     assert isinstance(model.model.layers[0].mlp.down_proj, Int4Linear)
     ids = list(range(3, 40))
     assert torch.allclose(full_logits(model, ids), full_logits(dense, ids), atol=1e-3, rtol=1e-3)
+
+
+def test_engine_serves_a_local_awq_checkpoint_like_its_dequantized_dense_twin(tmp_path):
+    from safetensors.torch import save_file
+
+    from reference_engine import EngineConfig, SamplingParams
+    from reference_engine.config import PRESETS
+    from reference_engine.engine import LLMEngine
+    from reference_engine.loader import build_model
+    from reference_engine.quant.handlers import load_quantized_engine
+
+    mc = PRESETS["tiny"]
+    hf_config = {"model_type": "llama", "vocab_size": mc.vocab_size, "hidden_size": mc.hidden_size,
+                 "intermediate_size": mc.intermediate_size, "num_hidden_layers": mc.num_hidden_layers,
+                 "num_attention_heads": mc.num_attention_heads, "num_key_value_heads": mc.num_key_value_heads,
+                 "max_position_embeddings": 256, "bos_token_id": 256, "eos_token_id": 257,
+                 "torch_dtype": "float32",
+                 "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 32, "version": "gemm"}}
+    model = build_model(mc, torch.float32, "cpu", "dummy", None, seed=1)
+    packed: dict[str, torch.Tensor] = {}
+    dense = {name: t.clone() for name, t in model.state_dict().items()}
+    for name, mod in model.named_modules():
+        if type(mod) is nn.Linear and name != "lm_head":
+            q, zeros, scales = _int_quant(mod.weight.detach(), 32)
+            packed[f"{name}.qweight"], packed[f"{name}.qzeros"] = pack_awq(q, zeros)
+            packed[f"{name}.scales"] = scales
+            dense[f"{name}.weight"] = _int_dequant(q, zeros, scales, 32)   # the dense twin holds w_hat
+    for k, v in dense.items():
+        if k.rsplit(".", 1)[0] + ".qweight" not in packed:
+            packed[k] = v
+    qdir, ddir = tmp_path / "awq", tmp_path / "dense"
+    for d, state in ((qdir, packed), (ddir, dense)):
+        d.mkdir()
+        save_file(state, str(d / "model.safetensors"))
+        cfg = dict(hf_config)
+        if d == ddir:
+            cfg.pop("quantization_config")
+        (d / "config.json").write_text(json.dumps(cfg))
+    kw = dict(max_model_len=128, num_kv_blocks=32, dtype="float32")
+    q_engine, summary = load_quantized_engine(str(qdir), **kw)
+    d_engine = LLMEngine(EngineConfig(model=str(ddir), **kw))
+    assert summary.num_layers_converted == 7 * mc.num_hidden_layers
+    params = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
+    got = q_engine.generate(["hello int4"], params)[0].output_token_ids
+    want = d_engine.generate(["hello int4"], params)[0].output_token_ids
+    assert got == want

@@ -173,9 +173,25 @@ def apply_imported_checkpoint(model: nn.Module, ckpt: ImportedCheckpoint,
     missing, unexpected = model.load_state_dict(dense, strict=False)
     swapped = {rename(p) for p in ckpt.linears}
     missing = [m for m in missing if m.rsplit(".", 1)[0] not in swapped]  # set above, from the packed tensors
+    if getattr(getattr(model, "config", None), "tie_word_embeddings", False):
+        missing = [m for m in missing if m != "lm_head.weight"]            # it is the embedding table
     if unexpected:
         raise QuantCheckpointError(f"checkpoint tensors the model does not have: {unexpected[:5]}")
     if missing:
         raise QuantCheckpointError(f"model tensors the checkpoint lacks: {missing[:5]}")
     return QuantSummary(QuantScheme.INT4, len(ckpt.linears), 0, before, model_weight_bytes(model), dict(paths),
                         ckpt.config.group_size)
+
+
+def load_quantized_engine(path: str, **engine_config):
+    """An LLMEngine serving a local GPTQ/AWQ checkpoint: the engine is built from the directory's
+    config.json with placeholder weights, then every packed layer is swapped for an Int4Linear and
+    the dense tensors (embeddings, norms, an unquantized head) are loaded. Returns (engine, summary)."""
+    from reference_engine.config import EngineConfig
+    from reference_engine.engine import LLMEngine
+    from reference_engine.quant.awq_gptq import load_quantized_checkpoint
+
+    ckpt = load_quantized_checkpoint(path)
+    engine = LLMEngine(EngineConfig(model=str(path), load_format="dummy", **engine_config))
+    summary = apply_imported_checkpoint(engine.runner.model, ckpt)
+    return engine, summary
