@@ -173,3 +173,20 @@ def test_engine_generates_the_same_tokens_with_the_triton_backend():
                                      num_kv_blocks=64, max_model_len=256))
         outs[backend] = [c.output_token_ids for c in eng.generate(prompts, params)]
     assert outs["triton"] == outs["sdpa"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU answer")
+def test_prefill_timing_says_why_it_cannot_run_here():
+    from reference_engine.attention.triton_bench import time_prefill_vs_sdpa
+
+    out = time_prefill_vs_sdpa(seq_len=64, device="cpu")
+    assert set(out) == {"skipped"} and "CUDA" in out["skipped"]
+
+
+@pytest.mark.gpu
+def test_prefill_timing_on_gpu_reports_both_kernels():
+    from reference_engine.attention.triton_bench import time_prefill_vs_sdpa
+
+    out = time_prefill_vs_sdpa(seq_len=2048, num_heads=8, num_kv_heads=2, head_dim=64, repeats=3)
+    assert out["sdpa_ms"] > 0 and out["triton_ms"] > 0
+    assert out["speed_ratio"] == pytest.approx(out["sdpa_ms"] / out["triton_ms"])

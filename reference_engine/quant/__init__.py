@@ -10,6 +10,7 @@ from reference_engine.quant.handlers import (
     QuantScheme,
     QuantSummary,
     apply_imported_checkpoint,
+    load_quantized_engine,
     model_weight_bytes,
     quantize_model,
 )
@@ -18,5 +19,6 @@ from reference_engine.quant.int4 import Int4Linear, Int4Weights, dequantize_int4
 __all__ = [
     "Fp8Linear", "Fp8WeightOnlyHandler", "Int4Linear", "Int4WeightOnlyHandler", "Int4Weights",
     "QuantScheme", "QuantSummary", "apply_imported_checkpoint", "dequantize_fp8", "dequantize_int4",
+    "load_quantized_engine",
     "model_weight_bytes", "quantize_fp8_per_channel", "quantize_int4_groupwise", "quantize_model",
 ]

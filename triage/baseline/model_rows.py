@@ -36,6 +36,12 @@ def attention(ctx: Context) -> list[AblationRow]:
         if triton_reason is None:
             backends.append("triton")
         ctx.extras["triton_reason"] = triton_reason
+        if triton_reason is None:
+            from reference_engine.attention.triton_bench import time_prefill_vs_sdpa
+
+            ctx.on_step("attention: triton prefill vs sdpa @ 8K")
+            ctx.extras["triton_prefill"] = time_prefill_vs_sdpa(
+                8192, mc.num_attention_heads, mc.num_key_value_heads, mc.head_dim, device=cfg.device)
     for backend in backends:
         ctx.on_step(f"attention: {backend} @ {n} tokens")
         engine = make_engine(cfg, attention=backend, max_model_len=n + 8, max_num_seqs=1,

@@ -171,7 +171,14 @@ def _targets(ctx: Context, rows: list[AblationRow], points: list[dict]) -> list[
             f"logit error max {fp8.details['logit_error_max_abs']:.3g}, mean "
             f"{fp8.details['logit_error_mean_abs']:.3g} (logit std {fp8.details['reference_logit_std']:.3g}), "
             f"top-1 agreement {100 * fp8.details['top1_agreement_frac']:.1f}%")
-    if not gpu:
+    if gpu:
+        tp = ctx.extras.get("triton_prefill") or {}
+        ratio = tp.get("speed_ratio")
+        add("Triton prefill attention vs torch SDPA at 8K", "≥ 0.8×", ratio,
+            None if ratio is None else ratio >= 0.8,
+            tp.get("skipped") or ctx.extras.get("triton_reason") or f"sdpa {tp.get('sdpa_ms', 0):.2f} ms, "
+            f"triton {tp.get('triton_ms', 0):.2f} ms")
+    else:
         add("GPU decode bs=1, % of measured HBM roofline", f"≥ {TARGET_GPU_BS1_ROOFLINE_PCT:.0f}%", None, None,
             "no GPU on this host")
         add("Triton prefill attention vs torch SDPA at 8K", "≥ 0.8×", None, None, "no GPU on this host")
