@@ -14,10 +14,24 @@ import pytest
 import torch
 
 HAS_TRITON = importlib.util.find_spec("triton") is not None
-if HAS_TRITON and not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 pytestmark = pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed here")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _interpret_on_cpu():
+    """Without a GPU, run the kernels in Triton's interpreter (only while this module's tests run;
+    the kernel modules are first imported inside these tests, so they are built interpreted)."""
+    if torch.cuda.is_available():
+        yield
+        return
+    old = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    yield
+    if old is None:
+        os.environ.pop("TRITON_INTERPRET", None)
+    else:
+        os.environ["TRITON_INTERPRET"] = old
 
 
 def _ref_attention(q, k, v, q_offset: int):
