@@ -14,8 +14,6 @@ from triage.baseline.quality import LogitError, compare_logits, engine_prefill_l
 from triage.baseline.results import AblationRow, Better, measured, skipped
 from triage.baseline.workloads import Driver, greedy, make_engine, peak_memory, synthetic_prompt
 
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-
 
 def _blocks(tokens: int, block_size: int = 16) -> int:
     return math.ceil(tokens / block_size)
@@ -33,10 +31,9 @@ def attention(ctx: Context) -> list[AblationRow]:
         from reference_engine.attention.triton_backend import register_triton_backend
 
         triton_reason = register_triton_backend(cfg.device)
-        if triton_reason is None:
-            backends.append("triton")
         ctx.extras["triton_reason"] = triton_reason
         if triton_reason is None:
+            backends.append("triton")
             from reference_engine.attention.triton_bench import time_prefill_vs_sdpa
 
             ctx.on_step("attention: triton prefill vs sdpa @ 8K")
@@ -64,7 +61,7 @@ def attention(ctx: Context) -> list[AblationRow]:
     if mem["naive"] is not None and mem[flash] is not None:
         rows.append(measured("attention-memory", "standard → flash attention", None,
                              f"peak extra memory at {n} tokens", "bytes", Better.LOWER, "naive",
-                             float(mem["naive"]), flash, float(max(mem[flash], 1)), **details))
+                             float(mem["naive"]), flash, float(mem[flash]), **details))
     return rows
 
 
@@ -74,7 +71,9 @@ def _decode_tok_s(engine, vocab: int, num_tokens: int, prompt_tokens: int = 32) 
     drv.add("d", synthetic_prompt(prompt_tokens, vocab, seed=11), greedy(num_tokens + 1))
     drv.run_until_done()
     tpot = drv.traces["d"].tpot_s
-    return 1.0 / tpot if tpot else float("nan")
+    if not tpot:
+        raise RuntimeError("the decode produced fewer than two tokens; nothing to time")
+    return 1.0 / tpot
 
 
 def weights(ctx: Context) -> list[AblationRow]:
@@ -152,6 +151,7 @@ def kv_fp8(ctx: Context) -> AblationRow:
     err = compare_logits(logits["base"], logits["fp8"])
     return measured("kv-fp8", f"{base_name} → fp8 KV cache", "(vLLM --kv-cache-dtype fp8)", "KV bytes per token",
                     "bytes", Better.LOWER, base_name, bytes_per_token["base"], "fp8", bytes_per_token["fp8"],
+                    kv_tokens_per_gib={k: int(2**30 // v) for k, v in bytes_per_token.items()},
                     logit_error_max_abs=err.max_abs, logit_error_mean_abs=err.mean_abs,
                     top1_agreement_frac=err.top1_agreement_frac, reference_logit_std=err.reference_logit_std,
                     num_quality_positions=err.num_positions,
