@@ -129,7 +129,8 @@ def test_roofline_points_use_the_roofline_formula(tiny_section):
     roof = tiny_section["roofline"]
     assert [p["batch_size"] for p in roof["points"]] == list(TINY.roofline_batch_sizes)
     for p in roof["points"]:
-        bound = decode_tokens_per_s_bound(p["batch_size"], roof["bandwidth_bytes_per_s"], p["weight_bytes"],
+        assert p["bandwidth_bytes_per_s"] > 0
+        bound = decode_tokens_per_s_bound(p["batch_size"], p["bandwidth_bytes_per_s"], p["weight_bytes"],
                                           p["context_tokens"], p["kv_bytes_per_token"])
         assert p["bound_tokens_per_s"] == pytest.approx(bound)
         assert p["roofline_pct"] == pytest.approx(100 * p["decode_tokens_per_s"] / bound)

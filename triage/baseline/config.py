@@ -79,5 +79,5 @@ _QUICK = dict(
     prefix_tokens=384, prefix_num_requests=3,
     chunk_num_decoding=3, chunk_decode_tokens=10, chunk_long_prompt_tokens=384, chunk_num_long=1,
     chunk_budget_tokens=128,
-    roofline_batch_sizes=(1, 4, 16), roofline_decode_steps=6, roofline_dtypes=("bfloat16",),
+    roofline_batch_sizes=(1, 4, 16), roofline_decode_steps=8, roofline_dtypes=("bfloat16",),
 )

@@ -160,11 +160,14 @@ def kv_fp8(ctx: Context) -> AblationRow:
 
 
 def roofline(ctx: Context) -> list[dict]:
-    """Decode tok/s at each batch size against B·BW / (W + B·ctx·kv_bytes), with BW measured here."""
+    """Decode tok/s at each batch size against B·BW / (W + B·ctx·kv_bytes). BW is re-measured (a large
+    copy) just before each point, so that both sides of the ratio see the same load on a shared host."""
+    from reference_engine.microbench import MIB, measure_bandwidth
     from reference_engine.roofline import decode_tokens_per_s_bound
 
     cfg, mc = ctx.cfg, ctx.model_config
-    bw = ctx.bandwidth_bytes_per_s()
+    gpu = cfg.device.startswith("cuda")
+    buffer_bytes = cfg.bandwidth_buffer_bytes or (2048 if gpu else 1024) * MIB
     points: list[dict] = []
     dtypes = cfg.roofline_dtypes if cfg.device == "cpu" else ("bfloat16",)
     max_b = max(cfg.roofline_batch_sizes)
@@ -188,6 +191,7 @@ def roofline(ctx: Context) -> list[dict]:
                         greedy(cfg.roofline_decode_steps + 1))
             while any(not t.token_times_s for t in drv.traces.values()):
                 drv.step()
+            bw = measure_bandwidth(cfg.device, buffer_bytes, num_repeats=3, max_time_s=1.0).best_bytes_per_s
             t0 = time.perf_counter()
             for _ in range(cfg.roofline_decode_steps):
                 drv.step()
@@ -197,11 +201,11 @@ def roofline(ctx: Context) -> list[dict]:
             drv.run_until_done()
             tok_s = b * cfg.roofline_decode_steps / elapsed
             ctx_tokens = cfg.roofline_prompt_tokens + 1 + cfg.roofline_decode_steps / 2
-            bound = None if bw is None else decode_tokens_per_s_bound(b, bw, w_bytes, ctx_tokens, kv_tok)
+            bound = decode_tokens_per_s_bound(b, bw, w_bytes, ctx_tokens, kv_tok)
             step_bytes = w_bytes + b * ctx_tokens * kv_tok
             points.append({"dtype": dtype, "batch_size": b, "decode_tokens_per_s": tok_s,
                            "bound_tokens_per_s": bound,
-                           "roofline_pct": None if bound is None else 100.0 * tok_s / bound,
+                           "roofline_pct": 100.0 * tok_s / bound, "bandwidth_bytes_per_s": bw,
                            "achieved_bytes_per_s": step_bytes * tok_s / b, "weight_bytes": w_bytes,
                            "kv_bytes_per_token": kv_tok, "context_tokens": ctx_tokens})
             ctx.decode_tok_s.setdefault(dtype, {})[b] = tok_s

@@ -94,13 +94,13 @@ def _weights_table(ctx: Context) -> dict | None:
             "rows": body, "notes": [n for n in notes if n]}
 
 
-def _roofline_table(points: list[dict], bw: float | None) -> dict:
+def _roofline_table(points: list[dict]) -> dict:
     body = [[p["dtype"], p["batch_size"], p["decode_tokens_per_s"], p["bound_tokens_per_s"],
              None if p["roofline_pct"] is None else f"{p['roofline_pct']:.0f}%",
              f"{p['achieved_bytes_per_s'] / GB:.1f} GB/s"] for p in points]
-    notes = [f"bound = B·BW / (W + B·ctx·kv_bytes) with BW = {bw / GB:.1f} GB/s measured here by a large copy; "
-             "W excludes an untied embedding table (decode gathers rows, it does not stream it)"
-             if bw else "no bandwidth measured: no bound"]
+    bws = ", ".join(f"{p['bandwidth_bytes_per_s'] / GB:.1f}" for p in points)
+    notes = [f"bound = B·BW / (W + B·ctx·kv_bytes), BW measured by a large copy just before each point ({bws} "
+             "GB/s); W excludes an untied embedding table (decode gathers rows, it does not stream it)"]
     if points and points[0]["weight_bytes"] < 512 * 2**20:
         notes.append(f"the weights ({points[0]['weight_bytes'] / 2**20:.0f} MiB) may partly stay in the CPU's "
                      "last-level cache between steps, which can lift decode above the DRAM roofline")
@@ -195,7 +195,7 @@ def build_section(cfg: BaselineConfig, ctx: Context, rows: list[AblationRow], po
     if wt:
         tables.append(wt)
     if points:
-        tables.append(_roofline_table(points, bw))
+        tables.append(_roofline_table(points))
     tables.append({"title": "Targets (reported, not asserted)", "columns": ["target", "goal", "value", "status", "note"],
                    "rows": [[t["name"], t["target"], t["value"], t["status"], t["note"]] for t in targets]})
     tables.append(_microbench_table(ctx))
@@ -215,7 +215,7 @@ def build_section(cfg: BaselineConfig, ctx: Context, rows: list[AblationRow], po
         "microbench": {"bandwidth": [dataclasses.asdict(b) for b in ctx.microbench.bandwidth],
                        "matmul": [dataclasses.asdict(m) for m in ctx.microbench.matmul],
                        "notes": list(ctx.microbench.notes)},
-        "roofline": {"bandwidth_bytes_per_s": bw, "points": points,
+        "roofline": {"start_bandwidth_bytes_per_s": bw, "points": points,
                      "bs1_pct": max((p["roofline_pct"] for p in points
                                      if p["batch_size"] == 1 and p["roofline_pct"] is not None), default=None),
                      "best": best},
