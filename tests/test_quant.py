@@ -335,3 +335,31 @@ def test_engine_serves_a_local_awq_checkpoint_like_its_dequantized_dense_twin(tm
     got = q_engine.generate(["hello int4"], params)[0].output_token_ids
     want = d_engine.generate(["hello int4"], params)[0].output_token_ids
     assert got == want
+
+
+# --- GPU paths (run where a GPU is lent) ----------------------------------------------------------
+
+@pytest.mark.gpu
+def test_fp8_scaled_mm_path_matches_dequant_path_on_hopper():
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("row-wise torch._scaled_mm needs compute capability 9.0+")
+    lin = nn.Linear(256, 512, bias=True).to("cuda", torch.bfloat16)
+    fast = Fp8Linear.from_linear(lin)
+    slow = Fp8Linear.from_linear(lin, allow_scaled_mm=False)
+    assert fast.path == "scaled_mm" and slow.path == "dequant"
+    x = torch.randn(4, 7, 256, device="cuda", dtype=torch.bfloat16)
+    got, want = fast(x).float(), slow(x).float()
+    # the fast path also quantizes activations (per row), so it is close, not equal
+    assert (got - want).abs().max() / want.abs().max() < 0.08
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("group_size", [32, 64, 128])
+def test_int4_cuda_packed_path_equals_reference_path(group_size):
+    lin = nn.Linear(256, 128, bias=False).to("cuda", torch.bfloat16)
+    fast = Int4Linear.from_linear(lin, group_size)
+    ref = Int4Linear.from_linear(lin, group_size, path="reference")
+    assert fast.path == "int4pack_cuda"
+    x = torch.randn(5, 256, device="cuda", dtype=torch.bfloat16)
+    got, want = fast(x).float(), ref(x).float()
+    assert (got - want).abs().max() / want.abs().max() < 0.03
