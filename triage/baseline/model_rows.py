@@ -243,5 +243,5 @@ def fp4(ctx: Context) -> AblationRow:
 
 def cold_start(ctx: Context) -> AblationRow:
     return skipped("cold-start", "download on cold start → cached", "~40× startup", "startup time",
-                   "not measured: the reference engine loads weights from a local directory (or generates "
-                   "them), so there is no download to cache; time your own model load instead")
+                   "the reference engine loads weights from a local directory (or generates them), so there "
+                   "is no download to cache; time your own model load instead")

@@ -81,7 +81,7 @@ def _weights_table(ctx: Context) -> dict | None:
                      None if e is None else f"{100 * e.top1_agreement_frac:.1f}%",
                      ", ".join(f"{k}×{v}" for k, v in r["paths"].items()) or "dense"])
     std = next((r["error"].reference_logit_std for r in res.values() if r["error"] is not None), None)
-    notes = [f"logit errors are against the {base} model over {ctx.cfg.quality_num_prompts} prompts × "
+    notes = [f"logit errors are against the {base} model over {ctx.cfg.quality_num_prompts} prompt(s) × "
              f"{ctx.cfg.quality_prompt_tokens} positions (reference logit std {std:.3g})" if std else "",
              "fp8 on a CPU dequantizes each weight before the matmul: it saves memory, not time. "
              "torch._scaled_mm (row-wise scales) is used on Hopper and newer.",
@@ -89,8 +89,7 @@ def _weights_table(ctx: Context) -> dict | None:
              "table it was tied to stays unquantized, so the whole model shrinks less than its linears"]
     return {"title": "Weight quantization (handlers swap nn.Linear; the model code is unchanged)",
             "columns": ["weights", "model size", "model smaller", "linears smaller", "decode tok/s (bs=1)", "speed",
-                        "max |Δlogit|",
-                        "mean |Δlogit|", "top-1 agree", "kernel path"],
+                        "max abs Δlogit", "mean abs Δlogit", "top-1 agree", "kernel path"],
             "rows": body, "notes": [n for n in notes if n]}
 
 
@@ -108,6 +107,12 @@ def _roofline_table(points: list[dict]) -> dict:
             "columns": ["dtype", "batch", "decode tok/s", "roofline tok/s", "% of roofline", "achieved"]}
 
 
+def _flops(v: float | None) -> str | None:
+    if v is None:
+        return None
+    return f"{v / 1e12:.3f} TFLOP/s" if v >= 1e10 else f"{v / 1e9:.3f} GFLOP/s"
+
+
 def _microbench_table(ctx: Context) -> dict:
     m = ctx.microbench
     body = []
@@ -119,24 +124,25 @@ def _microbench_table(ctx: Context) -> dict:
                          f"median {b.read_median_bytes_per_s / GB:.1f} GB/s"])
     for mm in m.matmul:
         if mm.supported:
-            body.append([mm.device, f"{mm.dtype} matmul", f"{mm.best_flops_per_s / 1e12:.3f} TFLOP/s",
-                         f"n={mm.n}, median {mm.median_flops_per_s / 1e12:.3f} TFLOP/s"])
+            body.append([mm.device, f"{mm.dtype} matmul", _flops(mm.best_flops_per_s),
+                         f"n={mm.n}, median {_flops(mm.median_flops_per_s)}"])
         else:
             body.append([mm.device, f"{mm.dtype} matmul", None, f"unsupported: {mm.reason}"])
     return {"title": "Measured on this host", "columns": ["device", "measure", "best", "detail"], "rows": body,
             "notes": list(m.notes)}
 
 
-def _specs_table(ctx: Context, weight_bytes: float | None) -> dict:
+def _specs_table(ctx: Context) -> dict:
+    host_bw = ctx.bandwidth_bytes_per_s()
     body = []
-    for s in GPU_SPECS.values():
-        bound = None if not weight_bytes else s.hbm_bandwidth_bytes_per_s / weight_bytes
-        body.append([s.name, f"{s.hbm_bandwidth_bytes_per_s / 1e12:.2f} TB/s", s.bf16_flops_per_s / 1e12,
-                     None if s.fp8_flops_per_s is None else s.fp8_flops_per_s / 1e12, bound])
+    for spec in GPU_SPECS.values():
+        ratio = None if not host_bw else f"{spec.hbm_bandwidth_bytes_per_s / host_bw:,.0f}×"
+        body.append([spec.name, f"{spec.hbm_bandwidth_bytes_per_s / 1e12:.2f} TB/s", spec.bf16_flops_per_s / 1e12,
+                     None if spec.fp8_flops_per_s is None else spec.fp8_flops_per_s / 1e12, ratio])
     return {"title": "GPU spec sheets (spec figures, not measured here)",
-            "columns": ["GPU", "memory BW", "bf16 TFLOP/s", "fp8 TFLOP/s", "this model bs=1 bound tok/s"],
-            "rows": body, "notes": ["bound = BW / weight bytes of this model at the dtype measured above; "
-                                    "the seed's gains assume these GPUs"]}
+            "columns": ["GPU", "memory BW", "bf16 TFLOP/s", "fp8 TFLOP/s", "BW vs this host"], "rows": body,
+            "notes": ["decode is memory-bound: at the same efficiency its tokens/s scale with memory bandwidth; "
+                      "'BW vs this host' divides the spec figure by the copy bandwidth measured here"]}
 
 
 def _targets(ctx: Context, rows: list[AblationRow], points: list[dict]) -> list[dict]:
@@ -189,7 +195,6 @@ def build_section(cfg: BaselineConfig, ctx: Context, rows: list[AblationRow], po
                   durations: dict[str, float], total_s: float) -> dict[str, Any]:
     bw = ctx.bandwidth_bytes_per_s()
     targets = _targets(ctx, rows, points)
-    weight_bytes = points[0]["weight_bytes"] if points else None
     tables = [_ablation_table(rows, points)]
     wt = _weights_table(ctx)
     if wt:
@@ -199,7 +204,7 @@ def build_section(cfg: BaselineConfig, ctx: Context, rows: list[AblationRow], po
     tables.append({"title": "Targets (reported, not asserted)", "columns": ["target", "goal", "value", "status", "note"],
                    "rows": [[t["name"], t["target"], t["value"], t["status"], t["note"]] for t in targets]})
     tables.append(_microbench_table(ctx))
-    tables.append(_specs_table(ctx, weight_bytes))
+    tables.append(_specs_table(ctx))
     best = max(points, key=lambda p: p["decode_tokens_per_s"]) if points else None
     notes = [f"host: {torch.get_num_threads()} torch threads; timings on a shared machine are noisy"]
     if "roofline_error" in ctx.extras:
