@@ -17,8 +17,7 @@ class Context:
     model_config: ModelConfig
     microbench: MicrobenchResult
     on_step: Callable[[str], None] = lambda _msg: None
-    # Filled as rows run, read by later rows and the summary: {"bfloat16": {1: tok/s, ...}}
-    decode_tok_s: dict[str, dict[int, float]] = field(default_factory=dict)
+    # Filled as rows run, read by the report section: per-row tables, GPU-only timings, reasons.
     extras: dict[str, object] = field(default_factory=dict)
 
     @property

@@ -212,7 +212,6 @@ def roofline(ctx: Context) -> list[dict]:
                            "roofline_pct": 100.0 * tok_s / bound, "bandwidth_bytes_per_s": bw,
                            "achieved_bytes_per_s": step_bytes * tok_s / b, "weight_bytes": w_bytes,
                            "kv_bytes_per_token": kv_tok, "context_tokens": ctx_tokens})
-            ctx.decode_tok_s.setdefault(dtype, {})[b] = tok_s
     return points
 
 
