@@ -71,7 +71,7 @@ class BaselineConfig:
 
 _QUICK = dict(
     bandwidth_buffer_bytes=512 << 20, matmul_n=512,
-    batching_num_requests=6, batching_max_num_seqs=3, batching_min_tokens=2, batching_max_tokens=24,
+    batching_num_requests=8, batching_max_num_seqs=4, batching_min_tokens=2, batching_max_tokens=24,
     kv_max_model_len=512, kv_budget_tokens=1024, kv_num_requests=16, kv_prompt_tokens=32, kv_output_tokens=2,
     kv_max_num_seqs=64,
     attention_context_tokens=1024, attention_backends=("naive", "sdpa"),

@@ -3,6 +3,7 @@ caching off → on, chunked prefill off → on. Each builds two engines that dif
 from __future__ import annotations
 
 import math
+import random
 import time
 
 from triage.baseline.context import Context
@@ -22,10 +23,11 @@ def _warm(engine, vocab: int) -> None:
 def batching(ctx: Context) -> AblationRow:
     cfg, vocab = ctx.cfg, ctx.model_config.vocab_size
     n = cfg.batching_num_requests
-    # Output lengths spread evenly between min and max, interleaved so each static batch mixes them.
-    lens = [cfg.batching_min_tokens + round(i * (cfg.batching_max_tokens - cfg.batching_min_tokens) / max(1, n - 1))
-            for i in range(n)]
-    lens = lens[::2] + lens[1::2]
+    # Long-tailed output lengths, as chat traffic has: most short, a few long (a cubic ramp from min to
+    # max), in a seeded random order. A static batch runs as long as its longest member.
+    span = cfg.batching_max_tokens - cfg.batching_min_tokens
+    lens = [cfg.batching_min_tokens + round(span * (i / max(1, n - 1)) ** 3) for i in range(n)]
+    random.Random(cfg.seed).shuffle(lens)
     max_len = cfg.batching_prompt_tokens + cfg.batching_max_tokens + 8
     out: dict[str, dict[str, float | None]] = {}
     for sched in ("static", "continuous"):
@@ -48,9 +50,10 @@ def batching(ctx: Context) -> AblationRow:
                     out["continuous"]["output_tokens_per_s"],
                     e2e_s_p99={k: v["e2e_s_p99"] for k, v in out.items()},
                     num_steps={k: v["num_steps"] for k, v in out.items()},
-                    workload=f"{n} requests at once, {cfg.batching_prompt_tokens}-token prompts, "
-                             f"{cfg.batching_min_tokens}–{cfg.batching_max_tokens} output tokens, "
-                             f"max_num_seqs={cfg.batching_max_num_seqs}")
+                    output_tokens=lens,
+                    workload=f"{n} requests at once, {cfg.batching_prompt_tokens}-token prompts, long-tailed "
+                             f"{cfg.batching_min_tokens}–{cfg.batching_max_tokens} output tokens (mean "
+                             f"{sum(lens) / n:.1f}), max_num_seqs={cfg.batching_max_num_seqs}")
 
 
 def kv_layout(ctx: Context) -> AblationRow:
