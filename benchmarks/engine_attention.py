@@ -69,7 +69,7 @@ def main() -> None:
         print(json.dumps(child(args.child[0], n, args.heads, args.kv_heads, args.head_dim, args.threads, repeats)))
         return
     started = time.perf_counter()
-    host = host_info()
+    host = host_info(args.threads)
     cases = []
     for n in args.contexts:
         for backend in BACKENDS:

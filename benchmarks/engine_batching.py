@@ -69,7 +69,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     started = time.perf_counter()
-    host = host_info()
+    host = host_info(args.threads)
     reqs = workload(args.num_requests, args.seed)
     static = run("static", reqs, args)
     continuous = run("continuous", reqs, args)

@@ -18,8 +18,11 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
-def host_info() -> dict:
+def host_info(threads: int) -> dict:
+    """Describe the host, and pin torch to ``threads`` intra-op threads for the whole run."""
     import torch
+
+    torch.set_num_threads(threads)
 
     cpu_model = None
     try:

@@ -75,7 +75,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     started = time.perf_counter()
-    host = host_info()
+    host = host_info(args.threads)
     engine, hf = build(args)
     rng = random.Random(args.seed)
     vocab = min(engine.model_config.vocab_size, 32000)

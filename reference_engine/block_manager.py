@@ -76,9 +76,6 @@ class BlockManager:
     def usage_frac(self) -> float:
         return 1.0 - len(self._free) / self.num_blocks_total
 
-    def max_blocks_per_seq(self, max_model_len: int) -> int:
-        return _cdiv(max_model_len, self.block_size)
-
     def get_computed_blocks(self, seq: Sequence) -> list[int]:
         """Leading full blocks of ``seq`` whose KV is already cached. At least one token is always
         left to compute, so the model produces logits for the last one."""
@@ -205,23 +202,33 @@ class BlockManager:
 
     # -- stats ---------------------------------------------------------------------------------
     def stats(self) -> AllocatorStats:
-        filled: dict[int, int] = {}
+        """O(sequences), not O(blocks): a block before a sequence's last token is full by definition,
+        so only each sequence's partly filled and not-yet-filled blocks need looking at. (While a fork
+        shares a partly filled block, the fuller view of it may be undercounted until the copy.)"""
+        bs = self.block_size
+        partial: dict[int, int] = {}                 # block id -> tokens in it, for blocks not full
         for seq in self._live.values():
-            for i, block_id in enumerate(seq.block_table):
-                n = min(self.block_size, max(0, seq.num_tokens - i * self.block_size))
-                filled[block_id] = max(filled.get(block_id, 0), n)
+            table = seq.block_table
+            for i in range(min(seq.num_tokens // bs, len(table)), len(table)):
+                n = max(0, seq.num_tokens - i * bs)
+                partial[table[i]] = max(partial.get(table[i], 0), n)
         used_blocks = self.num_blocks_total - len(self._free)
-        reserved = used_blocks * self.block_size
-        used = sum(filled.values())
-        cached_free = sum(1 for b in self._free if self.blocks[b].block_hash is not None)
+        reserved = used_blocks * bs
+        used = (used_blocks - len(partial)) * bs + sum(partial.values())
+        cached_free = self._num_cached_free()
         return AllocatorStats(
             num_blocks_total=self.num_blocks_total, num_blocks_free=len(self._free),
             num_blocks_used=used_blocks, num_blocks_cached_free=cached_free,
             usage_frac=self.usage_frac, tokens_reserved=reserved, tokens_used=used,
             fragmentation_frac=(1.0 - used / reserved) if reserved else 0.0)
 
+    def _num_cached_free(self) -> int:
+        # Free blocks that still hold a prefix-cache entry: every hashed block is either held or free.
+        held_hashed = sum(1 for b in self._hash_to_block.values() if self.blocks[b].ref_count > 0)
+        return len(self._hash_to_block) - held_hashed
+
     def check_invariants(self) -> None:
-        """Raise AssertionError-free RuntimeError if the books do not balance (used by tests)."""
+        """Raise RuntimeError if the books do not balance: ref counts vs holders, pool vs ref counts, hashes."""
         counts: dict[int, int] = {}
         for seq in self._live.values():
             for block_id in seq.block_table:
@@ -262,9 +269,6 @@ class ContiguousAllocator:
     @property
     def usage_frac(self) -> float:
         return 1.0 - len(self._free) / self.num_blocks_total
-
-    def max_blocks_per_seq(self, max_model_len: int) -> int:
-        return 1
 
     def get_computed_blocks(self, seq: Sequence) -> list[int]:
         return []

@@ -6,7 +6,7 @@ the serving knobs, named as vLLM names them (``max_num_seqs``, ``max_num_batched
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -225,7 +225,6 @@ def model_dir(model: str) -> Path | None:
 
 SCHEDULERS = ("continuous", "static")
 KV_LAYOUTS = ("paged", "contiguous")
-ATTENTION_BACKENDS = ("auto", "naive", "tiled", "sdpa")
 LOAD_FORMATS = ("auto", "dummy", "safetensors")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 KV_CACHE_DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -254,7 +253,6 @@ class EngineConfig:
     seed: int = 0
     load_format: str = "auto"
     num_threads: int | None = None      # CPU: torch intra-op threads (process-wide); None leaves torch's default
-    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def replace(self, **changes: Any) -> EngineConfig:
         return replace(self, **changes)

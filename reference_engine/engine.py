@@ -7,8 +7,10 @@ every request that made progress.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import time
+from pathlib import Path
 
 import torch
 
@@ -41,6 +43,21 @@ def _available_memory_bytes() -> int | None:
         return None
 
 
+def generation_config_eos(directory: Path | None, known: tuple[int, ...]) -> tuple[int, ...]:
+    """Extra EOS ids from a local ``generation_config.json`` (instruct models list their end-of-turn
+    tokens there, not in config.json)."""
+    path = None if directory is None else directory / "generation_config.json"
+    if path is None or not path.is_file():
+        return ()
+    try:
+        raw = json.loads(path.read_text()).get("eos_token_id")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        log.warning("ignoring unreadable %s", path)
+        return ()
+    ids = [raw] if isinstance(raw, int) else raw if isinstance(raw, list) else []
+    return tuple(i for i in ids if isinstance(i, int) and i not in known)
+
+
 class LLMEngine:
     def __init__(self, config: EngineConfig):
         if not isinstance(config, EngineConfig):
@@ -68,7 +85,7 @@ class LLMEngine:
         directory = model_dir(config.model)
         self.tokenizer = load_tokenizer(directory, mc.bos_token_id,
                                         mc.eos_token_ids[0] if mc.eos_token_ids else None)
-        self.eos_token_ids = mc.eos_token_ids
+        self.eos_token_ids = mc.eos_token_ids + generation_config_eos(directory, mc.eos_token_ids)
 
         model = build_model(mc, self.dtype, config.device, config.load_format, directory, config.seed)
         self.load_format = model.load_format
@@ -96,7 +113,7 @@ class LLMEngine:
         self._seqs: dict[str, Sequence] = {}
         self._generators: dict[str, torch.Generator] = {}
         self._default_generator = torch.Generator().manual_seed(config.seed)
-        self._arrivals = itertools.count()
+        self._generate_calls = itertools.count()
         self._prompt_tokens_total = 0
         self._generation_tokens_total = 0
         self._num_steps = 0
@@ -145,11 +162,17 @@ class LLMEngine:
         if total > self.max_model_len:
             raise EngineError(f"prompt ({len(token_ids)} tokens) + max_tokens ({params.max_tokens}) = {total} "
                               f"exceeds max_model_len={self.max_model_len}; shorten the prompt or lower max_tokens")
+        cfg = self.config
+        if (cfg.scheduler == "continuous" and not cfg.enable_chunked_prefill
+                and total - 1 > cfg.max_num_batched_tokens):
+            raise EngineError(f"prompt + max_tokens = {total} tokens cannot be prefilled (or recomputed after a "
+                              f"preemption) within max_num_batched_tokens={cfg.max_num_batched_tokens} without "
+                              f"chunked prefill; enable chunked prefill or raise max_num_batched_tokens")
         if total > self.kv_cache_tokens_capacity and self.config.kv_layout == "paged":
             raise EngineError(f"prompt + max_tokens = {total} tokens exceeds the whole KV cache "
                               f"({self.kv_cache_tokens_capacity} tokens); raise the KV budget")
         arrival = time.monotonic() if arrival_time is None else arrival_time
-        seq = Sequence(request_id, token_ids, params, arrival, next(self._arrivals))
+        seq = Sequence(request_id, token_ids, params, arrival)
         seq.detok = IncrementalDetokenizer(self.tokenizer, token_ids, params.stop)
         if params.seed is not None:
             self._generators[request_id] = torch.Generator().manual_seed(params.seed)
@@ -167,7 +190,7 @@ class LLMEngine:
             raise EngineError(f"request id {child_id!r} is already in use")
         params = parent.params if params is None else params
         params.validate()
-        child = Sequence(child_id, parent.prompt_token_ids, params, time.monotonic(), next(self._arrivals))
+        child = Sequence(child_id, parent.prompt_token_ids, params, time.monotonic())
         child.token_ids = list(parent.token_ids)
         child.detok = parent.detok.clone()
         child.num_cached_tokens = parent.num_cached_tokens
@@ -255,12 +278,17 @@ class LLMEngine:
             params = [params] * len(prompts)
         if len(params) != len(prompts):
             raise EngineError(f"{len(prompts)} prompts but {len(params)} SamplingParams")
-        batch_id = next(self._arrivals)
+        batch_id = next(self._generate_calls)
         ids = [f"generate-{batch_id}-{i}" for i in range(len(prompts))]
         seqs = {}
-        for rid, prompt, p in zip(ids, prompts, params, strict=True):
-            self.add_request(rid, prompt, p)
-            seqs[rid] = self._seqs[rid]
+        try:
+            for rid, prompt, p in zip(ids, prompts, params, strict=True):
+                self.add_request(rid, prompt, p)
+                seqs[rid] = self._seqs[rid]
+        except EngineError:
+            for rid in seqs:                    # all or nothing: drop the ones already queued
+                self.abort(rid)
+            raise
         pending = set(ids)
         tokens: dict[str, list[int]] = {rid: [] for rid in ids}
         while pending:
@@ -277,7 +305,7 @@ class LLMEngine:
         a = self.allocator.stats()
         c = self.scheduler.counters
         return EngineStats(
-            num_requests_running=len(self.scheduler.running), num_requests_waiting=len(self.scheduler.waiting),
+            num_requests_running=sum(1 for s in self.scheduler.running if not s.is_finished), num_requests_waiting=len(self.scheduler.waiting),
             kv_cache_usage_frac=a.usage_frac, num_kv_blocks_total=a.num_blocks_total,
             num_kv_blocks_free=a.num_blocks_free, block_size=self.runner.block_size,
             kv_cache_bytes=self.runner.kv_cache_bytes, kv_cache_tokens_capacity=self.kv_cache_tokens_capacity,

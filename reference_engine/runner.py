@@ -42,7 +42,7 @@ class ModelRunner:
         bs = self.block_size
         ids: list[int] = []
         positions: list[int] = []
-        slots: list[torch.Tensor] = []
+        slots: list[int] = []
         q_starts, q_lens, kv_lens, tables = [], [], [], []
         logit_rows: list[int] = []
         sample_seqs: list[Sequence] = []
@@ -50,9 +50,8 @@ class ModelRunner:
             start = seq.num_computed_tokens
             q_starts.append(len(ids))
             ids.extend(seq.token_ids[start:start + n])
-            pos = torch.arange(start, start + n)
-            table = torch.tensor(seq.block_table, dtype=torch.long)
-            slots.append(table[pos // bs] * bs + pos % bs)
+            table = seq.block_table
+            slots.extend(table[p // bs] * bs + p % bs for p in range(start, start + n))
             positions.extend(range(start, start + n))
             q_lens.append(n)
             kv_lens.append(start + n)
@@ -64,7 +63,7 @@ class ModelRunner:
         meta = AttentionMetadata(q_starts=q_starts, q_lens=q_lens, kv_lens=kv_lens, block_tables=tables,
                                  block_size=bs)
         return (torch.tensor(ids, dtype=torch.long, device=dev), torch.tensor(positions, dtype=torch.long, device=dev),
-                torch.cat(slots).to(dev), meta, logit_rows, sample_seqs)
+                torch.tensor(slots, dtype=torch.long, device=dev), meta, logit_rows, sample_seqs)
 
     @torch.inference_mode()
     def execute(self, batch: ScheduledBatch, copies: list[tuple[int, int]]) -> tuple[torch.Tensor, list[Sequence]]:

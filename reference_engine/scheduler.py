@@ -148,8 +148,9 @@ class ContinuousScheduler(_SchedulerBase):
             if not self.allocator.allocate_slots(seq, num_new, computed):
                 break
             self.waiting.popleft()
-            self.counters.prefix_cache_queries_total += seq.num_tokens
-            self.counters.prefix_cache_hits_total += num_cached
+            if self.allocator.enable_prefix_caching:
+                self.counters.prefix_cache_queries_total += seq.num_tokens
+                self.counters.prefix_cache_hits_total += num_cached
             if seq.times.scheduled_s is None:
                 seq.num_cached_tokens = num_cached
             seq.num_computed_tokens = num_cached
@@ -190,7 +191,6 @@ class StaticScheduler(_SchedulerBase):
                 self.allocator.allocate_slots(seq, seq.num_prompt_tokens + batch_max_tokens)
                 capacity = len(seq.block_table) * self.allocator.block_size
                 self._reserved_tokens[seq.request_id] = min(capacity, seq.num_prompt_tokens + batch_max_tokens)
-                self.counters.prefix_cache_queries_total += seq.num_tokens
                 self._mark_scheduled(seq)
                 self.running.append(seq)
         for seq in self.running:

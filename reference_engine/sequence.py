@@ -28,11 +28,9 @@ class Sequence:
     """Token ids (prompt then output), how many of them have KV in the cache, and the block table."""
 
     __slots__ = ("request_id", "token_ids", "num_prompt_tokens", "num_computed_tokens", "block_table",
-                 "status", "params", "times", "finish_reason", "num_cached_tokens", "arrival_order",
-                 "detok")
+                 "status", "params", "times", "finish_reason", "num_cached_tokens", "detok")
 
-    def __init__(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
-                 arrival_s: float, arrival_order: int = 0):
+    def __init__(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams, arrival_s: float):
         self.request_id = request_id
         self.token_ids: list[int] = list(prompt_token_ids)
         self.num_prompt_tokens = len(prompt_token_ids)
@@ -43,7 +41,6 @@ class Sequence:
         self.times = RequestTimes(arrival_s=arrival_s)
         self.finish_reason: str | None = None
         self.num_cached_tokens = 0          # prompt tokens served from the prefix cache (first schedule)
-        self.arrival_order = arrival_order
         self.detok = None                   # the engine's IncrementalDetokenizer
 
     @property
@@ -65,11 +62,6 @@ class Sequence:
     @property
     def is_finished(self) -> bool:
         return self.status is SequenceStatus.FINISHED
-
-    @property
-    def in_prefill(self) -> bool:
-        """True while tokens other than the newest one still lack KV (prompt or recompute after preemption)."""
-        return self.num_tokens - self.num_computed_tokens > 1
 
     def append_token(self, token_id: int) -> None:
         self.token_ids.append(token_id)

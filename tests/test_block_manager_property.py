@@ -18,6 +18,15 @@ op = st.one_of(
 )
 
 
+def _tokens_used_brute_force(bm: BlockManager, sched: ContinuousScheduler) -> int:
+    filled: dict[int, int] = {}
+    for seq in sched.running:
+        for i, block_id in enumerate(seq.block_table):
+            n = min(bm.block_size, max(0, seq.num_tokens - i * bm.block_size))
+            filled[block_id] = max(filled.get(block_id, 0), n)
+    return sum(filled.values())
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(op, min_size=50, max_size=50), num_blocks=st.integers(10, 24),
        prefix_caching=st.booleans(), budget=st.integers(1, 16))
@@ -48,6 +57,8 @@ def test_books_balance(ops, num_blocks, prefix_caching, budget):
         bm.check_invariants()                       # ref counts == holders; free pool == ref 0
         s = bm.stats()
         assert s.num_blocks_free + s.num_blocks_used == num_blocks
+        assert s.tokens_used == _tokens_used_brute_force(bm, sched)
+        assert s.num_blocks_cached_free == sum(1 for b in bm.blocks if b.ref_count == 0 and b.block_hash is not None)
         assert all(seq.block_table == [] for seq in sched.waiting)
     for seq in list(live):
         sched.finish(seq, "abort")

@@ -218,3 +218,76 @@ def test_static_batching_pads_finished_rows_without_changing_outputs():
     assert static.stats().num_kv_blocks_free == static.stats().num_kv_blocks_total
     again = LLMEngine(EngineConfig(model="tiny", scheduler="static", kv_layout="contiguous", max_model_len=64))
     assert [c.output_token_ids for c in again.generate(prompts, params)] == [c.output_token_ids for c in cont]
+
+
+def test_generate_is_all_or_nothing_on_a_bad_prompt(engine):
+    with pytest.raises(EngineError, match="max_model_len"):
+        engine.generate([[1, 2], [1] * 300], SamplingParams(max_tokens=4))
+    assert not engine.has_unfinished()
+    assert engine.stats().num_requests_waiting == 0
+
+
+def test_static_running_count_excludes_padding_rows():
+    engine = LLMEngine(EngineConfig(model="tiny", scheduler="static", kv_layout="contiguous", max_model_len=64))
+    engine.add_request("short", [256, 1], SamplingParams(max_tokens=1, ignore_eos=True))
+    engine.add_request("long", [256, 2], SamplingParams(max_tokens=6, ignore_eos=True))
+    outs = engine.step()
+    assert [o.request_id for o in outs if o.finished] == ["short"]
+    assert engine.stats().num_requests_running == 1        # "short" is only a padding row now
+    assert engine.abort("short") is False                  # finished: nothing to abort
+
+
+def test_generation_config_eos_ids_are_added(tmp_path):
+    import json
+
+    from reference_engine.engine import generation_config_eos
+
+    (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 7, 9]}))
+    assert generation_config_eos(tmp_path, (2,)) == (7, 9)
+    (tmp_path / "generation_config.json").write_text("{not json")
+    assert generation_config_eos(tmp_path, (2,)) == ()
+    assert generation_config_eos(None, ()) == ()
+
+
+def test_model_config_sizes_for_planning():
+    from reference_engine import PRESETS
+
+    llama8b = PRESETS["llama-3.1-8b"]
+    assert 8.0e9 < llama8b.num_params < 8.1e9                 # 8.03B
+    assert llama8b.kv_bytes_per_token(2) == 2 * 32 * 8 * 128 * 2   # 128 KiB per token in bf16
+    assert llama8b.weight_bytes(2) == 2 * llama8b.num_params
+    small = PRESETS["small"]
+    assert 0.9e8 < small.num_params < 1.1e8
+    assert small.flops_per_token() == 2 * small.num_params      # tied: the embedding doubles as lm_head
+    assert 0.49e9 < PRESETS["qwen2.5-0.5b"].num_params < 0.5e9
+    assert 0.59e9 < PRESETS["qwen3-0.6b"].num_params < 0.61e9
+
+
+def test_unchunkable_prompt_is_rejected_instead_of_waiting_forever():
+    engine = LLMEngine(EngineConfig(model="tiny", enable_chunked_prefill=False, max_num_batched_tokens=32))
+    with pytest.raises(EngineError, match="chunked prefill"):
+        engine.add_request("big", [1] * 30, SamplingParams(max_tokens=8))
+    engine.add_request("ok", [1] * 20, SamplingParams(max_tokens=8, ignore_eos=True))
+    assert len(engine.generate([[1] * 20], SamplingParams(max_tokens=8, ignore_eos=True))[0].output_token_ids) == 8
+
+
+def test_half_precision_kv_cache_halves_bytes_and_keeps_the_first_token():
+    prompts = [[256] + list(range(i, i + 20)) for i in (3, 40, 90)]
+    greedy = SamplingParams(max_tokens=1, temperature=0.0)
+    full = LLMEngine(EngineConfig(model="tiny", num_kv_blocks=64))
+    half = LLMEngine(EngineConfig(model="tiny", num_kv_blocks=64, kv_cache_dtype="bfloat16"))
+    assert half.stats().kv_cache_bytes * 2 == full.stats().kv_cache_bytes
+    assert (half.stats().kv_cache_dtype, half.stats().dtype) == ("bfloat16", "float32")
+    assert [c.output_token_ids for c in half.generate(prompts, greedy)] == \
+        [c.output_token_ids for c in full.generate(prompts, greedy)]
+
+
+def test_prefix_cache_counters_stay_zero_without_prefix_caching():
+    for config in (EngineConfig(model="tiny", enable_prefix_caching=False),
+                   EngineConfig(model="tiny", kv_layout="contiguous", max_model_len=64),
+                   EngineConfig(model="tiny", scheduler="static")):
+        engine = LLMEngine(config)
+        engine.generate([[256] + list(range(1, 40))] * 2, SamplingParams(max_tokens=2, ignore_eos=True))
+        stats = engine.stats()
+        assert (stats.prefix_cache_queries_total, stats.prefix_cache_hits_total) == (0, 0)
+        assert stats.prompt_tokens_total == 80

@@ -2,7 +2,8 @@
 
 SDPA's ``is_causal`` aligns the mask upper-left, which is wrong when q_len < kv_len (chunked
 prefill), so those chunks get an explicit lower-right boolean mask; full prefills use ``is_causal``
-and decodes need no mask. All-decode batches run as one padded call with a length mask.
+and decodes need no mask. All-decode batches run as a few padded calls with a length mask, sequences
+grouped by context length so that little of the gathered cache is padding.
 """
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from reference_engine.attention.base import AttentionMetadata, gather_kv, lower_right_causal_mask
+
+DECODE_BUCKET_FILL = 0.75
 
 
 class SdpaAttention:
@@ -37,18 +40,37 @@ class SdpaAttention:
         return out
 
     def _batched_decode(self, q, k_cache, v_cache, meta, scale):
-        bs = meta.block_size
-        max_kv = max(meta.kv_lens)
-        num_blocks = -(-max_kv // bs)
-        tables = meta.table_tensor(q.device)[:, :num_blocks]
-        b, hkv, d = meta.num_seqs, k_cache.shape[-2], k_cache.shape[-1]
+        """Decodes grouped by context length, so that padding each group to its longest context wastes
+        at most ``1 - DECODE_BUCKET_FILL`` of the gathered keys; one SDPA call per group."""
+        order = sorted(range(meta.num_seqs), key=lambda i: meta.kv_lens[i], reverse=True)
+        out = torch.empty_like(q)
+        tables = meta.table_tensor(q.device)
+        start = 0
+        while start < len(order):
+            longest = meta.kv_lens[order[start]]
+            end = start + 1
+            while end < len(order) and meta.kv_lens[order[end]] >= DECODE_BUCKET_FILL * longest:
+                end += 1
+            rows = order[start:end]
+            idx = torch.tensor(rows, device=q.device)
+            out[idx] = self._decode_group(q[idx], k_cache, v_cache, tables[idx], [meta.kv_lens[i] for i in rows],
+                                          meta.block_size, scale)
+            start = end
+        return out
+
+    @staticmethod
+    def _decode_group(q, k_cache, v_cache, tables, kv_lens, block_size, scale):
+        max_kv = max(kv_lens)
+        num_blocks = -(-max_kv // block_size)
+        b, hkv, d = q.shape[0], k_cache.shape[-2], k_cache.shape[-1]
         if num_blocks == 1:
             k = k_cache[tables[:, 0], :max_kv]
             v = v_cache[tables[:, 0], :max_kv]
         else:
-            k = k_cache[tables].reshape(b, num_blocks * bs, hkv, d)[:, :max_kv]
-            v = v_cache[tables].reshape(b, num_blocks * bs, hkv, d)[:, :max_kv]
-        lens = torch.tensor(meta.kv_lens, device=q.device)
+            tables = tables[:, :num_blocks]
+            k = k_cache[tables].reshape(b, num_blocks * block_size, hkv, d)[:, :max_kv]
+            v = v_cache[tables].reshape(b, num_blocks * block_size, hkv, d)[:, :max_kv]
+        lens = torch.tensor(kv_lens, device=q.device)
         mask = (torch.arange(max_kv, device=q.device).unsqueeze(0) < lens.unsqueeze(1))[:, None, None, :]
         o = F.scaled_dot_product_attention(q.unsqueeze(2), k.to(q.dtype).transpose(1, 2),
                                            v.to(q.dtype).transpose(1, 2), attn_mask=mask, scale=scale,

@@ -1,0 +1,30 @@
+"""The engine on a CUDA device gives the CPU engine's greedy tokens (skipped where there is no GPU)."""
+from __future__ import annotations
+
+import pytest
+
+from reference_engine import EngineConfig, LLMEngine, SamplingParams
+
+pytestmark = pytest.mark.gpu
+
+PROMPTS = [[256, 1, 2, 3, 4, 5, 6, 7, 8, 9], [256, 50, 60], [256] + list(range(100, 140))]
+GREEDY = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+
+
+@pytest.mark.parametrize("attention", ["naive", "tiled", "sdpa"])
+def test_cuda_greedy_matches_cpu(attention):
+    cpu = LLMEngine(EngineConfig(model="tiny", dtype="float32", block_size=4))
+    gpu = LLMEngine(EngineConfig(model="tiny", dtype="float32", block_size=4, device="cuda",
+                                 attention=attention, num_kv_blocks=256, max_num_batched_tokens=16))
+    expected = [c.output_token_ids for c in cpu.generate(PROMPTS, GREEDY)]
+    assert [c.output_token_ids for c in gpu.generate(PROMPTS, GREEDY)] == expected
+
+
+def test_cuda_kv_budget_follows_gpu_memory_utilization():
+    import torch
+
+    engine = LLMEngine(EngineConfig(model="tiny", device="cuda", gpu_memory_utilization=0.05))
+    stats = engine.stats()
+    free_b, total_b = torch.cuda.mem_get_info()
+    assert 0 < stats.kv_cache_bytes <= 0.05 * total_b
+    assert engine.runner.kv_cache.device.type == "cuda"
