@@ -45,3 +45,6 @@ def report_validator():
         return data
 
     return validate
+
+
+from tests.server_fixture import reference_server  # noqa: E402, F401

@@ -4,8 +4,15 @@ from __future__ import annotations
 import numpy as np
 
 from triage.model import (
-    BenchLevel, BenchSection, ClientStats, HostInfo, LatencyStats, Report, ReportKind,
-    RequestCounts, Target,
+    BenchLevel,
+    BenchSection,
+    ClientStats,
+    HostInfo,
+    LatencyStats,
+    Report,
+    ReportKind,
+    RequestCounts,
+    Target,
 )
 
 HOST = HostInfo(hostname="test-host", os="Linux 6.1", python="3.11.7", cpu_model="Test CPU",

@@ -17,6 +17,7 @@ from typing import Any
 import click
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from triage import __version__
 from triage.errors import EXIT_CANNOT, EXIT_INTERRUPTED, TriageError, UsageError
@@ -40,11 +41,11 @@ def console(stderr: bool = False, width: int | None = None) -> Console:
 
 
 def error(message: str) -> None:
-    console(stderr=True).print(f"[bold red]triage: error:[/] {message}", markup=True, highlight=False)
+    console(stderr=True).print(f"[bold red]triage: error:[/] {escape(message)}", soft_wrap=True)
 
 
 def warn(message: str) -> None:
-    console(stderr=True).print(f"[yellow]triage: warning:[/] {message}", markup=True, highlight=False)
+    console(stderr=True).print(f"[yellow]triage: warning:[/] {escape(message)}", soft_wrap=True)
 
 
 def funnel(fn: Callable[..., int | None]) -> Callable[..., None]:

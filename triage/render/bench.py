@@ -1,4 +1,4 @@
-"""The bench levels table."""
+"""The bench levels table, the client verdicts, the saturation summary and the notes."""
 from __future__ import annotations
 
 from rich.console import Console
@@ -17,7 +17,7 @@ def level_name(level: BenchLevel) -> str:
     return f"rate={num(level.request_rate, 2)}/s"
 
 
-def _row(level: BenchLevel) -> list[str]:
+def row_cells(level: BenchLevel) -> list[str]:
     return [
         level_name(level),
         f"{level.requests.completed}/{level.requests.failed}",
@@ -25,8 +25,36 @@ def _row(level: BenchLevel) -> list[str]:
         num(level.tpot_ms.p50), num(level.tpot_ms.p99),
         num(level.itl_ms.p99), num(level.e2e_ms.p99),
         num(level.output_tokens_per_s), num(level.goodput_requests_per_s, 2),
-        "yes" if level.client.valid else f"NO: {level.client.invalid_reason}",
+        "yes" if level.client.valid else "NO",
     ]
+
+
+def detail_lines(section: BenchSection) -> list[str]:
+    """Why a level is invalid, what failed, the client vs server TTFT gap, the saturation summary."""
+    lines = []
+    for level in section.levels:
+        name = level_name(level)
+        if not level.client.valid:
+            lines.append(f"{name}: INVALID (client bottleneck): {level.client.invalid_reason}")
+        if level.requests.errors_by_kind:
+            kinds = ", ".join(f"{k} x{v}" for k, v in sorted(level.requests.errors_by_kind.items()))
+            lines.append(f"{name}: errors: {kinds}")
+        gap = (level.server or {}).get("client_minus_server_ttft_ms")
+        if gap is not None:
+            lines.append(f"{name}: client TTFT - server TTFT = {num(gap)} ms (mean)")
+    summary = section.summary or {}
+    if summary:
+        knee = summary.get("knee_level")
+        lines.append(f"knee: {knee} ({summary.get('knee_reason')})" if knee else "knee: none found")
+        if summary.get("best_goodput_level"):
+            lines.append(f"best goodput: {summary['best_goodput_level']} "
+                         f"({num(summary.get('best_goodput_requests_per_s'), 2)} req/s)")
+        if summary.get("best_throughput_level"):
+            lines.append(f"best throughput: {summary['best_throughput_level']} "
+                         f"({num(summary.get('best_output_tokens_per_s'))} output tokens/s)")
+    for note in section.config.get("notes", []) if isinstance(section.config, dict) else []:
+        lines.append(f"note: {note}")
+    return lines
 
 
 def levels_console(section: BenchSection, out: Console) -> None:
@@ -34,14 +62,15 @@ def levels_console(section: BenchSection, out: Console) -> None:
     for col in COLUMNS:
         table.add_column(col, justify="right" if col not in ("level", "valid") else "left")
     for level in section.levels:
-        table.add_row(*_row(level))
+        table.add_row(*row_cells(level))
     out.print(table)
-    for key, value in (section.summary or {}).items():
-        out.print(f"  {key}: {value}", markup=False)
+    for line in detail_lines(section):
+        out.print(f"  {line}", markup=False)
 
 
 def levels_markdown(section: BenchSection) -> str:
-    text = "### Load levels\n\n" + md_table(COLUMNS, [_row(lv) for lv in section.levels])
-    if section.summary:
-        text += "\n\n" + "\n".join(f"- {k}: {v}" for k, v in section.summary.items())
+    text = "### Load levels\n\n" + md_table(COLUMNS, [row_cells(lv) for lv in section.levels])
+    lines = detail_lines(section)
+    if lines:
+        text += "\n\n" + "\n".join(f"- {line}" for line in lines)
     return text

@@ -1,0 +1,128 @@
+"""The `kernel_log` probe: NVIDIA Xid events (`NVRM: Xid (PCI:...): N, ...`) from dmesg or /dev/kmsg.
+
+Reading the kernel ring buffer needs privileges on most distributions (kernel.dmesg_restrict=1);
+then the status is `permission_denied` and says how to read it. Keys: docs/SNAPSHOT.md.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import re
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from probes.base import ProbeResult, ProbeStatus
+from triage.redact import redact_text
+
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)")
+MAX_LINES = 200_000
+MAX_EVENTS = 100
+
+# What the common Xids mean (NVIDIA's Xid catalogue), so a reader need not look them up.
+XID_MEANINGS = {
+    13: "graphics engine exception", 31: "GPU memory page fault", 43: "GPU stopped processing",
+    45: "preemptive cleanup after a previous error", 48: "double-bit ECC error",
+    61: "internal micro-controller breakpoint", 62: "internal micro-controller halt",
+    63: "ECC page retirement or row remapping recorded", 64: "ECC page retirement or row remapping failed",
+    74: "NVLink error", 79: "GPU has fallen off the bus", 92: "high single-bit ECC error rate",
+    94: "contained ECC error", 95: "uncontained ECC error", 119: "GSP RPC timeout", 120: "GSP error",
+}
+
+
+def parse_xids(lines: list[str]) -> list[dict]:
+    events = []
+    for line in lines:
+        m = _XID.search(line)
+        if m:
+            xid = int(m.group(2))
+            events.append({"xid": xid, "pci_bus_id": m.group(1), "meaning": XID_MEANINGS.get(xid),
+                           "line": redact_text(line.strip())[:300]})
+    return events
+
+
+def _read_kmsg(path: str, max_lines: int) -> list[str]:
+    """Every record now in the ring buffer, without blocking for new ones."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    lines: list[str] = []
+    try:
+        while len(lines) < max_lines:
+            try:
+                record = os.read(fd, 8192)
+            except BlockingIOError:
+                break
+            except OSError as e:
+                if e.errno == errno.EPIPE:  # a record was overwritten while reading: go on
+                    continue
+                raise
+            if not record:
+                break
+            text = record.decode(errors="replace")
+            lines.append(text.split(";", 1)[1] if ";" in text else text)
+    finally:
+        os.close(fd)
+    return lines
+
+
+def _run_dmesg() -> tuple[list[str] | None, str | None]:
+    try:
+        proc = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=5, check=False)
+    except FileNotFoundError:
+        return None, "dmesg is not installed"
+    except subprocess.TimeoutExpired:
+        return None, "dmesg did not answer within 5 s"
+    if proc.returncode != 0:
+        return None, (proc.stderr.strip() or f"dmesg exited with {proc.returncode}")
+    return proc.stdout.splitlines(), None
+
+
+def probe_kernel_log(path: str | None = None, kmsg_path: str = "/dev/kmsg",
+                     run_dmesg: Callable[[], tuple[list[str] | None, str | None]] = _run_dmesg,
+                     max_lines: int = MAX_LINES) -> ProbeResult:
+    """Read `path` when given (a saved dmesg), else dmesg, else /dev/kmsg."""
+    start = time.perf_counter()
+
+    def done(status: ProbeStatus, reason: str | None, data: dict | None = None) -> ProbeResult:
+        return ProbeResult("kernel_log", status, time.perf_counter() - start, reason, data or {})
+
+    reasons = []
+    lines: list[str] | None = None
+    source = None
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                lines = f.read().splitlines()[-max_lines:]
+            source = path
+        except PermissionError:
+            return done(ProbeStatus.PERMISSION_DENIED, f"cannot read {path}: permission denied")
+        except OSError as e:
+            return done(ProbeStatus.ERROR, f"cannot read {path}: {e.strerror or e}")
+    else:
+        lines, why = run_dmesg()
+        if lines is not None:
+            source = "dmesg"
+            lines = lines[-max_lines:]
+        else:
+            reasons.append(f"dmesg: {why}")
+            try:
+                lines = _read_kmsg(kmsg_path, max_lines)
+                source = kmsg_path
+            except PermissionError:
+                reasons.append(f"{kmsg_path}: permission denied")
+            except OSError as e:
+                reasons.append(f"{kmsg_path}: {e.strerror or e}")
+    if lines is None:
+        denied = any("permission" in r.lower() or "not permitted" in r.lower() for r in reasons)
+        reason = ("the kernel log is not readable by this user (" + "; ".join(reasons) + "). "
+                  "Run as root, or save `sudo dmesg` to a file and pass it with --kernel-log FILE")
+        return done(ProbeStatus.PERMISSION_DENIED if denied else ProbeStatus.UNSUPPORTED, reason)
+    events = parse_xids(lines)
+    data = {
+        "source": source,
+        "num_lines_read": len(lines),
+        "num_xid_events": len(events),
+        "xid_counts": {str(k): v for k, v in sorted(Counter(e["xid"] for e in events).items())},
+        "xid_events": events[-MAX_EVENTS:],
+    }
+    return done(ProbeStatus.OK, None, data)

@@ -1,0 +1,101 @@
+"""The `memory` probe: RAM and swap from /proc, swap traffic over the window, and a ~1 s host copy bandwidth.
+
+The bandwidth is a numpy copy between two buffers much larger than the caches; each copy reads and
+writes the buffer, so bytes moved = 2 x buffer size. It runs after the window so it does not load
+the CPU while the other probes watch it. Keys: docs/SNAPSHOT.md, section `memory`.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+
+from probes.base import ProbeResult, ProbeStatus
+from probes.sysfs import read_text
+
+DEFAULT_BUFFER_BYTES = 64 * 2**20
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """{key: bytes} from /proc/meminfo (values there are kB)."""
+    out = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            out[key.strip()] = int(parts[0]) * (1024 if len(parts) > 1 and parts[1] == "kB" else 1)
+    return out
+
+
+def parse_vmstat(text: str) -> dict[str, int]:
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].lstrip("-").isdigit():
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+def copy_bandwidth_gbps(budget_s: float = 0.8, buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> float | None:
+    """Median GB/s (1e9 bytes, read + write) of repeated numpy copies; `budget_s` bounds the whole
+    measurement, buffer allocation included (at least two timed copies are always made)."""
+    import numpy as np
+
+    deadline = time.perf_counter() + budget_s
+    src = np.ones(buffer_bytes // 8, dtype=np.float64)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)  # touch both buffers so page faults are not timed
+    rates = []
+    while len(rates) < 2 or (time.perf_counter() < deadline and len(rates) < 200):
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        dt = time.perf_counter() - t0
+        if dt > 0:
+            rates.append(2 * src.nbytes / dt / 1e9)
+    return round(statistics.median(rates), 2) if rates else None
+
+
+def probe_memory(window_s: float = 2.0, proc_root: str = "/proc", bandwidth_budget_s: float = 0.8,
+                 sleep: Callable[[float], None] = time.sleep,
+                 bandwidth: Callable[[float], float | None] = copy_bandwidth_gbps) -> ProbeResult:
+    start = time.perf_counter()
+    vm_before = parse_vmstat(read_text(proc_root, "vmstat") or "")
+    sleep(window_s)
+    vm_after = parse_vmstat(read_text(proc_root, "vmstat") or "")
+    meminfo = parse_meminfo(read_text(proc_root, "meminfo") or "")
+    if not meminfo:
+        return ProbeResult("memory", ProbeStatus.UNSUPPORTED, time.perf_counter() - start,
+                           f"{proc_root}/meminfo is not readable (not Linux?)", {})
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    unsupported: list[str] = []
+
+    def swap_delta(key: str, field: str) -> int | None:
+        if key in vm_before and key in vm_after:
+            return (vm_after[key] - vm_before[key]) * page
+        unsupported.append(field)
+        return None
+
+    total = meminfo.get("MemTotal")
+    available = meminfo.get("MemAvailable")
+    swap_total = meminfo.get("SwapTotal")
+    swap_free = meminfo.get("SwapFree")
+    try:
+        gbps = bandwidth(bandwidth_budget_s) if bandwidth_budget_s > 0 else None
+    except MemoryError:
+        gbps = None
+    if gbps is None:
+        unsupported.append("copy_bandwidth_gbps")
+    data = {
+        "total_bytes": total,
+        "available_bytes": available,
+        "available_pct": round(100.0 * available / total, 1) if total and available is not None else None,
+        "swap_total_bytes": swap_total,
+        "swap_used_bytes": swap_total - swap_free if swap_total is not None and swap_free is not None else None,
+        "swap_in_bytes_delta": swap_delta("pswpin", "swap_in_bytes_delta"),
+        "swap_out_bytes_delta": swap_delta("pswpout", "swap_out_bytes_delta"),
+        "window_s": window_s,
+        "copy_bandwidth_gbps": gbps,
+        "unsupported_fields": unsupported,
+    }
+    return ProbeResult("memory", ProbeStatus.OK, time.perf_counter() - start, None, data)

@@ -1,0 +1,97 @@
+"""The `network` probe: DNS time, TCP connect time and /health time-to-first-byte to the endpoint,
+each the median of a few samples, each sample on a fresh connection (as `curl -w` measures).
+Keys: docs/SNAPSHOT.md, section `network`.
+"""
+from __future__ import annotations
+
+import socket
+import statistics
+import time
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+from probes.base import ProbeResult, ProbeStatus
+from probes.discovery import is_local_host
+from probes.http import base_url
+
+Resolver = Callable[..., list]
+
+
+def _median_ms(values: list[float]) -> float | None:
+    return round(statistics.median(values) * 1000.0, 3) if values else None
+
+
+def _ttfb(host: str, port: int, address: tuple, path: str, timeout_s: float) -> tuple[float, int | None]:
+    """Seconds from connect to the first response byte of a plain HTTP/1.1 GET, and the status code."""
+    t0 = time.perf_counter()
+    with socket.create_connection(address[:2], timeout=timeout_s) as sock:
+        request = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\nUser-Agent: triage\r\n\r\n"
+        sock.sendall(request.encode())
+        first = sock.recv(64)
+        elapsed = time.perf_counter() - t0
+    status = None
+    parts = first.split(b" ", 2)
+    if len(parts) >= 2 and parts[1].isdigit():
+        status = int(parts[1])
+    return elapsed, status
+
+
+def probe_network(url: str | None, num_samples: int = 5, timeout_s: float = 2.0,
+                  resolver: Resolver = socket.getaddrinfo) -> ProbeResult:
+    start = time.perf_counter()
+
+    def done(status: ProbeStatus, reason: str | None, data: dict | None = None) -> ProbeResult:
+        return ProbeResult("network", status, time.perf_counter() - start, reason, data or {})
+
+    if not url:
+        return done(ProbeStatus.UNSUPPORTED, "no endpoint: pass --url, or run a server on this host")
+    parts = urlsplit(base_url(url))
+    host = parts.hostname
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return done(ProbeStatus.ERROR, f"{url}: the port is not a number")
+    if not host:
+        return done(ProbeStatus.ERROR, f"{url}: no host in the URL")
+    dns, tcp, ttfb = [], [], []
+    statuses: list[int | None] = []
+    errors: list[str] = []
+    address = None
+    for _ in range(num_samples):
+        try:
+            t0 = time.perf_counter()
+            infos = resolver(host, port, type=socket.SOCK_STREAM)
+            dns.append(time.perf_counter() - t0)
+            address = infos[0][4]
+        except OSError as e:
+            errors.append(f"DNS: {e}")
+            break
+        try:
+            t0 = time.perf_counter()
+            with socket.create_connection(address[:2], timeout=timeout_s):
+                tcp.append(time.perf_counter() - t0)
+        except OSError as e:
+            errors.append(f"TCP connect to {address[0]}:{port}: {e}")
+            break
+        if parts.scheme == "http":  # over https only DNS and TCP are timed (no TLS handshake here)
+            try:
+                elapsed, status = _ttfb(host, port, address, parts.path + "/health", timeout_s)
+                ttfb.append(elapsed)
+                statuses.append(status)
+            except OSError as e:
+                errors.append(f"GET /health: {e}")
+    data = {
+        "url": base_url(url),
+        "host": host,
+        "port": port,
+        "same_host": is_local_host(host),
+        "num_samples": len(tcp),
+        "dns_ms_p50": _median_ms(dns),
+        "tcp_connect_ms_p50": _median_ms(tcp),
+        "health_ttfb_ms_p50": _median_ms(ttfb),
+        "health_status_code": statuses[-1] if statuses else None,
+        "errors": errors[:3],
+    }
+    if not tcp:
+        return done(ProbeStatus.ERROR, "; ".join(errors) or f"cannot reach {url}", data)
+    return done(ProbeStatus.OK, None, data)

@@ -1,0 +1,467 @@
+"""The `gpu` probe: every NVIDIA GPU through NVML (nvidia-ml-py), each field degrading on its own.
+
+The NVML module is injected (`nvml=`), so tests replay a fake one with pynvml's real function names.
+A call that fails with NotSupported, NoPermission or FunctionNotFound (an old driver) gives None and
+its field is listed in that GPU's `unsupported_fields`; a GPU that fell off the bus is `lost`; no NVML
+at all gives status `unsupported` with the reason. Keys: docs/SNAPSHOT.md, section `gpu`.
+"""
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from probes.base import ProbeResult, ProbeStatus
+from probes.sysfs import numa_nodes_of_cpus
+
+# NVML return codes (nvml.h; the same numbers in pynvml).
+_ERROR_NOT_SUPPORTED = 3
+_ERROR_NO_PERMISSION = 4
+_ERROR_DRIVER_NOT_LOADED = 9
+_ERROR_LIBRARY_NOT_FOUND = 12
+_ERROR_FUNCTION_NOT_FOUND = 13
+_ERROR_GPU_IS_LOST = 15
+
+_CLOCK_SM, _CLOCK_MEM = 1, 2
+_TEMPERATURE_GPU = 0
+_TEMPERATURE_THRESHOLD_SLOWDOWN = 1
+_MEMORY_ERROR_CORRECTED, _MEMORY_ERROR_UNCORRECTED = 0, 1
+_VOLATILE_ECC, _AGGREGATE_ECC = 0, 1
+_RETIRE_SBE, _RETIRE_DBE = 0, 1
+_VALUE_NOT_AVAILABLE = 2**64 - 1
+
+CLOCK_EVENT_BITS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+
+# NVML_FI_DEV_PERF_POLICY_* field ids: cumulative time held below clocks, per reason, in ns.
+THROTTLE_FIELDS = {
+    "power": 74, "thermal": 75, "sync_boost": 76, "board_limit": 77, "low_util": 78,
+    "reliability": 79, "total_app_clocks": 80, "total_base_clocks": 81,
+}
+
+_TOPOLOGY = {0: "internal", 10: "single", 20: "multiple", 30: "hostbridge", 40: "node", 50: "system"}
+_NVLINK_ERRORS = {"replay": 0, "recovery": 1, "crc_flit": 2, "crc_data": 3}
+_FIELD_VALUE_ATTR = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+class GpuLost(Exception):
+    """NVML said GPU_IS_LOST: the device fell off the bus."""
+
+
+def _code(exc: BaseException) -> int | None:
+    value = getattr(exc, "value", None)
+    return value if isinstance(value, int) else None
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def decode_clock_event_reasons(bitmask: int) -> list[str]:
+    names = [name for bit, name in CLOCK_EVENT_BITS.items() if bitmask & bit]
+    unknown = bitmask & ~sum(CLOCK_EVENT_BITS)
+    if unknown:
+        names.append(f"unknown_{unknown:#x}")
+    return names
+
+
+class _Reader:
+    """Calls NVML functions by name; a failure gives None and names the field, a lost GPU raises."""
+
+    def __init__(self, nvml: Any) -> None:
+        self.nvml = nvml
+        self.unsupported: list[str] = []
+
+    def call(self, field: str, fn_name: str, *args: Any, record: bool = True) -> Any:
+        fn = getattr(self.nvml, fn_name, None)
+        if fn is None:  # an nvidia-ml-py too old to know the call
+            if record:
+                self.mark(field)
+            return None
+        try:
+            return fn(*args)
+        except Exception as e:  # NVMLError and whatever a broken binding raises
+            if _code(e) == _ERROR_GPU_IS_LOST:
+                raise GpuLost(str(e)) from None
+            if record:
+                self.mark(field)
+            return None
+
+    def mark(self, field: str) -> None:
+        if field not in self.unsupported:
+            self.unsupported.append(field)
+
+
+def _nvml_status(e: BaseException) -> tuple[ProbeStatus, str]:
+    code = _code(e)
+    if code in (_ERROR_LIBRARY_NOT_FOUND, _ERROR_DRIVER_NOT_LOADED):
+        return ProbeStatus.UNSUPPORTED, f"no NVIDIA driver here: NVML says {e}"
+    if code == _ERROR_NO_PERMISSION:
+        return ProbeStatus.PERMISSION_DENIED, f"NVML refused access ({e}); run as a user that can open /dev/nvidia*"
+    return ProbeStatus.ERROR, f"NVML failed to start: {type(e).__name__}: {e}"
+
+
+def _import_nvml() -> Any:
+    import pynvml  # nvidia-ml-py
+
+    return pynvml
+
+
+def _mib(value: Any) -> int | None:
+    return int(value) if value is not None else None
+
+
+def _field_values(r: _Reader, handle: Any) -> dict[str, int | None] | None:
+    values = r.call("throttle_time_delta_us", "nvmlDeviceGetFieldValues", handle, list(THROTTLE_FIELDS.values()))
+    if values is None:
+        r.mark("throttle_time_frac")
+        return None
+    by_id: dict[int, int | None] = {}
+    for fv in values:
+        if getattr(fv, "nvmlReturn", 1) != 0:
+            by_id[int(fv.fieldId)] = None
+            continue
+        attr = _FIELD_VALUE_ATTR.get(int(getattr(fv, "valueType", 3)), "ullVal")
+        by_id[int(fv.fieldId)] = int(getattr(fv.value, attr))
+    return {name: by_id.get(fid) for name, fid in THROTTLE_FIELDS.items()}
+
+
+def _pci_sysfs_name(bus_id: str) -> str:
+    """NVML's "00000000:17:00.0" as sysfs's "0000:17:00.0"."""
+    domain, _, rest = bus_id.lower().partition(":")
+    return f"{domain[-4:]}:{rest}" if rest else bus_id.lower()
+
+
+def _numa_node(r: _Reader, handle: Any, bus_id: str | None, sys_root: str) -> tuple[int | None, str | None]:
+    node = r.call("numa_node", "nvmlDeviceGetNumaNodeId", handle, record=False)
+    if isinstance(node, int) and node >= 0:
+        return node, "nvml"
+    if bus_id:
+        try:
+            value = int(Path(sys_root, "bus/pci/devices", _pci_sysfs_name(bus_id), "numa_node").read_text())
+            if value >= 0:
+                return value, "sysfs"
+        except (OSError, ValueError):
+            pass
+    num_cpus = os.cpu_count() or 64
+    words = r.call("numa_node", "nvmlDeviceGetCpuAffinity", handle, math.ceil(num_cpus / 64), record=False)
+    if words is not None:
+        cpus = [w * 64 + b for w, word in enumerate(list(words)) for b in range(64) if int(word) >> b & 1]
+        nodes = numa_nodes_of_cpus(cpus, sys_root)
+        if len(nodes) == 1:
+            return nodes[0], "affinity"
+    r.mark("numa_node")
+    return None, None
+
+
+def _nvlinks(r: _Reader, handle: Any) -> tuple[list[dict[str, Any]], dict[int, str]]:
+    """Active-or-not links with their error counters, and {link: remote PCI bus id} for active ones."""
+    links: list[dict[str, Any]] = []
+    remotes: dict[int, str] = {}
+    max_links = int(getattr(r.nvml, "NVML_NVLINK_MAX_LINKS", 18))
+    for link in range(max_links):
+        state = r.call("nvlink", "nvmlDeviceGetNvLinkState", handle, link, record=False)
+        if state is None:
+            break  # NotSupported / InvalidArgument: no more links (none at all on a PCIe-only GPU)
+        errors = {name: r.call(f"nvlink[{link}].{name}", "nvmlDeviceGetNvLinkErrorCounter", handle, link, counter)
+                  for name, counter in _NVLINK_ERRORS.items()}
+        links.append({"link": link, "active": bool(state), "errors": errors})
+        if state:
+            info = r.call("nvlink_remote", "nvmlDeviceGetNvLinkRemotePciInfo", handle, link, record=False)
+            if info is not None:
+                remotes[link] = _text(getattr(info, "busId", "")).lower()
+    return links, remotes
+
+
+def _processes(r: _Reader, handle: Any) -> list[dict[str, Any]] | None:
+    procs = r.call("compute_processes", "nvmlDeviceGetComputeRunningProcesses", handle)
+    if procs is None:
+        return None
+    out = []
+    for p in procs:
+        used = getattr(p, "usedGpuMemory", None)
+        name = None
+        try:
+            import psutil
+
+            name = psutil.Process(int(p.pid)).name()
+        except Exception:  # the process may be in another container or gone
+            pass
+        out.append({"pid": int(p.pid), "name": name,
+                    "used_memory_bytes": None if used in (None, _VALUE_NOT_AVAILABLE) else int(used)})
+    return out
+
+
+def _static(r: _Reader, h: Any, index: int, sys_root: str) -> dict[str, Any]:
+    nv = r.nvml
+    pci = r.call("pci_bus_id", "nvmlDeviceGetPciInfo", h)
+    bus_id = _text(pci.busId) if pci is not None else None
+    cc = r.call("compute_capability", "nvmlDeviceGetCudaComputeCapability", h)
+    mem_v2 = getattr(nv, "nvmlMemory_v2", None)
+    mem = r.call("memory", "nvmlDeviceGetMemoryInfo", h, mem_v2, record=False) if mem_v2 else None
+    if mem is None:  # no v2 (older driver or binding): v1 has no `reserved`
+        mem = r.call("memory_total_bytes", "nvmlDeviceGetMemoryInfo", h)
+    if mem is not None and getattr(mem, "reserved", None) is None:
+        r.mark("memory_reserved_bytes")
+    ecc = r.call("ecc_mode_enabled", "nvmlDeviceGetEccMode", h)
+    mig = r.call("mig_mode_enabled", "nvmlDeviceGetMigMode", h)
+    remapped = r.call("remapped_rows_correctable", "nvmlDeviceGetRemappedRows", h)
+    if remapped is None:
+        for key in ("remapped_rows_uncorrectable", "remapped_rows_pending", "remapped_rows_failure"):
+            r.mark(key)
+    sbe = r.call("retired_pages_sbe", "nvmlDeviceGetRetiredPages", h, _RETIRE_SBE)
+    dbe = r.call("retired_pages_dbe", "nvmlDeviceGetRetiredPages", h, _RETIRE_DBE)
+    pending = r.call("retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus", h)
+    persistence = r.call("persistence_mode_enabled", "nvmlDeviceGetPersistenceMode", h)
+    power_mw = {
+        "power_limit_enforced_w": r.call("power_limit_enforced_w", "nvmlDeviceGetEnforcedPowerLimit", h),
+        "power_limit_default_w": r.call("power_limit_default_w", "nvmlDeviceGetPowerManagementDefaultLimit", h),
+    }
+    numa_node, numa_source = _numa_node(r, h, bus_id, sys_root)
+    return {
+        "index": index,
+        "name": _text(n) if (n := r.call("name", "nvmlDeviceGetName", h)) is not None else None,
+        "uuid": _text(u) if (u := r.call("uuid", "nvmlDeviceGetUUID", h)) is not None else None,
+        "pci_bus_id": bus_id,
+        "compute_capability": list(cc) if cc is not None else None,
+        "memory_total_bytes": _mib(getattr(mem, "total", None)),
+        "memory_used_bytes": _mib(getattr(mem, "used", None)),
+        "memory_reserved_bytes": _mib(getattr(mem, "reserved", None)),
+        "memory_free_bytes": _mib(getattr(mem, "free", None)),
+        "sm_clock_max_mhz": r.call("sm_clock_max_mhz", "nvmlDeviceGetMaxClockInfo", h, _CLOCK_SM),
+        "mem_clock_max_mhz": r.call("mem_clock_max_mhz", "nvmlDeviceGetMaxClockInfo", h, _CLOCK_MEM),
+        **{k: (v / 1000.0 if v is not None else None) for k, v in power_mw.items()},
+        "temperature_slowdown_c": r.call("temperature_slowdown_c", "nvmlDeviceGetTemperatureThreshold", h,
+                                         _TEMPERATURE_THRESHOLD_SLOWDOWN),
+        "pcie_link_gen_max": r.call("pcie_link_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration", h),
+        "pcie_link_gen_gpu_max": r.call("pcie_link_gen_gpu_max", "nvmlDeviceGetGpuMaxPcieLinkGeneration", h),
+        "pcie_link_width_max": r.call("pcie_link_width_max", "nvmlDeviceGetMaxPcieLinkWidth", h),
+        "pcie_replay_count": r.call("pcie_replay_count", "nvmlDeviceGetPcieReplayCounter", h),
+        "ecc_mode_enabled": bool(ecc[0]) if ecc is not None else None,
+        "ecc_corrected_volatile": r.call("ecc_corrected_volatile", "nvmlDeviceGetTotalEccErrors", h,
+                                         _MEMORY_ERROR_CORRECTED, _VOLATILE_ECC),
+        "ecc_uncorrected_volatile": r.call("ecc_uncorrected_volatile", "nvmlDeviceGetTotalEccErrors", h,
+                                           _MEMORY_ERROR_UNCORRECTED, _VOLATILE_ECC),
+        "ecc_uncorrected_aggregate": r.call("ecc_uncorrected_aggregate", "nvmlDeviceGetTotalEccErrors", h,
+                                            _MEMORY_ERROR_UNCORRECTED, _AGGREGATE_ECC),
+        "retired_pages_sbe": len(sbe) if sbe is not None else None,
+        "retired_pages_dbe": len(dbe) if dbe is not None else None,
+        "retired_pages_pending": bool(pending) if pending is not None else None,
+        "remapped_rows_correctable": remapped[0] if remapped is not None else None,
+        "remapped_rows_uncorrectable": remapped[1] if remapped is not None else None,
+        "remapped_rows_pending": bool(remapped[2]) if remapped is not None else None,
+        "remapped_rows_failure": bool(remapped[3]) if remapped is not None else None,
+        "persistence_mode_enabled": bool(persistence) if persistence is not None else None,
+        "mig_mode_enabled": bool(mig[0]) if mig is not None else None,
+        "numa_node": numa_node,
+        "numa_node_source": numa_source,
+    }
+
+
+def _clock_events(r: _Reader, h: Any) -> tuple[int | None, str | None]:
+    value = r.call("clock_event_reasons", "nvmlDeviceGetCurrentClocksEventReasons", h, record=False)
+    if value is not None:
+        return int(value), "clocks_event"
+    value = r.call("clock_event_reasons", "nvmlDeviceGetCurrentClocksThrottleReasons", h)
+    return (int(value), "throttle_reasons") if value is not None else (None, None)
+
+
+def _utilization(r: _Reader, h: Any) -> tuple[int | None, int | None]:
+    util = r.call("utilization_gpu_pct", "nvmlDeviceGetUtilizationRates", h)
+    return (int(util.gpu), int(util.memory)) if util is not None else (None, None)
+
+
+def _moment(r: _Reader, h: Any) -> dict[str, Any]:
+    """Values read at one instant, at the end of the window."""
+    gen = r.call("pcie_link_gen_current", "nvmlDeviceGetCurrPcieLinkGeneration", h)
+    width = r.call("pcie_link_width_current", "nvmlDeviceGetCurrPcieLinkWidth", h)
+    util_at_link, _ = _utilization(r, h)  # an idle GPU drops its link speed: say how busy it was
+    bitmask, source = _clock_events(r, h)
+    power_mw = r.call("power_usage_w", "nvmlDeviceGetPowerUsage", h)
+    return {
+        "sm_clock_mhz": r.call("sm_clock_mhz", "nvmlDeviceGetClockInfo", h, _CLOCK_SM),
+        "mem_clock_mhz": r.call("mem_clock_mhz", "nvmlDeviceGetClockInfo", h, _CLOCK_MEM),
+        "clock_event_reasons_bitmask": bitmask,
+        "clock_event_reasons": decode_clock_event_reasons(bitmask) if bitmask is not None else None,
+        "clock_event_reasons_source": source,
+        "power_usage_w": power_mw / 1000.0 if power_mw is not None else None,
+        "temperature_c": r.call("temperature_c", "nvmlDeviceGetTemperature", h, _TEMPERATURE_GPU),
+        "pcie_link_gen_current": gen,
+        "pcie_link_width_current": width,
+        "pcie_read_utilization_gpu_pct": util_at_link,
+    }
+
+
+def _throttle_delta(before: dict | None, after: dict | None, window_s: float
+                    ) -> tuple[dict[str, float | None] | None, dict[str, float | None] | None]:
+    if before is None or after is None:
+        return None, None
+    delta_us: dict[str, float | None] = {}
+    frac: dict[str, float | None] = {}
+    for name in THROTTLE_FIELDS:
+        a, b = before.get(name), after.get(name)
+        if a is None or b is None or b < a:
+            delta_us[name], frac[name] = None, None
+            continue
+        delta_us[name] = (b - a) / 1000.0  # NVML counts ns
+        frac[name] = min(1.0, delta_us[name] / (window_s * 1e6)) if window_s > 0 else None
+    return delta_us, frac
+
+
+class _Gpu:
+    def __init__(self, nvml: Any, index: int) -> None:
+        self.index = index
+        self.reader = _Reader(nvml)
+        self.handle: Any = None
+        self.data: dict[str, Any] = {"index": index}
+        self.lost = False
+        self.util_samples: list[int] = []
+        self.mem_util_samples: list[int] = []
+        self.throttle_before: dict | None = None
+
+    def guard(self, step: Callable[[], None]) -> None:
+        if self.lost:
+            return
+        try:
+            step()
+        except GpuLost:
+            self.lost = True
+
+    def sample_util(self) -> None:
+        gpu, mem = _utilization(self.reader, self.handle)
+        if gpu is not None:
+            self.util_samples.append(gpu)
+        if mem is not None:
+            self.mem_util_samples.append(mem)
+
+
+def _open(nvml: Any, index: int, sys_root: str) -> _Gpu:
+    gpu = _Gpu(nvml, index)
+
+    def step() -> None:
+        try:
+            gpu.handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        except Exception as e:
+            if _code(e) == _ERROR_GPU_IS_LOST:
+                raise GpuLost(str(e)) from None
+            raise
+        gpu.data.update(_static(gpu.reader, gpu.handle, index, sys_root))
+        gpu.throttle_before = _field_values(gpu.reader, gpu.handle)
+        gpu.sample_util()
+
+    gpu.guard(step)
+    return gpu
+
+
+def _finish(gpu: _Gpu, window_s: float) -> dict[str, Any]:
+    def step() -> None:
+        gpu.data.update(_moment(gpu.reader, gpu.handle))
+        after = _field_values(gpu.reader, gpu.handle)
+        gpu.data["throttle_time_delta_us"], gpu.data["throttle_time_frac"] = _throttle_delta(
+            gpu.throttle_before, after, window_s)
+        gpu.data["compute_processes"] = _processes(gpu.reader, gpu.handle)
+        links, remotes = _nvlinks(gpu.reader, gpu.handle)
+        gpu.data["nvlink"] = links
+        gpu.data["_nvlink_remotes"] = remotes
+
+    gpu.guard(step)
+    util = gpu.util_samples
+    gpu.data["utilization_gpu_pct"] = statistics.fmean(util) if util else None
+    gpu.data["utilization_gpu_pct_max"] = max(util) if util else None
+    gpu.data["utilization_memory_pct"] = statistics.fmean(gpu.mem_util_samples) if gpu.mem_util_samples else None
+    gpu.data["lost"] = gpu.lost
+    if gpu.lost:
+        gpu.reader.mark("*")  # everything not read before the loss
+    gpu.data["unsupported_fields"] = gpu.reader.unsupported
+    return gpu.data
+
+
+def _topology(nvml: Any, gpus: list[_Gpu]) -> list[dict[str, Any]]:
+    pairs = []
+    alive = [g for g in gpus if not g.lost and g.handle is not None]
+    for i, a in enumerate(alive):
+        for b in alive[i + 1:]:
+            level = None
+            try:
+                level = int(nvml.nvmlDeviceGetTopologyCommonAncestor(a.handle, b.handle))
+            except Exception:  # NotSupported on some platforms: leave it unknown
+                pass
+            bus_b = (b.data.get("pci_bus_id") or "").lower()
+            remotes = a.data.get("_nvlink_remotes") or {}
+            pairs.append({
+                "gpu_a": a.index, "gpu_b": b.index,
+                "common_ancestor": _TOPOLOGY.get(level) if level is not None else None,
+                "nvlink": bool(bus_b) and bus_b in remotes.values(),
+            })
+    return pairs
+
+
+def probe_gpu(nvml: Any = None, window_s: float = 2.0, sys_root: str = "/sys",
+              sample_interval_s: float = 0.25, sleep: Callable[[float], None] = time.sleep) -> ProbeResult:
+    """Read every GPU, sample utilization over `window_s`, diff the throttle counters over it."""
+    start = time.perf_counter()
+
+    def done(status: ProbeStatus, reason: str | None, data: dict | None = None) -> ProbeResult:
+        return ProbeResult("gpu", status, time.perf_counter() - start, reason, data or {})
+
+    if nvml is None:
+        try:
+            nvml = _import_nvml()
+        except ImportError:
+            return done(ProbeStatus.UNSUPPORTED, "nvidia-ml-py (pynvml) is not installed: pip install nvidia-ml-py")
+    try:
+        nvml.nvmlInit()
+    except Exception as e:
+        status, reason = _nvml_status(e)
+        return done(status, reason)
+    try:
+        system = _Reader(nvml)
+        driver = system.call("driver_version", "nvmlSystemGetDriverVersion")
+        cuda = system.call("cuda_driver_version", "nvmlSystemGetCudaDriverVersion")
+        nvml_version = system.call("nvml_version", "nvmlSystemGetNVMLVersion")
+        count = system.call("count", "nvmlDeviceGetCount")
+        if count is None:
+            return done(ProbeStatus.ERROR, "NVML started but could not count the GPUs")
+        gpus = [_open(nvml, i, sys_root) for i in range(int(count))]
+        window_start = time.perf_counter()
+        num_steps = max(1, math.ceil(window_s / sample_interval_s)) if window_s > 0 else 0
+        for _ in range(num_steps):
+            sleep(window_s / num_steps)
+            for g in gpus:
+                g.guard(g.sample_util)
+        window_s = max(window_s, time.perf_counter() - window_start)  # the window actually observed
+        entries = [_finish(g, window_s) for g in gpus]
+        topology = _topology(nvml, gpus)
+        for entry in entries:
+            entry.pop("_nvlink_remotes", None)
+        data = {
+            "driver_version": _text(driver) if driver is not None else None,
+            "cuda_driver_version": f"{int(cuda) // 1000}.{int(cuda) % 1000 // 10}" if cuda is not None else None,
+            "nvml_version": _text(nvml_version) if nvml_version is not None else None,
+            "window_s": window_s,
+            "num_gpus": len(entries),
+            "gpus": entries,
+            "topology": topology,
+            "unsupported_fields": system.unsupported,
+        }
+        if not entries:
+            return done(ProbeStatus.UNSUPPORTED, "NVML found no GPU on this host", data)
+        return done(ProbeStatus.OK, None, data)
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:  # shutting down a half-started NVML must not hide the result
+            pass

@@ -1,0 +1,483 @@
+"""The one Prometheus text parser and normaliser, shared by `triage diagnose` and `triage bench`.
+
+Four name sets become one engine-neutral model (`EngineMetrics`):
+- vLLM V1: `vllm:*` with `model_name` and `engine` labels, `kv_cache_usage_perc` (older V1:
+  `gpu_cache_usage_perc`), `prefix_cache_{queries,hits}_total`, `inter_token_latency_seconds`;
+- vLLM V0: `vllm:gpu_cache_usage_perc`, `vllm:time_per_output_token_seconds`, no `engine` label;
+- SGLang: `sglang:token_usage`, `num_running_reqs`, `num_queue_reqs`, `cache_hit_rate`, ...;
+- TGI: `tgi_queue_size`, `tgi_batch_current_size`, `tgi_request_*` histograms.
+
+Pure functions: text in, dataclasses and dicts out. `*_created` samples are creation timestamps of
+counters, not values, and are dropped. A metric split over label sets (one per engine index, data
+parallel rank ...) is summed; fractions are taken at their maximum instead.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+HISTOGRAM_KEYS = ("ttft_s", "itl_s", "e2e_s", "queue_time_s", "prefill_time_s", "decode_time_s")
+
+# Labels that say *where* a value came from, not *what* it is: dropped from cache_config.
+_ORIGIN_LABELS = frozenset({"model_name", "engine", "name", "pid", "tp_rank", "dp_rank", "pp_rank"})
+
+
+@dataclass(frozen=True, slots=True)
+class PromSample:
+    name: str
+    labels: Mapping[str, str]
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSample:
+    """One scrape: every sample except `*_created`, plus the declared type of each family."""
+
+    samples: tuple[PromSample, ...] = ()
+    types: Mapping[str, str] = field(default_factory=dict)
+    num_bad_lines: int = 0
+
+    def names(self) -> set[str]:
+        return {s.name for s in self.samples}
+
+    def series(self, name: str, **label_filter: str) -> list[PromSample]:
+        return [s for s in self.samples if s.name == name
+                and all(s.labels.get(k) == v for k, v in label_filter.items())]
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    """Cumulative buckets [(upper bound `le`, cumulative count)], sorted, `+Inf` last."""
+
+    buckets: tuple[tuple[float, float], ...]
+    count: float
+    sum: float
+
+
+@dataclass(frozen=True, slots=True)
+class EngineMetrics:
+    """One scrape in engine-neutral terms. None means the engine does not export that value."""
+
+    engine: str | None
+    model_name: str | None = None
+    kv_cache_usage_frac: float | None = None
+    num_requests_running: float | None = None
+    num_requests_waiting: float | None = None
+    num_requests_swapped: float | None = None
+    num_preemptions_total: float | None = None
+    prefix_cache_queries_total: float | None = None
+    prefix_cache_hits_total: float | None = None
+    prefix_cache_hit_rate_gauge: float | None = None     # engines that only export a ratio (SGLang, V0)
+    prompt_tokens_total: float | None = None
+    generation_tokens_total: float | None = None
+    num_requests_finished_total: float | None = None
+    spec_decode_accepted_tokens_total: float | None = None
+    spec_decode_draft_tokens_total: float | None = None
+    spec_decode_num_drafts_total: float | None = None
+    spec_decode_acceptance_rate_gauge: float | None = None
+    spec_decode_mean_accept_length: float | None = None  # SGLang's spec_accept_length gauge
+    kv_cache_capacity_tokens: float | None = None
+    histograms: Mapping[str, Histogram] = field(default_factory=dict)
+    cache_config: Mapping[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing
+
+
+def _families(text: str) -> tuple[list[PromSample], dict[str, str]]:
+    samples: list[PromSample] = []
+    types: dict[str, str] = {}
+    for family in text_string_to_metric_families(text):
+        types[family.name] = family.type
+        for s in family.samples:
+            if s.name.endswith("_created"):
+                continue
+            samples.append(PromSample(s.name, dict(s.labels), float(s.value)))
+    return samples, types
+
+
+def parse_metrics(text: str) -> MetricsSample:
+    """Parse Prometheus text exposition. A malformed line is skipped and counted, never fatal."""
+    try:
+        samples, types = _families(text)
+        return MetricsSample(tuple(samples), types, 0)
+    except (ValueError, TypeError, IndexError, KeyError):
+        pass
+    # Slow path: the text has bad lines. Keep every line that parses on its own.
+    samples, types, bad = [], {}, 0
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("#"):
+            parts = stripped.split(None, 3)
+            if len(parts) >= 4 and parts[1] == "TYPE":
+                types[parts[2]] = parts[3].strip()
+            continue
+        try:
+            more, _ = _families(stripped + "\n")
+            samples.extend(more)
+        except (ValueError, TypeError, IndexError, KeyError):
+            bad += 1
+    return MetricsSample(tuple(samples), types, bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# Engine detection
+
+_V1_ONLY = ("vllm:kv_cache_usage_perc", "vllm:prefix_cache_queries_total",
+            "vllm:gpu_prefix_cache_queries_total", "vllm:inter_token_latency_seconds_count",
+            "vllm:spec_decode_num_drafts_total", "vllm:request_prefill_kv_computed_tokens_count")
+
+
+def detect_engine(sample: MetricsSample) -> str | None:
+    """"vllm" (V1) | "vllm-v0" | "sglang" | "tgi", or None when no known name is present."""
+    names = sample.names()
+    if any(n.startswith("vllm:") for n in names):
+        has_engine_label = any("engine" in s.labels for s in sample.samples if s.name.startswith("vllm:"))
+        if has_engine_label or any(n in names for n in _V1_ONLY):
+            return "vllm"
+        return "vllm-v0"
+    if any(n.startswith("sglang:") for n in names):
+        return "sglang"
+    if any(n.startswith("tgi_") for n in names):
+        return "tgi"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Normalisation
+
+
+def _sum(sample: MetricsSample, names: Sequence[str], **labels: str) -> float | None:
+    """The first name present, summed over its label sets."""
+    for name in names:
+        series = sample.series(name, **labels)
+        if series:
+            return float(sum(s.value for s in series))
+    return None
+
+
+def _max(sample: MetricsSample, names: Sequence[str]) -> float | None:
+    for name in names:
+        series = sample.series(name)
+        if series:
+            return float(max(s.value for s in series))
+    return None
+
+
+def _mean(sample: MetricsSample, names: Sequence[str]) -> float | None:
+    for name in names:
+        series = sample.series(name)
+        if series:
+            return float(sum(s.value for s in series) / len(series))
+    return None
+
+
+def _histogram(sample: MetricsSample, bases: Sequence[str], **labels: str) -> Histogram | None:
+    """The first histogram base name present, its buckets summed per `le` over label sets."""
+    for base in bases:
+        bucket_series = sample.series(f"{base}_bucket", **labels)
+        count = _sum(sample, [f"{base}_count"], **labels)
+        if not bucket_series and count is None:
+            continue
+        per_le: dict[float, float] = {}
+        for s in bucket_series:
+            try:
+                le = float(s.labels.get("le", "nan"))
+            except ValueError:
+                continue
+            if math.isnan(le):
+                continue
+            per_le[le] = per_le.get(le, 0.0) + s.value
+        total = _sum(sample, [f"{base}_sum"], **labels)
+        buckets = tuple(sorted(per_le.items()))
+        if count is None:
+            count = buckets[-1][1] if buckets and math.isinf(buckets[-1][0]) else 0.0
+        return Histogram(buckets=buckets, count=count, sum=total if total is not None else 0.0)
+    return None
+
+
+def _coerce(value: str) -> Any:
+    low = value.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null", ""):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def _cache_config(sample: MetricsSample, name: str) -> dict[str, Any]:
+    series = sample.series(name)
+    if not series:
+        return {}
+    return {k: _coerce(v) for k, v in sorted(series[0].labels.items()) if k not in _ORIGIN_LABELS}
+
+
+def _model_name(sample: MetricsSample, prefix: str) -> str | None:
+    names = sorted({s.labels["model_name"] for s in sample.samples
+                    if s.name.startswith(prefix) and s.labels.get("model_name")})
+    if not names:
+        return None
+    return names[0] if len(names) == 1 else ", ".join(names)
+
+
+def _vllm(sample: MetricsSample, engine: str) -> EngineMetrics:
+    v = "vllm:"
+    return EngineMetrics(
+        engine=engine,
+        model_name=_model_name(sample, v),
+        kv_cache_usage_frac=_max(sample, [v + "kv_cache_usage_perc", v + "gpu_cache_usage_perc"]),
+        num_requests_running=_sum(sample, [v + "num_requests_running"]),
+        num_requests_waiting=_sum(sample, [v + "num_requests_waiting"]),
+        num_requests_swapped=_sum(sample, [v + "num_requests_swapped"]),
+        num_preemptions_total=_sum(sample, [v + "num_preemptions_total"]),
+        prefix_cache_queries_total=_sum(sample, [v + "prefix_cache_queries_total",
+                                                 v + "gpu_prefix_cache_queries_total"]),
+        prefix_cache_hits_total=_sum(sample, [v + "prefix_cache_hits_total", v + "gpu_prefix_cache_hits_total"]),
+        prefix_cache_hit_rate_gauge=_mean(sample, [v + "gpu_prefix_cache_hit_rate"]),
+        prompt_tokens_total=_sum(sample, [v + "prompt_tokens_total"]),
+        generation_tokens_total=_sum(sample, [v + "generation_tokens_total"]),
+        num_requests_finished_total=_sum(sample, [v + "request_success_total"]),
+        spec_decode_accepted_tokens_total=_sum(sample, [v + "spec_decode_num_accepted_tokens_total"]),
+        spec_decode_draft_tokens_total=_sum(sample, [v + "spec_decode_num_draft_tokens_total"]),
+        spec_decode_num_drafts_total=_sum(sample, [v + "spec_decode_num_drafts_total"]),
+        spec_decode_acceptance_rate_gauge=_mean(sample, [v + "spec_decode_draft_acceptance_rate"]),
+        histograms=_present({
+            "ttft_s": _histogram(sample, [v + "time_to_first_token_seconds"]),
+            "itl_s": _histogram(sample, [v + "inter_token_latency_seconds", v + "time_per_output_token_seconds"]),
+            "e2e_s": _histogram(sample, [v + "e2e_request_latency_seconds"]),
+            "queue_time_s": _histogram(sample, [v + "request_queue_time_seconds"]),
+            "prefill_time_s": _histogram(sample, [v + "request_prefill_time_seconds"]),
+            "decode_time_s": _histogram(sample, [v + "request_decode_time_seconds"]),
+        }),
+        cache_config=_cache_config(sample, v + "cache_config_info"),
+    )
+
+
+def _sglang(sample: MetricsSample) -> EngineMetrics:
+    s = "sglang:"
+    prompt = _sum(sample, [s + "prompt_tokens_total"])
+    cached = _sum(sample, [s + "cached_tokens_total"])
+    return EngineMetrics(
+        engine="sglang",
+        model_name=_model_name(sample, s),
+        kv_cache_usage_frac=_max(sample, [s + "token_usage"]),
+        num_requests_running=_sum(sample, [s + "num_running_reqs"]),
+        num_requests_waiting=_sum(sample, [s + "num_queue_reqs"]),
+        # Preemption is "retraction" in SGLang; num_retracted_reqs is a per-batch gauge, not a count.
+        num_preemptions_total=_sum(sample, [s + "num_retracted_requests_total"]),
+        prefix_cache_queries_total=prompt if cached is not None else None,
+        prefix_cache_hits_total=cached,
+        prefix_cache_hit_rate_gauge=_mean(sample, [s + "cache_hit_rate"]),
+        prompt_tokens_total=prompt,
+        generation_tokens_total=_sum(sample, [s + "generation_tokens_total"]),
+        num_requests_finished_total=_sum(sample, [s + "num_requests_total"]),
+        spec_decode_mean_accept_length=_mean(sample, [s + "spec_accept_length"]),
+        kv_cache_capacity_tokens=_sum(sample, [s + "max_total_num_tokens"]),
+        histograms=_present({
+            "ttft_s": _histogram(sample, [s + "time_to_first_token_seconds"]),
+            "itl_s": _histogram(sample, [s + "inter_token_latency_seconds", s + "time_per_output_token_seconds"]),
+            "e2e_s": _histogram(sample, [s + "e2e_request_latency_seconds"]),
+            "queue_time_s": _histogram(sample, [s + "queue_time_seconds"]),
+        }),
+    )
+
+
+def _tgi(sample: MetricsSample) -> EngineMetrics:
+    input_len = _histogram(sample, ["tgi_request_input_length"])
+    generated = _histogram(sample, ["tgi_request_generated_tokens"])
+    return EngineMetrics(
+        engine="tgi",
+        num_requests_running=_sum(sample, ["tgi_batch_current_size"]),
+        num_requests_waiting=_sum(sample, ["tgi_queue_size"]),
+        # TGI counts tokens only inside per-request histograms: their sums are the token totals.
+        prompt_tokens_total=input_len.sum if input_len is not None else None,
+        generation_tokens_total=generated.sum if generated is not None else None,
+        # prometheus-client's parser appends `_total` to a counter sample that lacks it.
+        num_requests_finished_total=_sum(sample, ["tgi_request_success_total", "tgi_request_success"]),
+        histograms=_present({
+            # TGI has no TTFT histogram; its per-request mean time per token stands in for ITL.
+            "itl_s": _histogram(sample, ["tgi_request_mean_time_per_token_duration"]),
+            "e2e_s": _histogram(sample, ["tgi_request_duration"]),
+            "queue_time_s": _histogram(sample, ["tgi_request_queue_duration"]),
+        }),
+    )
+
+
+def _present(hists: Mapping[str, Histogram | None]) -> dict[str, Histogram]:
+    return {k: h for k, h in hists.items() if h is not None}
+
+
+def normalise(sample: MetricsSample) -> EngineMetrics:
+    """The scrape in engine-neutral terms; an unknown exposition gives an all-None EngineMetrics."""
+    engine = detect_engine(sample)
+    if engine in ("vllm", "vllm-v0"):
+        return _vllm(sample, engine)
+    if engine == "sglang":
+        return _sglang(sample)
+    if engine == "tgi":
+        return _tgi(sample)
+    return EngineMetrics(engine=None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Deltas over a window
+
+
+def _counter_delta(before: float | None, after: float | None) -> tuple[float | None, bool]:
+    """(delta, reset). A counter that went down was reset (server restart): count from zero."""
+    if before is None or after is None:
+        return None, False
+    if after < before:
+        return after, True
+    return after - before, False
+
+
+def histogram_quantile(buckets: Sequence[tuple[float, float]], q: float) -> float | None:
+    """Prometheus-style quantile from cumulative buckets, linear within the bucket it falls in.
+
+    The first bucket's lower bound is 0 (latencies are non-negative). A rank in the `+Inf` bucket
+    returns the largest finite bound: the histogram cannot say more than "above that".
+    """
+    if not buckets:
+        return None
+    total = buckets[-1][1]
+    if total <= 0:
+        return None
+    rank = q * total
+    prev_le, prev_count = 0.0, 0.0
+    for le, count in buckets:
+        if count >= rank:
+            if math.isinf(le):
+                return prev_le
+            in_bucket = count - prev_count
+            if in_bucket <= 0:
+                return le
+            return prev_le + (le - prev_le) * (rank - prev_count) / in_bucket
+        prev_le, prev_count = le, count
+    return prev_le
+
+
+def histogram_delta(before: Histogram | None, after: Histogram | None) -> Histogram | None:
+    if after is None:
+        return None
+    if before is None:
+        return after
+    old = dict(before.buckets)
+    buckets = tuple((le, c - old.get(le, 0.0)) for le, c in after.buckets)
+    count = after.count - before.count
+    if count < 0 or any(c < 0 for _, c in buckets):  # reset between scrapes
+        return after
+    return Histogram(buckets=buckets, count=count, sum=after.sum - before.sum)
+
+
+def _histogram_summary(h: Histogram | None) -> dict[str, float | None] | None:
+    if h is None:
+        return None
+    has_buckets = bool(h.buckets)
+    return {
+        "count_delta": h.count,
+        "sum_delta_s": h.sum,
+        "mean_s": h.sum / h.count if h.count > 0 else None,
+        "p50_s": histogram_quantile(h.buckets, 0.50) if has_buckets else None,
+        "p90_s": histogram_quantile(h.buckets, 0.90) if has_buckets else None,
+        "p99_s": histogram_quantile(h.buckets, 0.99) if has_buckets else None,
+    }
+
+
+def _rate(delta: float | None, window_s: float) -> float | None:
+    if delta is None or window_s <= 0:
+        return None
+    return delta / window_s
+
+
+def _max_of(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def window_delta(before: EngineMetrics, after: EngineMetrics, window_s: float,
+                 seen: Sequence[EngineMetrics] = ()) -> dict[str, Any]:
+    """The `server_metrics` data of docs/SNAPSHOT.md: gauges at the end (and their max over `seen`,
+    the scrapes in between), counter deltas and rates, histogram deltas with interpolated quantiles."""
+    all_scrapes = [before, *seen, after]
+    resets: list[str] = []
+
+    def delta(attr: str) -> float | None:
+        d, reset = _counter_delta(getattr(before, attr), getattr(after, attr))
+        if reset:
+            resets.append(attr)
+        return d
+
+    preemptions = delta("num_preemptions_total")
+    queries = delta("prefix_cache_queries_total")
+    hits = delta("prefix_cache_hits_total")
+    prompt = delta("prompt_tokens_total")
+    generation = delta("generation_tokens_total")
+    finished = delta("num_requests_finished_total")
+    accepted = delta("spec_decode_accepted_tokens_total")
+    drafted = delta("spec_decode_draft_tokens_total")
+
+    if queries is not None and queries > 0 and hits is not None:
+        hit_rate, hit_rate_source = hits / queries, "counters"
+    elif queries is None and after.prefix_cache_hit_rate_gauge is not None:
+        hit_rate, hit_rate_source = after.prefix_cache_hit_rate_gauge, "gauge"
+    else:
+        hit_rate, hit_rate_source = None, None
+
+    if accepted is not None and drafted is not None and drafted > 0:
+        acceptance = accepted / drafted
+    else:
+        acceptance = after.spec_decode_acceptance_rate_gauge
+
+    histograms = {}
+    for key in HISTOGRAM_KEYS:
+        summary = _histogram_summary(histogram_delta(before.histograms.get(key), after.histograms.get(key)))
+        if summary is not None:
+            histograms[key] = summary
+
+    return {
+        "engine": after.engine,
+        "model_name": after.model_name,
+        "window_s": window_s,
+        "num_scrapes": len(all_scrapes),
+        "kv_cache_usage_frac": after.kv_cache_usage_frac,
+        "kv_cache_usage_frac_max": _max_of(m.kv_cache_usage_frac for m in all_scrapes),
+        "num_requests_running": after.num_requests_running,
+        "num_requests_running_max": _max_of(m.num_requests_running for m in all_scrapes),
+        "num_requests_waiting": after.num_requests_waiting,
+        "num_requests_waiting_max": _max_of(m.num_requests_waiting for m in all_scrapes),
+        "num_requests_swapped": after.num_requests_swapped,
+        "num_preemptions_delta": preemptions,
+        "preemptions_per_s": _rate(preemptions, window_s),
+        "prefix_cache_queries_delta": queries,
+        "prefix_cache_hits_delta": hits,
+        "prefix_cache_hit_rate": hit_rate,
+        "prefix_cache_hit_rate_source": hit_rate_source,
+        "prompt_tokens_delta": prompt,
+        "generation_tokens_delta": generation,
+        "prompt_tokens_per_s": _rate(prompt, window_s),
+        "generation_tokens_per_s": _rate(generation, window_s),
+        "num_requests_finished_delta": finished,
+        "histograms": histograms,
+        "cache_config": dict(after.cache_config),
+        "kv_cache_capacity_tokens": after.kv_cache_capacity_tokens,
+        "spec_decode_accepted_tokens_delta": accepted,
+        "spec_decode_draft_tokens_delta": drafted,
+        "spec_decode_acceptance_rate": acceptance,
+        "spec_decode_mean_accept_length": after.spec_decode_mean_accept_length,
+        "counter_resets": resets,
+    }

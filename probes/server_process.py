@@ -1,0 +1,141 @@
+"""The `server_process` probe: the serving process tree's CPU, threads, memory, affinity and debug env.
+
+A pegged single thread (the tokenizer or the scheduler loop under the GIL) shows as
+`max_thread_cpu_pct` near 100 while the process total looks modest. Keys: docs/SNAPSHOT.md.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from probes.base import ProbeResult, ProbeStatus
+from probes.sysfs import numa_nodes_of_cpus, parse_cpulist
+from triage.redact import redact_argv, redact_env
+
+# Environment variables that slow serving down or change how it runs, worth showing when set.
+DEBUG_ENV = (
+    "CUDA_LAUNCH_BLOCKING", "NCCL_DEBUG", "NCCL_P2P_DISABLE", "NCCL_IB_DISABLE", "NCCL_SHM_DISABLE",
+    "TORCH_COMPILE_DEBUG", "TORCH_LOGS", "TORCH_SHOW_CPP_STACKTRACES", "PYTORCH_NO_CUDA_MEMORY_CACHING",
+    "CUDA_MODULE_LOADING", "VLLM_TRACE_FUNCTION", "VLLM_LOGGING_LEVEL", "VLLM_ATTENTION_BACKEND",
+    "VLLM_USE_V1", "VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_WORKER_MULTIPROC_METHOD", "OMP_NUM_THREADS",
+    "TOKENIZERS_PARALLELISM", "CUDA_VISIBLE_DEVICES",
+)
+MAX_PROCESSES = 64
+
+
+def _tree(root: psutil.Process) -> list[psutil.Process]:
+    try:
+        children = root.children(recursive=True)
+    except (psutil.Error, OSError):
+        children = []
+    return [root, *children][:MAX_PROCESSES]
+
+
+def _thread_times(proc: psutil.Process) -> dict[int, float]:
+    try:
+        return {t.id: t.user_time + t.system_time for t in proc.threads()}
+    except (psutil.Error, OSError):
+        return {}
+
+
+def _mems_allowed(pid: int, proc_root: str) -> list[int] | None:
+    try:
+        for line in Path(proc_root, str(pid), "status").read_text().splitlines():
+            if line.startswith("Mems_allowed_list:"):
+                return parse_cpulist(line.split(":", 1)[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def probe_server_process(pid: int | None, engine: str | None = None, window_s: float = 2.0,
+                         proc_root: str = "/proc", sys_root: str = "/sys",
+                         sleep: Callable[[float], None] = time.sleep) -> ProbeResult:
+    start = time.perf_counter()
+
+    def done(status: ProbeStatus, reason: str | None, data: dict | None = None) -> ProbeResult:
+        return ProbeResult("server_process", status, time.perf_counter() - start, reason, data or {})
+
+    if pid is None:
+        return done(ProbeStatus.UNSUPPORTED, "no serving process found on this host (remote URL, or none running)")
+    try:
+        root = psutil.Process(pid)
+        argv = root.cmdline()
+    except psutil.NoSuchProcess:
+        return done(ProbeStatus.ERROR, f"process {pid} exited while being read")
+    except psutil.AccessDenied:
+        return done(ProbeStatus.PERMISSION_DENIED, f"process {pid} belongs to another user; run as that user or root")
+
+    unsupported: list[str] = []
+    procs = _tree(root)
+    before: dict[int, tuple[float, dict[int, float]]] = {}
+    for p in procs:
+        try:
+            p.cpu_percent(None)  # primes psutil's per-process counter; the first call returns 0.0
+            before[p.pid] = (time.perf_counter(), _thread_times(p))
+        except (psutil.Error, OSError):
+            continue
+    try:
+        rss_start = int(root.memory_info().rss)
+    except (psutil.Error, OSError):
+        rss_start = None
+        unsupported.append("rss_bytes_start")
+    sleep(window_s)
+
+    rows: list[dict[str, Any]] = []
+    max_thread_pct: float | None = None
+    for p in procs:
+        if p.pid not in before:
+            continue
+        try:
+            with p.oneshot():
+                cpu_pct = p.cpu_percent(None)
+                row = {"pid": p.pid, "name": p.name(), "cpu_pct": cpu_pct, "num_threads": p.num_threads(),
+                       "rss_bytes": int(p.memory_info().rss)}
+            t0, threads0 = before[p.pid]
+            elapsed = max(time.perf_counter() - t0, 1e-6)
+            for tid, total in _thread_times(p).items():
+                if tid in threads0:
+                    pct = 100.0 * (total - threads0[tid]) / elapsed
+                    max_thread_pct = pct if max_thread_pct is None else max(max_thread_pct, pct)
+            rows.append(row)
+        except (psutil.Error, OSError):
+            continue
+    try:
+        rss_end = int(root.memory_info().rss)
+    except (psutil.Error, OSError):
+        rss_end = None
+        unsupported.append("rss_bytes_end")
+
+    try:
+        affinity = sorted(root.cpu_affinity())
+    except (psutil.Error, OSError, AttributeError):
+        affinity = None
+        unsupported.append("cpu_affinity")
+    try:
+        env = root.environ()
+    except (psutil.Error, OSError):
+        env = None
+        unsupported.append("debug_env")
+    safe_env = redact_env(env) if env is not None else None
+    data = {
+        "pid": pid,
+        "engine": engine,
+        "cmdline": redact_argv(argv),
+        "cpu_affinity": affinity,
+        "affinity_numa_nodes": numa_nodes_of_cpus(affinity, sys_root) if affinity else None,
+        "memory_numa_nodes": _mems_allowed(pid, proc_root),
+        "window_s": window_s,
+        "processes": rows,
+        "max_thread_cpu_pct": round(max_thread_pct, 1) if max_thread_pct is not None else None,
+        "rss_bytes_start": rss_start,
+        "rss_bytes_end": rss_end,
+        "debug_env": {k: safe_env[k] for k in DEBUG_ENV if k in safe_env} if safe_env is not None else None,
+        "hf_home": safe_env.get("HF_HOME") if safe_env is not None else None,
+        "unsupported_fields": unsupported,
+    }
+    return done(ProbeStatus.OK, None, data)

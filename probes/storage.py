@@ -1,0 +1,152 @@
+"""The `storage` probe: where the model and the HF cache live (NFS? tmpfs? overlay?) and how fast the
+model files read, with the bytes read bounded and whether the page cache served them.
+
+Whether the page cache served a read comes from /proc/thread-self/io: `read_bytes` there counts only
+what the storage layer delivered. Keys: docs/SNAPSHOT.md, section `storage`.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from probes.base import ProbeResult, ProbeStatus
+from probes.sysfs import read_text
+
+NETWORK_FS = frozenset({
+    "nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "lustre", "gpfs", "beegfs", "ceph", "fuse.ceph",
+    "glusterfs", "fuse.glusterfs", "fuse.s3fs", "fuse.gcsfuse", "fuse.juicefs", "fuse.mountpoint-s3",
+    "9p", "wekafs", "fuse.rclone", "afs",
+})
+EPHEMERAL_FS = frozenset({"tmpfs", "ramfs", "overlay", "aufs"})
+MODEL_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
+DEFAULT_MAX_READ_BYTES = 256 * 2**20
+CHUNK_BYTES = 8 * 2**20
+
+
+def parse_mounts(text: str) -> list[tuple[str, str]]:
+    """[(mount point, fstype)] from /proc/mounts, longest mount point first."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 3:
+            out.append((parts[1].replace("\\040", " "), parts[2]))
+    return sorted(out, key=lambda m: len(m[0]), reverse=True)
+
+
+def fstype_of(path: str, mounts: list[tuple[str, str]]) -> str | None:
+    target = os.path.realpath(path)
+    for mount_point, fstype in mounts:
+        if target == mount_point or target.startswith(mount_point.rstrip("/") + "/"):
+            return fstype
+    return None
+
+
+def hf_cache_dir(env: Mapping[str, str]) -> str:
+    if env.get("HF_HUB_CACHE"):
+        return env["HF_HUB_CACHE"]
+    if env.get("HF_HOME"):
+        return os.path.join(env["HF_HOME"], "hub")
+    home = env.get("HOME") or os.path.expanduser("~")
+    return os.path.join(env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), "huggingface", "hub")
+
+
+def resolve_model_dir(model: str | None, cache_dir: str) -> tuple[str | None, bool]:
+    """(local directory holding the weights or None, whether `model` is a hub id rather than a path)."""
+    if not model:
+        return None, False
+    if os.path.isdir(model):
+        return model, False
+    if os.path.isfile(model):
+        return os.path.dirname(model) or ".", False
+    if model.count("/") == 1 and not model.startswith(("/", ".")):
+        snapshots = Path(cache_dir, "models--" + model.replace("/", "--"), "snapshots")
+        try:
+            versions = sorted(snapshots.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)
+        except OSError:
+            versions = []
+        return (str(versions[0]) if versions else None), True
+    return None, False
+
+
+def _storage_read_bytes(proc_root: str) -> int | None:
+    for who in ("thread-self", "self"):
+        text = read_text(proc_root, who, "io")
+        if text:
+            for line in text.splitlines():
+                if line.startswith("read_bytes:"):
+                    return int(line.split()[1])
+    return None
+
+
+def read_speed(model_dir: str, max_bytes: int, budget_s: float, proc_root: str = "/proc"
+               ) -> tuple[float | None, int, bool | None]:
+    """(GB/s, bytes read, page cache warm?) reading the model files in order, bounded by bytes and time."""
+    files = sorted(p for p in Path(model_dir).rglob("*") if p.suffix in MODEL_SUFFIXES and p.is_file())
+    if not files:
+        return None, 0, None
+    io_before = _storage_read_bytes(proc_root)
+    done = 0
+    t0 = time.perf_counter()
+    for path in files:
+        with open(path, "rb", buffering=0) as f:
+            while done < max_bytes and time.perf_counter() - t0 < budget_s:
+                chunk = f.read(min(CHUNK_BYTES, max_bytes - done))
+                if not chunk:
+                    break
+                done += len(chunk)
+        if done >= max_bytes or time.perf_counter() - t0 >= budget_s:
+            break
+    elapsed = time.perf_counter() - t0
+    io_after = _storage_read_bytes(proc_root)
+    warm = None
+    if io_before is not None and io_after is not None and done > 0:
+        warm = (io_after - io_before) < 0.1 * done
+    gbps = round(done / elapsed / 1e9, 3) if done and elapsed > 0 else None
+    return gbps, done, warm
+
+
+def probe_storage(model: str | None = None, env: Mapping[str, str] | None = None, proc_root: str = "/proc",
+                  max_read_bytes: int = DEFAULT_MAX_READ_BYTES, read_budget_s: float = 1.5) -> ProbeResult:
+    """`model`: the served model (a path or a hub id); `env`: the server's environment (for HF_HOME)."""
+    start = time.perf_counter()
+    env = dict(os.environ if env is None else env)
+    mounts = parse_mounts(read_text(proc_root, "mounts") or "")
+    cache = hf_cache_dir(env)
+    model_dir, is_hub_id = resolve_model_dir(model, cache)
+    unsupported: list[str] = []
+    fstype = fstype_of(model_dir, mounts) if model_dir and mounts else None
+    cache_fstype = fstype_of(cache, mounts) if mounts else None
+    if not mounts:
+        unsupported += ["model_dir_fstype", "hf_cache_fstype"]
+    read_gbps, read_bytes, warm = (None, 0, None)
+    if model_dir:
+        try:
+            read_gbps, read_bytes, warm = read_speed(model_dir, max_read_bytes, read_budget_s, proc_root)
+        except PermissionError:
+            unsupported.append("read_gbps")
+        except OSError:
+            unsupported.append("read_gbps")
+    try:
+        cache_empty = not any(p.name.startswith("models--") for p in Path(cache).iterdir())
+    except OSError:
+        cache_empty = True
+    data = {
+        "model": model,
+        "model_dir": model_dir,
+        "model_dir_fstype": fstype,
+        "model_dir_is_network_fs": (fstype in NETWORK_FS) if fstype else None,
+        "read_gbps": read_gbps,
+        "read_bytes": read_bytes if model_dir else None,
+        "max_read_bytes": max_read_bytes,
+        "page_cache_warm": warm,
+        "hf_cache_dir": cache,
+        "hf_cache_fstype": cache_fstype,
+        "hf_cache_persistent": (cache_fstype not in EPHEMERAL_FS) if cache_fstype else None,
+        "hf_cache_empty": cache_empty,
+        "hf_home_set": bool(env.get("HF_HOME") or env.get("HF_HUB_CACHE")),
+        "serves_hub_model_id": is_hub_id,
+        "unsupported_fields": unsupported,
+    }
+    return ProbeResult("storage", ProbeStatus.OK, time.perf_counter() - start, None, data)

@@ -1,0 +1,25 @@
+"""The rules engine: the symptom -> fix catalog as coded rules. Pure: no I/O, no pynvml/httpx/psutil.
+
+    from rules import evaluate, REGISTRY, RulesConfig, load_rules_config
+    result = evaluate(snapshot, bench=None, baseline=None, config=RulesConfig())
+    result.findings   # tuple[Finding], most severe first
+    result.skipped    # tuple[SkippedRule], each with the reason its inputs were missing
+
+Inside `triage bench` (no probes): evaluate(Snapshot(), bench=section,
+config=RulesConfig(enabled_only=bench_rule_codes())).
+
+Reading order: rules/base.py (what a rule is) -> rules/context.py (how it reads inputs) -> one rule in
+rules/gpu.py -> rules/evaluate.py (ranking and causal chains). Thresholds: rules/thresholds.py.
+"""
+from __future__ import annotations
+
+# Importing the rule modules registers their rules.
+from rules import bench, engine, gpu, host, kv_sched  # noqa: F401
+from rules.base import Hit, MissingInput, Rule, RuleDoc
+from rules.config import RulesConfig, load_rules_config
+from rules.evaluate import CAUSES, Evaluation, bench_rule_codes, evaluate
+from rules.registry import REGISTRY, rule
+from rules.thresholds import THRESHOLDS
+
+__all__ = ["CAUSES", "REGISTRY", "THRESHOLDS", "Evaluation", "Hit", "MissingInput", "Rule", "RuleDoc",
+           "RulesConfig", "bench_rule_codes", "evaluate", "load_rules_config", "rule"]

@@ -1,0 +1,231 @@
+"""Context: how a rule reads its inputs. Every accessor either returns a measured value or raises
+MissingInput with a reason a person can act on; nothing silently defaults to 0 or False."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from probes.base import Snapshot
+from rules.base import MissingInput
+from rules.config import RulesConfig
+from rules.engines import EngineInfo, normalise_engine, parse_version
+from triage.model import BenchLevel, BenchSection
+
+
+def metrics_kv_usage(metrics: dict[str, Any]) -> tuple[float | None, str]:
+    """The window's peak KV usage when the probe has it, else the last sample; with its evidence key."""
+    if metrics.get("kv_cache_usage_frac_max") is not None:
+        return metrics["kv_cache_usage_frac_max"], "server_metrics.kv_cache_usage_frac_max"
+    return metrics.get("kv_cache_usage_frac"), "server_metrics.kv_cache_usage_frac"
+
+
+def level_label(level: BenchLevel) -> str:
+    """`bench.c16` for a concurrency level, `bench.r2.5` for a rate level: the evidence key prefix."""
+    if level.concurrency is not None:
+        return f"bench.c{level.concurrency}"
+    if level.request_rate is not None:
+        return f"bench.r{level.request_rate:g}"
+    return "bench.level"
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    snapshot: Snapshot
+    bench: BenchSection | None
+    baseline: dict[str, Any] | None
+    config: RulesConfig
+
+    # --- thresholds ------------------------------------------------------------------------------
+    def th(self, key: str) -> float:
+        return self.config.threshold(key)
+
+    # --- probes ----------------------------------------------------------------------------------
+    def has(self, probe: str) -> bool:
+        return self.snapshot.data(probe) is not None
+
+    def probe(self, name: str) -> dict[str, Any]:
+        result = self.snapshot.get(name)
+        if result is None:
+            raise MissingInput(f"probe {name} did not run")
+        if not result.ok:
+            why = f": {result.reason}" if result.reason else ""
+            raise MissingInput(f"probe {name} is {result.status.value}{why}")
+        return result.data
+
+    def probe_note(self, name: str) -> str:
+        """'' when the probe ran ok, else '; probe NAME is STATUS: REASON' to append to a skip reason."""
+        result = self.snapshot.get(name)
+        if result is None:
+            return f"; probe {name} did not run"
+        if result.ok:
+            return ""
+        return f"; probe {name} is {result.status.value}" + (f": {result.reason}" if result.reason else "")
+
+    def value(self, probe: str, key: str) -> Any:
+        """probe.data[key], or MissingInput when the probe or the field was not measured."""
+        data = self.probe(probe)
+        value = data.get(key)
+        if value is None:
+            raise MissingInput(f"{probe}.{key} was not measured")
+        return value
+
+    def opt(self, probe: str, key: str) -> Any:
+        """probe.data[key] when measured, else None (for evidence that is nice to have)."""
+        data = self.snapshot.data(probe)
+        return None if data is None else data.get(key)
+
+    # --- GPUs ------------------------------------------------------------------------------------
+    def gpus(self) -> list[dict[str, Any]]:
+        gpus = self.probe("gpu").get("gpus")
+        if not gpus:
+            raise MissingInput("probe gpu saw no GPU")
+        return list(gpus)
+
+    def server_pids(self) -> set[int]:
+        data = self.snapshot.data("server_process")
+        if not data or data.get("pid") is None:
+            return set()
+        pids = {int(data["pid"])}
+        pids |= {int(p["pid"]) for p in data.get("processes") or [] if p.get("pid") is not None}
+        return pids
+
+    def serving_gpus(self) -> list[dict[str, Any]]:
+        """GPUs where the server's processes hold memory; all live GPUs when that is not known."""
+        live = [g for g in self.gpus() if not g.get("lost")]
+        pids = self.server_pids()
+        if pids:
+            serving = [g for g in live if any(p.get("pid") in pids for p in g.get("compute_processes") or [])]
+            if serving:
+                return serving
+        return live
+
+    # --- server config and engine ----------------------------------------------------------------
+    def cfg(self, key: str) -> Any:
+        return self.value("server_config", key)
+
+    def cfg_source(self, key: str) -> str | None:
+        data = self.snapshot.data("server_config") or {}
+        return (data.get("sources") or {}).get(key)
+
+    def engine(self) -> EngineInfo:
+        cfg = self.snapshot.data("server_config") or {}
+        metrics = self.snapshot.data("server_metrics") or {}
+        proc = self.snapshot.data("server_process") or {}
+        name = (self.config.target_engine or cfg.get("engine") or metrics.get("engine") or proc.get("engine"))
+        if name is None and self.bench is not None:
+            name = next((lv.server.get("engine") for lv in self.bench.levels if lv.server and lv.server.get("engine")),
+                        None)
+        version = self.config.target_engine_version or cfg.get("engine_version")
+        engine = normalise_engine(name)
+        v = parse_version(version)
+        metrics_engine = cfg.get("metrics_engine") or metrics.get("engine") or name or ""
+        v0 = engine == "vllm" and (str(metrics_engine).lower() == "vllm-v0" or (v is not None and v < (0, 8, 0)))
+        return EngineInfo(engine, version, v0)
+
+    # --- bench -----------------------------------------------------------------------------------
+    def bench_section(self) -> BenchSection:
+        if self.bench is None:
+            raise MissingInput("no bench report (run `triage bench`, or pass `triage diagnose --bench REPORT.json`)")
+        if not self.bench.levels:
+            raise MissingInput("the bench report has no levels")
+        return self.bench
+
+    def levels(self, valid_only: bool = True) -> list[BenchLevel]:
+        levels = list(self.bench_section().levels)
+        if valid_only:
+            levels = [lv for lv in levels if lv.client.valid]
+            if not levels:
+                raise MissingInput("every bench level was marked invalid (the client was the bottleneck; see BENCH001)")
+        return levels
+
+    def level_server(self) -> Iterator[tuple[BenchLevel, dict[str, Any]]]:
+        for lv in self.levels():
+            if lv.server:
+                yield lv, lv.server
+
+    # --- shared judgements -----------------------------------------------------------------------
+    def kv_pressure(self) -> tuple[bool, dict[str, Any]]:
+        """Is the server KV-limited? True/False with the evidence; MissingInput when nothing can tell.
+
+        Signals, any one is enough: KV usage >= common.kv_limited_usage_frac with requests waiting, or the
+        preemption counter growing. (The log's "Maximum concurrency" is computed for max_model_len-long
+        requests, so it says nothing about the real traffic and is not used.)
+        """
+        limit = self.th("common.kv_limited_usage_frac")
+        evidence: dict[str, Any] = {}
+        seen = False
+        metrics = self.snapshot.data("server_metrics")
+        if metrics is not None:
+            usage, usage_key = metrics_kv_usage(metrics)
+            waiting = metrics.get("num_requests_waiting")
+            preempt = metrics.get("num_preemptions_delta")
+            if usage is not None and waiting is not None:
+                seen = True
+                if usage >= limit and waiting > 0:
+                    evidence[usage_key] = usage
+                    evidence["server_metrics.num_requests_waiting"] = waiting
+            if preempt is not None:
+                seen = True
+                if preempt > 0:
+                    evidence["server_metrics.num_preemptions_delta"] = preempt
+        if self.bench is not None:
+            for lv in self.bench.levels:
+                s = lv.server or {}
+                usage, waiting, preempt = (s.get("kv_cache_usage_frac_max"), s.get("num_requests_waiting_max"),
+                                           s.get("num_preemptions_delta"))
+                if usage is not None and waiting is not None:
+                    seen = True
+                    if usage >= limit and waiting > 0:
+                        evidence[f"{level_label(lv)}.server.kv_cache_usage_frac_max"] = usage
+                        evidence[f"{level_label(lv)}.server.num_requests_waiting_max"] = waiting
+                if preempt is not None:
+                    seen = True
+                    if preempt > 0:
+                        evidence[f"{level_label(lv)}.server.num_preemptions_delta"] = preempt
+        if not seen:
+            raise MissingInput("cannot tell whether the server is KV-limited: no KV usage, queue or preemption "
+                               "metrics (server_metrics or bench)")
+        return bool(evidence), evidence
+
+    def observed_max_total_tokens(self) -> tuple[float, str]:
+        """The longest prompt+output seen, as (tokens, where from). Bench levels, then the bench config."""
+        best: tuple[float, str] | None = None
+        if self.bench is not None:
+            for lv in self.bench.levels:
+                if lv.input_tokens_mean is not None and lv.output_tokens_mean is not None:
+                    total = lv.input_tokens_mean + lv.output_tokens_mean
+                    if best is None or total > best[0]:
+                        best = (total, f"{level_label(lv)}.input_tokens_mean+output_tokens_mean")
+            cfg = self.bench.config
+            if cfg.get("input_len") is not None and cfg.get("output_len") is not None:
+                total = float(cfg["input_len"]) + float(cfg["output_len"])
+                if best is None or total > best[0]:
+                    best = (total, "bench.config.input_len+output_len")
+        if best is None:
+            raise MissingInput("no observed prompt+output lengths (needs a bench report of this traffic)")
+        return best
+
+    def kv_capacity_tokens(self) -> tuple[float, str]:
+        """How many tokens the KV cache holds, and where that came from."""
+        logs = self.snapshot.data("logs") or {}
+        metrics = self.snapshot.data("server_metrics") or {}
+        cache = metrics.get("cache_config") or {}
+        if logs.get("kv_cache_tokens") is not None:
+            return float(logs["kv_cache_tokens"]), "logs.kv_cache_tokens"
+        if metrics.get("kv_cache_capacity_tokens") is not None:
+            return float(metrics["kv_cache_capacity_tokens"]), "server_metrics.kv_cache_capacity_tokens"
+        if cache.get("num_gpu_blocks") is not None and cache.get("block_size") is not None:
+            return (float(cache["num_gpu_blocks"]) * float(cache["block_size"]),
+                    "server_metrics.cache_config.num_gpu_blocks*block_size")
+        block = (self.snapshot.data("server_config") or {}).get("block_size")
+        if logs.get("num_gpu_blocks") is not None and block is not None:
+            return float(logs["num_gpu_blocks"]) * float(block), "logs.num_gpu_blocks*server_config.block_size"
+        raise MissingInput("the KV cache capacity is unknown (needs the server log's 'GPU KV cache size' line via "
+                           "--log, or cache_config num_gpu_blocks / SGLang max_total_num_tokens in /metrics)")
+
+    def compute_capability(self) -> tuple[int, int]:
+        caps = [tuple(g["compute_capability"]) for g in self.serving_gpus() if g.get("compute_capability")]
+        if not caps:
+            raise MissingInput("gpu.compute_capability was not measured")
+        return min(caps)  # type: ignore[return-value]

@@ -1,0 +1,39 @@
+"""The rule reference as Markdown (docs/RULES.md is this output; a test keeps them in sync)."""
+from __future__ import annotations
+
+from rules.base import DOC_SECTIONS, DOC_TITLES
+from rules.registry import REGISTRY
+from rules.thresholds import THRESHOLDS
+
+
+def _fmt(value: float) -> str:
+    return f"{value:g}" if value < 1e6 else f"{value:.3g}"
+
+
+def render_markdown() -> str:
+    lines = ["# triage rules", "",
+             "Generated from the registry by `python -m rules.docs > docs/RULES.md`; "
+             "`triage rules explain CODE` prints one rule. Codes never change meaning and are never reused.",
+             "", "| code | name | default severity | inputs | what it checks |", "|---|---|---|---|---|"]
+    for r in REGISTRY:
+        lines.append(f"| [{r.code}](#{r.code.lower()}) | {r.name} | {r.severity.value} | "
+                     f"{', '.join(i.replace('|', ' or ') for i in r.inputs)} | {r.summary} |")
+    for r in REGISTRY:
+        lines += ["", f"## {r.code}", "", f"`{r.name}`, default severity **{r.severity.value}**, inputs: "
+                  f"{', '.join('`' + i.replace('|', '` or `') + '`' for i in r.inputs)}."]
+        for key in DOC_SECTIONS:
+            lines += ["", f"**{DOC_TITLES[key]}.**", "", r.doc.section(key)]
+        if r.thresholds:
+            lines += ["", "**Thresholds** (override in `triage.toml` under `[thresholds]`):", ""]
+            for key in r.thresholds:
+                t = THRESHOLDS[key]
+                lines.append(f"- `{key}` = {_fmt(t.value)} {t.unit}: {t.meaning} (source: {t.source})")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    import rules  # noqa: F401  (registers every rule)
+
+    sys.stdout.write(render_markdown())

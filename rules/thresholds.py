@@ -1,0 +1,96 @@
+"""Every threshold the rules use, in one table, each with its unit and its source.
+
+Keys are `CODE.name` (or `common.name` for values shared by several rules). A triage.toml overrides
+them under `[thresholds]`, e.g. `KV001.kv_usage_frac = 0.95`. Severity ladders, in Dr. Elephant's
+style, are separate keys with the severity in the name (`BENCH002.error_rate_frac_high`).
+Seeds are cited by number: 000 "Why your LLM inference is slow", 001 "KV cache and GPU fit",
+002 "Diagnose and fix slow LLM inference" (full-stack guide and field notes), 003 the six-layer
+checklist, 004 "Inference from first principles".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    value: float
+    unit: str
+    source: str
+    meaning: str
+
+
+_T = Threshold
+
+THRESHOLDS: dict[str, Threshold] = {
+    # --- shared ---------------------------------------------------------------------------------
+    "common.gpu_busy_util_pct": _T(30.0, "%", "NVML: an idle GPU lowers its PCIe link and clocks on purpose; "
+                                   "30% utilization is well clear of idle", "GPU utilization above which a GPU counts as busy"),
+    "common.kv_limited_usage_frac": _T(0.90, "fraction", "000 §2 (kv_cache_usage_perc near 100%), 004 §12",
+                                       "KV usage at or above which the server counts as KV-limited"),
+    # --- GPU ------------------------------------------------------------------------------------
+    "GPU001.vram_used_frac": _T(0.95, "fraction", "000 §1 (nvidia-smi VRAM near 100%)", "VRAM used share that opens the check"),
+    "GPU001.rss_growth_bytes": _T(float(2**30), "bytes", "000 §1 (htop shows system RAM being consumed)",
+                                  "server RSS growth over the window that signals offload"),
+    "GPU001.cpu_busy_pct": _T(90.0, "%", "000 §1 (CPU usage elevated during inference)", "server thread CPU that signals CPU compute"),
+    "GPU001.gpu_starved_util_pct": _T(40.0, "%", "000 §1, quick reference", "GPU utilization below which the GPU is starved"),
+    "GPU002.throttle_time_frac": _T(0.01, "fraction of window", "003 GPU layer; NVML throttle-time counters",
+                                    "thermal/board/reliability throttle time share of the window that counts"),
+    "GPU003.power_limit_frac_of_default": _T(0.98, "fraction", "003 GPU layer (power draw)",
+                                             "enforced/default power limit below which the cap counts as lowered"),
+    "GPU005.retired_pages_total": _T(63.0, "pages", "DCGM health: 64 retired pages is the RMA line", "retired pages (SBE+DBE) that fire"),
+    "GPU005.retired_pages_dbe": _T(15.0, "pages", "DCGM health: more than 15 DBE retirements", "DBE retired pages above which it fires"),
+    "GPU008.low_util_pct": _T(40.0, "%", "000 §4 and quick reference (GPU util <40% under concurrent load)", "utilization that counts as low"),
+    "GPU008.min_in_flight": _T(4.0, "requests", "000 quick reference (many concurrent requests)", "requests in flight that count as load"),
+    "GPU012.margin_c": _T(5.0, "°C", "DCGM thermal health watch; NVML temperature thresholds",
+                          "distance below the slowdown temperature that counts as close"),
+    "GPU009.foreign_bytes": _T(float(2**30), "bytes", "vLLM log 'Free memory on device ... less than desired'",
+                               "memory held by another process that fires"),
+    # --- CPU, memory, storage, network -----------------------------------------------------------
+    "CPU003.thread_busy_pct": _T(95.0, "%", "003 CPU layer (mpstat single-thread bottleneck), 002 lessons", "one thread's CPU share that counts as saturated"),
+    "CPU003.gpu_waiting_util_pct": _T(60.0, "%", "003 CPU layer", "GPU utilization below which the GPU waits on the CPU"),
+    "MEM001.swap_activity_bytes": _T(float(2**20), "bytes", "003 memory layer (disable swap)", "swap in+out over the window that counts"),
+    "MEM002.available_pct": _T(10.0, "%", "001 (leave memory headroom)", "available host RAM below which it fires"),
+    "NET001.read_gbps": _T(1.0, "GB/s", "000 §6, 003 network layer (local SSD vs NFS dd test)", "model directory read rate below which it fires"),
+    "NET003.same_host_ms": _T(2.0, "ms", "002 lessons (2 ms cross-zone RTT), 003 network layer", "TCP connect or /health TTFB that is too slow nearby"),
+    "NET003.ttft_share_frac": _T(0.20, "fraction", "002 lessons", "network time share of TTFT that fires"),
+    # --- KV cache and scheduler ------------------------------------------------------------------
+    "KV001.kv_usage_frac": _T(0.90, "fraction", "000 §2 and quick reference", "KV usage at or above which, with requests waiting, it fires"),
+    "KV001.min_waiting": _T(1.0, "requests", "000 quick reference (requests queuing)", "waiting requests that count as queueing"),
+    "KV001.gpu_memory_utilization_target": _T(0.92, "fraction", "000 §2 (--gpu-memory-utilization 0.92)", "the value the fix proposes"),
+    "KV003.oversize_ratio": _T(4.0, "x", "000 §2 (reduce --max-model-len)", "max_model_len over observed p99 length that fires"),
+    "KV003.headroom_ratio": _T(1.25, "x", "000 §2", "headroom the proposed --max-model-len keeps over the observed p99"),
+    "KV005.min_hit_rate_frac": _T(0.10, "fraction", "002 step 2, 004 §7.4", "prefix-cache hit rate below which it fires"),
+    "KV005.min_shared_prefix_tokens": _T(256.0, "tokens", "002 step 2 (400-token system prompt)", "shared prefix long enough to matter"),
+    "KV006.min_gpu_memory_utilization": _T(0.85, "fraction", "000 §2, 003 memory layer (0.92)", "gpu_memory_utilization below which it fires when KV-limited"),
+    "SCHED001.tpot_spike_ratio": _T(3.0, "x", "004 §7.3 (prefill stalls decode)", "TPOT p99 over p50 that counts as a spike"),
+    "SCHED001.long_prompt_tokens": _T(2048.0, "tokens", "004 §7.3 (512-token chunks)", "prompt length that counts as long"),
+    "SCHED002.max_kv_usage_frac": _T(0.70, "fraction", "000 quick reference", "KV usage below which the cache is not the limit"),
+    "SCHED003.queue_share_frac": _T(0.50, "fraction", "001 (watch queue depth), 004 §10", "queue time share of TTFT that fires"),
+    "SCHED003.min_queue_ms": _T(50.0, "ms", "004 §4 (a 500 ms TTFT target: a tenth of it is the least worth naming)",
+                                "queue time below which queueing is not what users feel"),
+    "SCHED003.max_tpot_growth": _T(1.25, "x", "004 §10", "TPOT growth across the sweep that still counts as flat"),
+    "SCHED003.min_ttft_growth_frac_of_linear": _T(0.75, "fraction", "004 §10",
+                                                  "TTFT growth as a share of the concurrency growth that counts as linear"),
+    "SCHED004.min_scaling_x": _T(2.0, "x", "000 §4 and quick reference", "throughput gain from c=1 to c=16 below which it fires"),
+    "SCHED004.high_concurrency": _T(16.0, "requests", "catalog (1 -> 16)", "the concurrency compared with c=1"),
+    "SCHED006.min_context_tokens": _T(8192.0, "tokens", "000 §5 (beyond 8K at batch 1)", "prompt length from which growth is judged"),
+    "SCHED006.superlinear_exponent": _T(1.5, "exponent", "000 §5 (O(N^2) attention)", "TTFT ~ len^k exponent that fires"),
+    # --- precision, engine, capacity -------------------------------------------------------------
+    "ENG002.min_roofline_frac": _T(0.50, "fraction", "000 §7, 004 §2 (decode is bandwidth-bound)", "decode share of roofline below which it fires"),
+    "ENG003.min_acceptance_frac": _T(0.50, "fraction", "002 step 5 (75-85% accepted is good)", "draft acceptance below which it fires"),
+    "ENG004.kv_headroom_ratio": _T(1.2, "x", "004 §9, §11 (smallest TP that fits)", "KV headroom the smaller TP must keep over peak demand"),
+    "ENG004.overhead_bytes_per_gpu": _T(float(2 * 2**30), "bytes", "vLLM profile run: activations and CUDA graphs",
+                                        "non-weight, non-KV memory per GPU"),
+    "ENG006.min_drop_frac": _T(0.15, "fraction", "002 lessons (15% drop after 48 h), 003 case 2", "throughput drop against the earlier report that fires"),
+    "ENG006.long_uptime_s": _T(24 * 3600.0, "s", "002 lessons (48 h), 003 case 2 (5 days)", "uptime that counts as long"),
+    # --- the measurement itself ------------------------------------------------------------------
+    "BENCH001.min_achieved_frac": _T(0.90, "fraction", "anchors' known pitfalls", "achieved/requested concurrency below which the client is the limit"),
+    "BENCH001.max_loop_lag_ms": _T(10.0, "ms", "anchors' known pitfalls", "event-loop lag p99 above which the client is the limit"),
+    "BENCH001.max_client_cpu_pct": _T(90.0, "%", "anchors' known pitfalls", "client CPU at or above which it is the limit"),
+    "BENCH002.error_rate_frac": _T(0.01, "fraction", "003", "error rate above which it fires (medium)"),
+    "BENCH002.error_rate_frac_high": _T(0.05, "fraction", "003", "error rate above which it is high"),
+    "BENCH002.error_rate_frac_critical": _T(0.20, "fraction", "003", "error rate above which it is critical"),
+    "BENCH003.ttft_p99_ms": _T(500.0, "ms", "004 §4 (TTFT < 500 ms P99 for chat)", "default chat TTFT SLO"),
+    "BENCH003.tpot_p99_ms": _T(50.0, "ms", "004 §4 (TPOT < 50 ms feels smooth)", "default chat TPOT SLO"),
+}

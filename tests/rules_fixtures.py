@@ -1,0 +1,723 @@
+"""Builds the rule fixtures under tests/fixtures/rules/<CODE>/*.json from readable Python.
+
+A healthy host (H100, vLLM 0.18 serving an FP8 8B model, moderate load) is described once below; each
+case changes only the fields its story needs, by dotted path ("gpu.gpus.0.pcie_link_gen_current").
+
+Regenerate after editing:  python -m tests.rules_fixtures
+Each fixture file holds: description, snapshot {probes: [...]}, bench, baseline, config, expect.
+expect: {"fires": bool, "severity", "certainty", "evidence_keys": [...], "commands": [...],
+         "text_contains": [...], "skipped_reason": "..."}.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "rules"
+GIB = 2**30
+
+
+def _stats(p50: float, p99: float) -> dict[str, float]:
+    return {"mean": round((p50 * 3 + p99) / 4, 3), "std": round((p99 - p50) / 2.33, 3), "min": round(p50 * 0.8, 3),
+            "p50": p50, "p90": round(p50 + (p99 - p50) * 0.6, 3), "p95": round(p50 + (p99 - p50) * 0.8, 3),
+            "p99": p99, "max": round(p99 * 1.1, 3)}
+
+
+def healthy_probes() -> dict[str, dict[str, Any]]:
+    """probe name -> data for a healthy, moderately loaded vLLM host."""
+    return copy.deepcopy({
+        "gpu": {
+            "driver_version": "550.54.15", "cuda_driver_version": "12.4", "nvml_version": "12.550.54.15",
+            "window_s": 5.0, "num_gpus": 1, "unsupported_fields": [],
+            "gpus": [{
+                "index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1111", "pci_bus_id": "00000000:3B:00.0",
+                "compute_capability": [9, 0], "memory_total_bytes": 80 * GIB, "memory_used_bytes": 72 * GIB,
+                "memory_reserved_bytes": 512 * 2**20, "memory_free_bytes": 8 * GIB - 512 * 2**20,
+                "utilization_gpu_pct": 78.0, "utilization_gpu_pct_max": 95.0, "utilization_memory_pct": 55.0,
+                "sm_clock_mhz": 1980, "sm_clock_max_mhz": 1980, "mem_clock_mhz": 2619, "mem_clock_max_mhz": 2619,
+                "clock_event_reasons_bitmask": 0, "clock_event_reasons": [], "clock_event_reasons_source": "clocks_event",
+                "throttle_time_delta_us": {"power": 0.0, "thermal": 0.0, "sync_boost": 0.0, "board_limit": 0.0,
+                                           "low_util": 0.0, "reliability": 0.0, "total_app_clocks": 0.0,
+                                           "total_base_clocks": 0.0},
+                "throttle_time_frac": {"power": 0.0, "thermal": 0.0, "sync_boost": 0.0, "board_limit": 0.0,
+                                       "low_util": 0.0, "reliability": 0.0, "total_app_clocks": 0.0,
+                                       "total_base_clocks": 0.0},
+                "power_usage_w": 520.0, "power_limit_enforced_w": 700.0, "power_limit_default_w": 700.0,
+                "temperature_c": 62, "temperature_slowdown_c": 90,
+                "pcie_link_gen_current": 5, "pcie_link_gen_max": 5, "pcie_link_gen_gpu_max": 5,
+                "pcie_link_width_current": 16, "pcie_link_width_max": 16,
+                "pcie_read_utilization_gpu_pct": 80.0, "pcie_replay_count": 0,
+                "ecc_mode_enabled": True, "ecc_corrected_volatile": 0, "ecc_uncorrected_volatile": 0,
+                "ecc_uncorrected_aggregate": 0, "retired_pages_sbe": None, "retired_pages_dbe": None,
+                "retired_pages_pending": None, "remapped_rows_correctable": 0, "remapped_rows_uncorrectable": 0,
+                "remapped_rows_pending": False, "remapped_rows_failure": False,
+                "persistence_mode_enabled": True, "mig_mode_enabled": False,
+                "compute_processes": [{"pid": 1235, "used_memory_bytes": 71 * GIB, "name": "VLLM::EngineCore"}],
+                "nvlink": [], "numa_node": 0, "numa_node_source": "nvml", "unsupported_fields": [], "lost": False,
+            }],
+            "topology": [],
+        },
+        "kernel_log": {"source": "dmesg", "num_lines_read": 1800, "num_xid_events": 0, "xid_counts": {},
+                       "xid_events": []},
+        "cpu": {
+            "model": "Intel(R) Xeon(R) Platinum 8480+", "num_physical_cores": 56, "num_logical_cpus": 112,
+            "governor": "performance", "governors": {"performance": 112}, "freq_mhz_current": 3000.0,
+            "freq_mhz_max": 3800.0, "window_s": 5.0, "per_core_util_pct": [35.0] * 8,
+            "numa_nodes": [{"node": 0, "cpus": list(range(0, 56))}, {"node": 1, "cpus": list(range(56, 112))}],
+        },
+        "server_process": {
+            "pid": 1234, "engine": "vllm",
+            "cmdline": ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--quantization", "fp8",
+                        "--kv-cache-dtype", "fp8", "--max-model-len", "8192"],
+            "cpu_affinity": list(range(0, 56)), "affinity_numa_nodes": [0], "memory_numa_nodes": [0],
+            "window_s": 5.0,
+            "processes": [{"pid": 1234, "name": "vllm", "cpu_pct": 40.0, "num_threads": 64, "rss_bytes": 3 * GIB},
+                          {"pid": 1235, "name": "VLLM::EngineCore", "cpu_pct": 70.0, "num_threads": 48,
+                           "rss_bytes": 5 * GIB}],
+            "max_thread_cpu_pct": 72.0, "rss_bytes_start": 8 * GIB, "rss_bytes_end": 8 * GIB + 20 * 2**20,
+            "debug_env": {}, "hf_home": "/models/hf",
+        },
+        "memory": {"total_bytes": 512 * GIB, "available_bytes": 400 * GIB, "available_pct": 78.1,
+                   "swap_total_bytes": 0, "swap_used_bytes": 0, "swap_in_bytes_delta": 0, "swap_out_bytes_delta": 0,
+                   "window_s": 5.0, "copy_bandwidth_gbps": 11.5},
+        "storage": {"model_dir": "/models/hf/hub/models--meta-llama--Llama-3.1-8B-Instruct", "model_dir_fstype": "ext4",
+                    "model_dir_is_network_fs": False, "read_gbps": 3.1, "read_bytes": GIB, "page_cache_warm": False,
+                    "hf_cache_dir": "/models/hf", "hf_cache_fstype": "ext4", "hf_cache_persistent": True,
+                    "hf_cache_empty": False, "serves_hub_model_id": True},
+        "network": {"url": "http://127.0.0.1:8000", "same_host": True, "num_samples": 20, "dns_ms_p50": None,
+                    "tcp_connect_ms_p50": 0.08, "health_ttfb_ms_p50": 0.9},
+        "server_metrics": {
+            "engine": "vllm", "model_name": "meta-llama/Llama-3.1-8B-Instruct", "window_s": 5.0,
+            "kv_cache_usage_frac": 0.55, "kv_cache_usage_frac_max": 0.62,
+            "num_requests_running": 12, "num_requests_running_max": 15, "num_requests_waiting": 0,
+            "num_requests_waiting_max": 0,
+            "num_preemptions_delta": 0, "preemptions_per_s": 0.0,
+            "prefix_cache_queries_delta": 60000, "prefix_cache_hits_delta": 27000, "prefix_cache_hit_rate": 0.45,
+            "prompt_tokens_per_s": 9200.0, "generation_tokens_per_s": 1450.0,
+            "histograms": {
+                "ttft_s": {"count_delta": 110, "sum_delta_s": 9.4, "mean_s": 0.085, "p50_s": 0.07, "p99_s": 0.24},
+                "itl_s": {"count_delta": 7200, "sum_delta_s": 61.0, "mean_s": 0.0085, "p50_s": 0.008, "p99_s": 0.012},
+                "e2e_s": {"count_delta": 110, "sum_delta_s": 128.0, "mean_s": 1.16, "p50_s": 1.1, "p99_s": 1.6},
+                "queue_time_s": {"count_delta": 110, "sum_delta_s": 0.44, "mean_s": 0.004, "p50_s": 0.002, "p99_s": 0.02},
+                "prefill_time_s": {"count_delta": 110, "sum_delta_s": 8.0, "mean_s": 0.072, "p50_s": 0.06, "p99_s": 0.2},
+                "decode_time_s": {"count_delta": 110, "sum_delta_s": 118.0, "mean_s": 1.07, "p50_s": 1.0, "p99_s": 1.5},
+            },
+            "cache_config": {"block_size": 16, "cache_dtype": "fp8", "gpu_memory_utilization": 0.9,
+                             "enable_prefix_caching": True, "num_gpu_blocks": 30000},
+            "kv_cache_capacity_tokens": None, "spec_decode_acceptance_rate": None, "counter_resets": [],
+        },
+        "server_config": {
+            "engine": "vllm", "engine_version": "0.18.1", "model": "meta-llama/Llama-3.1-8B-Instruct",
+            "max_model_len": 8192, "gpu_memory_utilization": 0.9, "max_num_seqs": 256,
+            "max_num_batched_tokens": 8192, "enable_chunked_prefill": True, "enable_prefix_caching": True,
+            "kv_cache_dtype": "fp8", "dtype": "bfloat16", "quantization": "fp8", "tensor_parallel_size": 1,
+            "pipeline_parallel_size": 1, "enforce_eager": False, "speculative_config": None, "block_size": 16,
+            "api_server_count": 1, "data_parallel_size": 1, "metrics_engine": "vllm",
+            "sources": {"engine_version": "/version", "max_model_len": "cmdline", "quantization": "cmdline",
+                        "kv_cache_dtype": "cmdline", "gpu_memory_utilization": "cache_config_info",
+                        "enable_prefix_caching": "cache_config_info", "enable_chunked_prefill": "default",
+                        "max_num_seqs": "default", "enforce_eager": "default", "dtype": "default",
+                        "tensor_parallel_size": "default"},
+        },
+        "logs": {"path": "/var/log/vllm.log", "truncated": False, "num_lines": 5200, "slow_tokenizer": False,
+                 "num_preemption_lines": 0, "kv_cache_tokens": 480000, "num_gpu_blocks": 30000, "max_concurrency": 58.6,
+                 "max_concurrency_tokens_per_request": 8192, "cuda_graph_hints": [], "num_nccl_errors": 0,
+                 "num_shm_broadcast_stalls": 0, "num_oom_lines": 0},
+    })
+
+
+def healthy_level(concurrency: int) -> dict[str, Any]:
+    """One bench level of the healthy server: throughput scales, no queueing, no preemption."""
+    tps = {1: 120.0, 4: 440.0, 16: 1500.0, 64: 3900.0}[concurrency]
+    ttft50 = {1: 38.0, 4: 44.0, 16: 62.0, 64: 140.0}[concurrency]
+    tpot50 = {1: 8.0, 4: 8.6, 16: 10.0, 64: 15.0}[concurrency]
+    kv = {1: 0.04, 4: 0.12, 16: 0.4, 64: 0.78}[concurrency]
+    util = {1: 31.0, 4: 55.0, 16: 84.0, 64: 96.0}[concurrency]
+    completed = max(20, concurrency * 8)
+    return {
+        "concurrency": concurrency, "request_rate": None, "duration_s": 30.0,
+        "requests": {"completed": completed, "failed": 0, "errors_by_kind": {}},
+        "ttft_ms": _stats(ttft50, round(ttft50 * 2.2, 1)), "tpot_ms": _stats(tpot50, round(tpot50 * 1.3, 2)),
+        "itl_ms": _stats(tpot50, round(tpot50 * 1.6, 2)), "e2e_ms": _stats(ttft50 + 127 * tpot50, ttft50 * 2 + 127 * tpot50 * 1.3),
+        "output_tokens_per_s": tps, "total_tokens_per_s": tps * 5, "requests_per_s": round(tps / 128, 3),
+        "goodput_requests_per_s": None, "slo_attainment_pct": None,
+        "input_tokens_mean": 512.0, "output_tokens_mean": 128.0,
+        "server": {"kv_cache_usage_frac_mean": round(kv * 0.8, 3), "kv_cache_usage_frac_max": kv,
+                   "num_requests_running_mean": concurrency * 0.95, "num_requests_running_max": concurrency,
+                   "num_requests_waiting_mean": 0.0, "num_requests_waiting_max": 0,
+                   "num_preemptions_delta": 0, "prefix_cache_hit_rate": 0.62,
+                   "server_ttft_ms_mean": round(ttft50 * 0.8, 1), "server_queue_time_ms_mean": 1.5,
+                   "client_minus_server_ttft_ms": 6.0, "prompt_tokens_delta": completed * 512,
+                   "generation_tokens_delta": completed * 128, "engine": "vllm"},
+        "gpu": {"utilization_gpu_pct_mean": util, "utilization_gpu_pct_max": min(100.0, util + 8),
+                "memory_used_bytes_max": 72 * GIB, "power_usage_w_mean": 200 + util * 4, "sm_clock_mhz_mean": 1980,
+                "clock_event_reasons_seen": [], "num_samples": 30},
+        "client": {"cpu_pct": 22.0, "event_loop_lag_ms_p99": 1.2, "achieved_concurrency": float(concurrency),
+                   "valid": True, "invalid_reason": None},
+        "samples": None, "repeats": None, "notes": [],
+    }
+
+
+def healthy_bench(concurrencies=(1, 4, 16, 64)) -> dict[str, Any]:
+    return {"config": {"endpoint": "chat", "input_len": 512, "output_len": 128, "shared_prefix_len": 400,
+                       "slo": {}, "model": "meta-llama/Llama-3.1-8B-Instruct"},
+            "levels": [healthy_level(c) for c in concurrencies], "summary": None}
+
+
+# --- patching by dotted path ---------------------------------------------------------------------
+def _set(root: Any, path: str, value: Any) -> None:
+    parts = path.split(".")
+    node = root
+    for part in parts[:-1]:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    last = parts[-1]
+    if isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+
+
+def patched(base: dict[str, Any], patch: dict[str, Any] | None = None) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for path, value in (patch or {}).items():
+        _set(out, path, value)
+    return out
+
+
+def snapshot(patch: dict[str, Any] | None = None, drop: tuple[str, ...] = (),
+             status: dict[str, tuple[str, str]] | None = None) -> dict[str, Any]:
+    """The healthy snapshot with `patch` applied, probes in `drop` left out, and `status` overrides
+    ({probe: (status, reason)}, whose data becomes empty)."""
+    data = patched(healthy_probes(), patch)
+    probes = []
+    for name, body in data.items():
+        if name in drop:
+            continue
+        st, reason = (status or {}).get(name, ("ok", None))
+        probes.append({"name": name, "status": st, "duration_s": 0.05, "reason": reason,
+                       "data": body if st == "ok" else {}})
+    return {"probes": probes}
+
+
+def bench(patch: dict[str, Any] | None = None, concurrencies=(1, 4, 16, 64)) -> dict[str, Any]:
+    return patched(healthy_bench(concurrencies), patch)
+
+
+# --- the cases -----------------------------------------------------------------------------------
+CASES: list[tuple[str, str, dict[str, Any]]] = []
+
+
+def case(code: str, name: str, description: str, expect: dict[str, Any], snap: dict[str, Any] | None = None,
+         bench_: dict[str, Any] | None = None, baseline: dict[str, Any] | None = None,
+         config: dict[str, Any] | None = None) -> None:
+    CASES.append((code, name, {"description": description, "snapshot": snap if snap is not None else snapshot(),
+                               "bench": bench_, "baseline": baseline, "config": config or {}, "expect": expect}))
+
+
+FIRES = {"fires": True}
+PASSES = {"fires": False}
+
+
+def _define() -> None:
+    g = "gpu.gpus.0."
+    # GPU001
+    case("GPU001", "positive_offload_rss_growth", "VRAM 99% full, server RSS grew 6 GiB, a thread pegged while GPU starves",
+         {**FIRES, "severity": "high", "certainty": "likely",
+          "evidence_keys": ["gpu.gpus[0].memory_used_frac", "server_process.rss_growth_bytes"],
+          "commands": ["--quantization fp8"]},
+         snapshot({g + "memory_used_bytes": int(79.5 * GIB), g + "utilization_gpu_pct": 12.0,
+                   "server_process.rss_bytes_end": 14 * GIB, "server_process.max_thread_cpu_pct": 100.0}))
+    case("GPU001", "positive_cpu_offload_flag", "Explicit --cpu-offload-gb on an A100 with full VRAM",
+         {**FIRES, "certainty": "confirmed", "commands": ["--quantization awq"]},
+         snapshot({g + "memory_used_bytes": int(79.8 * GIB), g + "compute_capability": [8, 0],
+                   g + "name": "NVIDIA A100-SXM4-80GB",
+                   "server_process.cmdline": ["vllm", "serve", "m", "--cpu-offload-gb", "20"]}))
+    case("GPU001", "negative_full_but_preallocated", "VRAM 97% used by vLLM's preallocated KV pool, no offload signs",
+         PASSES, snapshot({g + "memory_used_bytes": int(77.6 * GIB)}))
+    case("GPU001", "negative_vram_has_room", "VRAM 90% used", PASSES, snapshot())
+    # GPU002
+    case("GPU002", "positive_hw_thermal", "HW thermal slowdown at 97% utilization",
+         {**FIRES, "severity": "high", "certainty": "confirmed",
+          "evidence_keys": ["gpu.gpus[0].clock_event_reasons"]},
+         snapshot({g + "clock_event_reasons": ["hw_thermal_slowdown"], g + "utilization_gpu_pct": 97.0,
+                   g + "sm_clock_mhz": 1005}))
+    case("GPU002", "positive_bench_power_brake", "Power brake seen during a loaded bench level, no NVML probe",
+         {**FIRES, "evidence_keys": ["bench.c64.gpu.clock_event_reasons_seen"]},
+         snapshot(drop=("gpu",)), bench({"levels.3.gpu.clock_event_reasons_seen": ["hw_power_brake_slowdown"]}))
+    case("GPU002", "positive_thermal_counter", "NVML's thermal throttle counter ran 12% of the window",
+         {**FIRES, "evidence_keys": ["gpu.gpus[0].throttle_time_frac.thermal+board_limit+reliability"]},
+         snapshot({g + "throttle_time_frac.thermal": 0.12}))
+    case("GPU002", "negative_sw_power_cap_at_load", "Software power cap at full load is normal",
+         PASSES, snapshot({g + "clock_event_reasons": ["sw_power_cap"], g + "utilization_gpu_pct": 99.0}))
+    case("GPU002", "negative_idle_thermal", "A slowdown flag on an idle GPU is not throttling under load",
+         PASSES, snapshot({g + "clock_event_reasons": ["gpu_idle", "sw_thermal_slowdown"], g + "utilization_gpu_pct": 0.0}))
+    # GPU003
+    case("GPU003", "positive_lowered_cap", "Power limit 450 W on a 700 W board",
+         {**FIRES, "severity": "medium", "commands": ["sudo nvidia-smi -i 0 -pl 700"]},
+         snapshot({g + "power_limit_enforced_w": 450.0}))
+    case("GPU003", "negative_default_cap", "Enforced equals default", PASSES, snapshot())
+    # GPU004
+    case("GPU004", "positive_gen3_x8_busy", "Gen3 x8 on a Gen5 x16 H100 at 85% load (seed 003 case 1)",
+         {**FIRES, "severity": "high", "certainty": "confirmed",
+          "evidence_keys": ["gpu.gpus[0].pcie_link_gen_current", "gpu.gpus[0].pcie_link_width_current"]},
+         snapshot({g + "pcie_link_gen_current": 3, g + "pcie_link_width_current": 8,
+                   g + "pcie_read_utilization_gpu_pct": 85.0}))
+    case("GPU004", "negative_idle_downshift", "An idle GPU downshifted its link to Gen1 to save power",
+         {"fires": False, "skipped_reason": "idle"},
+         snapshot({g + "pcie_link_gen_current": 1, g + "pcie_read_utilization_gpu_pct": 0.0,
+                   g + "utilization_gpu_pct": 0.0}))
+    case("GPU004", "negative_full_link_busy", "Gen5 x16 under load", PASSES, snapshot())
+    # GPU005
+    case("GPU005", "positive_uncorrectable", "Uncorrectable ECC errors and a pending row remap",
+         {**FIRES, "severity": "critical", "commands": ["sudo nvidia-smi -r -i 0"]},
+         snapshot({g + "ecc_uncorrected_volatile": 4, g + "remapped_rows_pending": True}))
+    case("GPU005", "positive_retired_pages", "Retired pages past DCGM's line on a V100-era GPU",
+         {**FIRES, "severity": "high"},
+         snapshot({g + "retired_pages_sbe": 50, g + "retired_pages_dbe": 16, g + "remapped_rows_pending": None,
+                   g + "remapped_rows_failure": None}))
+    case("GPU005", "negative_corrected_only", "Corrected ECC errors only (ECC doing its job)",
+         PASSES, snapshot({g + "ecc_corrected_volatile": 12}))
+    case("GPU005", "skipped_no_counters", "Consumer GPU without ECC or remapping counters",
+         {"fires": False, "skipped_reason": "ECC"},
+         snapshot({g + k: None for k in ("ecc_uncorrected_volatile", "retired_pages_sbe", "retired_pages_dbe",
+                                         "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure")}))
+    # GPU006
+    case("GPU006", "positive_fell_off_bus", "Xid 79: GPU has fallen off the bus",
+         {**FIRES, "severity": "critical", "certainty": "confirmed",
+          "evidence_keys": ["kernel_log.xid_events.xid_79_count"]},
+         snapshot({"kernel_log.xid_events": [{"xid": 79, "pci_bus_id": "0000:3B:00.0",
+                                              "line": "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."}]}))
+    case("GPU006", "positive_app_xid", "Xid 13 (application-level) is reported as possible",
+         {**FIRES, "severity": "medium", "certainty": "possible"},
+         snapshot({"kernel_log.xid_events": [{"xid": 13, "pci_bus_id": "0000:3B:00.0", "line": "NVRM: Xid 13"}]}))
+    case("GPU006", "positive_counts_beyond_kept_events", "xid_counts has 250 Xid 48 while only the last events are kept",
+         {**FIRES, "severity": "critical", "evidence_keys": ["kernel_log.xid_events.xid_48_count"]},
+         snapshot({"kernel_log.xid_counts": {"48": 250}, "kernel_log.num_xid_events": 250,
+                   "kernel_log.xid_events": [{"xid": 48, "pci_bus_id": "0000:3B:00.0", "meaning": "DBE", "line": "Xid 48"}]}))
+    case("GPU006", "negative_clean_log", "No Xid lines", PASSES, snapshot())
+    case("GPU006", "skipped_no_dmesg", "dmesg not readable without root",
+         {"fires": False, "skipped_reason": "permission_denied"},
+         snapshot(status={"kernel_log": ("permission_denied", "dmesg: read kernel buffer failed: Operation not permitted")}))
+    # GPU007
+    case("GPU007", "positive_off", "Persistence mode off", {**FIRES, "severity": "low", "commands": ["sudo nvidia-smi -pm 1"]},
+         snapshot({g + "persistence_mode_enabled": False}))
+    case("GPU007", "negative_on", "Persistence mode on", PASSES, snapshot())
+    # GPU008
+    case("GPU008", "positive_bench_low_util", "16 in flight, GPU at 25%, one request running at a time",
+         {**FIRES, "evidence_keys": ["bench.c16.gpu.utilization_gpu_pct_mean"]},
+         snapshot(), bench({"levels.2.gpu.utilization_gpu_pct_mean": 25.0,
+                            "levels.2.server.num_requests_running_mean": 1.0,
+                            "levels.3.gpu.utilization_gpu_pct_mean": 27.0}))
+    case("GPU008", "positive_capped_batch", "max_num_seqs=4 caps the batch under 16 in flight",
+         {**FIRES, "commands": ["--max-num-seqs 256"]},
+         snapshot({"server_config.max_num_seqs": 4}),
+         bench({"levels.2.gpu.utilization_gpu_pct_mean": 30.0, "levels.2.server.num_requests_running_max": 4}))
+    case("GPU008", "negative_busy_under_load", "Healthy bench: 55-96% under load", PASSES, snapshot(), bench())
+    case("GPU008", "negative_low_util_low_load", "Low util at concurrency 1 is expected",
+         PASSES, snapshot(), bench({"levels.0.gpu.utilization_gpu_pct_mean": 10.0}))
+    # GPU009
+    case("GPU009", "positive_foreign_job", "A notebook holds 9 GiB on the serving GPU",
+         {**FIRES, "severity": "medium", "evidence_keys": ["gpu.gpus[0].compute_processes[1].pid"]},
+         snapshot({g + "compute_processes": [{"pid": 1235, "used_memory_bytes": 60 * GIB, "name": "VLLM::EngineCore"},
+                                              {"pid": 4242, "used_memory_bytes": 9 * GIB, "name": "python"}]}))
+    case("GPU009", "negative_engine_child", "The engine core child process is the server's own",
+         PASSES, snapshot())
+    case("GPU009", "skipped_pid_namespace", "Container PID namespace: NVML pids do not match the server's",
+         {"fires": False, "skipped_reason": "namespace"},
+         snapshot({g + "compute_processes": [{"pid": 88, "used_memory_bytes": 71 * GIB, "name": "python"}]}))
+    # GPU010
+    two_gpus = {"gpu.gpus": [healthy_probes()["gpu"]["gpus"][0],
+                             {**healthy_probes()["gpu"]["gpus"][0], "index": 1, "uuid": "GPU-2222",
+                              "compute_processes": [{"pid": 1236, "used_memory_bytes": 71 * GIB, "name": "VLLM::Worker"}]}],
+                "server_process.processes": [{"pid": 1234, "name": "vllm", "cpu_pct": 40.0, "num_threads": 64, "rss_bytes": GIB},
+                                             {"pid": 1235, "name": "w0", "cpu_pct": 60.0, "num_threads": 8, "rss_bytes": GIB},
+                                             {"pid": 1236, "name": "w1", "cpu_pct": 60.0, "num_threads": 8, "rss_bytes": GIB}],
+                "server_config.tensor_parallel_size": 2}
+    case("GPU010", "positive_tp2_over_system", "TP=2 across sockets, no NVLink",
+         {**FIRES, "severity": "high", "commands": ["nvidia-smi topo -m"]},
+         snapshot({**two_gpus, "gpu.topology": [{"gpu_a": 0, "gpu_b": 1, "common_ancestor": "system", "nvlink": False}]}))
+    case("GPU010", "negative_tp2_nvlink", "TP=2 over NVLink",
+         PASSES, snapshot({**two_gpus, "gpu.topology": [{"gpu_a": 0, "gpu_b": 1, "common_ancestor": "system", "nvlink": True}]}))
+    case("GPU010", "negative_tp1", "No tensor parallelism", PASSES, snapshot())
+    # GPU011
+    case("GPU011", "positive_launch_blocking", "CUDA_LAUNCH_BLOCKING=1 left in the service file",
+         {**FIRES, "severity": "high", "commands": ["unset CUDA_LAUNCH_BLOCKING"]},
+         snapshot({"server_process.debug_env": {"CUDA_LAUNCH_BLOCKING": "1"}}))
+    case("GPU011", "positive_vllm_trace", "VLLM_TRACE_FUNCTION=1 and NCCL_DEBUG=INFO",
+         {**FIRES, "severity": "high", "text_contains": ["traces every Python function call"]},
+         snapshot({"server_process.debug_env": {"VLLM_TRACE_FUNCTION": "1", "NCCL_DEBUG": "INFO"}}))
+    case("GPU011", "negative_harmless_vars", "NCCL_DEBUG=WARN and CUDA_VISIBLE_DEVICES are harmless",
+         PASSES, snapshot({"server_process.debug_env": {"NCCL_DEBUG": "WARN", "CUDA_VISIBLE_DEVICES": "0"}}))
+    case("GPU011", "negative_launch_blocking_zero", "CUDA_LAUNCH_BLOCKING=0 is harmless",
+         PASSES, snapshot({"server_process.debug_env": {"CUDA_LAUNCH_BLOCKING": "0"}}))
+    # GPU012
+    case("GPU012", "positive_hot_under_load", "86 °C at 94% load with slowdown at 90 °C",
+         {**FIRES, "evidence_keys": ["gpu.gpus[0].temperature_c"]},
+         snapshot({g + "temperature_c": 86, g + "utilization_gpu_pct": 94.0}))
+    case("GPU012", "negative_cool", "62 °C under load", PASSES, snapshot())
+    case("GPU012", "negative_hot_idle", "Hot but idle (a neighbour's exhaust): judged under load only",
+         PASSES, snapshot({g + "temperature_c": 87, g + "utilization_gpu_pct": 2.0}))
+    # GPU013
+    case("GPU013", "positive_lost", "GPU 1 fell off the bus (NVML GPU_IS_LOST)",
+         {**FIRES, "severity": "critical", "evidence_keys": ["gpu.gpus[1].lost"]},
+         snapshot({"gpu.gpus": [healthy_probes()["gpu"]["gpus"][0],
+                                {"index": 1, "name": "NVIDIA H100 80GB HBM3", "pci_bus_id": "00000000:86:00.0",
+                                 "unsupported_fields": ["*"], "lost": True}]}))
+    case("GPU013", "negative_all_present", "Every GPU answers", PASSES, snapshot())
+    # CPU001
+    case("CPU001", "positive_wrong_node", "GPU on node 1, server pinned to node 0",
+         {**FIRES, "commands": ["numactl --cpunodebind=1 --membind=1 <your server command>"]},
+         snapshot({g + "numa_node": 1}))
+    case("CPU001", "negative_aligned", "Server on the GPU's node", PASSES, snapshot())
+    case("CPU001", "negative_single_node", "A one-node host cannot be misaligned",
+         PASSES, snapshot({g + "numa_node": 1, "cpu.numa_nodes": [{"node": 0, "cpus": list(range(112))}]}))
+    # CPU002
+    case("CPU002", "positive_powersave", "powersave governor",
+         {**FIRES, "commands": ["sudo cpupower frequency-set -g performance"]},
+         snapshot({"cpu.governor": "powersave", "cpu.governors": {"powersave": 112}}))
+    case("CPU002", "negative_performance", "performance governor", PASSES, snapshot())
+    case("CPU002", "skipped_vm", "No cpufreq in this VM", {"fires": False, "skipped_reason": "governor"},
+         snapshot({"cpu.governor": None, "cpu.governors": {}}))
+    # CPU003
+    case("CPU003", "positive_gil_bound", "API server thread at 99% while the GPU sits at 35%",
+         {**FIRES, "commands": ["--tokenizer-mode auto", "--api-server-count 2"]},
+         snapshot({"server_process.max_thread_cpu_pct": 99.0, g + "utilization_gpu_pct": 35.0}))
+    case("CPU003", "negative_busy_gpu", "A busy engine-core thread next to a busy GPU is normal",
+         PASSES, snapshot({"server_process.max_thread_cpu_pct": 99.0}))
+    # CPU004
+    case("CPU004", "positive_slow_tokenizer", "Log says 'Using a slow tokenizer'",
+         {**FIRES, "certainty": "confirmed"}, snapshot({"logs.slow_tokenizer": True}))
+    case("CPU004", "negative_fast_tokenizer", "Fast tokenizer", PASSES, snapshot())
+    case("CPU004", "skipped_no_log", "No --log given", {"fires": False, "skipped_reason": "logs"}, snapshot(drop=("logs",)))
+    # MEM001
+    case("MEM001", "positive_swapping", "200 MiB swapped in during the window",
+         {**FIRES, "severity": "high", "commands": ["sudo swapoff -a"]},
+         snapshot({"memory.swap_total_bytes": 8 * GIB, "memory.swap_in_bytes_delta": 200 * 2**20,
+                   "memory.swap_out_bytes_delta": 50 * 2**20}))
+    case("MEM001", "negative_swap_idle", "Swap enabled but nothing moved", PASSES,
+         snapshot({"memory.swap_total_bytes": 8 * GIB, "memory.swap_used_bytes": 100 * 2**20}))
+    # MEM002
+    case("MEM002", "positive_low_available", "4% of host RAM available", {**FIRES, "severity": "high"},
+         snapshot({"memory.available_pct": 4.0, "memory.available_bytes": int(0.04 * 512 * GIB)}))
+    case("MEM002", "negative_plenty", "78% available", PASSES, snapshot())
+    # NET001
+    case("NET001", "positive_nfs", "Model directory on NFS, 180 MB/s cold read",
+         {**FIRES, "certainty": "confirmed", "evidence_keys": ["storage.model_dir_fstype", "storage.read_gbps"]},
+         snapshot({"storage.model_dir_fstype": "nfs4", "storage.model_dir_is_network_fs": True, "storage.read_gbps": 0.18}))
+    case("NET001", "negative_local_nvme", "Local ext4 at 3.1 GB/s", PASSES, snapshot())
+    case("NET001", "negative_warm_cache_local", "A slow figure from a warm page cache on local disk is not evidence",
+         {"fires": False, "skipped_reason": "page cache"},
+         snapshot({"storage.read_gbps": 0.5, "storage.page_cache_warm": True}))
+    # NET002
+    case("NET002", "positive_ephemeral_cache", "Hub model with HF cache in the container layer",
+         {**FIRES, "evidence_keys": ["storage.hf_cache_persistent"]},
+         snapshot({"storage.hf_cache_fstype": "overlay", "storage.hf_cache_persistent": False}))
+    case("NET002", "negative_persistent", "Persistent, warm cache", PASSES, snapshot())
+    case("NET002", "negative_local_path", "A local model path never downloads", PASSES,
+         snapshot({"storage.serves_hub_model_id": False, "storage.hf_cache_persistent": False}))
+    # NET003
+    case("NET003", "positive_slow_loopback", "3.4 ms TCP connect on the same host",
+         {**FIRES, "severity": "medium", "evidence_keys": ["network.tcp_connect_ms_p50"]},
+         snapshot({"network.tcp_connect_ms_p50": 3.4, "network.health_ttfb_ms_p50": 6.1}))
+    case("NET003", "positive_remote_share_of_ttft", "Remote server: 25 ms RTT on a 60 ms TTFT",
+         {**FIRES, "evidence_keys": ["server_metrics.histograms.ttft_s.p50_s"]},
+         snapshot({"network.same_host": False, "network.url": "http://10.0.0.7:8000", "network.tcp_connect_ms_p50": 25.0,
+                   "network.health_ttfb_ms_p50": 26.0, "server_metrics.histograms.ttft_s.p50_s": 0.06}))
+    case("NET003", "positive_slow_front_end", "Loopback connects in 0.1 ms but /health takes 17 ms (real run on a "
+         "busy 2-core host): the server, not the network", {**FIRES, "severity": "low", "certainty": "possible",
+                                                            "text_contains": ["not the network"]},
+         snapshot({"network.tcp_connect_ms_p50": 0.1, "network.health_ttfb_ms_p50": 17.2}))
+    case("NET003", "negative_fast_loopback", "Sub-millisecond loopback", PASSES, snapshot())
+    # KV001
+    kv_sat = {"server_metrics.kv_cache_usage_frac": 0.97, "server_metrics.kv_cache_usage_frac_max": 0.99,
+              "server_metrics.num_requests_waiting": 14, "server_metrics.num_requests_running": 48,
+              "server_config.gpu_memory_utilization": 0.85, "server_metrics.cache_config.gpu_memory_utilization": 0.85,
+              "server_config.kv_cache_dtype": "auto", "server_metrics.cache_config.cache_dtype": "auto",
+              "server_config.max_model_len": 32768}
+    case("KV001", "positive_saturated_with_queue", "KV at 99% with 14 waiting on vLLM 0.18",
+         {**FIRES, "severity": "high", "certainty": "confirmed",
+          "evidence_keys": ["server_metrics.kv_cache_usage_frac_max", "server_metrics.num_requests_waiting"],
+          "commands": ["--gpu-memory-utilization 0.92", "--max-model-len 1024", "--kv-cache-dtype fp8"]},
+         snapshot(kv_sat), bench())
+    case("KV001", "positive_bench_only_sglang", "SGLang: saturated during the bench, no snapshot metrics",
+         {**FIRES, "commands": ["--mem-fraction-static 0.92"],
+          "evidence_keys": ["bench.c64.server.kv_cache_usage_frac_max"]},
+         snapshot({"server_config.engine": "sglang", "server_config.engine_version": "0.5.2",
+                   "server_config.gpu_memory_utilization": 0.8}, drop=("server_metrics",)),
+         bench({"levels.3.server.kv_cache_usage_frac_max": 0.98, "levels.3.server.num_requests_waiting_max": 30,
+                "levels.3.server.num_requests_waiting_mean": 17.0}))
+    case("KV001", "negative_full_but_no_queue", "KV at 96% but nothing waits: a well-used cache",
+         PASSES, snapshot({"server_metrics.kv_cache_usage_frac_max": 0.96}))
+    case("KV001", "negative_queue_with_room", "Requests wait but KV is at 40% (SCHED002's case)",
+         PASSES, snapshot({"server_metrics.num_requests_waiting": 10, "server_metrics.kv_cache_usage_frac_max": 0.4}))
+    case("KV001", "skipped_no_metrics", "/metrics not reachable and no bench",
+         {"fires": False, "skipped_reason": "server_metrics"},
+         snapshot(status={"server_metrics": ("error", "GET /metrics: connection refused")}))
+    # KV002
+    case("KV002", "positive_growing", "37 preemptions in the window",
+         {**FIRES, "severity": "high", "evidence_keys": ["server_metrics.num_preemptions_delta"],
+          "commands": ["--max-num-seqs 36"]},
+         snapshot({"server_metrics.num_preemptions_delta": 37, "server_metrics.preemptions_per_s": 7.4,
+                   "server_metrics.num_requests_running": 48}))
+    case("KV002", "negative_not_growing", "Preemptions in the log's history, none during the window",
+         PASSES, snapshot({"logs.num_preemption_lines": 500}))
+    # KV003
+    case("KV003", "positive_oversized", "max_model_len 32768 for 4096-token traffic while KV-limited",
+         {**FIRES, "commands": ["--max-model-len 5120"], "evidence_keys": ["server_config.max_model_len"]},
+         snapshot({"server_config.max_model_len": 32768, "server_metrics.num_preemptions_delta": 12}),
+         bench({"config.input_len": 3584, "config.output_len": 512,
+                **{f"levels.{i}.input_tokens_mean": 3584.0 for i in range(4)},
+                **{f"levels.{i}.output_tokens_mean": 512.0 for i in range(4)}}))
+    case("KV003", "negative_not_kv_limited", "Oversized, but KV has room: nothing to gain",
+         PASSES, snapshot({"server_config.max_model_len": 131072}), bench())
+    case("KV003", "negative_right_sized", "max_model_len 2048 for 640-token traffic (3.2x) while preempting",
+         PASSES, snapshot({"server_config.max_model_len": 2048, "server_metrics.num_preemptions_delta": 5}), bench())
+    # KV004
+    case("KV004", "positive_bf16_kv_hopper", "16-bit KV on an H100 while preempting",
+         {**FIRES, "commands": ["--kv-cache-dtype fp8"]},
+         snapshot({"server_config.kv_cache_dtype": "auto", "server_metrics.num_preemptions_delta": 9}))
+    case("KV004", "negative_ampere", "16-bit KV on an A100 (no FP8 tensor cores)",
+         PASSES, snapshot({"server_config.kv_cache_dtype": "auto", "server_metrics.num_preemptions_delta": 9,
+                           g + "compute_capability": [8, 0]}))
+    case("KV004", "negative_fp8_already", "FP8 KV already", PASSES, snapshot({"server_metrics.num_preemptions_delta": 9}))
+    # KV005
+    case("KV005", "positive_disabled_v1", "vLLM 0.18 started with --no-enable-prefix-caching; 400-token shared prompt",
+         {**FIRES, "severity": "medium", "certainty": "confirmed", "text_contains": ["Remove `--no-enable-prefix-caching`"]},
+         snapshot({"server_config.enable_prefix_caching": False, "server_config.sources.enable_prefix_caching": "cmdline"}),
+         bench())
+    case("KV005", "positive_disabled_v0", "vLLM 0.6 (V0): prefix caching off by default, must be enabled",
+         {**FIRES, "commands": ["--enable-prefix-caching"]},
+         snapshot({"server_config.engine_version": "0.6.3", "server_config.enable_prefix_caching": False}), bench())
+    case("KV005", "positive_low_hit_rate", "Shared 1024-token prefix but 2% hit rate",
+         {**FIRES, "evidence_keys": ["bench.c16.server.prefix_cache_hit_rate"]},
+         snapshot(), bench({"config.shared_prefix_len": 1024,
+                            **{f"levels.{i}.server.prefix_cache_hit_rate": 0.02 for i in range(4)}}))
+    case("KV005", "negative_low_hit_no_shared_prefix", "Low hit rate on traffic with no shared prefix is expected",
+         PASSES, snapshot(), bench({"config.shared_prefix_len": 0,
+                                    **{f"levels.{i}.server.prefix_cache_hit_rate": 0.01 for i in range(4)}}))
+    case("KV005", "negative_hitting", "Shared prefix and a 62% hit rate", PASSES, snapshot(), bench())
+    case("KV005", "negative_v1_default_not_disabled", "A 'default' false from the probe is overruled by the "
+         "version: vLLM 0.18 caches prefixes unless told not to", PASSES,
+         snapshot({"server_config.enable_prefix_caching": False, "server_config.sources.enable_prefix_caching": "default",
+                   "server_metrics.cache_config.enable_prefix_caching": None}), bench())
+    # KV006
+    case("KV006", "positive_low_util_kv_limited", "gpu_memory_utilization 0.7 while preempting",
+         {**FIRES, "commands": ["--gpu-memory-utilization 0.92"]},
+         snapshot({"server_config.gpu_memory_utilization": 0.7, "server_metrics.num_preemptions_delta": 4}))
+    case("KV006", "negative_low_util_no_pressure", "0.7 with plenty of KV room is a choice, not a problem",
+         PASSES, snapshot({"server_config.gpu_memory_utilization": 0.7}))
+    # SCHED001
+    case("SCHED001", "positive_disabled_v0", "vLLM 0.6 without chunked prefill",
+         {**FIRES, "commands": ["--enable-chunked-prefill"]},
+         snapshot({"server_config.engine_version": "0.6.3", "server_config.enable_chunked_prefill": False,
+                   "server_config.sources.enable_chunked_prefill": "cmdline"}))
+    case("SCHED001", "positive_spikes_on_v1", "vLLM 0.18 (chunked prefill on): TPOT p99 6x p50 with 8K prompts",
+         {**FIRES, "commands": ["--max-num-batched-tokens 2048"], "text_contains": ["already on"]},
+         snapshot(), bench({**{f"levels.{i}.input_tokens_mean": 8192.0 for i in range(4)},
+                            "levels.2.tpot_ms.p99": 60.0}))
+    case("SCHED001", "negative_v1_default", "vLLM 0.18 default: the source says 'default', which is on in V1",
+         {"fires": False, "skipped_reason": "needs a bench"},
+         snapshot({"server_config.enable_chunked_prefill": None}))
+    case("SCHED001", "negative_smooth_long_prompts", "Long prompts, smooth TPOT",
+         PASSES, snapshot(), bench({**{f"levels.{i}.input_tokens_mean": 8192.0 for i in range(4)}}))
+    # SCHED002
+    case("SCHED002", "positive_seq_cap", "16 running = max_num_seqs, 40 waiting, KV at 31%",
+         {**FIRES, "commands": ["--max-num-seqs 32"]},
+         snapshot({"server_config.max_num_seqs": 16}),
+         bench({"levels.3.server.num_requests_running_max": 16, "levels.3.server.num_requests_waiting_mean": 40.0,
+                "levels.3.server.kv_cache_usage_frac_max": 0.31}))
+    case("SCHED002", "negative_kv_bound", "Waiting with a full KV cache is KV001's case, not SCHED002's",
+         PASSES, snapshot({"server_config.max_num_seqs": 16}),
+         bench({"levels.3.server.num_requests_running_max": 16, "levels.3.server.num_requests_waiting_mean": 40.0,
+                "levels.3.server.kv_cache_usage_frac_max": 0.95}))
+    # SCHED003
+    case("SCHED003", "positive_queue_share", "Queue time is 81% of server TTFT at c=64",
+         {**FIRES, "evidence_keys": ["bench.c64.server.server_queue_time_ms_mean"]},
+         snapshot(), bench({"levels.3.server.server_queue_time_ms_mean": 820.0,
+                            "levels.3.server.server_ttft_ms_mean": 1010.0}))
+    case("SCHED003", "positive_linear_ttft", "TTFT grows 7x from c=16 to c=64 while TPOT stays flat (no server metrics)",
+         {**FIRES, "evidence_keys": ["derived.ttft_growth_x", "bench.c64.ttft_ms.p50"]},
+         snapshot(drop=("server_metrics",)),
+         bench({**{f"levels.{i}.server": None for i in range(4)}, "levels.3.ttft_ms.p50": 456.0,
+                "levels.3.tpot_ms.p50": 10.5}))
+    case("SCHED003", "negative_tiny_queue", "Queue 3.6 of 5.9 ms server TTFT (a real reference-engine run): too "
+         "small to matter next to a 40 ms client TTFT", PASSES, snapshot(),
+         bench({"levels.1.server.server_queue_time_ms_mean": 3.63, "levels.1.server.server_ttft_ms_mean": 5.89}))
+    case("SCHED003", "negative_compute_bound", "TTFT and TPOT grow together: compute, not queueing",
+         PASSES, snapshot(), bench())
+    # SCHED004
+    case("SCHED004", "positive_flat", "c=1 41 tok/s, c=16 55 tok/s",
+         {**FIRES, "severity": "high", "evidence_keys": ["derived.scaling_x"]},
+         snapshot(), bench({"levels.0.output_tokens_per_s": 41.0, "levels.2.output_tokens_per_s": 55.0}))
+    case("SCHED004", "negative_scales", "12.5x from c=1 to c=16", PASSES, snapshot(), bench())
+    case("SCHED004", "skipped_no_high_level", "Only c=1 and c=4 measured",
+         {"fires": False, "skipped_reason": "concurrency >= 16"}, snapshot(), bench(concurrencies=(1, 4)))
+    # SCHED005
+    case("SCHED005", "positive_eager", "--enforce-eager with max_num_seqs 100",
+         {**FIRES, "text_contains": ["Remove `--enforce-eager`"], "commands": ["--max-num-seqs 128"]},
+         snapshot({"server_config.enforce_eager": True, "server_config.max_num_seqs": 100}))
+    case("SCHED005", "negative_graphs_on", "CUDA graphs on", PASSES, snapshot())
+    # SCHED006
+    ctx_sweep = {"levels.0.input_tokens_mean": 2048.0, "levels.0.ttft_ms.p50": 180.0,
+                 "levels.1.concurrency": 1, "levels.1.input_tokens_mean": 16384.0, "levels.1.ttft_ms.p50": 4900.0}
+    case("SCHED006", "positive_quadratic", "TTFT 180 ms at 2K, 4.9 s at 16K at batch 1 (exponent ~1.6)",
+         {**FIRES, "evidence_keys": ["derived.ttft_growth_exponent"]},
+         snapshot({"server_config.engine_version": "0.5.4"}), bench(ctx_sweep, concurrencies=(1, 4)))
+    case("SCHED006", "negative_linear", "TTFT 180 ms at 2K, 1.5 s at 16K (linear)",
+         PASSES, snapshot(), bench({**ctx_sweep, "levels.1.ttft_ms.p50": 1500.0}, concurrencies=(1, 4)))
+    case("SCHED006", "skipped_no_sweep", "One prompt length only",
+         {"fires": False, "skipped_reason": "context sweep"}, snapshot(), bench())
+    # QUANT001
+    case("QUANT001", "positive_bf16_h100", "bf16, no quantization flag, on an H100",
+         {**FIRES, "commands": ["--quantization fp8"], "text_contains": ["`--dtype fp8` is not accepted"]},
+         snapshot({"server_config.quantization": None, "server_config.sources.quantization": "cmdline"}))
+    case("QUANT001", "negative_fp8", "Already FP8", PASSES, snapshot())
+    case("QUANT001", "negative_a100", "bf16 on an A100 (no native FP8)",
+         PASSES, snapshot({"server_config.quantization": None, g + "compute_capability": [8, 0]}))
+    # QUANT002
+    case("QUANT002", "positive_kv_smaller_than_context", "KV holds 9120 tokens, max_model_len 32768",
+         {**FIRES, "severity": "critical", "commands": ["--max-model-len 8960", "triage plan"]},
+         snapshot({"server_config.max_model_len": 32768, "logs.kv_cache_tokens": 9120}))
+    case("QUANT002", "positive_from_cache_config", "No log; cache_config says 500 blocks x 16 = 8000 tokens",
+         {**FIRES, "evidence_keys": ["server_metrics.cache_config.num_gpu_blocks*block_size"]},
+         snapshot({"server_metrics.cache_config.num_gpu_blocks": 500}, drop=("logs",)))
+    case("QUANT002", "positive_sglang_capacity", "SGLang: max_total_num_tokens 6000 under a 16K context, no log",
+         {**FIRES, "evidence_keys": ["server_metrics.kv_cache_capacity_tokens"], "commands": ["--context-length 5888"]},
+         snapshot({"server_config.engine": "sglang", "server_config.engine_version": "0.5.2",
+                   "server_config.max_model_len": 16384, "server_metrics.engine": "sglang",
+                   "server_metrics.kv_cache_capacity_tokens": 6000, "server_metrics.cache_config": {}}, drop=("logs",)))
+    case("QUANT002", "negative_fits", "480K KV tokens for an 8K context", PASSES, snapshot())
+    # ENG001
+    ollama = {"server_process.engine": "ollama", "server_config.engine": "ollama", "server_config.engine_version": "0.3.12",
+              }
+    case("ENG001", "positive_ollama_under_load", "Ollama load-tested at c=16",
+         {**FIRES, "severity": "high", "certainty": "confirmed"},
+         snapshot(ollama, drop=("server_metrics",)), bench({"levels.2.output_tokens_per_s": 48.0}))
+    case("ENG001", "positive_ollama_no_bench", "Ollama seen, load unknown",
+         {**FIRES, "severity": "medium", "certainty": "possible"}, snapshot(ollama, drop=("server_metrics",)))
+    case("ENG001", "negative_vllm", "vLLM batches", PASSES, snapshot(), bench())
+    # ENG002
+    case("ENG002", "positive_far_below", "8B FP8 (8.5 GB) on an H100: 26 tok/s at c=1 vs a 394 tok/s roofline",
+         {**FIRES, "evidence_keys": ["derived.roofline_frac", "config.model.weight_bytes"]},
+         snapshot(), bench({"levels.0.tpot_ms.p50": 38.0}), config={"model_weight_bytes": 8.5e9})
+    case("ENG002", "negative_near_roofline", "8 ms TPOT (125 tok/s) with 16 GB of bf16 weights: 60% of the roofline",
+         PASSES, snapshot(), bench(), config={"model_weight_bytes": 16.06e9})
+    case("ENG002", "positive_weights_from_plan_report", "Weight bytes from a `triage plan` report given as baseline",
+         {**FIRES, "evidence_keys": ["baseline.plan.model.weight_bytes"]},
+         snapshot(), bench({"levels.0.tpot_ms.p50": 38.0}),
+         baseline={"kind": "plan", "plan": {"model": {"name": "llama-3.1-8b", "weight_bytes": 8.5e9}}})
+    case("ENG002", "skipped_no_weight_bytes", "Weight bytes unknown",
+         {"fires": False, "skipped_reason": "weight bytes"}, snapshot(), bench())
+    # ENG003
+    spec = {"server_config.speculative_config": {"method": "eagle", "num_speculative_tokens": 5}}
+    case("ENG003", "positive_low_acceptance", "31% acceptance with 5 speculative tokens",
+         {**FIRES, "commands": ["--speculative-config '{\"method\": \"eagle\", \"num_speculative_tokens\": 2}'"]},
+         snapshot({**spec, "server_metrics.spec_decode_acceptance_rate": 0.31}))
+    case("ENG003", "negative_good_acceptance", "78% acceptance",
+         PASSES, snapshot({**spec, "server_metrics.spec_decode_acceptance_rate": 0.78}))
+    case("ENG003", "skipped_not_configured", "No speculative decoding",
+         {"fires": False, "skipped_reason": "not configured"}, snapshot())
+    # ENG004
+    tp4 = {"gpu.gpus": [{**healthy_probes()["gpu"]["gpus"][0], "index": i,
+                         "compute_processes": [{"pid": 1235 + i, "used_memory_bytes": 70 * GIB, "name": "w"}]}
+                        for i in range(4)],
+           "server_process.processes": [{"pid": 1234 + i, "name": "w", "cpu_pct": 50.0, "num_threads": 8,
+                                         "rss_bytes": GIB} for i in range(5)],
+           "server_config.tensor_parallel_size": 4, "server_metrics.kv_cache_usage_frac_max": 0.1,
+           "logs.kv_cache_tokens": 1_400_000}
+    case("ENG004", "positive_tp4_for_8b", "An 8B model at TP=4 peaking at 10% KV",
+         {**FIRES, "commands": ["--tensor-parallel-size 1"]}, snapshot(tp4), config={"model_weight_bytes": 16e9})
+    case("ENG004", "negative_tp4_needed", "A 140 GB model at TP=4 using 85% of its KV",
+         PASSES, snapshot({**tp4, "server_metrics.kv_cache_usage_frac_max": 0.85, "logs.kv_cache_tokens": 300_000}),
+         config={"model_weight_bytes": 140e9})
+    # ENG005
+    case("ENG005", "positive_v0", "vLLM 0.6.3 (V0 engine)", {**FIRES, "severity": "medium"},
+         snapshot({"server_config.engine_version": "0.6.3"}))
+    case("ENG005", "positive_pre_fa3", "vLLM 0.11 (V1, before automatic FA3/FA4)", {**FIRES, "severity": "low"},
+         snapshot({"server_config.engine_version": "0.11.0"}))
+    case("ENG005", "negative_current", "vLLM 0.18.1", PASSES, snapshot())
+    # ENG006
+    base_report = {"kind": "bench", "target": {"model": "meta-llama/Llama-3.1-8B-Instruct"},
+                   "bench": bench({"levels.2.output_tokens_per_s": 1500.0})}
+    case("ENG006", "positive_degraded", "c=16 fell 1500 -> 1050 tok/s with 55 preemptions after 5 days up",
+         {**FIRES, "certainty": "likely", "evidence_keys": ["derived.throughput_drop_frac"]},
+         snapshot({"server_process.uptime_s": 5 * 86400}),
+         bench({"levels.2.output_tokens_per_s": 1050.0, "levels.2.server.num_preemptions_delta": 55}),
+         baseline=base_report)
+    case("ENG006", "negative_same_speed", "Same throughput as last week", PASSES, snapshot(), bench(),
+         baseline=base_report)
+    case("ENG006", "negative_drop_without_preemptions", "Slower, but no preemptions: another cause",
+         PASSES, snapshot(), bench({"levels.2.output_tokens_per_s": 1050.0}), baseline=base_report)
+    # ENG007
+    case("ENG007", "positive_shm_stalls", "vLLM TP=2 log: 14 shared-memory broadcast stalls",
+         {**FIRES, "severity": "medium", "evidence_keys": ["logs.num_shm_broadcast_stalls"]},
+         snapshot({"logs.num_shm_broadcast_stalls": 14}))
+    case("ENG007", "positive_nccl", "NCCL errors in the log", {**FIRES, "severity": "high"},
+         snapshot({"logs.num_nccl_errors": 3}))
+    case("ENG007", "negative_clean_log", "No communication trouble", PASSES, snapshot())
+    # BENCH001
+    case("BENCH001", "positive_client_lag", "c=64: achieved 41.5, loop lag 38 ms, marked invalid",
+         {**FIRES, "evidence_keys": ["bench.c64.client.achieved_concurrency", "bench.c64.client.event_loop_lag_ms_p99"]},
+         snapshot(), bench({"levels.3.client": {"cpu_pct": 97.0, "event_loop_lag_ms_p99": 38.0,
+                                                "achieved_concurrency": 41.5, "valid": False,
+                                                "invalid_reason": "client event loop lagged"}}))
+    case("BENCH001", "negative_client_fine", "Client kept up", PASSES, snapshot(), bench())
+    # BENCH002
+    case("BENCH002", "positive_503s", "37 of 500 failed at c=64",
+         {**FIRES, "severity": "high", "text_contains": ["429/503"]},
+         snapshot(), bench({"levels.3.requests": {"completed": 463, "failed": 37,
+                                                  "errors_by_kind": {"http_503": 30, "timeout": 7}}}))
+    case("BENCH002", "negative_half_percent", "2 of 512 failed (0.4%)", PASSES, snapshot(),
+         bench({"levels.3.requests": {"completed": 510, "failed": 2, "errors_by_kind": {"timeout": 2}}}))
+    # BENCH003
+    case("BENCH003", "positive_ttft_missed", "Chat defaults: c=64 TTFT p99 2.4 s",
+         {**FIRES, "evidence_keys": ["bench.c64.ttft_ms.p99"], "text_contains": ["bench.c16"]},
+         snapshot(), bench({"levels.3.ttft_ms.p99": 2400.0}))
+    case("BENCH003", "positive_user_slo", "User SLO ttft_ms=100 is missed from c=16",
+         {**FIRES, "evidence_keys": ["slo.ttft_ms", "bench.c16.ttft_ms.p99"]},
+         snapshot(), bench({"config.slo": {"ttft_ms": 100}}))
+    case("BENCH003", "negative_within_slo", "All levels within the chat defaults", PASSES, snapshot(), bench())
+    case("BENCH003", "skipped_completions_no_slo", "Completions endpoint, no SLO",
+         {"fires": False, "skipped_reason": "no SLO"}, snapshot(), bench({"config.endpoint": "completions"}))
+
+
+_define()
+
+
+def write_all(root: Path = FIXTURES) -> int:
+    """Write every case; remove stale fixture files. Returns the number written."""
+    wanted = {}
+    for code, name, body in CASES:
+        wanted[root / code / f"{name}.json"] = json.dumps(body, indent=1, sort_keys=True) + "\n"
+    for old in root.glob("*/*.json"):
+        if old not in wanted:
+            old.unlink()
+    for path, text in wanted.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return len(wanted)
+
+
+# --- reading a fixture back ----------------------------------------------------------------------
+def load_case(path: Path):
+    """(snapshot, bench, baseline, config, expect) from one fixture file."""
+    from probes.base import ProbeResult, Snapshot
+    from rules import RulesConfig
+    from triage.model import BenchSection
+    from triage.report_io import from_dict
+
+    body = json.loads(path.read_text(encoding="utf-8"))
+    snap = Snapshot(probes=tuple(from_dict(ProbeResult, p, "probe") for p in body["snapshot"]["probes"]))
+    bench_section = from_dict(BenchSection, body["bench"], "bench") if body.get("bench") else None
+    cfg = body.get("config") or {}
+    config = RulesConfig(enabled_only=frozenset({path.parent.name}), thresholds=cfg.get("thresholds", {}),
+                         target_engine=cfg.get("target_engine"), model_weight_bytes=cfg.get("model_weight_bytes"))
+    return snap, bench_section, body.get("baseline"), config, body["expect"]
+
+
+if __name__ == "__main__":
+    n = write_all()
+    sys.stdout.write(f"wrote {n} fixtures under {FIXTURES}\n")

@@ -1,0 +1,122 @@
+"""Server state per level from /metrics scrapes (the shared parser) and GPU state from NVML (a fake module with
+pynvml's real function names)."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from triage.bench.watch import GpuSampler, clock_event_names, gpu_summary, server_summary
+
+PROM = Path(__file__).parent / "fixtures" / "prom"
+
+
+def test_server_summary_from_two_real_format_scrapes():
+    before = (PROM / "vllm_v1_two_engines_before.txt").read_text()
+    after = (PROM / "vllm_v1_two_engines_after.txt").read_text()
+    server, reason = server_summary([(0.0, before), (10.0, after)], client_ttft_ms_mean=1300.0)
+    assert reason is None
+    assert server["engine"] == "vllm"
+    assert server["num_preemptions_delta"] == 30.0            # (25 + 10) - (5 + 0)
+    assert server["prefix_cache_hit_rate"] == pytest.approx(0.25)  # (1200 - 200) / (6000 - 2000)
+    assert server["server_ttft_ms_mean"] == pytest.approx(1200.0)  # (140 - 20) s / (200 - 100)
+    assert server["client_minus_server_ttft_ms"] == pytest.approx(100.0)
+    assert server["prompt_tokens_delta"] == 20000.0 and server["generation_tokens_delta"] == 5000.0
+    assert server["kv_cache_usage_frac_max"] == pytest.approx(0.97)
+    assert server["num_requests_waiting_max"] == 7.0
+    assert server["window_s"] == 10.0
+
+
+def test_gauge_means_use_the_scrapes_taken_during_the_level():
+    def text(running: int) -> str:
+        return f'vllm:num_requests_running{{engine="0"}} {running}\nvllm:kv_cache_usage_perc{{engine="0"}} 0.5\n'
+
+    server, _ = server_summary([(0, text(0)), (1, text(4)), (2, text(8)), (3, text(0))], None)
+    assert server["num_requests_running_mean"] == 6.0  # idle bracketing scrapes left out
+    assert server["num_requests_running_max"] == 8.0
+    assert server["client_minus_server_ttft_ms"] is None
+
+
+def test_server_summary_degrades_with_a_reason():
+    assert server_summary([(0, "x 1\n")], None) == (None, "server metrics unavailable: fewer than two scrapes")
+    server, reason = server_summary([(0, "foo 1\n"), (1, "foo 2\n")], None)
+    assert server is None and "no vLLM, SGLang or TGI" in reason
+
+
+class FakeNvml:
+    """The pynvml functions the sampler calls, for two GPUs; GPU 1 does not support power readings."""
+
+    NVML_CLOCK_SM = 1
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, fail_init: bool = False):
+        self.fail_init = fail_init
+
+    def nvmlInit(self):
+        if self.fail_init:
+            raise self.NVMLError("NVML Shared Library Not Found")
+
+    def nvmlDeviceGetCount(self):
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        return SimpleNamespace(gpu=[80, 40][h], memory=10)
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return SimpleNamespace(used=[10 * 2**30, 20 * 2**30][h], total=80 * 2**30, free=0)
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        if h == 1:
+            raise self.NVMLError("Not Supported")
+        return 300_000  # milliwatts
+
+    def nvmlDeviceGetClockInfo(self, h, clock):
+        assert clock == self.NVML_CLOCK_SM
+        return 1410
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        return 0x4 | 0x40 if h == 0 else 0x1
+
+
+def test_gpu_sampler_with_an_injected_nvml_module():
+    sampler, reason = GpuSampler.create(nvml=FakeNvml())
+    assert reason is None
+    sampler.sample_once()
+    sampler.sample_once()
+    gpu = gpu_summary(sampler.samples)
+    assert gpu["num_samples"] == 4 and gpu["num_gpus"] == 2
+    assert gpu["utilization_gpu_pct_mean"] == 60.0 and gpu["utilization_gpu_pct_max"] == 80.0
+    assert gpu["memory_used_bytes_max"] == 20 * 2**30
+    assert gpu["power_usage_w_mean"] == 300.0  # GPU 1's unsupported power is left out, not zero
+    assert gpu["sm_clock_mhz_mean"] == 1410.0
+    assert gpu["clock_event_reasons_seen"] == ["gpu_idle", "hw_thermal_slowdown", "sw_power_cap"]
+
+
+def test_gpu_sampler_thread_collects_until_stopped():
+    sampler, _ = GpuSampler.create(interval_s=0.01, nvml=FakeNvml())
+    sampler.start()
+    import time
+    time.sleep(0.1)
+    gpu = sampler.stop()
+    assert gpu["num_samples"] >= 4
+
+
+def test_missing_nvml_gives_none_with_the_reason():
+    sampler, reason = GpuSampler.create(nvml=FakeNvml(fail_init=True))
+    assert sampler is None and "NVML Shared Library Not Found" in reason
+    assert gpu_summary([]) is None
+    assert clock_event_names(0x8 | 0x20) == ["hw_slowdown", "sw_thermal_slowdown"]
+
+
+@pytest.mark.parametrize("fixture, engine", [("sglang_busy.txt", "sglang"), ("tgi_queueing.txt", "tgi")])
+def test_other_engines_are_read_through_the_shared_parser(fixture, engine):
+    text = (PROM / fixture).read_text()
+    server, reason = server_summary([(0.0, text), (1.0, text)], client_ttft_ms_mean=50.0)
+    assert reason is None and server["engine"] == engine
+    assert server["num_requests_running_max"] is not None  # gauges read from the engine's own names

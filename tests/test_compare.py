@@ -1,0 +1,205 @@
+"""triage compare on crafted report pairs: each case can fail if the gate is wrong."""
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from tests.factories import HOST, bench_report, level
+from triage.cli import app
+from triage.compare import compare_reports
+from triage.compare.bench_diff import Verdict
+from triage.compare.thresholds import parse_max_regression
+from triage.errors import ReportError
+from triage.model import Certainty, Finding, Fix, Report, ReportKind, Severity
+from triage.report_io import dumps, write_report
+
+RULES = parse_max_regression(None)
+runner = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"})
+
+
+def _level(c, scale_ttft=1.0, scale_tpot=1.0, tput=1000.0, n=400, seed=0, samples=True):
+    rng = np.random.default_rng(seed)
+    ttft = rng.lognormal(np.log(100), 0.25, n) * scale_ttft
+    tpot = rng.normal(20, 1.0, n) * scale_tpot
+    e2e = ttft + tpot * 127
+    return level(c, ttft, tpot, e2e, tput, samples=samples)
+
+
+def _row(result, level_name, metric):
+    return next(m for m in result.metrics if m.level == level_name and m.metric == metric)
+
+
+def _write(tmp_path, name, report):
+    return str(write_report(report, tmp_path / name))
+
+
+def test_fifteen_percent_ttft_p99_regression_fails():
+    base = bench_report([_level(1, seed=1), _level(4, seed=2)])
+    cand = bench_report([_level(1, seed=1, scale_ttft=1.15), _level(4, seed=2)])
+    result = compare_reports(base, cand, RULES)
+    row = _row(result, "c=1", "ttft_ms.p99")
+    assert row.change_pct == pytest.approx(15.0, abs=0.01)
+    assert row.verdict is Verdict.REGRESSION
+    assert row.p_value_worse is not None and row.p_value_worse < 0.05
+    assert _row(result, "c=4", "ttft_ms.p99").verdict is Verdict.OK
+    assert result.exit_code == 1
+
+
+def test_three_percent_noise_passes():
+    base = bench_report([_level(1, seed=1)])
+    cand = bench_report([_level(1, seed=7, scale_ttft=1.03, scale_tpot=1.02, tput=985.0)])
+    result = compare_reports(base, cand, RULES)
+    assert result.failures == 0, [m for m in result.metrics if m.failed]
+    assert result.exit_code == 0
+
+
+def test_throughput_drop_fails_with_and_without_repeats():
+    base = bench_report([_level(4, seed=3, tput=1000.0)])
+    cand = bench_report([_level(4, seed=3, tput=900.0)])
+    row = _row(compare_reports(base, cand, RULES), "c=4", "output_tokens_per_s")
+    assert row.verdict is Verdict.REGRESSION and row.interval is None and "threshold alone" in row.note
+
+    def with_repeats(report, values):
+        lv = report.bench.levels[0]
+        from dataclasses import replace
+        lv = replace(lv, repeats=[{"output_tokens_per_s": v} for v in values])
+        return replace(report, bench=replace(report.bench, levels=(lv,)))
+
+    rng = np.random.default_rng(0)
+    base_r = with_repeats(base, 1000 + rng.normal(0, 5, 10))
+    cand_r = with_repeats(cand, 900 + rng.normal(0, 5, 10))
+    row = _row(compare_reports(base_r, cand_r, RULES), "c=4", "output_tokens_per_s")
+    assert row.verdict is Verdict.REGRESSION
+    assert row.interval.high_pct < 0
+
+
+def test_significant_but_tiny_change_passes():
+    base = bench_report([_level(1, seed=1, n=4000)])
+    cand = bench_report([_level(1, seed=1, n=4000, scale_tpot=1.02)])
+    row = _row(compare_reports(base, cand, RULES), "c=1", "tpot_ms.p50")
+    assert row.interval.low_pct > 0          # a real, significant change …
+    assert row.change_pct < 10.0             # … below the threshold
+    assert row.verdict is Verdict.OK
+
+
+def test_big_change_on_tiny_noisy_samples_is_within_noise():
+    # 12 requests from a heavy-tailed distribution: the p99s differ a lot by chance alone.
+    def lv(seed):
+        rng = np.random.default_rng(seed)
+        ttft = rng.lognormal(np.log(100), 1.0, 12)
+        return level(1, ttft, np.full(12, 20.0), ttft + 2000, 1000.0)
+
+    row = _row(compare_reports(bench_report([lv(10)]), bench_report([lv(11)]), RULES), "c=1", "ttft_ms.p99")
+    assert row.change_pct > 10.0
+    assert row.verdict is Verdict.WITHIN_NOISE
+    assert row.interval.low_pct < 0 < row.interval.high_pct
+
+
+def test_threshold_override():
+    base = bench_report([_level(1, seed=1)])
+    cand = bench_report([_level(1, seed=1, scale_ttft=1.15)])
+    loose = parse_max_regression("ttft_ms.p99=20%")
+    assert _row(compare_reports(base, cand, loose), "c=1", "ttft_ms.p99").verdict is Verdict.OK
+
+
+@pytest.mark.parametrize("spec", ["ttft_ms.p99", "ttft_ms.p42=5%", "nonsense=5%", "ttft_ms.p99=ten"])
+def test_bad_max_regression_is_a_usage_error(spec):
+    from triage.errors import UsageError
+    with pytest.raises(UsageError):
+        parse_max_regression(spec)
+
+
+def test_different_model_is_unusable():
+    with pytest.raises(ReportError, match="different models"):
+        compare_reports(bench_report([_level(1)], model="a"), bench_report([_level(1)], model="b"), RULES)
+
+
+def test_no_overlapping_levels_is_unusable():
+    with pytest.raises(ReportError, match="no bench level appears in both"):
+        compare_reports(bench_report([_level(1)]), bench_report([_level(4)]), RULES)
+
+
+def test_cli_exit_codes(tmp_path):
+    base = _write(tmp_path, "base.json", bench_report([_level(1, seed=1), _level(4, seed=2)]))
+    same = _write(tmp_path, "same.json", bench_report([_level(1, seed=5), _level(4, seed=6)]))
+    worse = _write(tmp_path, "worse.json", bench_report([_level(1, seed=1, scale_ttft=1.3), _level(4, seed=2)]))
+    other = _write(tmp_path, "other.json", bench_report([_level(1)], model="other-model"))
+    assert runner.invoke(app, ["compare", base, same]).exit_code == 0
+    result = runner.invoke(app, ["compare", base, worse])
+    assert result.exit_code == 1
+    assert "REGRESSION" in result.stdout
+    result = runner.invoke(app, ["compare", base, other])
+    assert result.exit_code == 2
+    assert "different models" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_truncated_json_exits_2_with_one_line(tmp_path):
+    base = _write(tmp_path, "base.json", bench_report([_level(1)]))
+    text = dumps(bench_report([_level(1)]))
+    cut = tmp_path / "cut.json"
+    cut.write_text(text[: len(text) // 3])
+    result = runner.invoke(app, ["compare", base, str(cut)])
+    assert result.exit_code == 2
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "not valid JSON" in lines[0], result.stderr
+
+
+def test_junit_has_one_case_per_metric_and_level_and_counts_failures(tmp_path):
+    base = _write(tmp_path, "base.json", bench_report([_level(1, seed=1), _level(4, seed=2)]))
+    worse = _write(tmp_path, "worse.json",
+                   bench_report([_level(1, seed=1, scale_ttft=1.3), _level(4, seed=2, tput=800.0)]))
+    result = runner.invoke(app, ["compare", base, worse, "--format", "junit"])
+    assert result.exit_code == 1
+    suite = ET.fromstring(result.stdout.split("?>", 1)[1])
+    cases = suite.findall("testcase")
+    assert len(cases) == 2 * len(RULES)
+    failed = [c for c in cases if c.find("failure") is not None]
+    assert {(c.get("classname"), c.get("name")) for c in failed} >= {
+        ("triage.compare.c=1", "ttft_ms.p99"), ("triage.compare.c=4", "output_tokens_per_s")}
+    assert int(suite.get("failures")) == len(failed)
+
+
+def test_markdown_goes_to_github_step_summary_and_json_validates(tmp_path, monkeypatch, report_validator):
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    base = _write(tmp_path, "base.json", bench_report([_level(1, seed=1)]))
+    worse = _write(tmp_path, "worse.json", bench_report([_level(1, seed=1, scale_ttft=1.3)]))
+    out = tmp_path / "compare.json"
+    result = runner.invoke(app, ["compare", base, worse, "--format", "markdown", "--json", str(out)])
+    assert result.exit_code == 1
+    assert "| c=1 | ttft_ms.p99 |" in result.stdout
+    assert "ttft_ms.p99" in summary.read_text()
+    data = report_validator(json.loads(out.read_text()))
+    assert data["kind"] == "compare" and data["compare"]["verdict"] == "fail"
+
+
+def _diagnose(*findings):
+    return Report(kind=ReportKind.DIAGNOSE, triage_version="0.1.0", created_at="2026-11-21T12:00:00Z",
+                  command=("triage", "diagnose"), host=HOST, findings=tuple(findings))
+
+
+def _finding(code, severity):
+    return Finding(code, "some-rule", severity, Certainty.LIKELY, f"{code} title", "msg", {}, Fix("fix it"))
+
+
+def test_diagnose_new_and_resolved_findings(tmp_path):
+    base = _write(tmp_path, "b.json", _diagnose(_finding("KV001", Severity.HIGH), _finding("CPU002", Severity.LOW)))
+    cand_low = _write(tmp_path, "c1.json", _diagnose(_finding("KV001", Severity.HIGH), _finding("MEM001", Severity.LOW)))
+    cand_high = _write(tmp_path, "c2.json", _diagnose(_finding("GPU002", Severity.HIGH)))
+    result = runner.invoke(app, ["compare", base, cand_low, "--format", "json"])
+    assert result.exit_code == 0
+    section = json.loads(result.stdout)["compare"]
+    assert section["new"] == ["MEM001"] and section["resolved"] == ["CPU002"] and section["unchanged"] == ["KV001"]
+    assert runner.invoke(app, ["compare", base, cand_high]).exit_code == 1
+    assert runner.invoke(app, ["compare", base, cand_low, "--fail-on", "low"]).exit_code == 1
+
+
+def test_mixed_kinds_are_unusable(tmp_path):
+    base = _write(tmp_path, "b.json", _diagnose())
+    cand = _write(tmp_path, "c.json", bench_report([_level(1)]))
+    result = runner.invoke(app, ["compare", base, cand])
+    assert result.exit_code == 2 and "cannot compare a diagnose report with a bench report" in result.stderr

@@ -1,0 +1,266 @@
+"""triage diagnose: the runner, the full command on this host, replay, --fail-on, and the bundle's redaction."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from probes.base import ProbeResult, ProbeStatus, Snapshot
+from probes.http import HttpResponse
+from probes.nvml import probe_gpu
+from probes.server_metrics import probe_server_metrics
+from tests.fixtures.nvml.fake_pynvml import load as load_nvml
+from triage.cli import app
+from triage.diagnose import (
+    DiagnoseOptions,
+    ProbeSpec,
+    diagnose,
+    load_snapshot,
+    run_probe,
+    run_probes,
+    write_bundle,
+)
+from triage.report_io import read_report, to_dict
+
+REPO = Path(__file__).resolve().parent.parent
+FIX = Path(__file__).parent / "fixtures"
+SECRETS = ("sk-bundle-secret-0123456789", "hf_bundleSecretToken987654321", "hunter2-plain-password")
+
+
+def cli(*args: str, env: dict | None = None):
+    return CliRunner().invoke(app, ["--no-color", *args], env=env or {})
+
+
+# -- runner -------------------------------------------------------------------------------------
+
+def test_runner_times_out_a_hung_probe():
+    def hang() -> ProbeResult:
+        time.sleep(5)
+        return ProbeResult("hang", ProbeStatus.OK, 0.0)
+
+    t0 = time.perf_counter()
+    r = run_probe(ProbeSpec("hang", hang, timeout_s=0.2))
+    assert time.perf_counter() - t0 < 2
+    assert r.status is ProbeStatus.TIMEOUT and "0.2 s" in r.reason
+    assert r.duration_s >= 0.2
+
+
+def test_runner_turns_an_exception_into_error_and_redacts_it():
+    def boom() -> ProbeResult:
+        raise RuntimeError("token=abcdefghijkl went wrong")
+
+    r = run_probe(ProbeSpec("boom", boom, timeout_s=2))
+    assert r.status is ProbeStatus.ERROR
+    assert "RuntimeError" in r.reason and "abcdefghijkl" not in r.reason
+
+
+def test_runner_runs_concurrently_and_keeps_order_and_its_own_duration():
+    def slow(name):
+        def fn():
+            time.sleep(0.3)
+            return ProbeResult(name, ProbeStatus.OK, 99.0, None, {"x": 1})
+        return fn
+
+    t0 = time.perf_counter()
+    out = run_probes([ProbeSpec(n, slow(n), 2) for n in ("a", "b", "c")])
+    assert time.perf_counter() - t0 < 0.85
+    assert [r.name for r in out] == ["a", "b", "c"]
+    assert all(0.25 <= r.duration_s < 2 for r in out)   # the runner's clock, not the probe's claim
+
+
+# -- the whole command on this host -------------------------------------------------------------
+
+def test_full_diagnose_on_this_host_is_fast_and_clean(tmp_path, report_validator):
+    out = tmp_path / "diag.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRIAGE_NO_DISCOVERY": "1", "NO_COLOR": "1"}
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "triage", "diagnose", "--json", str(out)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60)
+    elapsed = time.perf_counter() - t0
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert elapsed < 10, f"diagnose took {elapsed:.1f} s"
+    data = report_validator(json.loads(out.read_text()))
+    probes = {p["name"]: p for p in data["probes"]}
+    assert set(probes) == {"server_config", "gpu", "cpu", "memory", "server_process", "server_metrics",
+                           "network", "kernel_log", "logs", "storage"}
+    import torch
+
+    if not torch.cuda.is_available():
+        assert probes["gpu"]["status"] == "unsupported" and probes["gpu"]["reason"]
+    assert probes["cpu"]["status"] == "ok" and probes["cpu"]["data"]["window_s"] == 2.0
+    assert probes["memory"]["data"]["copy_bandwidth_gbps"] > 0
+    assert all(p["duration_s"] >= 0 for p in data["probes"])
+    assert "host and GPU probes only" in proc.stdout and "local discovery is off" in proc.stdout
+
+
+# -- replay and --fail-on -----------------------------------------------------------------------
+
+def _troubled_snapshot(path: Path) -> Path:
+    """A snapshot of a power-capped A100 whose vLLM preempts with a full KV cache, from the fakes."""
+    gpu = probe_gpu(nvml=load_nvml("a100_power_capped_pcie_gen3x8.json"), window_s=3.0,
+                    sys_root=str(FIX / "sysfs" / "two_node_powersave"), sleep=lambda s: None)
+    before = HttpResponse(200, (FIX / "prom" / "vllm_v1_two_engines_before.txt").read_text())
+    after = HttpResponse(200, (FIX / "prom" / "vllm_v1_two_engines_after.txt").read_text())
+    answers = [before, after]
+    metrics = probe_server_metrics("http://10.1.2.3:8000", window_s=10.0, num_intermediate=0,
+                                   get=lambda url, t: answers.pop(0), sleep=lambda s: None)
+    assert gpu.ok and metrics.ok
+    path.write_text(json.dumps({"window_s": 10.0, "probes": to_dict([gpu, metrics])}))
+    return path
+
+
+def test_replay_runs_the_rules_and_fail_on_gates(tmp_path):
+    snap = _troubled_snapshot(tmp_path / "snap.json")
+    out = tmp_path / "replayed.json"
+    result = cli("diagnose", "--from", str(snap), "--json", str(out), "--fail-on", "high")
+    report = read_report(out)
+    codes = [f.code for f in report.findings]
+    assert "KV002" in codes                       # 3 preemptions/s in the window
+    assert report.findings[0].severity.rank <= report.findings[-1].severity.rank
+    assert result.exit_code == 1
+    assert cli("diagnose", "--from", str(snap), "--format", "json").exit_code == 0
+
+
+def test_replay_of_a_report_keeps_its_probes(tmp_path):
+    snap = _troubled_snapshot(tmp_path / "snap.json")
+    first = tmp_path / "first.json"
+    assert cli("diagnose", "--from", str(snap), "--json", str(first)).exit_code == 0
+    snapshot, old = load_snapshot(first)
+    assert old is not None and [p.name for p in snapshot.probes] == ["gpu", "server_metrics"]
+    second = tmp_path / "second.json"
+    assert cli("diagnose", "--from", str(first), "--json", str(second)).exit_code == 0
+    assert [f.code for f in read_report(second).findings] == [f.code for f in read_report(first).findings]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--from", "/nonexistent/report.json"], "no such file"),
+    (["--fail-on", "urgent", "--from", "x.json"], "not a severity"),
+    (["--window-s", "-1", "--no-discover"], "out of range"),
+    (["--log", "/nonexistent.log", "--no-discover"], "no such file"),
+    (["--skip", "gpux", "--no-discover"], "no such probe"),
+])
+def test_bad_input_is_a_clear_error_exit_2(args, message):
+    result = cli("diagnose", *args)
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_from_a_non_snapshot_json_is_exit_2(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"hello": "world"}))
+    result = cli("diagnose", "--from", str(bad))
+    assert result.exit_code == 2 and "snapshot" in result.output
+
+
+# -- secrets: never in the report or the bundle -------------------------------------------------
+
+FAKE_VLLM_HTTP = """
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(404); self.send_header("Content-Length", "0"); self.end_headers()
+    def log_message(self, *a): pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"""
+
+
+@pytest.fixture
+def fake_vllm_with_secrets():
+    env = {**os.environ, "HF_TOKEN": SECRETS[1], "MY_SERVICE_PASSWORD": SECRETS[2], "NCCL_DEBUG": "INFO"}
+    argv = [sys.executable, "-c", FAKE_VLLM_HTTP, "vllm", "serve", "/models/x", "--max-num-seqs", "8",
+            "--api-key", SECRETS[2], f"--hf-token={SECRETS[1]}", "--served-model-name", "x"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
+    port = int(proc.stdout.readline())
+    yield proc, port
+    proc.kill()
+    proc.wait(5)
+
+
+def test_secrets_never_reach_the_report_or_the_bundle(tmp_path, fake_vllm_with_secrets, report_validator):
+    proc, port = fake_vllm_with_secrets
+    log = tmp_path / "server.log"
+    log.write_text(f"INFO starting with api_key={SECRETS[0]}\nWARNING Using a slow tokenizer\n"
+                   f"DEBUG header Authorization: Bearer {SECRETS[0]}\nDEBUG hf token {SECRETS[1]}\n")
+    result = diagnose(DiagnoseOptions(url=f"http://user:{SECRETS[2]}@127.0.0.1:{port}", window_s=0.3,
+                                      log_path=str(log), bandwidth_budget_s=0.05, nvml=load_nvml(
+                                          "h100_x2_healthy_nvlink.json")))
+    assert result.discovery.pid == proc.pid and result.discovery.engine == "vllm"
+    process = result.snapshot.data("server_process")
+    assert process["debug_env"]["NCCL_DEBUG"] == "INFO"
+    config = result.snapshot.data("server_config")
+    assert config["max_num_seqs"] == 8 and config["sources"]["max_num_seqs"] == "cmdline"
+    assert result.snapshot.data("logs")["slow_tokenizer"] is True
+    report_validator(result.report)
+    bundle = write_bundle(tmp_path / "out.tar.gz", result, str(log))
+    blobs = {}
+    with tarfile.open(bundle) as tar:
+        for member in tar.getmembers():
+            blobs[member.name] = tar.extractfile(member).read().decode()
+    assert {"triage-bundle/report.json", "triage-bundle/snapshot.json", "triage-bundle/logs/server.log",
+            "triage-bundle/README.txt"} <= set(blobs)
+    assert "slow tokenizer" in blobs["triage-bundle/logs/server.log"]
+    report_text = json.dumps(to_dict(result.report))
+    for secret in SECRETS:
+        assert secret not in report_text, secret
+        for name, text in blobs.items():
+            assert secret not in text, (secret, name)
+
+
+def test_skip_and_a_zero_window():
+    result = diagnose(DiagnoseOptions(window_s=0, discover=False, skip=("storage", "kernel_log", "memory")))
+    names = [p.name for p in result.snapshot.probes]
+    assert "storage" not in names and "kernel_log" not in names and "memory" not in names
+    assert result.discovery.how == "none" and result.snapshot.window_s == 0
+    cpu = result.snapshot.get("cpu")
+    assert cpu.ok and cpu.data["window_s"] == 0
+
+
+def test_snapshot_data_accessor_ignores_failed_probes():
+    snap = Snapshot(probes=(ProbeResult("gpu", ProbeStatus.UNSUPPORTED, 0.1, "no NVML"),))
+    assert snap.data("gpu") is None and snap.get("gpu").reason == "no NVML"
+
+
+def test_bench_report_reaches_the_rules(tmp_path):
+    from tests.factories import bench_report, level
+    from triage.report_io import write_report
+
+    snap = _troubled_snapshot(tmp_path / "snap.json")
+    bench_path = write_report(bench_report([level(1, [100] * 20, [20] * 20, [2000] * 20, 50.0),
+                                            level(16, [900] * 20, [60] * 20, [9000] * 20, 55.0)]),
+                              tmp_path / "bench.json")
+    out = tmp_path / "with_bench.json"
+    assert cli("diagnose", "--from", str(snap), "--bench", str(bench_path), "--json", str(out)).exit_code == 0
+    report = read_report(out)
+    assert report.bench is not None and len(report.bench.levels) == 2
+    # Rules that need only a bench report are no longer skipped for want of one.
+    assert not any("no bench report" in s.reason for s in report.skipped_rules)
+    not_a_bench = cli("diagnose", "--from", str(snap), "--bench", str(snap))
+    assert not_a_bench.exit_code == 2
+
+
+def test_ctrl_c_during_the_probes_keeps_what_was_measured():
+    import _thread
+
+    class InterruptingNvml:
+        def nvmlInit(self):
+            _thread.interrupt_main()      # as if the user pressed Ctrl-C while the GPU was being read
+            time.sleep(1.0)
+            raise RuntimeError("never reached in time")
+
+    result = diagnose(DiagnoseOptions(window_s=0.2, discover=False, nvml=InterruptingNvml(),
+                                      skip=("storage",), bandwidth_budget_s=0.05))
+    assert result.interrupted
+    statuses = {p.name: (p.status, p.reason) for p in result.snapshot.probes}
+    assert statuses["server_config"][1] != "interrupted before it finished"   # phase 1 ended before Ctrl-C
+    assert any(reason == "interrupted before it finished" for _, reason in statuses.values())
+    assert result.report.probes == result.snapshot.probes

@@ -1,0 +1,183 @@
+"""cpu, memory, kernel_log, storage and logs probes on captured-format /proc, /sys and log fixtures."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from probes.base import ProbeStatus
+from probes.cpu_numa import per_core_util_pct, probe_cpu
+from probes.kernel_log import probe_kernel_log
+from probes.logs import probe_logs, read_tail
+from probes.memory import copy_bandwidth_gbps, probe_memory
+from probes.storage import fstype_of, parse_mounts, probe_storage
+
+FIX = Path(__file__).parent / "fixtures"
+PROC = FIX / "procfs" / "swapping_host"
+SYS = FIX / "sysfs" / "two_node_powersave"
+
+
+@pytest.fixture
+def proc_root(tmp_path):
+    root = tmp_path / "proc"
+    shutil.copytree(PROC, root)
+    return root
+
+
+def advance(root: Path):
+    """A fake sleep: the window passes by putting the `.after` files in place."""
+    def sleep(_s: float) -> None:
+        for name in ("stat", "vmstat"):
+            shutil.copy(root / f"{name}.after", root / name)
+    return sleep
+
+
+def test_per_core_util_from_proc_stat_deltas():
+    util = per_core_util_pct((PROC / "stat").read_text(), (PROC / "stat.after").read_text())
+    assert util[0] == 100.0           # 200 busy ticks of 200
+    assert util[1] == 0.0             # only idle ticks
+    assert util[2] == pytest.approx(42.9)
+    assert util[3] is None            # no ticks at all: unmeasured, not 0
+
+
+def test_cpu_probe_on_fixture_trees(proc_root):
+    r = probe_cpu(window_s=1.0, proc_root=str(proc_root), sys_root=str(SYS), sleep=advance(proc_root))
+    assert r.status is ProbeStatus.OK
+    d = r.data
+    assert d["model"] == "AMD EPYC 7763 64-Core Processor"
+    assert d["num_physical_cores"] == 2          # 4 logical CPUs on 2 cores
+    assert d["num_logical_cpus"] == 4
+    assert d["governor"] == "powersave"
+    assert d["governors"] == {"powersave": 12, "performance": 4}
+    assert d["freq_mhz_current"] == 1200.0 and d["freq_mhz_max"] == 3500.0
+    assert d["per_core_util_pct"][0] == 100.0
+    assert d["numa_nodes"] == [{"node": 0, "cpus": list(range(8))}, {"node": 1, "cpus": list(range(8, 16))}]
+    assert d["window_s"] == 1.0
+
+
+def test_cpu_probe_without_proc_is_unsupported(tmp_path):
+    r = probe_cpu(window_s=0, proc_root=str(tmp_path / "none"), sys_root=str(tmp_path / "none"),
+                  sleep=lambda s: None)
+    assert r.status is ProbeStatus.UNSUPPORTED
+    assert "stat" in r.reason
+
+
+def test_memory_probe_swap_traffic_and_bandwidth(proc_root):
+    r = probe_memory(window_s=2.0, proc_root=str(proc_root), sleep=advance(proc_root), bandwidth=lambda s: 12.5)
+    assert r.status is ProbeStatus.OK
+    d = r.data
+    assert d["total_bytes"] == 65536000 * 1024
+    assert d["available_pct"] == pytest.approx(2.0)
+    assert d["swap_used_bytes"] == (8388608 - 4194304) * 1024
+    page = 4096
+    assert d["swap_in_bytes_delta"] == 256 * page
+    assert d["swap_out_bytes_delta"] == 512 * page
+    assert d["copy_bandwidth_gbps"] == 12.5
+
+
+def test_real_copy_bandwidth_is_positive_and_bounded_in_time():
+    gbps = copy_bandwidth_gbps(budget_s=0.1, buffer_bytes=4 * 2**20)
+    assert gbps is not None and gbps > 0
+
+
+def test_memory_probe_without_meminfo(tmp_path):
+    r = probe_memory(window_s=0, proc_root=str(tmp_path), sleep=lambda s: None, bandwidth=lambda s: None)
+    assert r.status is ProbeStatus.UNSUPPORTED
+
+
+def test_kernel_log_from_a_saved_dmesg():
+    r = probe_kernel_log(path=str(FIX / "logs" / "dmesg_xid79.txt"))
+    assert r.status is ProbeStatus.OK
+    d = r.data
+    assert [e["xid"] for e in d["xid_events"]] == [79, 48, 63]
+    assert d["xid_events"][0]["pci_bus_id"] == "0000:3b:00"
+    assert d["xid_events"][0]["meaning"] == "GPU has fallen off the bus"
+    assert d["xid_counts"] == {"48": 1, "63": 1, "79": 1}
+    assert d["num_lines_read"] == 7
+
+
+def test_kernel_log_denied_says_how_to_read_it(tmp_path):
+    r = probe_kernel_log(run_dmesg=lambda: (None, "dmesg: read kernel buffer failed: Operation not permitted"),
+                         kmsg_path=str(tmp_path / "no-kmsg"))
+    assert r.status is ProbeStatus.PERMISSION_DENIED
+    assert "--kernel-log" in r.reason
+
+
+def test_kernel_log_from_dmesg_output():
+    lines = (FIX / "logs" / "dmesg_xid79.txt").read_text().splitlines()
+    r = probe_kernel_log(run_dmesg=lambda: (lines, None))
+    assert r.data["source"] == "dmesg" and r.data["num_xid_events"] == 3
+
+
+def test_logs_probe_finds_known_vllm_lines():
+    r = probe_logs(str(FIX / "logs" / "vllm_v0_preempting_slow_tokenizer.log"))
+    assert r.status is ProbeStatus.OK
+    d = r.data
+    assert d["slow_tokenizer"] is True
+    assert d["num_preemption_lines"] == 2
+    assert d["num_gpu_blocks"] == 2048
+    assert d["kv_cache_tokens"] == 32768
+    assert d["max_concurrency"] == 8.0 and d["max_concurrency_tokens_per_request"] == 4096
+    assert len(d["cuda_graph_hints"]) == 3      # capturing, the memory hint, capture finished
+    assert d["num_nccl_errors"] == 1
+    assert d["num_shm_broadcast_stalls"] == 1
+    assert "sk-live" not in str(d) and "abcdefghijklmnopqrstuvwxyz" not in str(d)
+
+
+def test_logs_probe_missing_file_and_no_file():
+    assert probe_logs("/nonexistent/vllm.log").status is ProbeStatus.ERROR
+    assert probe_logs(None).status is ProbeStatus.UNSUPPORTED
+
+
+def test_read_tail_is_bounded(tmp_path):
+    log = tmp_path / "big.log"
+    log.write_text("".join(f"line {i}\n" for i in range(10000)))
+    lines, truncated = read_tail(str(log), max_bytes=1000)
+    assert truncated and lines[-1] == "line 9999" and len(lines) < 200
+    assert all(line.startswith("line ") for line in lines)
+
+
+def test_mounts_pick_the_longest_mount_point():
+    mounts = parse_mounts("rootfs / ext4 rw 0 0\nsrv:/models /mnt/models nfs4 rw 0 0\ntmpfs /tmp tmpfs rw 0 0\n")
+    assert fstype_of("/mnt/models/llama", mounts) == "nfs4"
+    assert fstype_of("/mnt/modelsx", mounts) == "ext4"
+
+
+def test_storage_probe_nfs_model_and_tmpfs_cache(tmp_path):
+    model_dir = tmp_path / "models" / "llama"
+    model_dir.mkdir(parents=True)
+    (model_dir / "model-00001.safetensors").write_bytes(b"\x01" * (3 * 2**20))
+    (model_dir / "config.json").write_text("{}")
+    cache = tmp_path / "hf"
+    (cache / "hub").mkdir(parents=True)
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "mounts").write_text(f"rootfs / ext4 rw 0 0\nsrv:/m {tmp_path / 'models'} nfs4 rw 0 0\n"
+                                 f"tmpfs {cache} tmpfs rw 0 0\n")
+    r = probe_storage(str(model_dir), env={"HF_HOME": str(cache)}, proc_root=str(proc),
+                      max_read_bytes=2 * 2**20, read_budget_s=5.0)
+    assert r.status is ProbeStatus.OK
+    d = r.data
+    assert d["model_dir_fstype"] == "nfs4" and d["model_dir_is_network_fs"] is True
+    assert d["read_bytes"] == 2 * 2**20            # bounded by max_read_bytes, not the 3 MiB file
+    assert d["read_gbps"] is not None and d["read_gbps"] > 0
+    assert d["page_cache_warm"] is None           # no io file in the fixture /proc: unknown, not guessed
+    assert d["hf_cache_fstype"] == "tmpfs" and d["hf_cache_persistent"] is False
+    assert d["hf_cache_empty"] is True
+    assert d["serves_hub_model_id"] is False
+
+
+def test_storage_probe_hub_id_in_cache(tmp_path):
+    snap = tmp_path / "hf" / "hub" / "models--org--tiny" / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    (snap / "model.safetensors").write_bytes(b"\x00" * 4096)
+    r = probe_storage("org/tiny", env={"HF_HOME": str(tmp_path / "hf")}, proc_root="/proc",
+                      max_read_bytes=2**20, read_budget_s=1.0)
+    d = r.data
+    assert d["serves_hub_model_id"] is True
+    assert d["model_dir"] == str(snap)
+    assert d["read_bytes"] == 4096
+    assert d["hf_cache_empty"] is False
+    # The real /proc has an io file: the 4 KiB just written sits in the page cache.
+    assert d["page_cache_warm"] in (True, None)

@@ -1,0 +1,226 @@
+"""evaluate(): ranking, causal chains, skipping, config, version awareness, schema validity."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from probes.base import ProbeResult, ProbeStatus, Snapshot
+from rules import REGISTRY, RulesConfig, bench_rule_codes, evaluate, load_rules_config
+from rules.engines import EngineInfo, engine_flags, parse_version
+from tests.factories import HOST
+from tests.rules_fixtures import FIXTURES, bench, load_case, snapshot
+from triage.errors import UsageError
+from triage.model import BenchSection, Report, ReportKind, Severity
+from triage.report_io import from_dict
+
+
+def _snap(d) -> Snapshot:
+    return Snapshot(probes=tuple(from_dict(ProbeResult, p) for p in d["probes"]))
+
+
+def _bench(d) -> BenchSection:
+    return from_dict(BenchSection, d)
+
+
+def test_healthy_host_gives_nothing_above_low():
+    result = evaluate(_snap(snapshot()), bench=_bench(bench()))
+    loud = [(f.code, f.severity.value, f.message) for f in result.findings if f.severity.rank < Severity.LOW.rank]
+    assert not loud
+    assert not any("internal error" in s.reason for s in result.skipped)
+    # Everything is measured except an earlier report, the weight bytes, spec decoding, a context sweep
+    # and long prompts (the bench used 512-token prompts).
+    assert {s.code for s in result.skipped} == {"ENG002", "ENG003", "ENG006", "SCHED006", "SCHED001"}
+
+
+def test_healthy_snapshot_without_bench_skips_bench_rules_with_reasons():
+    result = evaluate(_snap(snapshot()))
+    skipped = {s.code: s.reason for s in result.skipped}
+    for code in ("SCHED004", "BENCH001", "BENCH002", "BENCH003", "ENG002", "KV003"):
+        assert "bench" in skipped[code]
+    assert not [f for f in result.findings if f.severity.rank < Severity.LOW.rank]
+
+
+def test_empty_snapshot_skips_everything_and_never_passes():
+    result = evaluate(Snapshot())
+    assert result.findings == ()
+    assert len(result.skipped) == len(REGISTRY)
+
+
+def test_unsupported_probe_reason_reaches_the_skip():
+    snap = Snapshot(probes=(ProbeResult("gpu", ProbeStatus.UNSUPPORTED, 0.0, "libnvidia-ml.so.1 not found"),))
+    skipped = {s.code: s.reason for s in evaluate(snap).skipped}
+    assert skipped["GPU003"] == "needs gpu: probe gpu is unsupported: libnvidia-ml.so.1 not found"
+    assert "no bench report" in skipped["GPU002"]  # gpu|bench: both alternatives named
+
+
+def test_ranking_by_severity_then_certainty_then_impact():
+    g = "gpu.gpus.0."
+    snap = snapshot({g + "ecc_uncorrected_volatile": 2, g + "persistence_mode_enabled": False,
+                     "server_metrics.kv_cache_usage_frac_max": 0.99, "server_metrics.num_requests_waiting": 9,
+                     "server_process.debug_env": {"CUDA_LAUNCH_BLOCKING": "1"}, "cpu.governor": "powersave",
+                     "cpu.governors": {"powersave": 112}, "server_config.quantization": None})
+    findings = evaluate(_snap(snap)).findings
+    codes = [f.code for f in findings]
+    assert codes[0] == "GPU005" and codes[-1] == "GPU007"
+    keys = [(f.severity.rank, f.certainty.rank) for f in findings]
+    assert keys == sorted(keys)
+    # Two HIGH/CONFIRMED findings: the bigger estimated impact (KV001 0.8 vs GPU011 0.7) comes first.
+    assert codes.index("KV001") < codes.index("GPU011")
+
+
+def test_kv_saturation_explains_queueing_and_slo():
+    b = bench({"levels.3.server.kv_cache_usage_frac_max": 0.99, "levels.3.server.num_requests_waiting_max": 40,
+               "levels.3.server.server_queue_time_ms_mean": 900.0, "levels.3.server.server_ttft_ms_mean": 1100.0,
+               "levels.3.ttft_ms.p99": 2500.0})
+    result = evaluate(_snap(snapshot()), bench=_bench(b))
+    by_code = {f.code: f for f in result.findings}
+    assert {"KV001", "SCHED003", "BENCH003"} <= set(by_code)
+    assert by_code["KV001"].explains == ("SCHED003", "BENCH003")
+    assert "explains SCHED003, BENCH003" in by_code["KV001"].message
+    assert by_code["SCHED003"].explains == ("BENCH003",)
+    assert by_code["BENCH003"].explains == ()
+
+
+def test_disable_and_enable_only():
+    snap = _snap(snapshot({"gpu.gpus.0.persistence_mode_enabled": False}))
+    assert "GPU007" in [f.code for f in evaluate(snap).findings]
+    off = evaluate(snap, config=RulesConfig().with_disabled(["gpu007"]))
+    assert "GPU007" not in [f.code for f in off.findings] + [s.code for s in off.skipped]
+    only = evaluate(snap, config=RulesConfig(enabled_only=frozenset({"GPU007"})))
+    assert [f.code for f in only.findings] == ["GPU007"] and only.skipped == ()
+
+
+def test_unknown_disabled_code_is_a_usage_error_with_close_matches():
+    with pytest.raises(UsageError, match=r"unknown rule code 'KV01'.*did you mean KV001"):
+        evaluate(Snapshot(), config=RulesConfig(disabled=frozenset({"KV01"})))
+
+
+def test_malformed_probe_data_is_skipped_not_raised():
+    bad = {"probes": [{"name": "gpu", "status": "ok", "duration_s": 0.1, "reason": None,
+                       "data": {"gpus": [{"index": 0, "power_limit_enforced_w": "300W", "power_limit_default_w": 700}]}}]}
+    skipped = {s.code: s.reason for s in evaluate(_snap(bad)).skipped}
+    assert "internal error" in skipped["GPU003"] and "TypeError" in skipped["GPU003"]
+
+
+def test_threshold_override_changes_the_verdict():
+    snap, b, base, config, _ = load_case(FIXTURES / "KV001" / "positive_saturated_with_queue.json")
+    assert evaluate(snap, b, base, config).findings
+    stricter = RulesConfig(enabled_only=config.enabled_only, thresholds={"KV001.kv_usage_frac": 0.995})
+    assert not evaluate(snap, b, base, stricter).findings
+
+
+def _positive_fixtures():
+    return sorted(p for p in FIXTURES.glob("*/positive*.json"))
+
+
+def test_every_positive_finding_validates_against_the_report_schema(report_validator):
+    findings = []
+    for path in _positive_fixtures():
+        snap, b, base, config, _ = load_case(path)
+        findings += evaluate(snap, b, base, config).findings
+    assert len(findings) == len(_positive_fixtures())
+    report = Report(kind=ReportKind.DIAGNOSE, triage_version="0.1.0", created_at="2026-11-21T12:00:00Z",
+                    command=("triage", "diagnose"), host=HOST, findings=tuple(findings))
+    data = report_validator(report)
+    assert len(data["findings"]) == len(findings)
+    for f in data["findings"]:
+        json.dumps(f["evidence"], allow_nan=False)
+
+
+def test_never_advise_enabling_what_the_version_already_enables():
+    """With all rules on: on vLLM V1 (>= 0.8) no fix says --enable-chunked-prefill / --enable-prefix-caching."""
+    checked = 0
+    for path in sorted(FIXTURES.glob("*/*.json")):
+        snap, b, base, config, _ = load_case(path)
+        cfg = snap.data("server_config") or {}
+        if EngineInfo(cfg.get("engine"), cfg.get("engine_version")).default_on("chunked_prefill") is not True:
+            continue
+        checked += 1
+        result = evaluate(snap, b, base, RulesConfig(model_weight_bytes=config.model_weight_bytes))
+        for f in result.findings:
+            for text in f.fix.commands + (f.fix.text,):
+                assert "--enable-chunked-prefill" not in text and "--enable-prefix-caching" not in text, \
+                    (path.name, f.code, text)
+    assert checked >= 80
+
+
+def test_v0_engine_is_told_to_enable_them():
+    snap = _snap(snapshot({"server_config.engine_version": "0.6.3", "server_config.enable_chunked_prefill": False,
+                           "server_config.enable_prefix_caching": False}))
+    cmds = [c for f in evaluate(snap, _bench(bench())).findings for c in f.fix.commands]
+    assert "--enable-chunked-prefill" in cmds and "--enable-prefix-caching" in cmds
+
+
+def test_version_parsing_and_defaults():
+    assert parse_version("0.8.5.post1") == (0, 8, 5)
+    assert parse_version("v3.0") == (3, 0, 0)
+    assert parse_version("nightly") is None
+    assert EngineInfo("vllm", "0.8.0").default_on("prefix_caching") is True
+    assert EngineInfo("vllm", "0.7.3").default_on("prefix_caching") is False
+    assert EngineInfo("vllm", "0.9.0", v0=True).default_on("chunked_prefill") is False
+    assert EngineInfo("vllm", None).default_on("chunked_prefill") is None
+    assert EngineInfo("tgi", "2.4.1").default_on("prefix_caching") is False
+    assert EngineInfo("sglang", "0.4").default_on("prefix_caching") is True
+
+
+def test_unknown_engine_gets_a_line_per_engine():
+    cmds, note = engine_flags({"max_model_len": 5120}, None)
+    assert cmds == ("vllm serve ... --max-model-len 5120",
+                    "python -m sglang.launch_server ... --context-length 5120",
+                    "text-generation-launcher ... --max-total-tokens 5120")
+    assert note == ""
+    cmds, note = engine_flags({"max_model_len": 5120}, "tgi")
+    assert cmds == ("--max-total-tokens 5120",) and "vLLM: --max-model-len 5120" in note
+
+
+# --- triage.toml ------------------------------------------------------------------------------------
+def test_load_rules_config_reads_every_table(tmp_path):
+    path = tmp_path / "triage.toml"
+    path.write_text('[rules]\ndisable = ["gpu007", "CPU002"]\n\n[thresholds]\nKV001.kv_usage_frac = 0.95\n'
+                    '"BENCH003.ttft_p99_ms" = 800\n\n[thresholds.GPU008]\nlow_util_pct = 30\n\n'
+                    '[target]\nengine = "vllm"\nengine_version = "0.9.2"\n\n[model]\nweight_bytes = 16_000_000_000\n')
+    config = load_rules_config(path)
+    assert config.disabled == {"GPU007", "CPU002"}
+    assert config.threshold("KV001.kv_usage_frac") == 0.95
+    assert config.threshold("BENCH003.ttft_p99_ms") == 800
+    assert config.threshold("GPU008.low_util_pct") == 30
+    assert config.threshold("KV001.min_waiting") == 1.0  # untouched default
+    assert (config.target_engine, config.target_engine_version) == ("vllm", "0.9.2")
+    assert config.model_weight_bytes == 16e9
+    assert load_rules_config(None) == RulesConfig()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[thresholds]\nKV001.kv_usage = 0.9\n", r"unknown threshold 'KV001.kv_usage'.*did you mean KV001.kv_usage_frac"),
+    ("[rules]\ndisable = [\"KV999\"]\n", r"unknown rule code 'KV999'"),
+    ("[rules]\ndisable = \"KV001\"\n", r"must be a list of rule codes"),
+    ("[rules]\nturn_off = []\n", r"unknown key 'turn_off' in \[rules\]"),
+    ("[thresholdz]\n", r"unknown table \[thresholdz\]"),
+    ("[thresholds]\nKV001.kv_usage_frac = \"high\"\n", r"must be a number"),
+    ("[target]\nengine = \"vlm\"\n", r"unknown engine 'vlm'.*vllm"),
+    ("[model]\nweight_bytes = -1\n", r"weight_bytes must be a positive number"),
+    ("[rules\n", r"not valid TOML"),
+])
+def test_bad_config_is_a_usage_error(tmp_path, text, message):
+    path = tmp_path / "triage.toml"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=message):
+        load_rules_config(path)
+
+
+def test_missing_config_file_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="no such config file"):
+        load_rules_config(tmp_path / "nope.toml")
+
+
+def test_bench_only_evaluation_runs_the_bench_rules_without_probes():
+    codes = bench_rule_codes()
+    assert {"SCHED003", "SCHED004", "SCHED006", "BENCH001", "BENCH002", "BENCH003", "ENG002", "KV001",
+            "KV002"} <= codes
+    assert not codes & {"GPU004", "KV003", "ENG006"}
+    b = bench({"levels.0.output_tokens_per_s": 41.0, "levels.2.output_tokens_per_s": 55.0,
+               "levels.3.output_tokens_per_s": 56.0})
+    result = evaluate(Snapshot(), bench=_bench(b), config=RulesConfig(enabled_only=codes))
+    assert "SCHED004" in [f.code for f in result.findings]
+    assert {s.code for s in result.skipped} <= codes

@@ -1,0 +1,131 @@
+"""`triage bench` as a library call: optionally start the embedded reference server, run the bench with the
+live view, build the report (with the rules' findings), and write every output file. The command module
+only turns flags into a BenchConfig and calls `execute`."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from triage.bench.config import BenchConfig
+from triage.bench.outputs import write_csv, write_html
+from triage.bench.records import RecordSink
+from triage.bench.runner import BenchRunner, Observer
+from triage.errors import EXIT_INTERRUPTED, EngineError
+from triage.model import BenchSection, Finding, ReportKind, SkippedRule, Target
+
+# The embedded default: small enough that `make demo` finishes in well under a minute on a 2-core CPU.
+EMBEDDED_MODEL = "tiny"
+EMBEDDED_SERVER_ARGS = ("--max-num-seqs", "16", "--seed", "0")
+EMBEDDED_DEFAULTS = {"concurrency": "1,4", "input_len": 32, "output_len": 16, "num_requests": 8, "warmup": 2}
+URL_DEFAULTS = {"concurrency": "1,4,16,64", "input_len": 512, "output_len": 256, "num_requests": None, "warmup": 2}
+
+
+@dataclass(frozen=True, slots=True)
+class OutputPaths:
+    json: Path | None = None
+    jsonl: Path | None = None
+    csv: Path | None = None
+    html: Path | None = None
+
+    @classmethod
+    def resolve(cls, output_dir: Path | None, json: Path | None, jsonl: Path | None, csv: Path | None,
+                html: Path | None) -> OutputPaths:
+        """--output-dir DIR fills in every path not given explicitly."""
+        if output_dir is None:
+            return cls(json, jsonl, csv, html)
+        return cls(json or output_dir / "bench.json", jsonl or output_dir / "requests.jsonl",
+                   csv or output_dir / "levels.csv", html or output_dir / "report.html")
+
+
+@contextlib.contextmanager
+def embedded_server(model: str = EMBEDDED_MODEL) -> Iterator[Any]:
+    """Start the bundled reference engine on a free loopback port for the length of the block."""
+    try:
+        from reference_engine.launcher import start_reference_server
+    except ImportError as e:
+        raise EngineError(f"the bundled reference engine is not available ({e}); pass --url to benchmark "
+                          "a running server") from None
+    # Leave one core to this client: on a small host, torch's threads would otherwise starve the event loop.
+    threads = max(1, (os.cpu_count() or 2) - 1)
+    handle = start_reference_server(model, extra_args=EMBEDDED_SERVER_ARGS, env={"OMP_NUM_THREADS": str(threads)})
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+def evaluate_rules(section: BenchSection) -> tuple[tuple[Finding, ...], tuple[SkippedRule, ...], str | None]:
+    """The rules that read bench results (BENCH*, SCHED*), run on an empty probe snapshot."""
+    try:
+        from probes.base import Snapshot
+        from rules import evaluate
+    except ImportError:
+        return (), (), "the rules engine is not installed; no findings were computed"
+    result = evaluate(Snapshot(), bench=section)
+    return tuple(result.findings), tuple(result.skipped), None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    report: Any  # triage.model.Report
+    exit_code: int
+
+
+def _run(cfg: BenchConfig, sink: RecordSink, observer: Observer | None, nvml: Any) -> tuple[BenchRunner, bool]:
+    runner = BenchRunner(cfg, sink=sink, observer=observer, nvml=nvml)
+    try:
+        asyncio.run(runner.run())
+    except KeyboardInterrupt:
+        return runner, True
+    return runner, False
+
+
+def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_console: Console | None = None,
+            nvml: Any = None) -> Outcome:
+    """Run the bench and write the outputs. Interrupted (Ctrl-C): the levels that finished are still
+    reported and written, and the exit code is 130."""
+    from probes.host import host_info
+    from triage.cli_support import new_report
+
+    with contextlib.ExitStack() as stack:
+        engine = None
+        if embedded:
+            handle = stack.enter_context(embedded_server(cfg.model or EMBEDDED_MODEL))
+            cfg = dataclasses.replace(cfg, url=handle.url)
+            engine = "reference"
+        sink = stack.enter_context(RecordSink(paths.jsonl))
+        observer = None
+        if live_console is not None:
+            from triage.bench.live import LiveView
+
+            observer = stack.enter_context(LiveView(live_console))
+        runner, interrupted = _run(cfg, sink, observer, nvml)
+    section = runner.section()
+    if interrupted:
+        section = dataclasses.replace(section, config={
+            **section.config, "interrupted": True,
+            "notes": [*section.config.get("notes", []),
+                      f"interrupted: {len(section.levels)} of {len(cfg.levels)} levels finished"]})
+    findings, skipped, rules_note = evaluate_rules(section)
+    if rules_note:
+        section = dataclasses.replace(section, config={**section.config,
+                                                       "notes": [*section.config.get("notes", []), rules_note]})
+    server_engines = [lv.server.get("engine") for lv in section.levels if lv.server]
+    target = Target(url=cfg.url, engine=engine or (server_engines[0] if server_engines else "openai-compatible"),
+                    engine_version=runner.info.engine_version if runner.info else None,
+                    model=runner.info.model if runner.info else cfg.model)
+    report = new_report(ReportKind.BENCH, host_info(), target, bench=section, findings=findings,
+                        skipped_rules=skipped)
+    if paths.csv is not None:
+        write_csv(section, paths.csv)
+    if paths.html is not None:
+        write_html(report, paths.html)
+    return Outcome(report=report, exit_code=EXIT_INTERRUPTED if interrupted else 0)

@@ -1,0 +1,126 @@
+"""One streaming request in, one RequestRecord out. It never raises for what the server does; every failure
+becomes an error kind (http_500, timeout, disconnected, connection_reset, malformed_sse, ...).
+
+Timestamps: `t0` is taken after the body is encoded, just before the request is written. Each network read is
+stamped with perf_counter() in the protocol's data_received (http.py) and only then handed to the incremental
+SSE parser (sse.py), so parsing never delays its own timestamp and costs the loop microseconds at a time.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from triage.bench.config import Endpoint
+from triage.bench.http import ConnectionPool, HttpError
+from triage.bench.records import RequestRecord
+from triage.bench.sse import SseParser
+from triage.bench.workload import PromptItem
+
+
+@dataclass(frozen=True, slots=True)
+class RequestOptions:
+    endpoint: Endpoint
+    model: str
+    send_ignore_eos: bool = True  # ignore_eos + min_tokens, so outputs are as long as asked
+    include_usage: bool = True
+
+
+def build_payload(item: PromptItem, opts: RequestOptions, max_tokens: int | None = None) -> dict[str, Any]:
+    out_tokens = item.output_tokens if max_tokens is None else max_tokens
+    payload: dict[str, Any] = {"model": opts.model, "max_tokens": out_tokens, "stream": True, "temperature": 0.0}
+    if opts.endpoint is Endpoint.CHAT:
+        payload["messages"] = [{"role": "user", "content": item.prompt}]
+    else:
+        payload["prompt"] = item.prompt
+    if opts.include_usage:
+        payload["stream_options"] = {"include_usage": True}
+    if opts.send_ignore_eos:
+        payload["ignore_eos"] = True
+        payload["min_tokens"] = out_tokens
+    return payload
+
+
+def _error_message(status: int, body: bytes) -> str:
+    try:
+        obj = json.loads(body)
+        err = obj.get("error", obj) if isinstance(obj, dict) else obj
+        message = err.get("message") if isinstance(err, dict) else None
+        if message:
+            return f"HTTP {status}: {message}"[:300]
+    except ValueError:
+        pass
+    return f"HTTP {status}: {body[:200].decode('utf-8', 'replace')}"
+
+
+async def send(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, *, level: str, repeat: int,
+               warmup: bool, epoch: float, timeout_s: float = 60.0, slot_wait_s: float = 0.0) -> RequestRecord:
+    """Send one streaming request and time it. `epoch` is the run's perf_counter() origin; `timeout_s` is how
+    long the server may send nothing before the request counts as a timeout."""
+    body = json.dumps(build_payload(item, opts)).encode()
+    pieces: list[tuple[float, bytes]] = []
+    status: int | None = None
+    exc_kind: str | None = None
+    exc_text: str | None = None
+    perf = time.perf_counter
+    t0 = perf()
+    parser = SseParser(chat=opts.endpoint is Endpoint.CHAT)
+    try:
+        response = await pool.post_stream(opts.endpoint.path, body, timeout_s, on_piece=parser.feed)
+        status, pieces = response.status, response.pieces
+    except HttpError as e:
+        exc_kind, exc_text = e.kind, str(e)[:300]
+        if e.response is not None:
+            status, pieces = e.response.status, e.response.pieces
+    if status is not None and status != 200:
+        return RequestRecord(
+            level=level, repeat=repeat, index=item.index, warmup=warmup, t0_s=t0 - epoch, end_s=perf() - t0,
+            slot_wait_s=slot_wait_s, requested_output_tokens=item.output_tokens, http_status=status,
+            error_kind=f"http_{status}", error=_error_message(status, b"".join(p for _, p in pieces)))
+
+    result = parser.finish()
+    error_kind, error = result.error_kind, result.error
+    if exc_kind is not None and error_kind in (None, "truncated"):
+        error_kind, error = exc_kind, exc_text  # the transport's reason beats "the stream ended early"
+    if error_kind is None and not result.chunk_times:
+        error_kind, error = "no_content", "the stream finished without a content chunk"
+    if error_kind is None and not result.done and result.finish_reason is None:
+        error_kind, error = "truncated", "the stream ended without [DONE] or a finish_reason"
+
+    times = [t - t0 for t in result.chunk_times]
+    if result.completion_tokens is not None:
+        output_tokens, source = result.completion_tokens, "usage"
+    else:
+        output_tokens, source = len(times), "chunks"
+    chunk_tokens = result.chunk_tokens if times and all(k is not None for k in result.chunk_tokens) else None
+    return RequestRecord(
+        level=level, repeat=repeat, index=item.index, warmup=warmup, t0_s=t0 - epoch, slot_wait_s=slot_wait_s,
+        ttft_s=times[0] if times else None, e2e_s=times[-1] if times else None, end_s=perf() - t0,
+        input_tokens=result.prompt_tokens, output_tokens=output_tokens if times else None,
+        output_tokens_source=source if times else None, requested_output_tokens=item.output_tokens,
+        chunk_times_s=times, chunk_tokens=chunk_tokens,  # type: ignore[arg-type]
+        num_reasoning_chunks=result.num_reasoning_chunks, http_status=status,
+        error_kind=error_kind, error=error)
+
+
+def auth_headers(headers: dict[str, str], api_key: str | None) -> dict[str, str]:
+    out = dict(headers)
+    if api_key:
+        out["authorization"] = f"Bearer {api_key}"
+    return out
+
+
+def make_pool(url: str, pool_size: int, timeout_s: float, headers: dict[str, str],
+              api_key: str | None) -> ConnectionPool:
+    """The load's one connection pool, sized to the most requests ever in flight."""
+    return ConnectionPool(url, pool_size, connect_timeout_s=min(10.0, timeout_s),
+                          headers=auth_headers(headers, api_key))
+
+
+def make_client(url: str, timeout_s: float, headers: dict[str, str], api_key: str | None) -> httpx.AsyncClient:
+    """httpx for the few non-load requests (/v1/models, /metrics)."""
+    return httpx.AsyncClient(base_url=url.rstrip("/"), headers=auth_headers(headers, api_key),
+                             timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)))

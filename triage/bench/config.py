@@ -1,0 +1,207 @@
+"""What one `triage bench` run does: the parsed, validated options. Built by the command, read by the runner."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from triage.errors import UsageError
+from triage.redact import REDACTED
+
+SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
+
+
+class Endpoint(str, enum.Enum):
+    CHAT = "chat"
+    COMPLETIONS = "completions"
+
+    @property
+    def path(self) -> str:
+        return "/v1/chat/completions" if self is Endpoint.CHAT else "/v1/completions"
+
+
+class LenDist(str, enum.Enum):
+    FIXED = "fixed"
+    UNIFORM = "uniform"
+    NORMAL = "normal"
+    LOGNORMAL = "lognormal"
+
+
+@dataclass(frozen=True, slots=True)
+class LevelSpec:
+    """One load point: a closed loop with `concurrency` in flight, or an open loop at `request_rate` req/s."""
+
+    concurrency: int | None = None
+    request_rate: float | None = None
+
+    @property
+    def name(self) -> str:
+        if self.concurrency is not None:
+            return f"c={self.concurrency}"
+        return f"rate={self.request_rate:g}/s"
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    url: str
+    model: str | None = None
+    levels: tuple[LevelSpec, ...] = (LevelSpec(concurrency=1),)
+    num_requests: int | None = None
+    duration_s: float | None = None
+    warmup: int = 2
+    repeat: int = 1
+    seed: int = 0
+    endpoint: Endpoint = Endpoint.COMPLETIONS
+    api_key: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = 60.0
+    input_len: int = 512
+    output_len: int = 256
+    len_dist: LenDist = LenDist.FIXED
+    shared_prefix_len: int = 0
+    dataset: Path | None = None
+    slo: dict[str, float] | None = None
+    burstiness: float = 1.0
+    max_in_flight: int = 512
+    scrape_interval_s: float = 0.5
+    gpu_sample_interval_s: float = 0.5
+
+    def requests_for(self, level: LevelSpec) -> int | None:
+        """Requests issued per level: --num-requests, else (with no --duration) a count scaled to the level."""
+        if self.num_requests is not None:
+            return self.num_requests
+        if self.duration_s is not None:
+            return None
+        if level.concurrency is not None:
+            return max(8, 4 * level.concurrency)
+        return max(8, round(10 * (level.request_rate or 1.0)))
+
+    def to_report_dict(self) -> dict[str, Any]:
+        """The config block of the report. Secrets never appear: header values that look like auth are masked."""
+        return {
+            "url": self.url,
+            "model": self.model,
+            "endpoint": self.endpoint.value,
+            "concurrency": [lv.concurrency for lv in self.levels if lv.concurrency is not None],
+            "request_rate": [lv.request_rate for lv in self.levels if lv.request_rate is not None],
+            "burstiness": self.burstiness,
+            "num_requests": self.num_requests,
+            "duration_s": self.duration_s,
+            "warmup": self.warmup,
+            "repeat": self.repeat,
+            "seed": self.seed,
+            "input_len": self.input_len,
+            "output_len": self.output_len,
+            "len_dist": self.len_dist.value,
+            "shared_prefix_len": self.shared_prefix_len,
+            "dataset": str(self.dataset) if self.dataset else None,
+            "slo": dict(self.slo) if self.slo else None,
+            "timeout_s": self.timeout_s,
+            "max_in_flight": self.max_in_flight,
+            "api_key": REDACTED if self.api_key else None,
+            "headers": {k: redact_header(k, v) for k, v in self.headers.items()},
+        }
+
+
+_SECRET_HEADER_WORDS = ("auth", "key", "token", "secret", "cookie", "password")
+
+
+def redact_header(name: str, value: str) -> str:
+    return REDACTED if any(w in name.lower() for w in _SECRET_HEADER_WORDS) else value
+
+
+def parse_int_list(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: expected comma-separated integers, e.g. 1,4,16,64") from None
+    if not values or any(v < 1 for v in values):
+        raise UsageError(f"{flag} {text!r}: every value must be an integer >= 1")
+    return values
+
+
+def parse_float_list(text: str, flag: str) -> list[float]:
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: expected comma-separated numbers, e.g. 1,2,4") from None
+    if not values or any(not v > 0 for v in values):
+        raise UsageError(f"{flag} {text!r}: every rate must be a number > 0 (requests per second)")
+    return values
+
+
+def parse_slo(text: str | None) -> dict[str, float] | None:
+    """`ttft_ms=500,tpot_ms=50` -> {"ttft_ms": 500.0, "tpot_ms": 50.0}."""
+    if not text:
+        return None
+    slo: dict[str, float] = {}
+    for part in text.split(","):
+        key, eq, value = part.strip().partition("=")
+        if not eq or key not in SLO_KEYS:
+            raise UsageError(f"--slo {text!r}: each item must be KEY=MS with KEY one of {', '.join(SLO_KEYS)}")
+        try:
+            slo[key] = float(value)
+        except ValueError:
+            raise UsageError(f"--slo {text!r}: {value!r} is not a number of milliseconds") from None
+        if not slo[key] > 0:
+            raise UsageError(f"--slo {text!r}: {key} must be > 0")
+    return slo
+
+
+def parse_headers(items: list[str] | None) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for item in items or []:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise UsageError(f"--header {item!r}: expected NAME:VALUE, e.g. --header 'X-Team: infra'")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
+def _choice(flag: str, value: str, enum_cls: type[enum.Enum]) -> Any:
+    try:
+        return enum_cls(value)
+    except ValueError:
+        raise UsageError(f"{flag} {value!r} is not one of {', '.join(e.value for e in enum_cls)}") from None
+
+
+def config_from_flags(*, url: str | None, model: str | None, concurrency: str | None, rate: str | None,
+                      burstiness: float, num_requests: int | None, duration: float | None, warmup: int | None,
+                      repeat: int, seed: int, endpoint: str, api_key: str | None, header: list[str] | None,
+                      timeout: float, input_len: int | None, output_len: int | None, len_dist: str,
+                      shared_prefix_len: int, dataset: Path | None, slo: str | None, max_in_flight: int,
+                      defaults: dict[str, Any]) -> BenchConfig:
+    """The command's flags, checked, as a BenchConfig. `defaults` fills what was not given (they differ for the
+    embedded server and for --url). Every bad value raises UsageError naming the flag."""
+    if url is not None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UsageError(f"--url {url!r}: expected http(s)://HOST[:PORT], e.g. http://127.0.0.1:8000")
+    for flag, value in (("--repeat", repeat), ("--timeout", timeout), ("--burstiness", burstiness),
+                        ("--max-in-flight", max_in_flight)):
+        if not value > 0:
+            raise UsageError(f"{flag} must be > 0")
+    for flag, value in (("--num-requests", num_requests), ("--duration", duration), ("--input-len", input_len),
+                        ("--output-len", output_len)):
+        if value is not None and not value > 0:
+            raise UsageError(f"{flag} must be > 0")
+    if (warmup is not None and warmup < 0) or shared_prefix_len < 0:
+        raise UsageError("--warmup and --shared-prefix-len must be >= 0")
+    if dataset is not None and not dataset.is_file():
+        raise UsageError(f"--dataset {dataset}: no such file")
+    levels = [LevelSpec(concurrency=c) for c in parse_int_list(concurrency, "--concurrency")] if concurrency else []
+    levels += [LevelSpec(request_rate=r) for r in parse_float_list(rate, "--rate")] if rate else []
+    if not levels:
+        levels = [LevelSpec(concurrency=c) for c in parse_int_list(defaults["concurrency"], "--concurrency")]
+    if num_requests is None and duration is None:
+        num_requests = defaults["num_requests"]
+    return BenchConfig(
+        url=url or "", model=model, levels=tuple(levels), num_requests=num_requests, duration_s=duration,
+        warmup=defaults["warmup"] if warmup is None else warmup, repeat=repeat, seed=seed,
+        endpoint=_choice("--endpoint", endpoint, Endpoint), api_key=api_key, headers=parse_headers(header),
+        timeout_s=timeout, input_len=input_len or defaults["input_len"],
+        output_len=output_len or defaults["output_len"], len_dist=_choice("--len-dist", len_dist, LenDist),
+        shared_prefix_len=shared_prefix_len, dataset=dataset, slo=parse_slo(slo), burstiness=burstiness,
+        max_in_flight=max_in_flight)

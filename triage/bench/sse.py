@@ -1,0 +1,160 @@
+"""Turning the raw bytes of an OpenAI-style SSE stream into timed content chunks. Pure: no I/O.
+
+The transport stamps every network read with its arrival time before handing the bytes over; an event's time
+is the arrival of the read that completed it.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+DONE = b"[DONE]"
+
+
+@dataclass(slots=True)
+class StreamResult:
+    chunk_times: list[float] = field(default_factory=list)  # arrival of each content chunk (absolute)
+    chunk_tokens: list[int | None] = field(default_factory=list)  # per-chunk usage delta, when reported
+    num_reasoning_chunks: int = 0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    done: bool = False  # saw [DONE]
+    finish_reason: str | None = None
+    error_kind: str | None = None
+    error: str | None = None
+
+    def fail(self, kind: str, message: str) -> None:
+        if self.error_kind is None:
+            self.error_kind, self.error = kind, message[:300]
+
+
+def _content_of(choice: dict, chat: bool) -> tuple[bool, bool]:
+    """(has content, is reasoning) for one choice of a chunk. Role-only and empty deltas are not content."""
+    if chat:
+        delta = choice.get("delta") or {}
+        if not isinstance(delta, dict):
+            raise ValueError("a chat choice's delta is not an object")
+        if delta.get("content"):
+            return True, False
+        if delta.get("reasoning_content") or delta.get("reasoning"):
+            return True, True
+        return False, False
+    text = choice.get("text")
+    if text:
+        return True, False
+    if choice.get("reasoning_content") or choice.get("reasoning"):
+        return True, True
+    return False, False
+
+
+def _handle_event(data: bytes, t: float, chat: bool, out: StreamResult, state: dict) -> None:
+    if data.strip() == DONE:
+        out.done = True
+        return
+    try:
+        obj = json.loads(data)
+    except ValueError as e:
+        out.fail("malformed_json", f"an SSE data line is not JSON ({e}): {data[:80]!r}")
+        return
+    if not isinstance(obj, dict):
+        out.fail("malformed_json", f"an SSE event is JSON but not an object: {data[:80]!r}")
+        return
+    if "error" in obj:
+        err = obj["error"]
+        message = err.get("message") if isinstance(err, dict) else str(err)
+        out.fail("server_error_event", f"the server sent an error event mid-stream: {message}")
+        return
+    usage = obj.get("usage")
+    usage_completion = None
+    if isinstance(usage, dict):
+        if isinstance(usage.get("prompt_tokens"), int):
+            out.prompt_tokens = usage["prompt_tokens"]
+        if isinstance(usage.get("completion_tokens"), int):
+            usage_completion = usage["completion_tokens"]
+            out.completion_tokens = usage_completion
+    choices = obj.get("choices")
+    if not isinstance(choices, list):
+        if usage is None:
+            out.fail("malformed_json", f"an SSE event has neither choices nor usage: {data[:80]!r}")
+        return
+    is_content = False
+    for choice in choices:
+        if not isinstance(choice, dict):
+            out.fail("malformed_json", f"a choice is not an object: {data[:80]!r}")
+            return
+        try:
+            has, reasoning = _content_of(choice, chat)
+        except ValueError as e:
+            out.fail("malformed_json", f"{e}: {data[:80]!r}")
+            return
+        if has:
+            is_content = True
+            out.num_reasoning_chunks += reasoning
+        if choice.get("finish_reason"):
+            out.finish_reason = choice["finish_reason"]
+    if is_content:
+        out.chunk_times.append(t)
+        if usage_completion is not None:
+            out.chunk_tokens.append(usage_completion - state["last_usage_completion"])
+            state["last_usage_completion"] = usage_completion
+        else:
+            out.chunk_tokens.append(None)
+
+
+class SseParser:
+    """Incremental: `feed(t, bytes)` as the body arrives, `finish()` at its end. The transport calls feed()
+    after it has stamped the read, so parsing costs the event loop a few microseconds per event instead of
+    a block at the end of every stream (which, with many streams ending together, delayed other streams'
+    timestamps). Parsing stops at the first protocol error (the kind says which)."""
+
+    __slots__ = ("chat", "out", "_buf", "_state")
+
+    def __init__(self, chat: bool):
+        self.chat = chat
+        self.out = StreamResult()
+        self._buf = b""
+        self._state = {"last_usage_completion": 0}
+
+    def feed(self, t: float, piece: bytes) -> None:
+        out = self.out
+        if out.error_kind:
+            return
+        buf = self._buf + piece if self._buf else piece
+        if b"\r" in buf:
+            buf = buf.replace(b"\r\n", b"\n")
+        while True:
+            end = buf.find(b"\n\n")
+            if end < 0:
+                break
+            event, buf = buf[:end], buf[end + 2:]
+            data_lines = []
+            for line in event.split(b"\n"):
+                if line.startswith(b"data:"):
+                    data_lines.append(line[5:].lstrip(b" "))
+                elif not line or line.startswith(b":") or line.split(b":", 1)[0] in (b"event", b"id", b"retry"):
+                    continue
+                else:
+                    out.fail("malformed_sse", f"a line of the stream is not SSE: {line[:80]!r}")
+                    return
+            if data_lines:
+                _handle_event(b"\n".join(data_lines), t, self.chat, out, self._state)
+                if out.error_kind:
+                    return
+        self._buf = buf
+
+    def finish(self) -> StreamResult:
+        out, buf = self.out, self._buf
+        if not out.error_kind and buf.strip():
+            if buf.lstrip().startswith(b"data:") and not out.done:
+                out.fail("truncated", "the stream ended inside an event")
+            elif not buf.lstrip().startswith(b"data:"):
+                out.fail("malformed_sse", f"trailing bytes are not SSE: {buf[:80]!r}")
+        return out
+
+
+def parse_stream(pieces: list[tuple[float, bytes]], chat: bool) -> StreamResult:
+    """Parse the reads of one whole response body."""
+    parser = SseParser(chat)
+    for t, piece in pieces:
+        parser.feed(t, piece)
+    return parser.finish()

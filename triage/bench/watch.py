@@ -1,0 +1,239 @@
+"""Watching the server and the GPU while a level runs.
+
+ServerWatcher scrapes /metrics at the start, every `interval_s`, and at the end. It only stores the raw text
+while the level runs and parses afterwards (with the one parser, probes/prom.py), so scraping costs the event
+loop little. GpuSampler reads NVML in a thread. Both degrade to None with a reason; neither fails a run.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from probes.prom import EngineMetrics, normalise, parse_metrics, window_delta
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _max(values: list[float]) -> float | None:
+    return max(values) if values else None
+
+
+def _ms(seconds: float | None) -> float | None:
+    return seconds * 1000.0 if seconds is not None else None
+
+
+@dataclass(slots=True)
+class ServerWatcher:
+    client: httpx.AsyncClient
+    path: str = "/metrics"
+    interval_s: float = 0.5
+    texts: list[tuple[float, str]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    _task: asyncio.Task | None = None
+
+    async def scrape(self) -> None:
+        t = time.perf_counter()
+        try:
+            resp = await self.client.get(self.path)
+        except httpx.HTTPError as e:
+            self.errors.append(f"{type(e).__name__}: {e}"[:200])
+            return
+        if resp.status_code != 200:
+            self.errors.append(f"HTTP {resp.status_code} from {self.path}")
+            return
+        self.texts.append((t, resp.text))
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            await self.scrape()
+
+    async def start(self) -> None:
+        self.texts, self.errors = [], []
+        await self.scrape()
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        await self.scrape()
+
+    def summary(self, client_ttft_ms_mean: float | None) -> tuple[dict[str, Any] | None, str | None]:
+        """(the level's `server` dict, or None with the reason)."""
+        return server_summary(self.texts, client_ttft_ms_mean, self.errors)
+
+
+def server_summary(texts: list[tuple[float, str]], client_ttft_ms_mean: float | None,
+                   errors: list[str] = ()) -> tuple[dict[str, Any] | None, str | None]:
+    if len(texts) < 2:
+        why = errors[0] if errors else "fewer than two scrapes"
+        return None, f"server metrics unavailable: {why}"
+    scrapes: list[EngineMetrics] = [normalise(parse_metrics(text)) for _, text in texts]
+    if all(m.engine is None for m in scrapes):
+        return None, "server metrics unavailable: /metrics has no vLLM, SGLang or TGI metric names"
+    before, after, seen = scrapes[0], scrapes[-1], scrapes[1:-1]
+    window_s = texts[-1][0] - texts[0][0]
+    delta = window_delta(before, after, window_s, seen)
+    # Gauges: the scrapes taken while the level ran; the first and last bracket it and are often idle.
+    during = seen or scrapes
+
+    def gauge(attr: str) -> list[float]:
+        return [v for v in (getattr(m, attr) for m in during) if v is not None]
+
+    def gauge_all(attr: str) -> list[float]:
+        return [v for v in (getattr(m, attr) for m in scrapes) if v is not None]
+
+    hist = delta.get("histograms", {})
+    ttft_h, queue_h = hist.get("ttft_s") or {}, hist.get("queue_time_s") or {}
+    server_ttft_ms = _ms(ttft_h.get("mean_s"))
+    out = {
+        "engine": after.engine,
+        "kv_cache_usage_frac_mean": _mean(gauge("kv_cache_usage_frac")),
+        "kv_cache_usage_frac_max": _max(gauge_all("kv_cache_usage_frac")),
+        "num_requests_running_mean": _mean(gauge("num_requests_running")),
+        "num_requests_running_max": _max(gauge_all("num_requests_running")),
+        "num_requests_waiting_mean": _mean(gauge("num_requests_waiting")),
+        "num_requests_waiting_max": _max(gauge_all("num_requests_waiting")),
+        "num_preemptions_delta": delta.get("num_preemptions_delta"),
+        "prefix_cache_hit_rate": delta.get("prefix_cache_hit_rate"),
+        "server_ttft_ms_mean": server_ttft_ms,
+        "server_ttft_ms_p50": _ms(ttft_h.get("p50_s")),
+        "server_ttft_ms_p99": _ms(ttft_h.get("p99_s")),
+        "server_queue_time_ms_mean": _ms(queue_h.get("mean_s")),
+        "server_itl_ms_mean": _ms((hist.get("itl_s") or {}).get("mean_s")),
+        "server_e2e_ms_mean": _ms((hist.get("e2e_s") or {}).get("mean_s")),
+        "client_minus_server_ttft_ms": (client_ttft_ms_mean - server_ttft_ms
+                                        if client_ttft_ms_mean is not None and server_ttft_ms is not None
+                                        else None),
+        "prompt_tokens_delta": delta.get("prompt_tokens_delta"),
+        "generation_tokens_delta": delta.get("generation_tokens_delta"),
+        "num_requests_finished_delta": delta.get("num_requests_finished_delta"),
+        "window_s": window_s,
+        "num_scrapes": len(scrapes),
+        "num_scrape_errors": len(errors),
+    }
+    return out, None
+
+
+# NVML clock-event (throttle) reason bits, as nvml.h defines them.
+CLOCK_EVENT_BITS = {
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
+}
+
+
+def clock_event_names(mask: int) -> list[str]:
+    return [name for bit, name in CLOCK_EVENT_BITS.items() if mask & bit]
+
+
+class GpuSampler:
+    """Samples every GPU through NVML in a daemon thread. `nvml` is the pynvml module (injectable for tests).
+    A field whose NVML call fails is left out of that sample; the others still count."""
+
+    def __init__(self, nvml: Any, interval_s: float = 0.5):
+        self.nvml = nvml
+        self.interval_s = interval_s
+        self.samples: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._handles: list[Any] = []
+
+    @classmethod
+    def create(cls, interval_s: float = 0.5, nvml: Any = None) -> tuple[GpuSampler | None, str | None]:
+        """A sampler, or None with the reason (no pynvml, no driver, no GPU)."""
+        if nvml is None:
+            try:
+                import pynvml as nvml  # noqa: PLC0415 - optional at runtime
+            except ImportError:
+                return None, "NVML unavailable: pynvml is not installed"
+        try:
+            nvml.nvmlInit()
+            count = nvml.nvmlDeviceGetCount()
+            handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+            return None, f"NVML unavailable: {e}"
+        if not handles:
+            return None, "NVML found no GPU"
+        sampler = cls(nvml, interval_s)
+        sampler._handles = handles
+        return sampler, None
+
+    def _read(self, index: int, handle: Any) -> dict[str, Any]:
+        nv = self.nvml
+        sample: dict[str, Any] = {"index": index}
+        calls = {
+            "utilization_gpu_pct": lambda: float(nv.nvmlDeviceGetUtilizationRates(handle).gpu),
+            "memory_used_bytes": lambda: int(nv.nvmlDeviceGetMemoryInfo(handle).used),
+            "power_usage_w": lambda: nv.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+            "sm_clock_mhz": lambda: float(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM)),
+            "clock_event_reasons": lambda: int(self._clock_reasons(handle)),
+        }
+        for key, call in calls.items():
+            try:
+                sample[key] = call()
+            except Exception:  # NVMLError_NotSupported and friends: this field degrades alone
+                continue
+        return sample
+
+    def _clock_reasons(self, handle: Any) -> int:
+        fn = getattr(self.nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) \
+            or self.nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        return fn(handle)
+
+    def sample_once(self) -> None:
+        for i, handle in enumerate(self._handles):
+            self.samples.append(self._read(i, handle))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample_once()
+            self._stop.wait(self.interval_s)
+
+    def start(self) -> None:
+        self.samples = []
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="triage-nvml", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> dict[str, Any] | None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+            self._thread = None
+        return gpu_summary(self.samples)
+
+
+def gpu_summary(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The level's `gpu` dict over every sample of every GPU, or None when there were no samples."""
+    if not samples:
+        return None
+
+    def values(key: str) -> list[float]:
+        return [s[key] for s in samples if s.get(key) is not None]
+
+    reasons: set[str] = set()
+    for mask in values("clock_event_reasons"):
+        reasons.update(clock_event_names(int(mask)))
+    return {
+        "utilization_gpu_pct_mean": _mean(values("utilization_gpu_pct")),
+        "utilization_gpu_pct_max": _max(values("utilization_gpu_pct")),
+        "memory_used_bytes_max": _max(values("memory_used_bytes")),
+        "power_usage_w_mean": _mean(values("power_usage_w")),
+        "sm_clock_mhz_mean": _mean(values("sm_clock_mhz")),
+        "clock_event_reasons_seen": sorted(reasons),
+        "num_samples": len(samples),
+        "num_gpus": len({s["index"] for s in samples}),
+    }

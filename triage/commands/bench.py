@@ -1,0 +1,63 @@
+"""`triage bench`: load-test an OpenAI-compatible endpoint (or, with no --url, the bundled reference engine)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+from triage.bench.app import EMBEDDED_DEFAULTS, URL_DEFAULTS, OutputPaths, execute
+from triage.bench.config import config_from_flags
+from triage.cli_support import console, emit, funnel
+
+
+@funnel
+def bench(
+    url: str = typer.Option(None, "--url", envvar="TRIAGE_URL", help="Server base URL, e.g. http://127.0.0.1:8000. "
+                            "Without it, the bundled reference engine is started on a free loopback port."),
+    model: str = typer.Option(None, "--model", help="Model name to request (default: the first of /v1/models). "
+                              "Without --url: the reference engine preset to start (default tiny)."),
+    concurrency: str = typer.Option(None, "--concurrency", help="Closed-loop levels: requests kept in flight "
+                                    "(default 1,4,16,64; embedded: 1,4)."),
+    rate: str = typer.Option(None, "--rate", help="Open-loop levels in requests/s (Poisson), e.g. 1,2,4."),
+    burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape of arrival gaps: 1 Poisson, <1 burstier."),
+    num_requests: int = typer.Option(None, "--num-requests", help="Requests per level (default 4 x concurrency, "
+                                     "10 s of arrivals for a rate; embedded: 8)."),
+    duration: float = typer.Option(None, "--duration", help="Seconds per level instead of a request count."),
+    warmup: int = typer.Option(None, "--warmup", help="Requests sent first and left out of the stats (default 2)."),
+    repeat: int = typer.Option(1, "--repeat", help="Run each level K times (compare uses the spread)."),
+    seed: int = typer.Option(0, "--seed", help="Seed for prompts, lengths and arrival times."),
+    endpoint: str = typer.Option("completions", "--endpoint", help="completions or chat."),
+    api_key: str = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", show_default=False,
+                                help="Bearer token (or OPENAI_API_KEY). Never written to any output."),
+    header: list[str] = typer.Option(None, "--header", help="Extra header NAME:VALUE (repeatable)."),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds without a byte before a request is a timeout."),
+    input_len: int = typer.Option(None, "--input-len", help="Prompt tokens (default 512; embedded: 32)."),
+    output_len: int = typer.Option(None, "--output-len", help="Output tokens asked for (default 256; embedded: 16)."),
+    len_dist: str = typer.Option("fixed", "--len-dist", help="fixed, uniform, normal or lognormal."),
+    shared_prefix_len: int = typer.Option(0, "--shared-prefix-len", help="Leading prompt tokens shared by all."),
+    dataset: Path = typer.Option(None, "--dataset", help="ShareGPT JSON or JSONL prompts instead of synthetic."),
+    slo: str = typer.Option(None, "--slo", help="Goodput SLO, e.g. ttft_ms=500,tpot_ms=50 (e2e_ms too)."),
+    max_in_flight: int = typer.Option(512, "--max-in-flight", help="Open loop: most requests in flight at once."),
+    json_path: Path = typer.Option(None, "--json", help="Write the report JSON here."),
+    jsonl: Path = typer.Option(None, "--jsonl", help="Per-request records, flushed as each request finishes."),
+    csv: Path = typer.Option(None, "--csv", help="One row per level (CSV)."),
+    html: Path = typer.Option(None, "--html", help="HTML report with plots."),
+    fmt: str = typer.Option("text", "--format", help="text, json or markdown on stdout."),
+    output_dir: Path = typer.Option(None, "--output-dir", help="Write bench.json, requests.jsonl, levels.csv "
+                                    "and report.html here (explicit paths win)."),
+) -> int:
+    """Load-test a server: closed-loop concurrency and open-loop rate levels, with goodput, server and GPU
+    state per level, and a verdict on whether the client itself was the bottleneck."""
+    embedded = url is None
+    cfg = config_from_flags(
+        url=url, model=model, concurrency=concurrency, rate=rate, burstiness=burstiness,
+        num_requests=num_requests, duration=duration, warmup=warmup, repeat=repeat, seed=seed, endpoint=endpoint,
+        api_key=api_key or os.environ.get("OPENAI_API_KEY"), header=header, timeout=timeout, input_len=input_len,
+        output_len=output_len, len_dist=len_dist, shared_prefix_len=shared_prefix_len, dataset=dataset, slo=slo,
+        max_in_flight=max_in_flight, defaults=EMBEDDED_DEFAULTS if embedded else URL_DEFAULTS)
+    paths = OutputPaths.resolve(output_dir, json_path, jsonl, csv, html)
+    err = console(stderr=True)
+    outcome = execute(cfg, paths, embedded=embedded, live_console=err if fmt == "text" and err.is_terminal else None)
+    emit(outcome.report, paths.json, fmt)
+    return outcome.exit_code

@@ -1,0 +1,102 @@
+"""`triage diagnose`: probes + rules -> ranked findings with evidence and exact flags."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from triage.cli_support import FORMATS, console, emit, funnel, warn
+from triage.errors import EXIT_INTERRUPTED, UsageError
+from triage.model import Severity
+
+
+def _fail_on(value: str | None) -> Severity | None:
+    if value is None:
+        return None
+    try:
+        return Severity(value.lower())
+    except ValueError:
+        choices = ", ".join(s.value for s in Severity)
+        raise UsageError(f"--fail-on {value!r} is not a severity; use one of {choices}") from None
+
+
+@funnel
+def diagnose(
+    url: str = typer.Option(None, "--url", envvar="TRIAGE_URL",
+                            help="The server to diagnose (e.g. http://127.0.0.1:8000). Without it, triage looks "
+                                 "for a vLLM, SGLang, TGI or `triage serve` process listening on this host."),
+    json_path: Path = typer.Option(None, "--json", help="Also write the report JSON to this file."),
+    fmt: str = typer.Option("text", "--format", help=f"Output: {', '.join(FORMATS)}."),
+    from_path: Path = typer.Option(None, "--from", help="Replay a saved diagnose report (or snapshot) offline: "
+                                                        "no probe runs, the rules run again."),
+    fail_on: str = typer.Option(None, "--fail-on", help="Exit 1 when a finding is at or above this severity "
+                                                        "(critical, high, medium, low, info)."),
+    log: Path = typer.Option(None, "--log", help="A server log to scan (preemptions, slow tokenizer, KV size, "
+                                                 "NCCL errors, shared-memory stalls)."),
+    kernel_log: Path = typer.Option(None, "--kernel-log", help="A saved `dmesg` to scan for Xid errors, when "
+                                                               "this user cannot read the kernel log."),
+    bench_path: Path = typer.Option(None, "--bench", help="A bench report whose levels the rules also judge."),
+    window_s: float = typer.Option(2.0, "--window-s", envvar="TRIAGE_WINDOW_S",
+                                   help="Seconds over which rates, utilization and metric deltas are measured."),
+    model: str = typer.Option(None, "--model", help="The model path or hub id, when the server does not say "
+                                                    "(used to time the storage read)."),
+    bundle: Path = typer.Option(None, "--bundle", help="Write report, snapshot and redacted log to this .tar.gz."),
+    skip: str = typer.Option(None, "--skip", help="Probes not to run, comma-separated (e.g. storage,kernel_log)."),
+    no_discover: bool = typer.Option(False, "--no-discover", envvar="TRIAGE_NO_DISCOVERY",
+                                     help="Without --url, do not look for a local server: host and GPU only."),
+) -> int:
+    from triage.diagnose import DiagnoseOptions, layer_summary, replay, write_bundle
+    from triage.diagnose import diagnose as run
+    from triage.report_io import read_report
+
+    threshold = _fail_on(fail_on)
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
+    for path, flag in ((log, "--log"), (kernel_log, "--kernel-log"), (bench_path, "--bench")):
+        if path is not None and not path.is_file():
+            raise UsageError(f"{flag} {path}: no such file")
+    bench = None
+    if bench_path is not None:
+        bench = read_report(bench_path).bench
+        if bench is None:
+            raise UsageError(f"--bench {bench_path}: not a bench report (it has no bench section)")
+    if from_path is not None:
+        if url or log or kernel_log:
+            raise UsageError("--from replays a saved snapshot; it cannot be combined with --url, --log or --kernel-log")
+        result = replay(from_path, bench)
+    else:
+        opts = DiagnoseOptions(url=url, window_s=window_s, log_path=str(log) if log else None,
+                               kernel_log_path=str(kernel_log) if kernel_log else None, model=model,
+                               discover=not no_discover,
+                               skip=tuple(s.strip() for s in (skip or "").split(",") if s.strip()))
+        result = run(opts, bench)
+
+    found = result.discovery
+    says = console(stderr=fmt != "text")
+    if found.how == "local process":
+        says.print(f"diagnosing the {found.engine} server found on this host: pid {found.pid}, {found.url}",
+                   markup=False)
+    elif found.how == "--url":
+        says.print(f"diagnosing {found.url}" + (f" ({found.engine} pid {found.pid})" if found.pid else ""),
+                   markup=False)
+    elif found.how == "none":
+        says.print("no server to diagnose: host and GPU probes only", markup=False)
+    if found.note:
+        says.print(f"note: {found.note}", markup=False)
+    if result.rules_note:
+        warn(result.rules_note)
+    if fmt == "text":
+        for row in layer_summary(result.report):
+            found_text = (f"{row['num_findings']} finding(s), worst {row['top_severity']}"
+                          if row["num_findings"] else "no findings")
+            says.print(f"  {row['layer']:<18} {found_text:<30} [{row['probes']}]", markup=False)
+    emit(result.report, json_path, fmt)
+    if bundle is not None:
+        written = write_bundle(bundle, result, str(log) if log else None)
+        says.print(f"bundle written to {written}", markup=False)
+    if result.interrupted:
+        says.print("interrupted: the report holds what was measured before Ctrl-C", markup=False)
+        return EXIT_INTERRUPTED
+    if threshold is not None and any(f.severity.at_least(threshold) for f in result.report.findings):
+        return 1
+    return 0

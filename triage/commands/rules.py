@@ -1,0 +1,90 @@
+"""`triage rules list|explain`: the rule registry and each rule's doc (as `ruff rule` prints one)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from triage.cli_support import console, funnel
+from triage.errors import UsageError
+
+app = typer.Typer(help="The rule registry: list the rules, or explain one (`triage rules explain KV001`).",
+                  no_args_is_help=True)
+
+CONFIG_OPT = typer.Option(None, "--config", envvar="TRIAGE_CONFIG", exists=False, dir_okay=False,
+                          help="triage.toml with [rules] disable=[...] and [thresholds] overrides.")
+DISABLE_OPT = typer.Option([], "--disable", metavar="CODE", help="Turn a rule off (repeatable).")
+
+
+def _config(config: Path | None, disable: list[str]):
+    from rules import REGISTRY, load_rules_config
+
+    cfg = load_rules_config(config).with_disabled(disable)
+    cfg.validate(REGISTRY.codes())
+    return cfg
+
+
+@app.command("list")
+@funnel
+def list_rules(
+    as_json: bool = typer.Option(False, "--json", help="Print the registry as JSON on stdout."),
+    config: Path | None = CONFIG_OPT,
+    disable: list[str] = DISABLE_OPT,
+) -> int:
+    """List every rule: code, name, default severity, inputs, and whether it is enabled."""
+    from rules import REGISTRY, THRESHOLDS
+
+    cfg = _config(config, disable)
+    if as_json:
+        rows = [{"code": r.code, "name": r.name, "severity": r.severity.value, "inputs": list(r.inputs),
+                 "enabled": cfg.is_enabled(r.code), "summary": r.summary, "references": list(r.doc.references),
+                 "thresholds": {k: {"value": cfg.threshold(k), "default": THRESHOLDS[k].value,
+                                    "unit": THRESHOLDS[k].unit, "source": THRESHOLDS[k].source}
+                                for k in r.thresholds}}
+                for r in REGISTRY]
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return 0
+    out = console()
+    wide = out.width >= 120
+    table = Table(title=f"{len(REGISTRY)} rules (`triage rules explain CODE` for one)", title_justify="left")
+    for col in ("code", "name", "severity", "on", "inputs") + (("what it checks",) if wide else ()):
+        table.add_column(col, no_wrap=col in ("code", "name", "severity", "on"), overflow="fold")
+    for r in REGISTRY:
+        row = [r.code, r.name, r.severity.value, "yes" if cfg.is_enabled(r.code) else "no",
+               ", ".join(i.replace("|", " or ") for i in r.inputs)]
+        table.add_row(*row, *((r.summary,) if wide else ()))
+    out.print(table)
+    return 0
+
+
+@app.command("explain")
+@funnel
+def explain(
+    code: str = typer.Argument(..., help="A rule code (KV001) or name (kv-cache-saturated)."),
+    config: Path | None = CONFIG_OPT,
+) -> int:
+    """Print one rule's doc: what it checks, why it slows inference, example evidence, fix, references."""
+    from rules import REGISTRY, THRESHOLDS
+
+    rule = REGISTRY.get(code) or next((r for r in REGISTRY if r.name == code.strip().lower()), None)
+    if rule is None:
+        close = REGISTRY.close_matches(code)
+        hint = ("; close matches: " + ", ".join(f"{c} ({REGISTRY.get(c).name})" for c in close)) if close else ""
+        raise UsageError(f"unknown rule code {code!r}{hint}. `triage rules list` shows every rule.")
+    cfg = _config(config, [])
+    out = console()
+    out.print(rule.explain(), markup=False, highlight=False, end="", soft_wrap=True)
+    if rule.thresholds:
+        out.print("\n## Thresholds\n", markup=False)
+        for key in rule.thresholds:
+            t = THRESHOLDS[key]
+            value = cfg.threshold(key)
+            note = "" if value == t.value else f" (default {t.value:g}, set in {config})"
+            out.print(f"- {key} = {value:g} {t.unit}{note}: {t.meaning}. Source: {t.source}.", markup=False,
+                      soft_wrap=True)
+    if not cfg.is_enabled(rule.code):
+        out.print(f"\nThis rule is disabled by {config}.", markup=False)
+    return 0

@@ -1,0 +1,89 @@
+"""`triage serve`: the reference engine as an OpenAI-compatible server with vLLM-named /metrics."""
+from __future__ import annotations
+
+import typer
+
+from triage.cli_support import funnel
+from triage.errors import UsageError
+
+_SCHEDULERS = ("continuous", "static")
+_ATTENTION = ("auto", "naive", "tiled", "sdpa")
+_DTYPES = ("auto", "float32", "bfloat16", "float16")
+_KV_LAYOUTS = ("paged", "contiguous")
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise UsageError(f"{name} {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+@funnel
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", envvar="TRIAGE_SERVE_HOST",
+                             help="Address to listen on. Loopback unless you ask for more."),
+    port: int = typer.Option(8000, "--port", envvar="TRIAGE_SERVE_PORT", help="Port; 0 picks a free one."),
+    model: str = typer.Option("tiny", "--model", help="A preset (tiny, small, ...) or a local model directory; nothing is downloaded."),
+    served_model_name: str = typer.Option(None, "--served-model-name",
+                                          help="Name clients use in `model`; defaults to --model."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16 or float16."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N."),
+    max_model_len: int = typer.Option(None, "--max-model-len", help="Context limit; defaults to the model's."),
+    max_num_seqs: int = typer.Option(64, "--max-num-seqs", help="Most requests in one batch."),
+    max_num_batched_tokens: int = typer.Option(2048, "--max-num-batched-tokens",
+                                               help="Most tokens one engine step may process."),
+    block_size: int = typer.Option(16, "--block-size", help="Tokens per KV cache block."),
+    kv_cache_bytes: int = typer.Option(None, "--kv-cache-bytes",
+                                       help="KV cache budget in bytes (instead of --gpu-memory-utilization)."),
+    num_kv_blocks: int = typer.Option(None, "--num-kv-blocks", "--num-gpu-blocks-override",
+                                      help="Exact number of KV blocks; overrides the byte budget."),
+    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization",
+                                                 help="Share of GPU memory for weights + KV cache."),
+    kv_cache_dtype: str = typer.Option("auto", "--kv-cache-dtype", help="auto or a quantised KV format."),
+    scheduler: str = typer.Option("continuous", "--scheduler", help="continuous or static batching."),
+    kv_layout: str = typer.Option("paged", "--kv-layout", help="paged or contiguous KV cache."),
+    attention: str = typer.Option("auto", "--attention", help="auto, naive, tiled or sdpa."),
+    enable_prefix_caching: bool = typer.Option(True, "--enable-prefix-caching/--no-enable-prefix-caching",
+                                               help="Reuse KV blocks of shared prompt prefixes."),
+    enable_chunked_prefill: bool = typer.Option(True, "--enable-chunked-prefill/--no-enable-chunked-prefill",
+                                                help="Split long prefills across steps."),
+    seed: int = typer.Option(0, "--seed", help="Seed for weights of presets and for sampling."),
+    api_key: str = typer.Option(None, "--api-key", envvar=["TRIAGE_API_KEY", "VLLM_API_KEY"],
+                                show_envvar=True, show_default=False,
+                                help="Require `Authorization: Bearer KEY` on /v1/*. Prefer the env var: "
+                                     "a flag is visible in the process list."),
+    max_request_body_bytes: int = typer.Option(8 * 1024 * 1024, "--max-request-body-bytes",
+                                               help="Larger bodies get HTTP 413."),
+    access_log: bool = typer.Option(False, "--access-log/--no-access-log", help="Log every HTTP request."),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+) -> int:
+    """Serve the reference engine with an OpenAI-compatible API and vLLM-named /metrics.
+
+    Endpoints: /v1/completions, /v1/chat/completions (stream and non-stream), /v1/models, /health,
+    /version, /metrics. Stops cleanly on Ctrl-C or SIGTERM.
+    """
+    from reference_engine.config import EngineConfig
+    from reference_engine.server import ServerOptions, run_server
+
+    if log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise UsageError(f"--log-level {log_level!r} is not one of debug, info, warning, error")
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port} is not a port number (0-65535)")
+    try:
+        config = EngineConfig(
+            model=model, dtype=_choice("--dtype", dtype, _DTYPES), device=device,
+            max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
+            kv_cache_bytes=kv_cache_bytes, num_kv_blocks=num_kv_blocks,
+            gpu_memory_utilization=gpu_memory_utilization, kv_cache_dtype=kv_cache_dtype,
+            scheduler=_choice("--scheduler", scheduler, _SCHEDULERS),
+            kv_layout=_choice("--kv-layout", kv_layout, _KV_LAYOUTS),
+            attention=_choice("--attention", attention, _ATTENTION),
+            enable_prefix_caching=enable_prefix_caching, enable_chunked_prefill=enable_chunked_prefill,
+            seed=seed)
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"invalid engine settings: {e}") from None
+    options = ServerOptions(host=host, port=port, served_model_name=served_model_name,
+                            api_key=api_key or None, max_request_body_bytes=max_request_body_bytes,
+                            access_log=access_log, log_level=log_level.lower())
+    return run_server(config, options)

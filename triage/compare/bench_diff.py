@@ -1,0 +1,129 @@
+"""Compare the levels of two bench reports metric by metric."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from triage.compare.significance import ALPHA, Interval, bootstrap_change_pct, mann_whitney_p_greater
+from triage.compare.thresholds import LATENCY_FAMILIES, Direction, MetricRule
+from triage.errors import ReportError
+from triage.model import BenchLevel, Report
+from triage.render.bench import level_name
+
+
+class Verdict(str, enum.Enum):
+    REGRESSION = "regression"
+    WITHIN_NOISE = "within_noise"          # past the threshold, but not statistically significant
+    OK = "ok"                              # within the threshold
+    IMPROVED = "improved"
+    NOT_MEASURED = "not_measured"          # missing on one side
+
+
+@dataclass(frozen=True, slots=True)
+class MetricComparison:
+    level: str
+    metric: str
+    direction: Direction
+    base: float | None
+    cand: float | None
+    change_pct: float | None               # + means the candidate's number is larger
+    max_regression_pct: float
+    interval: Interval | None
+    verdict: Verdict
+    note: str | None = None
+    # One-sided Mann–Whitney p-value that the candidate is worse (None without samples).
+    p_value_worse: float | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict is Verdict.REGRESSION
+
+
+def level_key(level: BenchLevel) -> tuple[str, float]:
+    if level.concurrency is not None:
+        return ("concurrency", float(level.concurrency))
+    if level.request_rate is not None:
+        return ("rate", float(level.request_rate))
+    raise ReportError("a bench level has neither concurrency nor request_rate")
+
+
+def _value(level: BenchLevel, metric: str) -> float | None:
+    family, _, stat = metric.partition(".")
+    if family in LATENCY_FAMILIES:
+        return getattr(getattr(level, family), stat)
+    return getattr(level, metric)
+
+
+def _samples(level: BenchLevel, metric: str) -> tuple[list[float] | None, str]:
+    """Per-request samples for a latency metric, or per-repeat values for a throughput metric."""
+    family, _, stat = metric.partition(".")
+    if family in LATENCY_FAMILIES:
+        return (level.samples or {}).get(family), stat
+    values = [r[metric] for r in (level.repeats or []) if r.get(metric) is not None]
+    return (values or None), "mean"
+
+
+def _judge(level: str, rule: MetricRule, base_lv: BenchLevel, cand_lv: BenchLevel, seed: int) -> MetricComparison:
+    base, cand = _value(base_lv, rule.metric), _value(cand_lv, rule.metric)
+    if base is None or cand is None:
+        return MetricComparison(level, rule.metric, rule.direction, base, cand, None, rule.max_regression_pct,
+                                None, Verdict.NOT_MEASURED, "missing in " + ("base" if base is None else "candidate"))
+    if base == 0:
+        change = 0.0 if cand == 0 else float("inf") * (1 if cand > 0 else -1)
+    else:
+        change = 100.0 * (cand - base) / abs(base)
+    # Positive "worse" means the candidate moved in the bad direction.
+    worse_pct = change if rule.direction is Direction.LOWER_IS_BETTER else -change
+    base_s, stat = _samples(base_lv, rule.metric)
+    cand_s, _ = _samples(cand_lv, rule.metric)
+    interval = p_worse = None
+    if base_s and cand_s:
+        interval = bootstrap_change_pct(base_s, cand_s, stat, seed)
+        lower_better = rule.direction is Direction.LOWER_IS_BETTER
+        p_worse = mann_whitney_p_greater(base_s, cand_s) if lower_better else mann_whitney_p_greater(cand_s, base_s)
+    tested = interval is not None or p_worse is not None
+    note = None if tested else "no per-request samples or repeats: judged on the threshold alone"
+    if worse_pct > rule.max_regression_pct:
+        if not tested:
+            verdict = Verdict.REGRESSION
+        else:
+            ci_bad = interval is not None and (
+                interval.low_pct > 0 if rule.direction is Direction.LOWER_IS_BETTER else interval.high_pct < 0)
+            rank_bad = p_worse is not None and p_worse < ALPHA
+            verdict = Verdict.REGRESSION if (ci_bad or rank_bad) else Verdict.WITHIN_NOISE
+    elif worse_pct < -rule.max_regression_pct:
+        verdict = Verdict.IMPROVED
+    else:
+        verdict = Verdict.OK
+    return MetricComparison(level, rule.metric, rule.direction, base, cand, change, rule.max_regression_pct,
+                            interval, verdict, note, p_worse)
+
+
+def _describe_model(report: Report) -> str:
+    return report.target.model or "unknown model"
+
+
+def check_comparable(base: Report, cand: Report) -> None:
+    if base.bench is None or cand.bench is None:
+        raise ReportError("a bench report without a bench section cannot be compared")
+    if base.target.model and cand.target.model and base.target.model != cand.target.model:
+        raise ReportError(f"the reports benchmark different models: base {_describe_model(base)!r}, "
+                          f"candidate {_describe_model(cand)!r}")
+
+
+def compare_bench(base: Report, cand: Report, rules: tuple[MetricRule, ...], seed: int = 0) -> list[MetricComparison]:
+    check_comparable(base, cand)
+    base_levels = {level_key(lv): lv for lv in base.bench.levels}
+    cand_levels = {level_key(lv): lv for lv in cand.bench.levels}
+    shared = [k for k in base_levels if k in cand_levels]
+    if not shared:
+        def names(levels):
+            return ", ".join(level_name(lv) for lv in levels.values()) or "none"
+        raise ReportError(f"no bench level appears in both reports (base: {names(base_levels)}; "
+                          f"candidate: {names(cand_levels)})")
+    rows = []
+    for key in shared:
+        name = level_name(base_levels[key])
+        for rule in rules:
+            rows.append(_judge(name, rule, base_levels[key], cand_levels[key], seed))
+    return rows

@@ -1,0 +1,468 @@
+"""`triage diagnose` as a library: find the target, run the probes (each in a thread with a timeout),
+make the Snapshot, run the rules, and assemble the report. Also the offline replay (`--from`) and the
+one-file collector (`--bundle`).
+
+Probes run in three phases so the active measurements do not disturb the passive ones:
+1. `server_config` (quick HTTP reads and the command line: the model it names feeds `storage`);
+2. the window: gpu, cpu, memory, server_process, server_metrics, network, kernel_log, logs, together;
+3. `storage`, which reads model files.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psutil
+
+from probes.base import ProbeResult, ProbeStatus, Snapshot
+from probes.host import host_info
+from triage.errors import ReportError, UsageError
+from triage.model import BenchSection, Finding, GpuInfo, Report, ReportKind, SkippedRule, Target
+from triage.redact import REDACTED, redact_text
+
+DEFAULT_WINDOW_S = 2.0
+PROBE_NAMES = ("server_config", "gpu", "cpu", "memory", "server_process", "server_metrics", "network",
+               "kernel_log", "logs", "storage")
+PROBE_GRACE_S = 6.0   # time a probe may take beyond its window before it is reported as timed out
+MAX_WINDOW_S = 600.0
+
+
+class Interrupted(Exception):
+    """Ctrl-C during the probes: carries the snapshot of what was measured, to be written anyway."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        super().__init__("interrupted")
+        self.snapshot = snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSpec:
+    name: str
+    fn: Callable[[], ProbeResult]
+    timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class DiagnoseOptions:
+    url: str | None = None
+    window_s: float = DEFAULT_WINDOW_S
+    log_path: str | None = None
+    kernel_log_path: str | None = None
+    model: str | None = None                 # a model path or hub id, when the server does not say
+    discover: bool = True                    # look for a local server when no URL is given
+    proc_root: str = "/proc"
+    sys_root: str = "/sys"
+    nvml: Any = None                         # an NVML module (tests inject a fake); None = pynvml
+    bandwidth_budget_s: float = 0.8
+    max_read_bytes: int = 256 * 2**20
+    read_budget_s: float = 1.5
+    skip: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    """Which server diagnose looked at, and how it found it (said in the output)."""
+
+    url: str | None
+    pid: int | None = None
+    engine: str | None = None
+    how: str = "none"                        # "--url" | "local process" | "none"
+    note: str | None = None
+    candidates: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DiagnoseResult:
+    report: Report
+    snapshot: Snapshot
+    discovery: Discovery
+    rules_note: str | None = None
+    interrupted: bool = False           # Ctrl-C during the probes: the report holds what was measured
+
+
+# --------------------------------------------------------------------------------------------
+# The runner
+
+
+def run_probe(spec: ProbeSpec) -> ProbeResult:
+    """Run one probe in a daemon thread; a timeout or an exception becomes a status, never a raise."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = spec.fn()
+        except BaseException as e:  # a probe must never take diagnose down with it
+            box["error"] = e
+
+    start = time.perf_counter()
+    thread = threading.Thread(target=target, name=f"probe-{spec.name}", daemon=True)
+    thread.start()
+    thread.join(spec.timeout_s)
+    duration = time.perf_counter() - start
+    if thread.is_alive():
+        return ProbeResult(spec.name, ProbeStatus.TIMEOUT, round(duration, 3),
+                           f"did not finish within {spec.timeout_s:g} s; its partial data is lost", {})
+    if "error" in box:
+        e = box["error"]
+        return ProbeResult(spec.name, ProbeStatus.ERROR, round(duration, 3),
+                           f"the probe failed: {type(e).__name__}: {redact_text(str(e))}", {})
+    result = box.get("result")
+    if not isinstance(result, ProbeResult):
+        return ProbeResult(spec.name, ProbeStatus.ERROR, round(duration, 3), "the probe returned no result", {})
+    return ProbeResult(result.name, result.status, round(duration, 3),
+                       redact_text(result.reason) if result.reason else None, scrub(result.data))
+
+
+def run_probes(specs: Sequence[ProbeSpec], into: list[ProbeResult] | None = None) -> tuple[ProbeResult, ...]:
+    """Run the specs concurrently, each under its own timeout; results in spec order.
+
+    `into` collects each result as it finishes, so an interrupted caller keeps what was measured."""
+    results: list[ProbeResult | None] = [None] * len(specs)
+    sink = into if into is not None else []
+
+    def one(i: int) -> None:
+        results[i] = run_probe(specs[i])
+        sink.append(results[i])
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(specs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return tuple(r for r in results if r is not None)
+
+
+def scrub(value: Any) -> Any:
+    """Every string in probe data through redact_text: the last net under argv/env redaction."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: scrub(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [scrub(v) for v in value]
+    return value
+
+
+def redact_url(url: str | None) -> str | None:
+    """Drop user:password@ from a URL."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        netloc = f"{REDACTED}@{host}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return url
+
+
+# --------------------------------------------------------------------------------------------
+# Finding the target
+
+
+def discover(url: str | None, look_locally: bool = True) -> Discovery:
+    from probes import discovery as d
+    from probes.http import base_url
+
+    if url:
+        base = base_url(url)
+        parts = urlsplit(base)
+        pid = engine = None
+        note = None
+        if d.is_local_host(parts.hostname):
+            try:
+                port = parts.port or 80
+            except ValueError:
+                raise UsageError(f"--url {url}: the port is not a number") from None
+            found = d.process_for_port(port)
+            if found is not None:
+                pid, engine = found.pid, (found.engine if found.engine != "unknown" else None)
+            else:
+                note = f"nothing on this host that we can see listens on port {port}"
+        else:
+            note = "the server is on another host: process, affinity and storage probes do not apply"
+        return Discovery(url=base, pid=pid, engine=engine, how="--url", note=note)
+    if not look_locally:
+        return Discovery(url=None, how="none", note="no --url given and local discovery is off")
+    candidates = d.find_serving_processes()
+    listed = tuple({"pid": c.pid, "engine": c.engine, "port": c.port} for c in candidates)
+    with_port = [c for c in candidates if c.port is not None]
+    if not with_port:
+        note = ("no vLLM, SGLang, TGI or `triage serve` process listening on this host; "
+                "pass --url to diagnose a server elsewhere")
+        if candidates:
+            note = (f"found {len(candidates)} serving process(es) without a listening port we can see; "
+                    "pass --url")
+        return Discovery(url=None, how="none", note=note, candidates=listed)
+    chosen = with_port[0]
+    note = None
+    if len(with_port) > 1:
+        others = ", ".join(f"{c.engine} pid {c.pid} port {c.port}" for c in with_port[1:])
+        note = f"several servers found; diagnosing the first (others: {others}); pass --url to choose"
+    return Discovery(url=f"http://127.0.0.1:{chosen.port}", pid=chosen.pid, engine=chosen.engine,
+                     how="local process", note=note, candidates=listed)
+
+
+# --------------------------------------------------------------------------------------------
+# Collecting
+
+
+def _cmdline_and_env(pid: int | None) -> tuple[list[str] | None, dict[str, str] | None]:
+    if pid is None:
+        return None, None
+    try:
+        proc = psutil.Process(pid)
+        argv = proc.cmdline()
+    except (psutil.Error, OSError):
+        return None, None
+    try:
+        env = proc.environ()
+    except (psutil.Error, OSError):
+        env = None
+    return argv, env
+
+
+def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
+    from probes.cpu_numa import probe_cpu
+    from probes.kernel_log import probe_kernel_log
+    from probes.logs import probe_logs
+    from probes.memory import probe_memory
+    from probes.network import probe_network
+    from probes.nvml import probe_gpu
+    from probes.server_config import probe_server_config
+    from probes.server_metrics import probe_server_metrics
+    from probes.server_process import probe_server_process
+    from probes.storage import probe_storage
+
+    if not (0 <= opts.window_s <= MAX_WINDOW_S):
+        raise UsageError(f"--window-s {opts.window_s:g} is out of range; use 0 to {MAX_WINDOW_S:g} seconds")
+    window = opts.window_s
+    grace = PROBE_GRACE_S
+    argv, env = _cmdline_and_env(found.pid)
+    unknown = sorted(set(opts.skip) - set(PROBE_NAMES))
+    if unknown:
+        raise UsageError(f"--skip {','.join(unknown)}: no such probe; the probes are {', '.join(PROBE_NAMES)}")
+    wanted = [n for n in PROBE_NAMES if n not in opts.skip]
+
+    results: list[ProbeResult] = []
+    interrupted = False
+    try:
+        phase1 = [ProbeSpec("server_config", lambda: probe_server_config(found.url, argv, found.engine), grace)]
+        run_probes([s for s in phase1 if s.name in wanted], results)
+        config = next((r.data for r in results if r.name == "server_config" and r.data), {})
+
+        phase2 = [
+            ProbeSpec("gpu", lambda: probe_gpu(nvml=opts.nvml, window_s=window, sys_root=opts.sys_root),
+                      window + grace),
+            ProbeSpec("cpu", lambda: probe_cpu(window, opts.proc_root, opts.sys_root), window + grace),
+            ProbeSpec("memory", lambda: probe_memory(window, opts.proc_root, opts.bandwidth_budget_s),
+                      window + opts.bandwidth_budget_s + grace),
+            ProbeSpec("server_process", lambda: probe_server_process(found.pid, found.engine, window,
+                                                                     opts.proc_root, opts.sys_root), window + grace),
+            ProbeSpec("server_metrics", lambda: probe_server_metrics(found.url, window), window + grace),
+            ProbeSpec("network", lambda: probe_network(found.url), grace),
+            ProbeSpec("kernel_log", lambda: probe_kernel_log(opts.kernel_log_path), grace),
+            ProbeSpec("logs", lambda: probe_logs(opts.log_path), grace),
+        ]
+        run_probes([s for s in phase2 if s.name in wanted], results)
+
+        model = opts.model or config.get("model")
+        phase3 = [ProbeSpec("storage", lambda: probe_storage(model, env, opts.proc_root, opts.max_read_bytes,
+                                                             opts.read_budget_s), opts.read_budget_s + grace)]
+        run_probes([s for s in phase3 if s.name in wanted], results)
+    except KeyboardInterrupt:
+        interrupted = True
+        done = {r.name for r in results}
+        results += [ProbeResult(n, ProbeStatus.ERROR, 0.0, "interrupted before it finished") for n in wanted
+                    if n not in done]
+    order = {name: i for i, name in enumerate(wanted)}
+    results.sort(key=lambda r: order.get(r.name, len(order)))
+    snapshot = Snapshot(probes=tuple(results), window_s=window)
+    if interrupted:
+        raise Interrupted(snapshot)
+    return snapshot
+
+
+# --------------------------------------------------------------------------------------------
+# Rules and the report
+
+
+def run_rules(snapshot: Snapshot, bench: BenchSection | None) -> tuple[tuple[Finding, ...], tuple[SkippedRule, ...], str | None]:
+    """(findings, skipped, note). The note says why there are no findings when the rules are absent."""
+    try:
+        from rules import evaluate
+    except ImportError as e:
+        return (), (), f"the rules engine is not installed here ({e}); no findings were computed"
+    evaluation = evaluate(snapshot, bench=bench)
+    return tuple(evaluation.findings), tuple(evaluation.skipped), None
+
+
+def gpus_of(snapshot: Snapshot) -> tuple[GpuInfo, ...]:
+    data = snapshot.data("gpu") or {}
+    out = []
+    for g in data.get("gpus") or []:
+        if g.get("index") is None:
+            continue
+        out.append(GpuInfo(index=int(g["index"]), name=g.get("name") or "unknown", uuid=g.get("uuid"),
+                           memory_total_bytes=g.get("memory_total_bytes"),
+                           driver_version=data.get("driver_version")))
+    return tuple(out)
+
+
+def target_of(snapshot: Snapshot, found: Discovery) -> Target:
+    cfg = snapshot.data("server_config") or {}
+    metrics = snapshot.data("server_metrics") or {}
+    engine = found.engine or cfg.get("engine")
+    if engine is None and metrics.get("engine"):
+        engine = "vllm" if str(metrics["engine"]).startswith("vllm") else metrics["engine"]
+    if engine is None and found.url:
+        engine = "openai-compatible"
+    model = cfg.get("served_model_name") or cfg.get("model") or metrics.get("model_name")
+    return Target(url=redact_url(found.url), engine=engine, engine_version=cfg.get("engine_version"),
+                  model=model)
+
+
+def diagnose(opts: DiagnoseOptions, bench: BenchSection | None = None) -> DiagnoseResult:
+    from triage.cli_support import new_report
+
+    found = discover(opts.url, opts.discover)
+    interrupted = False
+    try:
+        snapshot = collect(opts, found)
+    except Interrupted as e:
+        snapshot, interrupted = e.snapshot, True
+    findings, skipped, note = run_rules(snapshot, bench)
+    report = new_report(ReportKind.DIAGNOSE, host_info(gpus_of(snapshot), opts.proc_root), target_of(snapshot, found),
+                        probes=snapshot.probes, findings=findings, skipped_rules=skipped, bench=bench)
+    return DiagnoseResult(report=report, snapshot=snapshot, discovery=found, rules_note=note,
+                          interrupted=interrupted)
+
+
+# --------------------------------------------------------------------------------------------
+# Layer by layer (seed 003's order: GPU, CPU, memory, network, configuration)
+
+LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("GPU", ("gpu", "kernel_log"), ("GPU",)),
+    ("CPU", ("cpu", "server_process"), ("CPU",)),
+    ("memory", ("memory",), ("MEM",)),
+    ("network & storage", ("network", "storage"), ("NET",)),
+    ("server & config", ("server_metrics", "server_config", "logs"), ("KV", "SCHED", "ENG", "QUANT")),
+    ("bench", (), ("BENCH",)),
+)
+
+
+def layer_summary(report: Report) -> list[dict[str, Any]]:
+    """One row per layer: what its probes managed, and its findings (count, most severe)."""
+    status = {p.name: p.status.value for p in report.probes}
+    rows = []
+    for layer, probe_names, prefixes in LAYERS:
+        seen = [f"{n} {status[n]}" for n in probe_names if n in status]
+        hits = [f for f in report.findings if f.code.rstrip("0123456789") in prefixes]
+        if not seen and not hits:
+            continue
+        rows.append({
+            "layer": layer,
+            "probes": ", ".join(seen) or "-",
+            "num_findings": len(hits),
+            "top_severity": min(hits, key=lambda f: f.severity.rank).severity.value if hits else None,
+        })
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# Replay
+
+
+def _window_of(probes: Sequence[ProbeResult]) -> float | None:
+    return next((p.data["window_s"] for p in probes if isinstance(p.data.get("window_s"), (int, float))), None)
+
+
+def load_snapshot(path: str | os.PathLike[str]) -> tuple[Snapshot, Report | None]:
+    """A snapshot from a diagnose report (or a bare {"probes": [...]} file) for offline replay."""
+    from triage.report_io import from_dict, read_report
+
+    p = Path(path)
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ReportError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ReportError(f"{p}: cannot read it ({e})") from None
+    except json.JSONDecodeError as e:
+        raise ReportError(f"{p}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    if isinstance(raw, dict) and "schema_version" in raw:
+        report = read_report(p)
+        if not report.probes:
+            raise ReportError(f"{p}: a {report.kind.value} report with no probes; pass a diagnose report")
+        return Snapshot(probes=report.probes, window_s=_window_of(report.probes)), report
+    if isinstance(raw, dict) and isinstance(raw.get("probes"), list):
+        probes = tuple(from_dict(ProbeResult, item, f"{p}.probes[{i}]") for i, item in enumerate(raw["probes"]))
+        return Snapshot(probes=probes, window_s=raw.get("window_s") or _window_of(probes)), None
+    raise ReportError(f"{p}: neither a triage report nor a snapshot (no `probes` list)")
+
+
+def replay(path: str | os.PathLike[str], bench: BenchSection | None = None) -> DiagnoseResult:
+    from triage.cli_support import new_report
+
+    snapshot, old = load_snapshot(path)
+    findings, skipped, note = run_rules(snapshot, bench)
+    host = old.host if old is not None else host_info(gpus_of(snapshot))
+    target = old.target if old is not None else Target()
+    report = new_report(ReportKind.DIAGNOSE, host, target, probes=snapshot.probes, findings=findings,
+                        skipped_rules=skipped, bench=bench)
+    found = Discovery(url=target.url, engine=target.engine, how="replay", note=f"replayed from {path}")
+    return DiagnoseResult(report=report, snapshot=snapshot, discovery=found, rules_note=note)
+
+
+# --------------------------------------------------------------------------------------------
+# Bundle
+
+
+def write_bundle(path: str | os.PathLike[str], result: DiagnoseResult, log_path: str | None = None,
+                 max_log_bytes: int = 16 * 2**20) -> Path:
+    """report.json, snapshot.json, the redacted log tail and a README, in one .tar.gz."""
+    from probes.logs import read_tail
+    from triage.report_io import dumps, to_dict
+
+    out = Path(path)
+    files: dict[str, str] = {
+        "report.json": dumps(result.report),
+        "snapshot.json": json.dumps({"window_s": result.snapshot.window_s,
+                                     "probes": to_dict(list(result.snapshot.probes))}, indent=2) + "\n",
+    }
+    if log_path:
+        try:
+            lines, truncated = read_tail(log_path, max_log_bytes)
+            head = f"# last {max_log_bytes} bytes of {log_path}, redacted\n" if truncated else ""
+            files["logs/server.log"] = head + "\n".join(redact_text(line) for line in lines) + "\n"
+        except OSError as e:
+            files["logs/README.txt"] = f"the log {log_path} could not be read: {e}\n"
+    files["README.txt"] = (
+        "triage diagnose bundle\n"
+        f"created: {result.report.created_at}\n"
+        f"target: {result.report.target.url or 'none'} ({result.report.target.engine or 'unknown engine'})\n"
+        "report.json   the diagnose report (probes, findings)\n"
+        "snapshot.json the probe snapshot; replay with: triage diagnose --from snapshot.json\n"
+        "logs/         the server log tail, with secrets redacted\n"
+    )
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(out, "w:gz") as tar:
+            for name, text in files.items():
+                blob = redact_text(text).encode("utf-8") if name.startswith("logs/") else text.encode("utf-8")
+                info = tarfile.TarInfo(f"triage-bundle/{name}")
+                info.size = len(blob)
+                info.mtime = int(time.time())
+                info.mode = 0o644
+                tar.addfile(info, io.BytesIO(blob))
+    except OSError as e:
+        raise ReportError(f"{out}: cannot write the bundle ({e})") from None
+    return out
