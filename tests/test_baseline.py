@@ -210,3 +210,17 @@ def test_section_dict_round_trips_through_report_io(tiny_section):
                         baseline=tiny_section)
     again = loads(dumps(report))
     assert to_dict(again)["baseline"]["rows"] == json.loads(json.dumps(tiny_section["rows"]))
+
+
+def test_a_row_the_model_cannot_take_fails_alone_with_the_reason(tmp_path):
+    """A local model whose max_position_embeddings is too short for the prefix row: that row fails,
+    with the reason, and the other rows still run."""
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "llama", "vocab_size": 300, "hidden_size": 32, "intermediate_size": 64,
+        "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+        "max_position_embeddings": 20}))
+    cfg = TINY.replace(model=str(tmp_path), rows=("prefix-cache", "fp4"), prefix_suffix_tokens=16)
+    rows = _rows(run_baseline(cfg))
+    assert rows["prefix-cache"]["status"] == "error"
+    assert "max_position_embeddings (20) leaves no room for a shared prefix" in rows["prefix-cache"]["reason"]
+    assert rows["fp4"]["status"] == "skipped"

@@ -12,7 +12,7 @@ from reference_engine.quant import model_weight_bytes, quantize_model
 from triage.baseline.context import Context
 from triage.baseline.quality import LogitError, compare_logits, engine_prefill_logits, full_logits
 from triage.baseline.results import AblationRow, Better, measured, skipped
-from triage.baseline.workloads import Driver, greedy, make_engine, peak_memory, synthetic_prompt
+from triage.baseline.workloads import Driver, fit_tokens, greedy, make_engine, peak_memory, synthetic_prompt
 
 WARM_DECODE_STEPS = 2
 
@@ -23,7 +23,7 @@ def _blocks(tokens: int, block_size: int = 16) -> int:
 
 def attention(ctx: Context) -> list[AblationRow]:
     cfg, mc = ctx.cfg, ctx.model_config
-    n = min(cfg.attention_context_tokens, mc.max_position_embeddings - 8)
+    n = fit_tokens(cfg.attention_context_tokens, mc.max_position_embeddings, 8, "a long context", minimum=32)
     prompt = synthetic_prompt(n, mc.vocab_size, seed=3)
     ttft_ms: dict[str, float] = {}
     mem: dict[str, int | None] = {}

@@ -14,7 +14,7 @@ from triage.baseline.config import ROW_KEYS, BaselineConfig
 from triage.baseline.context import Context
 from triage.baseline.results import AblationRow, failed
 from triage.baseline.section import build_section
-from triage.errors import EngineError, TriageError, UsageError
+from triage.errors import EngineError, UsageError
 
 # key -> (function, change, seed claim, metric): the order of seed 000's table, then the extras.
 ROWS: dict[str, tuple[Callable, str, str | None, str]] = {
@@ -29,6 +29,12 @@ ROWS: dict[str, tuple[Callable, str, str | None, str]] = {
     "prefix-cache": (serving_rows.prefix_cache, "prefix caching off → on", None, "TTFT"),
     "chunked-prefill": (serving_rows.chunked_prefill, "chunked prefill off → on", None, "TPOT p99"),
 }
+
+
+# Errors that fail one row (reported with the reason) instead of the run: the engine refusing a
+# workload this model cannot take (EngineError: e.g. a context longer than the model allows), or a
+# kernel or shape failure. Usage errors still stop the run.
+_ROW_ERRORS = (EngineError, RuntimeError, ValueError, MemoryError)
 
 
 def validate(cfg: BaselineConfig) -> None:
@@ -85,17 +91,13 @@ def _run(cfg: BaselineConfig, model_config, on_step: Callable[[str], None],
         if key == "roofline":
             try:
                 roofline_points = model_rows.roofline(ctx)
-            except TriageError:
-                raise
-            except (RuntimeError, ValueError) as e:
+            except _ROW_ERRORS as e:
                 ctx.extras["roofline_error"] = f"{type(e).__name__}: {e}"
         else:
             fn, change, claim, metric = ROWS[key]
             try:
                 result = fn(ctx)
-            except TriageError:
-                raise
-            except (RuntimeError, ValueError, MemoryError) as e:  # one broken row must not lose the others
+            except _ROW_ERRORS as e:  # one broken row must not lose the others
                 result = failed(key, change, claim, metric, f"{type(e).__name__}: {e}")
             rows.extend(result if isinstance(result, list) else [result])
         durations[key] = time.perf_counter() - t0

@@ -8,7 +8,15 @@ import time
 
 from triage.baseline.context import Context
 from triage.baseline.results import AblationRow, Better, measured
-from triage.baseline.workloads import Driver, greedy, make_engine, mean, percentile, synthetic_prompt
+from triage.baseline.workloads import (
+    Driver,
+    fit_tokens,
+    greedy,
+    make_engine,
+    mean,
+    percentile,
+    synthetic_prompt,
+)
 
 
 def _blocks(tokens: int, block_size: int = 16) -> int:
@@ -58,7 +66,8 @@ def batching(ctx: Context) -> AblationRow:
 
 def kv_layout(ctx: Context) -> AblationRow:
     cfg, vocab = ctx.cfg, ctx.model_config.vocab_size
-    max_len = min(cfg.kv_max_model_len, ctx.model_config.max_position_embeddings)
+    max_len = fit_tokens(cfg.kv_max_model_len, ctx.model_config.max_position_embeddings, 0, "max_model_len",
+                         minimum=cfg.kv_prompt_tokens + cfg.kv_output_tokens)
     budget_tokens = max(cfg.kv_budget_tokens, max_len)
     out: dict[str, dict[str, float]] = {}
     for layout in ("contiguous", "paged"):
@@ -87,7 +96,8 @@ def kv_layout(ctx: Context) -> AblationRow:
 
 def prefix_cache(ctx: Context) -> AblationRow:
     cfg, vocab = ctx.cfg, ctx.model_config.vocab_size
-    prefix_len = min(cfg.prefix_tokens, ctx.model_config.max_position_embeddings - cfg.prefix_suffix_tokens - 8)
+    prefix_len = fit_tokens(cfg.prefix_tokens, ctx.model_config.max_position_embeddings,
+                            cfg.prefix_suffix_tokens + 8, "a shared prefix", minimum=16)
     prefix = synthetic_prompt(prefix_len, vocab, seed=7)
     max_len = prefix_len + cfg.prefix_suffix_tokens + 8
     out: dict[str, dict[str, float | None]] = {}
@@ -117,7 +127,8 @@ def prefix_cache(ctx: Context) -> AblationRow:
 
 def chunked_prefill(ctx: Context) -> list[AblationRow]:
     cfg, vocab = ctx.cfg, ctx.model_config.vocab_size
-    long_len = min(cfg.chunk_long_prompt_tokens, ctx.model_config.max_position_embeddings - 16)
+    long_len = fit_tokens(cfg.chunk_long_prompt_tokens, ctx.model_config.max_position_embeddings, 16,
+                          "a long prompt", minimum=2 * cfg.chunk_budget_tokens)
     max_len = max(long_len + 8, 16 + cfg.chunk_decode_tokens + 8)
     num_seqs = cfg.chunk_num_decoding + cfg.chunk_num_long
     out: dict[str, dict[str, float | None]] = {}

@@ -26,6 +26,16 @@ def make_engine(cfg: BaselineConfig, **overrides) -> LLMEngine:
     return LLMEngine(EngineConfig(**fields))
 
 
+def fit_tokens(requested: int, max_positions: int, reserve: int, what: str, minimum: int = 1) -> int:
+    """``requested`` tokens, shortened to leave ``reserve`` positions free; ValueError when fewer
+    than ``minimum`` remain (the row then fails with this message, and the others run)."""
+    n = min(requested, max_positions - reserve)
+    if n < minimum:
+        raise ValueError(f"the model's max_position_embeddings ({max_positions}) leaves no room for {what} "
+                         f"(needs at least {minimum + reserve} positions)")
+    return n
+
+
 def greedy(max_tokens: int) -> SamplingParams:
     """Greedy, exactly ``max_tokens`` tokens (EOS ignored), so every run does the same work."""
     return SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
