@@ -85,6 +85,9 @@ class LLMEngine:
         directory = model_dir(config.model)
         self.tokenizer = load_tokenizer(directory, mc.bos_token_id,
                                         mc.eos_token_ids[0] if mc.eos_token_ids else None)
+        if directory is not None and self.tokenizer.kind == "bytes":
+            log.warning("no tokenizer.json in %s: using the byte-level fallback tokenizer (text will not match "
+                        "the model's real vocabulary)", directory)
         self.eos_token_ids = mc.eos_token_ids + generation_config_eos(directory, mc.eos_token_ids)
 
         model = build_model(mc, self.dtype, config.device, config.load_format, directory, config.seed)
