@@ -34,6 +34,7 @@ def _root(
 
 
 # Command registration: one line per command module.
+from triage.commands import baseline as _baseline  # noqa: E402
 from triage.commands import bench as _bench  # noqa: E402
 from triage.commands import compare as _compare  # noqa: E402
 from triage.commands import diagnose as _diagnose  # noqa: E402
@@ -47,6 +48,7 @@ app.command("bench", help="Load-test an OpenAI-compatible server (or the bundled
 app.command("compare", help="The CI gate: compare two reports; exit 1 on a regression.")(_compare.compare)
 app.command("serve", help="Serve the reference engine: OpenAI-compatible API, vLLM-named /metrics.")(_serve.serve)
 app.add_typer(_rules.app, name="rules", help="The rule registry: `list`, or `explain CODE`.")
+app.command("baseline", help="Measure seed 000's before/after table on this host with the reference engine.")(_baseline.baseline)
 app.command("plan", help="VRAM fit, KV capacity, roofline speed, fleet size and cost; vLLM flags.")(_plan.plan)
 
 

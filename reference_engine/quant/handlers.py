@@ -1,0 +1,197 @@
+"""Handlers that convert a loaded model's nn.Linear layers in place (gpt-fast's pattern):
+the model code never knows about quantization."""
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from reference_engine.quant.awq_gptq import ImportedCheckpoint, QuantCheckpointError
+from reference_engine.quant.fp8 import Fp8Linear
+from reference_engine.quant.int4 import Int4Linear
+
+SkipFn = Callable[[str, nn.Linear], bool]
+
+
+class QuantScheme(str, enum.Enum):
+    NONE = "none"
+    FP8 = "fp8"
+    INT4 = "int4"
+
+
+@dataclass(frozen=True, slots=True)
+class QuantSummary:
+    scheme: QuantScheme
+    num_layers_converted: int
+    num_layers_skipped: int
+    weight_bytes_before: int
+    weight_bytes_after: int
+    paths: dict[str, int]          # execution path -> number of layers using it
+    group_size: int | None = None
+    # The converted layers alone: their dense weight bytes before, quantized bytes (scales included) after.
+    linear_bytes_before: int = 0
+    linear_bytes_after: int = 0
+
+    @property
+    def linear_compression_frac(self) -> float | None:
+        return None if not self.linear_bytes_after else self.linear_bytes_before / self.linear_bytes_after
+
+    @property
+    def compression_frac(self) -> float | None:
+        return None if not self.weight_bytes_after else self.weight_bytes_before / self.weight_bytes_after
+
+
+def model_weight_bytes(model: nn.Module) -> int:
+    """Bytes of every parameter and buffer, counting shared (tied) storage once."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for t in [*model.parameters(), *model.buffers()]:
+        if t is None or t.device.type == "meta":
+            continue
+        key = (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+        if key in seen:
+            continue
+        seen.add(key)
+        total += t.untyped_storage().nbytes()
+    return total
+
+
+def _set_module(model: nn.Module, name: str, module: nn.Module) -> None:
+    parent_name, _, child = name.rpartition(".")
+    parent = model.get_submodule(parent_name) if parent_name else model
+    setattr(parent, child, module)
+
+
+def _linears(model: nn.Module) -> list[tuple[str, nn.Linear]]:
+    return [(n, m) for n, m in model.named_modules() if type(m) is nn.Linear]
+
+
+class _Handler:
+    scheme: QuantScheme
+
+    def __init__(self, skip: SkipFn | None = None) -> None:
+        self.skip = skip
+
+    def _make(self, linear: nn.Linear) -> nn.Module | None:
+        raise RuntimeError("subclasses build the quantized layer")
+
+    @torch.no_grad()
+    def convert(self, model: nn.Module) -> QuantSummary:
+        before = model_weight_bytes(model)
+        paths: Counter[str] = Counter()
+        converted = skipped = lin_before = lin_after = 0
+        for name, linear in _linears(model):
+            new = None if (self.skip is not None and self.skip(name, linear)) else self._make(linear)
+            if new is None:
+                skipped += 1
+                continue
+            lin_before += linear.weight.numel() * linear.weight.element_size()
+            lin_after += new.weight_bytes()
+            _set_module(model, name, new)
+            paths[getattr(new, "path", "unknown")] += 1
+            converted += 1
+        return QuantSummary(self.scheme, converted, skipped, before, model_weight_bytes(model), dict(paths),
+                            getattr(self, "group_size", None), lin_before, lin_after)
+
+
+class Fp8WeightOnlyHandler(_Handler):
+    """Every nn.Linear -> Fp8Linear (e4m3 weights, per-output-channel scales)."""
+
+    scheme = QuantScheme.FP8
+
+    def __init__(self, skip: SkipFn | None = None, allow_scaled_mm: bool = True) -> None:
+        super().__init__(skip)
+        self.allow_scaled_mm = allow_scaled_mm
+
+    def _make(self, linear: nn.Linear) -> nn.Module | None:
+        return Fp8Linear.from_linear(linear, allow_scaled_mm=self.allow_scaled_mm)
+
+
+class Int4WeightOnlyHandler(_Handler):
+    """Every nn.Linear whose in_features fits the group size -> Int4Linear; others stay dense."""
+
+    scheme = QuantScheme.INT4
+
+    def __init__(self, group_size: int = 128, skip: SkipFn | None = None, path: str | None = None) -> None:
+        super().__init__(skip)
+        self.group_size = group_size
+        self.path = path
+
+    def _make(self, linear: nn.Linear) -> nn.Module | None:
+        if linear.in_features % self.group_size:
+            return None
+        return Int4Linear.from_linear(linear, self.group_size, path=self.path)
+
+
+def quantize_model(model: nn.Module, scheme: QuantScheme | str, *, group_size: int = 128,
+                   skip: SkipFn | None = None) -> QuantSummary:
+    """Convert ``model`` in place. ``scheme`` is none | fp8 | int4."""
+    try:
+        scheme = QuantScheme(scheme)
+    except ValueError:
+        raise ValueError(f"unknown quantization {scheme!r}; use one of "
+                         f"{', '.join(s.value for s in QuantScheme)}") from None
+    if scheme is QuantScheme.FP8:
+        return Fp8WeightOnlyHandler(skip).convert(model)
+    if scheme is QuantScheme.INT4:
+        return Int4WeightOnlyHandler(group_size, skip).convert(model)
+    size = model_weight_bytes(model)
+    return QuantSummary(scheme, 0, len(_linears(model)), size, size, {})
+
+
+@torch.no_grad()
+def apply_imported_checkpoint(model: nn.Module, ckpt: ImportedCheckpoint,
+                              rename: Callable[[str], str] | None = None) -> QuantSummary:
+    """Swap in Int4Linear for every imported GPTQ/AWQ layer, then load the remaining dense tensors.
+
+    ``rename`` maps a checkpoint name (e.g. HF's ``model.layers.0.mlp.up_proj``) to the model's.
+    """
+    rename = rename or (lambda s: s)
+    before = model_weight_bytes(model)
+    modules = dict(model.named_modules())
+    paths: Counter[str] = Counter()
+    for prefix, imported in ckpt.linears.items():
+        name = rename(prefix)
+        target = modules.get(name)
+        if not isinstance(target, nn.Linear):
+            raise QuantCheckpointError(f"checkpoint layer {prefix} maps to {name!r}, which is not an nn.Linear "
+                                       "in this model")
+        if (target.out_features, target.in_features) != imported.weights.shape:
+            raise QuantCheckpointError(f"{prefix}: checkpoint shape {imported.weights.shape} does not match the "
+                                       f"model's {(target.out_features, target.in_features)}")
+        bias = ckpt.tensors.get(f"{prefix}.bias")
+        layer = Int4Linear(imported.weights, bias, target.weight.device, input_perm=imported.input_perm,
+                           scale_dtype=target.weight.dtype)
+        _set_module(model, name, layer)
+        paths[layer.path] += 1
+    dense = {rename(k): v for k, v in ckpt.tensors.items()
+             if not any(k == f"{p}.bias" for p in ckpt.linears)}
+    missing, unexpected = model.load_state_dict(dense, strict=False)
+    swapped = {rename(p) for p in ckpt.linears}
+    missing = [m for m in missing if m.rsplit(".", 1)[0] not in swapped]  # set above, from the packed tensors
+    if getattr(getattr(model, "config", None), "tie_word_embeddings", False):
+        missing = [m for m in missing if m != "lm_head.weight"]            # it is the embedding table
+    if unexpected:
+        raise QuantCheckpointError(f"checkpoint tensors the model does not have: {unexpected[:5]}")
+    if missing:
+        raise QuantCheckpointError(f"model tensors the checkpoint lacks: {missing[:5]}")
+    return QuantSummary(QuantScheme.INT4, len(ckpt.linears), 0, before, model_weight_bytes(model), dict(paths),
+                        ckpt.config.group_size)
+
+
+def load_quantized_engine(path: str, **engine_config):
+    """An LLMEngine serving a local GPTQ/AWQ checkpoint: the engine is built from the directory's
+    config.json with placeholder weights, then every packed layer is swapped for an Int4Linear and
+    the dense tensors (embeddings, norms, an unquantized head) are loaded. Returns (engine, summary)."""
+    from reference_engine.config import EngineConfig
+    from reference_engine.engine import LLMEngine
+    from reference_engine.quant.awq_gptq import load_quantized_checkpoint
+
+    ckpt = load_quantized_checkpoint(path)
+    engine = LLMEngine(EngineConfig(model=str(path), load_format="dummy", **engine_config))
+    summary = apply_imported_checkpoint(engine.runner.model, ckpt)
+    return engine, summary

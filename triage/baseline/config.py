@@ -1,0 +1,83 @@
+"""Sizes of each ablation. ``quick`` fits in about a minute on a 2-core CPU with the `small` preset;
+``full`` uses the issue's sizes (1K-token shared prefix, 4K+ long context, more requests)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+ROW_KEYS = ("offload", "batching", "kv-layout", "attention", "weights", "kv-fp8", "prefix-cache",
+            "chunked-prefill", "roofline", "fp4", "cold-start")
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineConfig:
+    model: str = "small"
+    device: str = "cpu"
+    dtype: str = "bfloat16"
+    seed: int = 0
+    num_threads: int | None = None     # CPU: torch intra-op threads; None keeps torch's default
+    rows: tuple[str, ...] = ROW_KEYS
+    # microbench
+    bandwidth_buffer_bytes: int | None = None
+    matmul_n: int | None = None
+    # static -> continuous batching
+    batching_num_requests: int = 16
+    batching_max_num_seqs: int = 4
+    batching_prompt_tokens: int = 16
+    batching_min_tokens: int = 4
+    batching_max_tokens: int = 48
+    # contiguous -> paged
+    kv_max_model_len: int = 1024
+    kv_budget_tokens: int = 4096
+    kv_num_requests: int = 64
+    kv_prompt_tokens: int = 48
+    kv_output_tokens: int = 8
+    kv_max_num_seqs: int = 64
+    # naive -> flash attention
+    attention_context_tokens: int = 4096
+    attention_backends: tuple[str, ...] = ("naive", "tiled", "sdpa")
+    # bf16 -> fp8 -> int4
+    quant_group_size: int = 128
+    quant_decode_tokens: int = 16
+    quant_fp8_decode_tokens: int = 8
+    quality_num_prompts: int = 8
+    quality_prompt_tokens: int = 64
+    # prefix caching
+    prefix_tokens: int = 1024
+    prefix_suffix_tokens: int = 16
+    prefix_num_requests: int = 4
+    # chunked prefill
+    chunk_num_decoding: int = 4
+    chunk_decode_tokens: int = 32
+    chunk_long_prompt_tokens: int = 2048
+    chunk_num_long: int = 2
+    chunk_budget_tokens: int = 256
+    # roofline
+    roofline_batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    roofline_prompt_tokens: int = 64
+    roofline_decode_steps: int = 16
+    roofline_dtypes: tuple[str, ...] = ("bfloat16", "float32")
+
+    def replace(self, **changes) -> BaselineConfig:
+        return replace(self, **changes)
+
+    @classmethod
+    def quick(cls, **overrides) -> BaselineConfig:
+        return cls(**{**_QUICK, **overrides})
+
+    @classmethod
+    def full(cls, **overrides) -> BaselineConfig:
+        return cls(**overrides)
+
+
+_QUICK = dict(
+    bandwidth_buffer_bytes=512 << 20, matmul_n=512,
+    batching_num_requests=8, batching_max_num_seqs=4, batching_min_tokens=2, batching_max_tokens=24,
+    kv_max_model_len=512, kv_budget_tokens=1024, kv_num_requests=16, kv_prompt_tokens=32, kv_output_tokens=2,
+    kv_max_num_seqs=64,
+    attention_context_tokens=1024, attention_backends=("naive", "sdpa"),
+    quant_decode_tokens=6, quant_fp8_decode_tokens=1, quality_num_prompts=1, quality_prompt_tokens=64,
+    prefix_tokens=384, prefix_num_requests=3,
+    chunk_num_decoding=3, chunk_decode_tokens=10, chunk_long_prompt_tokens=384, chunk_num_long=1,
+    chunk_budget_tokens=128,
+    roofline_batch_sizes=(1, 4, 16), roofline_decode_steps=8, roofline_dtypes=("bfloat16",),
+)

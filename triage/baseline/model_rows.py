@@ -1,0 +1,246 @@
+"""Model-side ablations: naive → flash attention, bf16 → fp8 → int4 weights, FP8 KV cache, the
+decode roofline, and CPU → GPU FP8. Rows that cannot apply on this host say why."""
+from __future__ import annotations
+
+import copy
+import math
+import time
+
+import torch
+
+from reference_engine.quant import model_weight_bytes, quantize_model
+from triage.baseline.context import Context
+from triage.baseline.quality import LogitError, compare_logits, engine_prefill_logits, full_logits
+from triage.baseline.results import AblationRow, Better, measured, skipped
+from triage.baseline.workloads import Driver, fit_tokens, greedy, make_engine, peak_memory, synthetic_prompt
+
+WARM_DECODE_STEPS = 2
+
+
+def _blocks(tokens: int, block_size: int = 16) -> int:
+    return math.ceil(tokens / block_size)
+
+
+def attention(ctx: Context) -> list[AblationRow]:
+    cfg, mc = ctx.cfg, ctx.model_config
+    n = fit_tokens(cfg.attention_context_tokens, mc.max_position_embeddings, 8, "a long context", minimum=32)
+    prompt = synthetic_prompt(n, mc.vocab_size, seed=3)
+    ttft_ms: dict[str, float] = {}
+    mem: dict[str, int | None] = {}
+    method = ""
+    backends = list(cfg.attention_backends)
+    if cfg.device.startswith("cuda"):
+        from reference_engine.attention.triton_backend import register_triton_backend
+
+        triton_reason = register_triton_backend(cfg.device)
+        ctx.extras["triton_reason"] = triton_reason
+        if triton_reason is None:
+            backends.append("triton")
+            from reference_engine.attention.triton_bench import time_prefill_vs_sdpa
+
+            ctx.on_step("attention: triton prefill vs sdpa @ 8K")
+            ctx.extras["triton_prefill"] = time_prefill_vs_sdpa(
+                8192, mc.num_attention_heads, mc.num_key_value_heads, mc.head_dim, device=cfg.device)
+    for backend in backends:
+        ctx.on_step(f"attention: {backend} @ {n} tokens")
+        engine = make_engine(cfg, attention=backend, max_model_len=n + 8, max_num_seqs=1,
+                             num_kv_blocks=_blocks(n + 8) + 2, max_num_batched_tokens=n + 8,
+                             enable_prefix_caching=False)
+        engine.generate([synthetic_prompt(16, mc.vocab_size, seed=998)], greedy(1))
+        drv = Driver(engine)
+        with peak_memory(cfg.device) as peak:
+            drv.add("long", prompt, greedy(1))
+            drv.run_until_done()
+        ttft_ms[backend] = drv.traces["long"].ttft_s * 1e3
+        mem[backend] = peak.peak_extra_bytes
+        method = peak.method
+    flash = "sdpa"
+    details = {"context_tokens": n, "ttft_ms": ttft_ms, "peak_extra_bytes": mem, "memory_method": method,
+               "flash_backend": "torch SDPA (fused flash kernel); 'tiled' is the FlashAttention algorithm in "
+                                "plain PyTorch"}
+    rows = [measured("attention", "standard → flash attention", "~2.2× TTFT at 32K", f"TTFT at {n} tokens",
+                     "ms", Better.LOWER, "naive", ttft_ms["naive"], flash, ttft_ms[flash], **details)]
+    if mem["naive"] is not None and mem[flash] is not None:
+        rows.append(measured("attention-memory", "standard → flash attention", None,
+                             f"peak extra memory at {n} tokens", "bytes", Better.LOWER, "naive",
+                             float(mem["naive"]), flash, float(mem[flash]), **details))
+    return rows
+
+
+def _decode_tok_s(engine, vocab: int, num_tokens: int, prompt_tokens: int = 32) -> float:
+    """Decode tokens/s of one request (bs = 1): tokens after the first over the time they took."""
+    drv = Driver(engine)
+    drv.add("d", synthetic_prompt(prompt_tokens, vocab, seed=11), greedy(num_tokens + 1))
+    drv.run_until_done()
+    tpot = drv.traces["d"].tpot_s
+    if not tpot:
+        raise RuntimeError("the decode produced fewer than two tokens; nothing to time")
+    return 1.0 / tpot
+
+
+def weights(ctx: Context) -> list[AblationRow]:
+    """bf16 → fp8 → int4 on one engine: the model is swapped between measurements (handlers)."""
+    cfg, mc = ctx.cfg, ctx.model_config
+    ctx.on_step("weights: baseline model")
+    max_len = 32 + cfg.quant_decode_tokens + 16
+    engine = make_engine(cfg, max_num_seqs=1, max_model_len=max(max_len, cfg.quality_prompt_tokens + 8),
+                         num_kv_blocks=_blocks(max(max_len, cfg.quality_prompt_tokens + 8)) + 2,
+                         enable_prefix_caching=False)
+    engine.generate([synthetic_prompt(8, mc.vocab_size, seed=999)], greedy(2))
+    base = engine.runner.model
+    prompts = [synthetic_prompt(cfg.quality_prompt_tokens, mc.vocab_size, seed=200 + i)
+               for i in range(cfg.quality_num_prompts)]
+    ref_logits = [full_logits(base, p) for p in prompts]
+    base_name = engine.stats().dtype
+    results: dict[str, dict] = {base_name: {"weight_bytes": model_weight_bytes(base), "paths": {},
+                                            "decode_tok_s": _decode_tok_s(engine, mc.vocab_size, cfg.quant_decode_tokens),
+                                            "error": None}}
+    for scheme in ("fp8", "int4"):
+        ctx.on_step(f"weights: {scheme}")
+        qmodel = copy.deepcopy(base)
+        summary = quantize_model(qmodel, scheme, group_size=cfg.quant_group_size)
+        engine.runner.model = qmodel
+        try:
+            num = cfg.quant_fp8_decode_tokens if scheme == "fp8" else cfg.quant_decode_tokens
+            tok_s = _decode_tok_s(engine, mc.vocab_size, num)
+            err = compare_logits(ref_logits, [full_logits(qmodel, p) for p in prompts])
+        finally:
+            engine.runner.model = base
+        results[scheme] = {"weight_bytes": summary.weight_bytes_after, "paths": summary.paths,
+                           "linear_compression": summary.linear_compression_frac,
+                           "decode_tok_s": tok_s, "error": err, "num_layers_converted": summary.num_layers_converted}
+        del qmodel
+    ctx.extras["weights"] = results
+    ctx.extras["weights_base"] = base_name
+    rows = []
+    b = results[base_name]
+    for scheme, seed in (("fp8", "~1.7× (FP16 → FP8 on H100)"), ("int4", None)):
+        r = results[scheme]
+        e: LogitError = r["error"]
+        rows.append(measured(
+            f"weights-{scheme}", f"{base_name} → {scheme} weights", seed, "decode tokens/s at bs=1", "tok/s",
+            Better.HIGHER, base_name, b["decode_tok_s"], scheme, r["decode_tok_s"],
+            weight_bytes={base_name: b["weight_bytes"], scheme: r["weight_bytes"]},
+            weight_compression=b["weight_bytes"] / r["weight_bytes"],
+            linear_weight_compression=r["linear_compression"], execution_paths=r["paths"],
+            logit_error_max_abs=e.max_abs, logit_error_mean_abs=e.mean_abs,
+            top1_agreement_frac=e.top1_agreement_frac, reference_logit_std=e.reference_logit_std,
+            num_quality_prompts=e.num_prompts, num_quality_positions=e.num_positions,
+            group_size=cfg.quant_group_size if scheme == "int4" else None))
+    return rows
+
+
+def kv_fp8(ctx: Context) -> AblationRow:
+    """base dtype → FP8 KV cache: bytes per token (so capacity at the same budget), and the logit error
+    of prompts run through an e4m3 cache against the same engine with a full-precision cache."""
+    from reference_engine.quant.kv_engine import enable_fp8_kv_cache
+
+    cfg, mc = ctx.cfg, ctx.model_config
+    n_prompt = cfg.quality_prompt_tokens
+    prompts = [synthetic_prompt(n_prompt, mc.vocab_size, seed=300 + i) for i in range(cfg.quality_num_prompts)]
+    logits: dict[str, list[torch.Tensor]] = {}
+    bytes_per_token: dict[str, float] = {}
+    base_name = ""
+    for kind in ("base", "fp8"):
+        ctx.on_step(f"kv cache: {kind}")
+        engine = make_engine(cfg, max_num_seqs=1, max_model_len=n_prompt + 8, num_kv_blocks=_blocks(n_prompt + 8) + 2,
+                             enable_prefix_caching=False, max_num_batched_tokens=max(256, n_prompt + 8))
+        base_name = base_name or engine.stats().kv_cache_dtype
+        if kind == "fp8":
+            enable_fp8_kv_cache(engine)
+        bytes_per_token[kind] = engine.runner.kv_cache_bytes / (engine.runner.num_blocks * engine.runner.block_size)
+        logits[kind] = [engine_prefill_logits(engine, p) for p in prompts]
+    err = compare_logits(logits["base"], logits["fp8"])
+    return measured("kv-fp8", f"{base_name} → fp8 KV cache", "(vLLM --kv-cache-dtype fp8)", "KV bytes per token",
+                    "bytes", Better.LOWER, base_name, bytes_per_token["base"], "fp8", bytes_per_token["fp8"],
+                    kv_tokens_per_gib={k: int(2**30 // v) for k, v in bytes_per_token.items()},
+                    logit_error_max_abs=err.max_abs, logit_error_mean_abs=err.mean_abs,
+                    top1_agreement_frac=err.top1_agreement_frac, reference_logit_std=err.reference_logit_std,
+                    num_quality_positions=err.num_positions,
+                    scale="e4m3 values with one fp32 scale per (token, kv head); dequantized block by block "
+                          "inside attention")
+
+
+def roofline(ctx: Context) -> list[dict]:
+    """Decode tok/s at each batch size against B·BW / (W + B·ctx·kv_bytes). BW is re-measured (a large
+    copy) just before each point, so that both sides of the ratio see the same load on a shared host."""
+    from reference_engine.microbench import MIB, measure_bandwidth
+    from reference_engine.roofline import decode_tokens_per_s_bound
+
+    cfg, mc = ctx.cfg, ctx.model_config
+    gpu = cfg.device.startswith("cuda")
+    buffer_bytes = cfg.bandwidth_buffer_bytes or (2048 if gpu else 1024) * MIB
+    points: list[dict] = []
+    dtypes = cfg.roofline_dtypes if cfg.device == "cpu" else ("bfloat16",)
+    max_b = max(cfg.roofline_batch_sizes)
+    max_len = cfg.roofline_prompt_tokens + cfg.roofline_decode_steps + WARM_DECODE_STEPS + 8
+    for dtype in dtypes:
+        ctx.on_step(f"roofline: {dtype}")
+        engine = make_engine(cfg, dtype=dtype, max_num_seqs=max_b, max_model_len=max_len,
+                             num_kv_blocks=(max_b + 1) * _blocks(max_len), enable_prefix_caching=False,
+                             max_num_batched_tokens=max(2048, max_b * cfg.roofline_prompt_tokens))
+        engine.generate([synthetic_prompt(8, mc.vocab_size, seed=999)], greedy(2))
+        model = engine.runner.model
+        w_bytes = model_weight_bytes(model)
+        if not mc.tie_word_embeddings:  # decode gathers B embedding rows, it does not stream the table
+            w_bytes -= model.model.embed_tokens.weight.numel() * model.model.embed_tokens.weight.element_size()
+        kv_tok = engine.runner.kv_cache_bytes / (engine.runner.num_blocks * engine.runner.block_size)
+        for b in cfg.roofline_batch_sizes:
+            ctx.on_step(f"roofline: {dtype} bs={b}")
+            drv = Driver(engine)
+            for i in range(b):
+                drv.add(f"b{b}-{i}", synthetic_prompt(cfg.roofline_prompt_tokens, mc.vocab_size, seed=i),
+                        greedy(cfg.roofline_decode_steps + 1 + WARM_DECODE_STEPS))
+            while any(not t.token_times_s for t in drv.traces.values()):
+                drv.step()
+            bw = measure_bandwidth(cfg.device, buffer_bytes, num_repeats=3, max_time_s=1.0).best_bytes_per_s
+            for _ in range(WARM_DECODE_STEPS):  # the copy evicted the caches: time steady-state decode only
+                drv.step()
+            t0 = time.perf_counter()
+            for _ in range(cfg.roofline_decode_steps):
+                drv.step()
+            if cfg.device.startswith("cuda"):
+                torch.cuda.synchronize()
+            elapsed = time.perf_counter() - t0
+            drv.run_until_done()
+            tok_s = b * cfg.roofline_decode_steps / elapsed
+            ctx_tokens = cfg.roofline_prompt_tokens + 1 + WARM_DECODE_STEPS + cfg.roofline_decode_steps / 2
+            bound = decode_tokens_per_s_bound(b, bw, w_bytes, ctx_tokens, kv_tok)
+            step_bytes = w_bytes + b * ctx_tokens * kv_tok
+            points.append({"dtype": dtype, "batch_size": b, "decode_tokens_per_s": tok_s,
+                           "bound_tokens_per_s": bound,
+                           "roofline_pct": 100.0 * tok_s / bound, "bandwidth_bytes_per_s": bw,
+                           "achieved_bytes_per_s": step_bytes * tok_s / b, "weight_bytes": w_bytes,
+                           "kv_bytes_per_token": kv_tok, "context_tokens": ctx_tokens})
+    return points
+
+
+def offload(ctx: Context) -> AblationRow:
+    change, claim, metric = "CPU offload → GPU FP8", "~20×", "decode tokens/s at bs=1"
+    if not ctx.cuda:
+        return skipped("offload", change, claim, metric,
+                       "no GPU on this host: there is nothing to offload from, and no GPU to run FP8 on")
+    cfg, mc = ctx.cfg, ctx.model_config
+    tok_s = {}
+    for device in ("cpu", "cuda"):
+        ctx.on_step(f"offload: {device}")
+        engine = make_engine(cfg, device=device, dtype="bfloat16", max_num_seqs=1, max_model_len=64,
+                             num_kv_blocks=8, enable_prefix_caching=False)
+        if device == "cuda":
+            quantize_model(engine.runner.model, "fp8")
+        engine.generate([synthetic_prompt(8, mc.vocab_size, seed=999)], greedy(2))
+        tok_s[device] = _decode_tok_s(engine, mc.vocab_size, cfg.quant_decode_tokens)
+    return measured("offload", change, claim, metric, "tok/s", Better.HIGHER, "cpu bf16", tok_s["cpu"],
+                    "gpu fp8", tok_s["cuda"],
+                    note="the whole model on the CPU stands in for full offload; partial offload lies between")
+
+
+def fp4(ctx: Context) -> AblationRow:
+    return skipped("fp4", "FP8 → FP4", "~2.9× (B200, MLPerf estimate)", "tokens/s",
+                   "the reference engine has no FP4 path, and FP4 tensor cores need a Blackwell GPU")
+
+
+def cold_start(ctx: Context) -> AblationRow:
+    return skipped("cold-start", "download on cold start → cached", "~40× startup", "startup time",
+                   "the reference engine loads weights from a local directory (or generates them), so there "
+                   "is no download to cache; time your own model load instead")

@@ -1,0 +1,47 @@
+"""`triage baseline`: measure seed 000's before/after table on this host with the reference engine."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from probes.host import host_info
+from triage.baseline.config import ROW_KEYS, BaselineConfig
+from triage.baseline.runner import num_steps, run_baseline
+from triage.cli_support import console, emit, funnel, new_report
+from triage.errors import UsageError
+from triage.model import ReportKind, Target
+
+
+@funnel
+def baseline(
+    quick: bool = typer.Option(False, "--quick", help="Small sizes: about a minute on a 2-core CPU."),
+    model: str = typer.Option("small", "--model", "-m", envvar="TRIAGE_BASELINE_MODEL",
+                              help="A reference-engine preset (tiny, small) or a local HF model directory."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    dtype: str = typer.Option("bfloat16", "--dtype", help="Compute dtype of the 'before' model: bfloat16, "
+                              "float16 or float32."),
+    threads: int = typer.Option(None, "--threads", envvar="TRIAGE_BASELINE_THREADS",
+                                help="CPU threads for torch (default: torch's choice). On a busy host, 1 "
+                                "avoids stalls where one thread waits for a descheduled sibling."),
+    rows: str = typer.Option("all", "--rows",
+                             help=f"'all', or comma-separated rows: {', '.join(ROW_KEYS)}."),
+    json_path: Path = typer.Option(None, "--json", help="Also write the report JSON here."),
+    fmt: str = typer.Option("text", "--format", help="text, json or markdown on stdout."),
+) -> int:
+    selected = ROW_KEYS if rows.strip() == "all" else tuple(r.strip() for r in rows.split(",") if r.strip())
+    if not selected:
+        raise UsageError("--rows is empty; name at least one row")
+    make = BaselineConfig.quick if quick else BaselineConfig.full
+    cfg = make(model=model, device=device, dtype=dtype, rows=selected, num_threads=threads)
+    out = console(stderr=True)
+    with Progress(SpinnerColumn(), TextColumn("[bold]baseline[/]"), BarColumn(), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), console=out, transient=True, disable=fmt == "json" and not out.is_terminal) as bar:
+        task = bar.add_task("starting", total=num_steps(cfg))
+        section = run_baseline(cfg, on_step=lambda msg: bar.update(task, description=msg),
+                               on_row_done=lambda _key: bar.advance(task))
+    report = new_report(ReportKind.BASELINE, host_info(), Target(engine="reference", model=model),
+                        baseline=section)
+    emit(report, json_path, fmt)
+    return 0
