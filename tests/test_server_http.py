@@ -252,7 +252,7 @@ def test_client_disconnect_aborts_and_frees_blocks(client, reference_server):
     before = wait_idle(client)
     with httpx.Client(base_url=reference_server.url, timeout=60.0, trust_env=False) as own:
         with own.stream("POST", "/v1/completions", json={
-                "model": MODEL, "prompt": "a long one " * 20, "max_tokens": 400, "ignore_eos": True,
+                "model": MODEL, "prompt": "a long one " * 20, "max_tokens": 3000, "ignore_eos": True,
                 "stream": True}) as r:
             lines = r.iter_lines()
             received = [line for line, _ in zip(lines, range(6), strict=False)]
@@ -267,7 +267,7 @@ def test_client_disconnect_aborts_and_frees_blocks(client, reference_server):
     assert value(after, "vllm:request_success_total", finished_reason="length") == \
         value(before, "vllm:request_success_total", finished_reason="length")
     generated = value(after, "vllm:generation_tokens_total") - value(before, "vllm:generation_tokens_total")
-    assert 0 < generated < 400, "the aborted request must stop generating"
+    assert 0 < generated < 3000, "the aborted request must stop generating"
     assert completion(client, prompt="still serving", max_tokens=2)["usage"]["completion_tokens"] >= 1
 
 
@@ -275,12 +275,12 @@ def test_non_stream_client_that_gives_up_aborts_its_request(client, reference_se
     before = wait_idle(client)
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(f"{reference_server.url}/v1/completions", timeout=httpx.Timeout(60.0, read=0.3),
-                   json={"model": MODEL, "prompt": "slow", "max_tokens": 900, "ignore_eos": True},
+                   json={"model": MODEL, "prompt": "slow", "max_tokens": 3000, "ignore_eos": True},
                    trust_env=False)
     after = wait_idle(client)
     assert value(after, "vllm:kv_cache_usage_perc") == 0
     generated = value(after, "vllm:generation_tokens_total") - value(before, "vllm:generation_tokens_total")
-    assert 0 < generated < 900
+    assert 0 < generated < 3000
 
 
 # Bad input --------------------------------------------------------------------------------------------
