@@ -10,8 +10,7 @@ bootstrap:
 	@VENV=$(VENV) ./scripts/bootstrap.sh
 
 demo: bootstrap
-	@mkdir -p $(OUT)
-	$(PY) -m triage diagnose --json $(OUT)/diagnose.json
+	$(PY) scripts/demo.py --out $(OUT)
 
 test: bootstrap
 	$(PY) -m pytest $(PYTEST_ARGS)

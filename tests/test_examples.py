@@ -1,0 +1,36 @@
+"""reports/examples/ holds real output of each command; each must load and validate against the schema."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from triage.model import ReportKind
+from triage.report_io import read_report
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
+FILES = sorted(EXAMPLES.glob("*.json"))
+
+
+def test_there_is_an_example_of_each_kind_users_read():
+    kinds = {read_report(p).kind for p in FILES}
+    assert {ReportKind.DIAGNOSE, ReportKind.BENCH, ReportKind.BASELINE, ReportKind.PLAN} <= kinds
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_example_loads_and_validates(path, report_validator):
+    report = read_report(path)
+    report_validator(json.loads(path.read_text()))
+    if report.kind is ReportKind.BENCH:
+        assert len(report.bench.levels) >= 2
+        assert all(lv.requests.completed > 0 for lv in report.bench.levels)
+    if report.kind is ReportKind.DIAGNOSE:
+        assert report.probes, "a diagnose example without probe results shows nothing"
+
+
+def test_examples_carry_no_secrets():
+    import re
+    text = "\n".join(p.read_text() for p in FILES)
+    for pattern in (r"\bsk-[A-Za-z0-9_-]{8,}", r"\bhf_[A-Za-z0-9]{20,}", r"Bearer \S{8,}"):
+        assert not re.search(pattern, text), pattern
