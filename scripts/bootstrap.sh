@@ -12,6 +12,9 @@ PYTHON=${PYTHON:-python3}
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
 stamp="$VENV/.triage-installed"
 
+# pip here warns about every find-links/index location a package is missing from; keep real errors.
+pip_install() { "$VENV/bin/python" -m pip install -q "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
+
 if [ -f "$stamp" ] && [ "$stamp" -nt pyproject.toml ] && "$VENV/bin/python" -c "import triage, torch" 2>/dev/null; then
   exit 0
 fi
@@ -22,8 +25,8 @@ fi
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
   echo "bootstrap: installing $TORCH_SPEC (CPU build unless you installed CUDA torch yourself)" >&2
-  "$VENV/bin/python" -m pip install -q "$TORCH_SPEC"
+  pip_install "$TORCH_SPEC"
 fi
 echo "bootstrap: installing triage and its dev tools into $VENV" >&2
-"$VENV/bin/python" -m pip install -q -e ".[dev]"
+pip_install -e ".[dev]"
 touch "$stamp"
