@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from reference_engine.specs import match_nvml_name
 from rules.base import Hit, MissingInput, RuleDoc
 from rules.context import Context, level_label
 from rules.engines import NON_BATCHING_ENGINES, engine_flags
 from rules.fmt import gib, pct
-from rules.hardware import memory_bandwidth_gbps
 from rules.registry import rule
 from triage.model import Certainty, Fix, Severity
 
@@ -27,6 +27,16 @@ def _weight_bytes(ctx: Context) -> tuple[float, str]:
         return float(plan_model["weight_bytes"]), "baseline.plan.model.weight_bytes"
     raise MissingInput("the model's weight bytes are unknown (set [model] weight_bytes in triage.toml, pass a "
                        "`triage plan` report as the baseline, or put model_weight_bytes in the bench config)")
+
+
+def _spec_bandwidth_gbps(gpu: dict) -> float | None:
+    """The spec-sheet memory bandwidth (GB/s) of an NVML GPU entry, from the one spec table."""
+    name = gpu.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    total = gpu.get("memory_total_bytes")
+    spec = match_nvml_name(name, total if isinstance(total, int) else None)
+    return None if spec is None else spec.hbm_bandwidth_bytes_per_s / 1e9
 
 
 # ------------------------------------------------------------------------------------------------
@@ -153,10 +163,12 @@ def eng002(ctx: Context) -> Hit | None:
         raise MissingInput("no valid concurrency-1 bench level with a TPOT")
     tpot = c1[0].tpot_ms.p50
     measured = 1000.0 / tpot
-    names = [g.get("name") for g in ctx.serving_gpus()] if ctx.has("gpu") else []
-    bws = [memory_bandwidth_gbps(n) for n in names]
+    gpus = ctx.serving_gpus() if ctx.has("gpu") else []
+    names = [g.get("name") for g in gpus]
+    bws = [_spec_bandwidth_gbps(g) for g in gpus]
     if not bws or any(b is None for b in bws):
-        raise MissingInput("the GPU's memory bandwidth is unknown (GPU not identified, or not in rules/hardware.py)")
+        raise MissingInput("the GPU's memory bandwidth is unknown (GPU not identified, or not in "
+                           "reference_engine/specs.py)")
     tp = ctx.opt("server_config", "tensor_parallel_size") or 1
     bw = min(bws) * tp
     roofline = bw * 1e9 / weight

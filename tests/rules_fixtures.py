@@ -609,6 +609,14 @@ def _define() -> None:
          {**FIRES, "evidence_keys": ["baseline.plan.model.weight_bytes"]},
          snapshot(), bench({"levels.0.tpot_ms.p50": 38.0}),
          baseline={"kind": "plan", "plan": {"model": {"name": "llama-3.1-8b", "weight_bytes": 8.5e9}}})
+    case("ENG002", "positive_a100_bandwidth_from_spec_table", "An A100 80GB: 2039 GB/s from the spec table",
+         {**FIRES, "evidence_keys": ["derived.gpu_memory_bandwidth_gbps_spec"], "text_contains": ["(2039 GB/s spec)"]},
+         snapshot({"gpu.gpus.0.name": "NVIDIA A100-SXM4-80GB", "gpu.gpus.0.compute_capability": [8, 0]}),
+         bench({"levels.0.tpot_ms.p50": 38.0}), config={"model_weight_bytes": 16.06e9})
+    case("ENG002", "skipped_gpu_not_in_spec_table", "A GPU the spec table does not know: no roofline",
+         {"fires": False, "skipped_reason": "memory bandwidth is unknown"},
+         snapshot({"gpu.gpus.0.name": "NVIDIA GeForce GTX 1080"}), bench({"levels.0.tpot_ms.p50": 38.0}),
+         config={"model_weight_bytes": 8.5e9})
     case("ENG002", "skipped_no_weight_bytes", "Weight bytes unknown",
          {"fires": False, "skipped_reason": "weight bytes"}, snapshot(), bench())
     # ENG003
