@@ -14,6 +14,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import psutil
 import pytest
 
 from probes.base import ProbeStatus
@@ -238,7 +239,8 @@ time.sleep(60)
 @pytest.fixture
 def fake_vllm():
     env = {**os.environ, "HF_TOKEN": SECRET_TOKEN, "OPENAI_API_KEY": SECRET_KEY, "CUDA_LAUNCH_BLOCKING": "1",
-           "HF_HOME": "/data/hf"}
+           "HF_HOME": "/data/hf", "CUDA_INJECTION64_PATH": "/opt/nsight/libinject.so", "NSIGHT_CUDA_DEBUGGER": "1",
+           "CUDA_PROFILE": "1", "NCCL_DEBUG": "INFO", "UNRELATED_VAR": "x"}
     argv = [sys.executable, "-c", FAKE_SERVER, "vllm", "serve", "/models/llama", "--max-num-seqs", "64",
             "--api-key", SECRET_PLAIN, f"--hf-token={SECRET_TOKEN}"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
@@ -263,11 +265,14 @@ def test_port_to_process_and_secrets_never_leak(fake_vllm):
     proc, port = fake_vllm
     found = process_for_port(port)
     assert found is not None and found.pid == proc.pid and found.engine == "vllm"
-    r = probe_server_process(found.pid, found.engine, window_s=0.2)
+    started = psutil.Process(proc.pid).create_time()
+    r = probe_server_process(found.pid, found.engine, window_s=0.2, clock=lambda: started + 7200.0)
     assert r.status is ProbeStatus.OK
     d = r.data
     assert d["pid"] == proc.pid
-    assert d["debug_env"]["CUDA_LAUNCH_BLOCKING"] == "1"
+    assert d["uptime_s"] == 7200.0
+    assert d["debug_env"] == {"CUDA_LAUNCH_BLOCKING": "1", "CUDA_INJECTION64_PATH": "/opt/nsight/libinject.so",
+                              "NSIGHT_CUDA_DEBUGGER": "1", "CUDA_PROFILE": "1", "NCCL_DEBUG": "INFO"}
     assert d["hf_home"] == "/data/hf"
     assert d["processes"][0]["rss_bytes"] > 0
     assert d["cpu_affinity"]
@@ -275,6 +280,18 @@ def test_port_to_process_and_secrets_never_leak(fake_vllm):
     for secret in (SECRET_KEY, SECRET_TOKEN, SECRET_PLAIN):
         assert secret not in text
     assert "--api-key" in d["cmdline"]
+
+
+def test_probe_captures_every_variable_gpu011_judges():
+    from probes.server_process import DEBUG_ENV
+    from rules.gpu import _DEBUG_ENV
+    assert set(_DEBUG_ENV) <= set(DEBUG_ENV)
+
+
+def test_uptime_from_a_clock_behind_the_start_is_unknown_not_negative(fake_vllm):
+    proc, _ = fake_vllm
+    r = probe_server_process(proc.pid, window_s=0, clock=lambda: 0.0)
+    assert r.data["uptime_s"] is None and "uptime_s" in r.data["unsupported_fields"]
 
 
 def test_server_process_without_pid_is_unsupported():
