@@ -129,6 +129,63 @@ def test_replay_runs_the_rules_and_fail_on_gates(tmp_path):
     assert cli("diagnose", "--from", str(snap), "--format", "json").exit_code == 0
 
 
+def _replayed_codes(tmp_path: Path, *args: str) -> list[str]:
+    snap = tmp_path / "snap.json"
+    if not snap.exists():
+        _troubled_snapshot(snap)
+    out = tmp_path / "out.json"
+    out.unlink(missing_ok=True)
+    result = cli("diagnose", "--from", str(snap), "--json", str(out), *args)
+    assert result.exit_code == 0, result.output
+    return [f.code for f in read_report(out).findings]
+
+
+def test_disable_turns_the_named_rules_off(tmp_path):
+    codes = _replayed_codes(tmp_path)
+    assert {"KV002", "GPU003"} <= set(codes)
+    codes = _replayed_codes(tmp_path, "--disable", "kv002, GPU003")
+    assert "KV002" not in codes and "GPU003" not in codes and "KV001" in codes
+
+
+def test_config_threshold_override_changes_a_finding(tmp_path):
+    # The fake A100 is capped at 300 of its default 400 W (0.75): GPU003 fires below 0.98 of the default.
+    toml = tmp_path / "strict.toml"
+    toml.write_text('[thresholds]\n"GPU003.power_limit_frac_of_default" = 0.7\n[rules]\ndisable = ["KV001"]\n')
+    codes = _replayed_codes(tmp_path, "--config", str(toml))
+    assert "GPU003" not in codes and "KV001" not in codes and "KV002" in codes
+
+
+def test_triage_toml_in_the_working_directory_is_the_default(tmp_path, monkeypatch):
+    (tmp_path / "triage.toml").write_text('[rules]\ndisable = ["GPU003"]\n')
+    monkeypatch.chdir(tmp_path)
+    codes = _replayed_codes(tmp_path)
+    assert "GPU003" not in codes and "KV002" in codes
+
+
+@pytest.mark.parametrize("body, message", [
+    ("[thresholds\n", "not valid TOML"),
+    ('[thresholds]\n"GPU003.no_such_knob" = 1\n', "GPU003.no_such_knob"),
+    ('[rulez]\ndisable = ["GPU003"]\n', "unknown table [rulez]"),
+    ('[rules]\ndisable = ["GPU999"]\n', "GPU999"),
+])
+def test_a_bad_config_is_exit_2_with_one_line(tmp_path, body, message):
+    snap = _troubled_snapshot(tmp_path / "snap.json")
+    bad = tmp_path / "bad.toml"
+    bad.write_text(body)
+    result = cli("diagnose", "--from", str(snap), "--config", str(bad))
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_a_missing_config_or_unknown_disabled_code_is_exit_2(tmp_path):
+    snap = _troubled_snapshot(tmp_path / "snap.json")
+    missing = cli("diagnose", "--from", str(snap), "--config", str(tmp_path / "nope.toml"))
+    assert missing.exit_code == 2 and "no such config file" in missing.output
+    unknown = cli("diagnose", "--from", str(snap), "--disable", "KV0002")
+    assert unknown.exit_code == 2 and "KV0002" in unknown.output and "Traceback" not in unknown.output
+
+
 def test_replay_of_a_report_keeps_its_probes(tmp_path):
     snap = _troubled_snapshot(tmp_path / "snap.json")
     first = tmp_path / "first.json"
