@@ -321,3 +321,28 @@ def test_ctrl_c_during_the_probes_keeps_what_was_measured():
     assert statuses["server_config"][1] != "interrupted before it finished"   # phase 1 ended before Ctrl-C
     assert any(reason == "interrupted before it finished" for _, reason in statuses.values())
     assert result.report.probes == result.snapshot.probes
+
+
+def test_network_timings_run_alone_before_the_window(monkeypatch):
+    """TTFB in milliseconds must not include waits on triage's own busy probe threads."""
+    import probes.cpu_numa
+    import probes.network
+
+    events: list[tuple[str, str]] = []
+
+    def fake_network(url, *a, **k):
+        events.append(("network", "start"))
+        time.sleep(0.05)
+        events.append(("network", "end"))
+        return ProbeResult("network", ProbeStatus.OK, 0.05, None, {})
+
+    def fake_cpu(*a, **k):
+        events.append(("cpu", "start"))
+        return ProbeResult("cpu", ProbeStatus.OK, 0.0, None, {})
+
+    monkeypatch.setattr(probes.network, "probe_network", fake_network)
+    monkeypatch.setattr(probes.cpu_numa, "probe_cpu", fake_cpu)
+    result = diagnose(DiagnoseOptions(url="http://127.0.0.1:9", window_s=0, discover=False,
+                                      skip=("storage", "kernel_log", "memory", "gpu")))
+    assert events == [("network", "start"), ("network", "end"), ("cpu", "start")]
+    assert [p.name for p in result.snapshot.probes][:3] == ["server_config", "cpu", "server_process"]

@@ -2,9 +2,10 @@
 make the Snapshot, run the rules, and assemble the report. Also the offline replay (`--from`) and the
 one-file collector (`--bundle`).
 
-Probes run in three phases so the active measurements do not disturb the passive ones:
+Probes run in phases so the active measurements do not disturb the passive ones:
+0. `network` alone: its millisecond timings would otherwise include waits on triage's own probe threads;
 1. `server_config` (quick HTTP reads and the command line: the model it names feeds `storage`);
-2. the window: gpu, cpu, memory, server_process, server_metrics, network, kernel_log, logs, together;
+2. the window: gpu, cpu, memory, server_process, server_metrics, kernel_log, logs, together;
 3. `storage`, which reads model files.
 """
 from __future__ import annotations
@@ -200,8 +201,9 @@ def discover(url: str | None, look_locally: bool = True) -> Discovery:
         note = ("no vLLM, SGLang, TGI or `triage serve` process listening on this host; "
                 "pass --url to diagnose a server elsewhere")
         if candidates:
-            note = (f"found {len(candidates)} serving process(es) without a listening port we can see; "
-                    "pass --url")
+            which = ", ".join(f"{c.engine} pid {c.pid}" for c in candidates)
+            note = (f"found {which}, but no listening port we can see (still starting, or in another "
+                    "network namespace); pass --url")
         return Discovery(url=None, how="none", note=note, candidates=listed)
     chosen = with_port[0]
     note = None
@@ -256,6 +258,8 @@ def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
     results: list[ProbeResult] = []
     interrupted = False
     try:
+        phase0 = [ProbeSpec("network", lambda: probe_network(found.url), grace)]
+        run_probes([s for s in phase0 if s.name in wanted], results)
         phase1 = [ProbeSpec("server_config", lambda: probe_server_config(found.url, argv, found.engine), grace)]
         run_probes([s for s in phase1 if s.name in wanted], results)
         config = next((r.data for r in results if r.name == "server_config" and r.data), {})
@@ -269,7 +273,6 @@ def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
             ProbeSpec("server_process", lambda: probe_server_process(found.pid, found.engine, window,
                                                                      opts.proc_root, opts.sys_root), window + grace),
             ProbeSpec("server_metrics", lambda: probe_server_metrics(found.url, window), window + grace),
-            ProbeSpec("network", lambda: probe_network(found.url), grace),
             ProbeSpec("kernel_log", lambda: probe_kernel_log(opts.kernel_log_path), grace),
             ProbeSpec("logs", lambda: probe_logs(opts.log_path), grace),
         ]
@@ -357,19 +360,33 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 
 
 def layer_summary(report: Report) -> list[dict[str, Any]]:
-    """One row per layer: what its probes managed, and its findings (count, most severe)."""
+    """One row per layer: what its probes managed, its findings (count, most severe), and a verdict
+    that never calls a layer clean when nothing in it was measured."""
     status = {p.name: p.status.value for p in report.probes}
     rows = []
     for layer, probe_names, prefixes in LAYERS:
-        seen = [f"{n} {status[n]}" for n in probe_names if n in status]
+        names = [n for n in probe_names if n in status]
         hits = [f for f in report.findings if f.code.rstrip("0123456789") in prefixes]
-        if not seen and not hits:
+        if not names and not hits:
             continue
+        num_ok = sum(status[n] == ProbeStatus.OK.value for n in names)
+        if hits:
+            worst = min(hits, key=lambda f: f.severity.rank).severity.value
+            verdict = f"{len(hits)} finding(s), worst {worst}"
+        elif names and num_ok == 0:
+            verdict = "not checked"
+        elif num_ok < len(names):
+            verdict = "no findings (partly checked)"
+        else:
+            verdict = "no findings"
         rows.append({
             "layer": layer,
-            "probes": ", ".join(seen) or "-",
+            "probes": ", ".join(f"{n} {status[n]}" for n in names) or "-",
+            "num_probes_ok": num_ok,
+            "num_probes": len(names),
             "num_findings": len(hits),
             "top_severity": min(hits, key=lambda f: f.severity.rank).severity.value if hits else None,
+            "verdict": verdict,
         })
     return rows
 

@@ -94,12 +94,12 @@ def diagnose(
         says.print("no server to diagnose: host and GPU probes only", markup=False)
     if found.note:
         says.print(f"note: {found.note}", markup=False)
-    if fmt == "text":
-        for row in layer_summary(result.report):
-            found_text = (f"{row['num_findings']} finding(s), worst {row['top_severity']}"
-                          if row["num_findings"] else "no findings")
-            says.print(f"  {row['layer']:<18} {found_text:<30} [{row['probes']}]", markup=False)
     emit(result.report, json_path, fmt)
+    if fmt == "text":
+        says.print("By layer:", markup=False)
+        for row in layer_summary(result.report):
+            says.print(f"  {row['layer']:<18} {row['verdict']:<28} ({row['probes']})", markup=False,
+                       soft_wrap=True)
     if bundle is not None:
         written = write_bundle(bundle, result, str(log) if log else None)
         says.print(f"bundle written to {written}", markup=False)
