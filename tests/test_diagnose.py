@@ -346,3 +346,14 @@ def test_network_timings_run_alone_before_the_window(monkeypatch):
                                       skip=("storage", "kernel_log", "memory", "gpu")))
     assert events == [("network", "start"), ("network", "end"), ("cpu", "start")]
     assert [p.name for p in result.snapshot.probes][:3] == ["server_config", "cpu", "server_process"]
+
+
+def test_layer_summary_never_calls_an_unmeasured_layer_clean():
+    from triage.diagnose import layer_summary
+
+    result = diagnose(DiagnoseOptions(window_s=0, discover=False, skip=("storage", "kernel_log", "memory")))
+    rows = {r["layer"]: r for r in layer_summary(result.report)}
+    assert rows["server & config"]["verdict"] == "not checked"          # no server: nothing measured
+    assert rows["CPU"]["verdict"] == "no findings (partly checked)"     # cpu ok, server_process unsupported
+    out = cli("diagnose", "--no-discover", "--window-s", "0", "--skip", "storage,kernel_log,memory").output
+    assert "By layer:" in out and "not checked" in out
