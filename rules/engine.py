@@ -118,9 +118,7 @@ def quant002(ctx: Context) -> Hit | None:
     references=("seed 000 §7 (wrong inference engine for the workload)", "seed 002 (naive FastAPI + generate())"),
 ))
 def eng001(ctx: Context) -> Hit | None:
-    engine = ctx.engine()
-    if engine.name is None:
-        raise MissingInput("the serving engine was not identified (server_process.engine, server_config.engine)")
+    engine = ctx.identified_engine()
     if engine.name not in NON_BATCHING_ENGINES:
         return None
     evidence: dict[str, Any] = {"server_process.engine": ctx.opt("server_process", "engine") or engine.name}
@@ -306,9 +304,7 @@ def eng004(ctx: Context) -> Hit | None:
     references=("seed 000 §5 (vLLM v0.17+ with FlashAttention 3/4)", "vLLM 0.8.0 release notes (V1 by default)"),
 ))
 def eng005(ctx: Context) -> Hit | None:
-    engine = ctx.engine()
-    if engine.name is None:
-        raise MissingInput("the serving engine was not identified")
+    engine = ctx.identified_engine()
     v = engine.version_tuple
     if engine.name in ("vllm", "tgi") and v is None:
         raise MissingInput(f"server_config.engine_version was not measured for {engine.name}")
@@ -415,8 +411,10 @@ def eng007(ctx: Context) -> Hit | None:
         return None
     return Hit(
         title="Multi-GPU workers stall on communication",
-        message=f"The server log has {nccl or 0} NCCL error line(s) and {stalls or 0} shared-memory broadcast "
-                "stall warning(s): workers wait for each other.",
+        message="The server log has " + " and ".join(
+            part for part in (f"{nccl} NCCL error line(s)" if nccl is not None else "",
+                              f"{stalls} shared-memory broadcast stall warning(s)" if stalls is not None else "")
+            if part) + ": workers wait for each other.",
         evidence={"logs.num_nccl_errors": nccl, "logs.num_shm_broadcast_stalls": stalls, "logs.path": ctx.opt("logs", "path")},
         severity=Severity.HIGH if nccl else Severity.MEDIUM, certainty=Certainty.CONFIRMED, impact=0.6,
         fix=Fix("Check the GPU links and health, give the worker processes CPU headroom, and rerun with NCCL_DEBUG=INFO "

@@ -665,6 +665,9 @@ def _define() -> None:
          snapshot({"logs.num_shm_broadcast_stalls": 14}))
     case("ENG007", "positive_nccl", "NCCL errors in the log", {**FIRES, "severity": "high"},
          snapshot({"logs.num_nccl_errors": 3}))
+    case("ENG007", "positive_stalls_nccl_not_counted", "Stalls counted, NCCL lines not: no '0 NCCL errors' claim",
+         {**FIRES, "severity": "medium", "text_contains": ["The server log has 5 shared-memory broadcast stall"]},
+         snapshot({"logs.num_shm_broadcast_stalls": 5, "logs.num_nccl_errors": None}))
     case("ENG007", "negative_clean_log", "No communication trouble", PASSES, snapshot())
     # BENCH001
     case("BENCH001", "positive_client_lag", "c=64: achieved 41.5, loop lag 38 ms, marked invalid",
