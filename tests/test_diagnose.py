@@ -357,3 +357,13 @@ def test_layer_summary_never_calls_an_unmeasured_layer_clean():
     assert rows["CPU"]["verdict"] == "no findings (partly checked)"     # cpu ok, server_process unsupported
     out = cli("diagnose", "--no-discover", "--window-s", "0", "--skip", "storage,kernel_log,memory").output
     assert "By layer:" in out and "not checked" in out
+
+
+def test_storage_is_not_judged_on_this_host_for_a_server_elsewhere():
+    """A remote server's cache is not this host's: storage says so instead of measuring the wrong disk."""
+    result = diagnose(DiagnoseOptions(url="http://10.255.255.1:8000", window_s=0, discover=False,
+                                      skip=("gpu", "cpu", "memory", "server_metrics", "server_config", "network",
+                                            "kernel_log", "logs", "server_process")))
+    storage = result.snapshot.get("storage")
+    assert storage.status is ProbeStatus.UNSUPPORTED and "--model" in storage.reason
+    assert "NET002" not in [f.code for f in result.report.findings]

@@ -181,3 +181,24 @@ def test_storage_probe_hub_id_in_cache(tmp_path):
     assert d["hf_cache_empty"] is False
     # The real /proc has an io file: the 4 KiB just written sits in the page cache.
     assert d["page_cache_warm"] in (True, None)
+
+
+def test_storage_probe_unreadable_parts_are_unknown_not_zero_or_empty(tmp_path, monkeypatch):
+    import probes.storage
+
+    model_dir = tmp_path / "m"
+    model_dir.mkdir()
+    (model_dir / "model.safetensors").write_bytes(b"\x00" * 4096)
+    not_a_dir = tmp_path / "hf-is-a-file"
+    not_a_dir.write_text("x")                       # listing it fails with an OSError other than "missing"
+
+    def denied(*a, **k):
+        raise PermissionError("denied")
+
+    monkeypatch.setattr(probes.storage, "read_speed", denied)
+    d = probe_storage(str(model_dir), env={"HF_HUB_CACHE": str(not_a_dir)}, proc_root="/proc").data
+    assert d["read_bytes"] is None and d["read_gbps"] is None     # not "0 bytes read"
+    assert d["hf_cache_empty"] is None                             # not "empty": NET002 must not fire on it
+    assert {"read_bytes", "read_gbps", "hf_cache_empty"} <= set(d["unsupported_fields"])
+    missing = probe_storage(None, env={"HF_HUB_CACHE": str(tmp_path / "never-created")}, proc_root="/proc").data
+    assert missing["hf_cache_empty"] is True and missing["read_bytes"] is None

@@ -279,8 +279,18 @@ def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
         run_probes([s for s in phase2 if s.name in wanted], results)
 
         model = opts.model or config.get("model")
-        phase3 = [ProbeSpec("storage", lambda: probe_storage(model, env, opts.proc_root, opts.max_read_bytes,
-                                                             opts.read_budget_s), opts.read_budget_s + grace)]
+
+        def storage() -> ProbeResult:
+            if found.url and found.pid is None and not opts.model:
+                # The server's files and HF cache are on another host or in a container: this host's
+                # cache says nothing about them (and would make NET002 judge the wrong machine).
+                return ProbeResult("storage", ProbeStatus.UNSUPPORTED, 0.0,
+                                   "the server's process is not visible from here (another host or a container), "
+                                   "so its model files and cache cannot be read; pass --model PATH to time a "
+                                   "local copy")
+            return probe_storage(model, env, opts.proc_root, opts.max_read_bytes, opts.read_budget_s)
+
+        phase3 = [ProbeSpec("storage", storage, opts.read_budget_s + grace)]
         run_probes([s for s in phase3 if s.name in wanted], results)
     except KeyboardInterrupt:
         interrupted = True
