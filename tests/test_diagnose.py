@@ -247,7 +247,11 @@ def test_secrets_never_reach_the_report_or_the_bundle(tmp_path, fake_vllm_with_s
     proc, port = fake_vllm_with_secrets
     log = tmp_path / "server.log"
     log.write_text(f"INFO starting with api_key={SECRETS[0]}\nWARNING Using a slow tokenizer\n"
-                   f"DEBUG header Authorization: Bearer {SECRETS[0]}\nDEBUG hf token {SECRETS[1]}\n")
+                   f"DEBUG header Authorization: Bearer {SECRETS[0]}\nDEBUG hf token {SECRETS[1]}\n"
+                   # vLLM's startup line and an echoed command line carry plain (unprefixed) secrets
+                   f"INFO non-default args: {{'model': 'x', 'api_key': '{SECRETS[2]}'}}\n"
+                   f"WARNING preempted 2 seqs; launched as vllm serve x --api-key {SECRETS[2]} --port 8000\n"
+                   f'INFO config {{"api_key": ["{SECRETS[2]}"]}}\n')
     result = diagnose(DiagnoseOptions(url=f"http://user:{SECRETS[2]}@127.0.0.1:{port}", window_s=0.3,
                                       log_path=str(log), bandwidth_budget_s=0.05, nvml=load_nvml(
                                           "h100_x2_healthy_nvlink.json")))
