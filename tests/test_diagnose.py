@@ -371,3 +371,18 @@ def test_storage_is_not_judged_on_this_host_for_a_server_elsewhere():
     storage = result.snapshot.get("storage")
     assert storage.status is ProbeStatus.UNSUPPORTED and "--model" in storage.reason
     assert "NET002" not in [f.code for f in result.report.findings]
+
+
+def test_a_url_that_does_not_answer_exits_2_and_still_writes_the_report(tmp_path):
+    import socket
+
+    with socket.socket() as s:          # a free port that nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "dead.json"
+    result = cli("diagnose", "--url", f"http://127.0.0.1:{port}", "--window-s", "0", "--skip", "storage,memory",
+                 "--json", str(out))
+    assert result.exit_code == 2, result.output
+    assert f"127.0.0.1:{port} did not answer" in result.output and "Traceback" not in result.output
+    report = read_report(out)
+    assert {p.name: p.status.value for p in report.probes}["network"] == "error"

@@ -372,6 +372,18 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 )
 
 
+def unreachable_target(result: DiagnoseResult) -> str | None:
+    """Why the --url target did not answer at all (no TCP connect, no /metrics, no config), or None.
+    The contract's exit 2 ("an unreachable target that was required"); the report is still written."""
+    if result.discovery.how != "--url":
+        return None
+    probes = [result.snapshot.get(n) for n in ("network", "server_metrics", "server_config")]
+    probes = [p for p in probes if p is not None]
+    if not probes or any(p.ok for p in probes):
+        return None
+    return next((p.reason for p in probes if p.reason and p.status is ProbeStatus.ERROR), None) or "no answer"
+
+
 def layer_summary(report: Report) -> list[dict[str, Any]]:
     """One row per layer: what its probes managed, its findings (count, most severe), and a verdict
     that never calls a layer clean when nothing in it was measured."""

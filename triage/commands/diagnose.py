@@ -6,7 +6,7 @@ from pathlib import Path
 import typer
 
 from triage.cli_support import FORMATS, console, emit, funnel
-from triage.errors import EXIT_INTERRUPTED, UsageError
+from triage.errors import EXIT_CANNOT, EXIT_INTERRUPTED, UsageError
 from triage.model import Severity
 
 DEFAULT_CONFIG = "triage.toml"
@@ -52,7 +52,7 @@ def diagnose(
                                           "Default: ./triage.toml when it exists."),
 ) -> int:
     from rules import load_rules_config
-    from triage.diagnose import DiagnoseOptions, layer_summary, replay, write_bundle
+    from triage.diagnose import DiagnoseOptions, layer_summary, replay, unreachable_target, write_bundle
     from triage.diagnose import diagnose as run
     from triage.report_io import read_report
 
@@ -106,6 +106,11 @@ def diagnose(
     if result.interrupted:
         says.print("interrupted: the report holds what was measured before Ctrl-C", markup=False)
         return EXIT_INTERRUPTED
+    unreachable = unreachable_target(result) if from_path is None else None
+    if unreachable is not None:
+        says.print(f"triage: error: {found.url} did not answer ({unreachable}): is the server up and the URL "
+                   "right? The host checks above still stand.", markup=False)
+        return EXIT_CANNOT
     if threshold is not None and any(f.severity.at_least(threshold) for f in result.report.findings):
         return 1
     return 0
