@@ -66,6 +66,17 @@ def test_server_metrics_window_from_two_scrapes():
     assert d["histograms"]["ttft_s"]["count_delta"] == 100.0
 
 
+def test_a_failed_in_between_scrape_is_counted_not_fatal():
+    before = HttpResponse(200, (PROM / "vllm_v1_two_engines_before.txt").read_text())
+    after = HttpResponse(200, (PROM / "vllm_v1_two_engines_after.txt").read_text())
+    get = fake_get({"/metrics": [before, HttpFailure("timed out"), after]})
+    r = probe_server_metrics("http://10.0.0.5:8000", window_s=10.0, num_intermediate=1, get=get,
+                             sleep=lambda s: None)
+    assert r.status is ProbeStatus.OK
+    assert r.data["num_missed_scrapes"] == 1 and r.data["num_scrapes"] == 2
+    assert r.data["preemptions_per_s"] == pytest.approx(3.0)
+
+
 def test_server_metrics_404_is_unsupported_with_advice():
     r = probe_server_metrics("http://h:1", window_s=0, get=fake_get({}), sleep=lambda s: None)
     assert r.status is ProbeStatus.UNSUPPORTED
