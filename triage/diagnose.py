@@ -116,12 +116,12 @@ def run_probe(spec: ProbeSpec) -> ProbeResult:
     if "error" in box:
         e = box["error"]
         return ProbeResult(spec.name, ProbeStatus.ERROR, round(duration, 3),
-                           f"the probe failed: {type(e).__name__}: {redact_text(str(e))}", {})
+                           f"the probe failed: {type(e).__name__}: {scrub(str(e))}", {})
     result = box.get("result")
     if not isinstance(result, ProbeResult):
         return ProbeResult(spec.name, ProbeStatus.ERROR, round(duration, 3), "the probe returned no result", {})
     return ProbeResult(result.name, result.status, round(duration, 3),
-                       redact_text(result.reason) if result.reason else None, scrub(result.data))
+                       scrub(result.reason) if result.reason else None, scrub(result.data))
 
 
 def run_probes(specs: Sequence[ProbeSpec], into: list[ProbeResult] | None = None) -> tuple[ProbeResult, ...]:
