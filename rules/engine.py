@@ -65,8 +65,11 @@ def quant001(ctx: Context) -> Hit | None:
     cmds, note = engine_flags({"quantization_fp8": None}, ctx.engine().name)
     return Hit(
         title="16-bit weights on a GPU with native FP8",
-        message=f"The model is served as {dtype} with no quantization on a compute-capability {cc[0]}.{cc[1]} GPU: "
-                "FP8 would halve the bytes each decode step reads.",
+        message=(f"The model is served as {dtype} with no quantization on a compute-capability {cc[0]}.{cc[1]} GPU: "
+                 "FP8 would halve the bytes each decode step reads." if explicit else
+                 f"No quantization was seen (dtype {dtype}, no --quantization flag) on a compute-capability "
+                 f"{cc[0]}.{cc[1]} GPU: if the weights really are 16-bit, FP8 would halve the bytes each decode "
+                 "step reads (a pre-quantized checkpoint needs no flag: check the model's config.json)."),
         evidence={"server_config.dtype": dtype, "server_config.quantization": quant,
                   "server_config.sources.quantization": ctx.cfg_source("quantization"),
                   "gpu.compute_capability": list(cc)},

@@ -574,6 +574,9 @@ def _define() -> None:
     case("QUANT001", "positive_bf16_h100", "bf16, no quantization flag, on an H100",
          {**FIRES, "commands": ["--quantization fp8"], "text_contains": ["`--dtype fp8` is not accepted"]},
          snapshot({"server_config.quantization": None, "server_config.sources.quantization": "cmdline"}))
+    case("QUANT001", "positive_no_flag_seen_hedges", "Quantization only assumed (engine default): possible, hedged",
+         {**FIRES, "certainty": "possible", "text_contains": ["pre-quantized checkpoint needs no flag"]},
+         snapshot({"server_config.quantization": None, "server_config.sources.quantization": "default"}))
     case("QUANT001", "negative_fp8", "Already FP8", PASSES, snapshot())
     case("QUANT001", "negative_a100", "bf16 on an A100 (no native FP8)",
          PASSES, snapshot({"server_config.quantization": None, g + "compute_capability": [8, 0]}))
