@@ -349,6 +349,10 @@ def _define() -> None:
     case("GPU011", "positive_vllm_trace", "VLLM_TRACE_FUNCTION=1 and NCCL_DEBUG=INFO",
          {**FIRES, "severity": "high", "text_contains": ["traces every Python function call"]},
          snapshot({"server_process.debug_env": {"VLLM_TRACE_FUNCTION": "1", "NCCL_DEBUG": "INFO"}}))
+    case("GPU011", "positive_profiler_injected", "An Nsight injection library and the legacy profiler left on",
+         {**FIRES, "severity": "medium", "commands": ["unset CUDA_INJECTION64_PATH", "unset CUDA_PROFILE"]},
+         snapshot({"server_process.debug_env": {"CUDA_INJECTION64_PATH": "/opt/nsight/libToolsInjection64.so",
+                                                "CUDA_PROFILE": "1", "OMP_NUM_THREADS": "8"}}))
     case("GPU011", "negative_harmless_vars", "NCCL_DEBUG=WARN and CUDA_VISIBLE_DEVICES are harmless",
          PASSES, snapshot({"server_process.debug_env": {"NCCL_DEBUG": "WARN", "CUDA_VISIBLE_DEVICES": "0"}}))
     case("GPU011", "negative_launch_blocking_zero", "CUDA_LAUNCH_BLOCKING=0 is harmless",
