@@ -133,7 +133,8 @@ class Context:
         v = parse_version(version)
         metrics_engine = cfg.get("metrics_engine") or metrics.get("engine") or name or ""
         v0 = engine == "vllm" and (str(metrics_engine).lower() == "vllm-v0" or (v is not None and v < (0, 8, 0)))
-        return EngineInfo(engine, version, v0)
+        exported = str(cfg.get("metrics_engine") or metrics.get("engine") or "").lower()
+        return EngineInfo(engine, version, v0, v1_metrics=engine == "vllm" and not v0 and exported == "vllm")
 
     def identified_engine(self) -> EngineInfo:
         """engine(), or MissingInput when no probe, bench or triage.toml named the engine."""
