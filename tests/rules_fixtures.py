@@ -297,6 +297,12 @@ def _define() -> None:
          {**FIRES, "severity": "critical", "evidence_keys": ["kernel_log.xid_events.xid_48_count"]},
          snapshot({"kernel_log.xid_counts": {"48": 250}, "kernel_log.num_xid_events": 250,
                    "kernel_log.xid_events": [{"xid": 48, "pci_bus_id": "0000:3B:00.0", "meaning": "DBE", "line": "Xid 48"}]}))
+    case("GPU006", "positive_old_xid_says_its_age", "An Xid 79 from 9 days ago: the message says how old it is",
+         {**FIRES, "severity": "critical", "evidence_keys": ["kernel_log.newest_xid_age_s"],
+          "text_contains": ["The newest is 9 days old"]},
+         snapshot({"kernel_log.newest_xid_age_s": 9 * 86400.0,
+                   "kernel_log.xid_events": [{"xid": 79, "pci_bus_id": "0000:3B:00.0", "age_s": 9 * 86400.0,
+                                              "line": "[ 12.5] NVRM: Xid (PCI:0000:3b:00): 79"}]}))
     case("GPU006", "negative_clean_log", "No Xid lines", PASSES, snapshot())
     case("GPU006", "skipped_no_dmesg", "dmesg not readable without root",
          {"fires": False, "skipped_reason": "permission_denied"},

@@ -110,10 +110,33 @@ def test_kernel_log_denied_says_how_to_read_it(tmp_path):
     assert "--kernel-log" in r.reason
 
 
-def test_kernel_log_from_dmesg_output():
+def test_kernel_log_from_dmesg_output(tmp_path):
     lines = (FIX / "logs" / "dmesg_xid79.txt").read_text().splitlines()
-    r = probe_kernel_log(run_dmesg=lambda: (lines, None))
+    (tmp_path / "uptime").write_text("4834.57 9000.00\n")     # 3600 s after the Xid 79 line's stamp
+    r = probe_kernel_log(run_dmesg=lambda: (lines, None), proc_root=str(tmp_path))
     assert r.data["source"] == "dmesg" and r.data["num_xid_events"] == 3
+    assert r.data["xid_events"][0]["age_s"] == pytest.approx(3600.0, abs=0.1)
+    assert r.data["newest_xid_age_s"] == min(e["age_s"] for e in r.data["xid_events"])
+
+
+def test_saved_kernel_log_has_no_ages_and_no_uptime_gives_none(tmp_path):
+    saved = probe_kernel_log(path=str(FIX / "logs" / "dmesg_xid79.txt"), proc_root=str(tmp_path))
+    assert saved.data["newest_xid_age_s"] is None and saved.data["xid_events"][0]["age_s"] is None
+    lines = (FIX / "logs" / "dmesg_xid79.txt").read_text().splitlines()
+    live = probe_kernel_log(run_dmesg=lambda: (lines, None), proc_root=str(tmp_path / "none"))
+    assert live.data["newest_xid_age_s"] is None
+
+
+def test_kmsg_records_keep_their_boot_stamp(tmp_path):
+    from probes.kernel_log import _read_kmsg
+
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text("3,812,1234567900,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n")
+    (tmp_path / "uptime").write_text("1334.57 1.0\n")
+    r = probe_kernel_log(run_dmesg=lambda: (None, "not permitted"), kmsg_path=str(kmsg), proc_root=str(tmp_path))
+    assert r.data["source"] == str(kmsg)
+    assert r.data["xid_events"][0]["xid"] == 79 and r.data["newest_xid_age_s"] == pytest.approx(100.0, abs=0.1)
+    assert _read_kmsg(str(kmsg), 10)[0].startswith("[1234.567900] NVRM")
 
 
 def test_logs_probe_finds_known_vllm_lines():

@@ -276,7 +276,7 @@ def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
             ProbeSpec("server_process", lambda: probe_server_process(found.pid, found.engine, window,
                                                                      opts.proc_root, opts.sys_root), window + grace),
             ProbeSpec("server_metrics", lambda: probe_server_metrics(found.url, window), window + grace),
-            ProbeSpec("kernel_log", lambda: probe_kernel_log(opts.kernel_log_path), grace),
+            ProbeSpec("kernel_log", lambda: probe_kernel_log(opts.kernel_log_path, proc_root=opts.proc_root), grace),
             ProbeSpec("logs", lambda: probe_logs(opts.log_path), grace),
         ]
         run_probes([s for s in phase2 if s.name in wanted], results)
