@@ -64,7 +64,7 @@ def diagnose(
         raise UsageError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
     for path, flag in ((log, "--log"), (kernel_log, "--kernel-log"), (bench_path, "--bench")):
         if path is not None and not path.is_file():
-            raise UsageError(f"{flag} {path}: no such file")
+            raise UsageError(f"{flag} {path}: " + ("not a file" if path.exists() else "no such file"))
     bench = None
     if bench_path is not None:
         bench = read_report(bench_path).bench
