@@ -91,13 +91,12 @@ def serving_root(proc: psutil.Process) -> tuple[psutil.Process, str] | None:
 
 
 def listening_ports(proc: psutil.Process) -> list[int]:
+    # psutil >= 6 names it net_connections; the old name is only for older psutil (it warns on new ones).
+    getter = getattr(proc, "net_connections", None) or proc.connections
     try:
-        conns = proc.net_connections(kind="tcp")
-    except (psutil.Error, OSError, AttributeError):
-        try:
-            conns = proc.connections(kind="tcp")  # psutil < 6
-        except (psutil.Error, OSError):
-            return []
+        conns = getter(kind="tcp")
+    except (psutil.Error, OSError):
+        return []
     return sorted({c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr})
 
 

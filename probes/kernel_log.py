@@ -17,6 +17,7 @@ from probes.base import ProbeResult, ProbeStatus
 from triage.redact import redact_text
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)")
+_STAMP = re.compile(r"^\[\s*(\d+\.\d+)\]")   # dmesg's "[ 1234.567890]": seconds since boot
 MAX_LINES = 200_000
 MAX_EVENTS = 100
 
@@ -31,15 +32,29 @@ XID_MEANINGS = {
 }
 
 
-def parse_xids(lines: list[str]) -> list[dict]:
+def parse_xids(lines: list[str], uptime_s: float | None = None) -> list[dict]:
+    """Xid events; `age_s` (seconds before now) when the line has a boot-time stamp and `uptime_s`
+    (now, in seconds since boot) is known, else None."""
     events = []
     for line in lines:
         m = _XID.search(line)
         if m:
             xid = int(m.group(2))
+            stamp = _STAMP.match(line.strip())
+            age = None
+            if stamp and uptime_s is not None and uptime_s >= float(stamp.group(1)):
+                age = round(uptime_s - float(stamp.group(1)), 1)
             events.append({"xid": xid, "pci_bus_id": m.group(1), "meaning": XID_MEANINGS.get(xid),
-                           "line": redact_text(line.strip())[:300]})
+                           "age_s": age, "line": redact_text(line.strip())[:300]})
     return events
+
+
+def _uptime_s(proc_root: str) -> float | None:
+    try:
+        with open(os.path.join(proc_root, "uptime"), encoding="ascii") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _read_kmsg(path: str, max_lines: int) -> list[str]:
@@ -59,7 +74,12 @@ def _read_kmsg(path: str, max_lines: int) -> list[str]:
             if not record:
                 break
             text = record.decode(errors="replace")
-            lines.append(text.split(";", 1)[1] if ";" in text else text)
+            prefix, sep, message = text.partition(";")
+            fields = prefix.split(",")   # "priority,sequence,microseconds since boot,flags"
+            if sep and len(fields) > 2 and fields[2].isdigit():
+                lines.append(f"[{int(fields[2]) / 1e6:.6f}] {message}")   # dmesg's own stamp format
+            else:
+                lines.append(message if sep else text)
     finally:
         os.close(fd)
     return lines
@@ -79,8 +99,9 @@ def _run_dmesg() -> tuple[list[str] | None, str | None]:
 
 def probe_kernel_log(path: str | None = None, kmsg_path: str = "/dev/kmsg",
                      run_dmesg: Callable[[], tuple[list[str] | None, str | None]] = _run_dmesg,
-                     max_lines: int = MAX_LINES) -> ProbeResult:
-    """Read `path` when given (a saved dmesg), else dmesg, else /dev/kmsg."""
+                     max_lines: int = MAX_LINES, proc_root: str = "/proc") -> ProbeResult:
+    """Read `path` when given (a saved dmesg), else dmesg, else /dev/kmsg. Events from the live log get
+    their age from /proc/uptime; a saved file may come from another boot, so its events get none."""
     start = time.perf_counter()
 
     def done(status: ProbeStatus, reason: str | None, data: dict | None = None) -> ProbeResult:
@@ -117,12 +138,14 @@ def probe_kernel_log(path: str | None = None, kmsg_path: str = "/dev/kmsg",
         reason = ("the kernel log is not readable by this user (" + "; ".join(reasons) + "). "
                   "Run as root, or save `sudo dmesg` to a file and pass it with --kernel-log FILE")
         return done(ProbeStatus.PERMISSION_DENIED if denied else ProbeStatus.UNSUPPORTED, reason)
-    events = parse_xids(lines)
+    events = parse_xids(lines, None if path is not None else _uptime_s(proc_root))
+    ages = [e["age_s"] for e in events if e["age_s"] is not None]
     data = {
         "source": source,
         "num_lines_read": len(lines),
         "num_xid_events": len(events),
         "xid_counts": {str(k): v for k, v in sorted(Counter(e["xid"] for e in events).items())},
         "xid_events": events[-MAX_EVENTS:],
+        "newest_xid_age_s": min(ages) if ages else None,
     }
     return done(ProbeStatus.OK, None, data)

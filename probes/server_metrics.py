@@ -45,11 +45,16 @@ def probe_server_metrics(url: str | None, window_s: float = 2.0, num_intermediat
             return done(ProbeStatus.UNSUPPORTED, f"{metrics_url} has no vLLM, SGLang or TGI metric names")
         t0 = time.perf_counter()
         seen = []
+        num_missed = 0
         steps = num_intermediate + 1 if window_s > 0 else 1
         for i in range(steps):
             sleep(window_s / steps)
             if i < steps - 1:
-                metrics, more_bad = _scrape(get, metrics_url, timeout_s)
+                try:   # an in-between scrape only refines the maxima: losing one loses nothing else
+                    metrics, more_bad = _scrape(get, metrics_url, timeout_s)
+                except HttpFailure:
+                    num_missed += 1
+                    continue
                 seen.append(metrics)
                 bad += more_bad
         after, more_bad = _scrape(get, metrics_url, timeout_s)
@@ -64,4 +69,5 @@ def probe_server_metrics(url: str | None, window_s: float = 2.0, num_intermediat
     data = window_delta(before, after, round(actual_window_s, 3), seen=seen)
     data["url"] = metrics_url
     data["num_bad_lines"] = bad
+    data["num_missed_scrapes"] = num_missed
     return done(ProbeStatus.OK, None, data)

@@ -16,11 +16,19 @@ from probes.base import ProbeResult, ProbeStatus
 from probes.sysfs import numa_nodes_of_cpus, parse_cpulist
 from triage.redact import redact_argv, redact_env
 
-# Environment variables that slow serving down or change how it runs, worth showing when set.
+# Environment variables that slow serving down or change how it runs, worth showing when set. The
+# debugging/profiling ones are what GPU011 (rules/gpu.py) judges; a test keeps that list inside this one.
 DEBUG_ENV = (
-    "CUDA_LAUNCH_BLOCKING", "NCCL_DEBUG", "NCCL_P2P_DISABLE", "NCCL_IB_DISABLE", "NCCL_SHM_DISABLE",
+    # CUDA debugging and profiling (DCGM diag r1's environment checks)
+    "CUDA_LAUNCH_BLOCKING", "CUDA_INJECTION64_PATH", "NSIGHT_CUDA_DEBUGGER", "CUDA_PROFILE",
+    "CUDA_DEVICE_WAITS_ON_EXCEPTION", "CUDA_MEMCHECK_PATCH_MODULE", "CUDA_ENABLE_COREDUMP_ON_EXCEPTION",
+    "COMPUTE_PROFILE", "NVTX_INJECTION64_PATH",
+    # NCCL and PyTorch
+    "NCCL_DEBUG", "NCCL_P2P_DISABLE", "NCCL_IB_DISABLE", "NCCL_SHM_DISABLE",
     "TORCH_COMPILE_DEBUG", "TORCH_LOGS", "TORCH_SHOW_CPP_STACKTRACES", "PYTORCH_NO_CUDA_MEMORY_CACHING",
-    "CUDA_MODULE_LOADING", "VLLM_TRACE_FUNCTION", "VLLM_LOGGING_LEVEL", "VLLM_ATTENTION_BACKEND",
+    "CUDA_MODULE_LOADING",
+    # the engines
+    "VLLM_TRACE_FUNCTION", "VLLM_LOGGING_LEVEL", "VLLM_ATTENTION_BACKEND",
     "VLLM_USE_V1", "VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_WORKER_MULTIPROC_METHOD", "OMP_NUM_THREADS",
     "TOKENIZERS_PARALLELISM", "CUDA_VISIBLE_DEVICES",
 )
@@ -54,7 +62,9 @@ def _mems_allowed(pid: int, proc_root: str) -> list[int] | None:
 
 def probe_server_process(pid: int | None, engine: str | None = None, window_s: float = 2.0,
                          proc_root: str = "/proc", sys_root: str = "/sys",
-                         sleep: Callable[[float], None] = time.sleep) -> ProbeResult:
+                         sleep: Callable[[float], None] = time.sleep,
+                         clock: Callable[[], float] = time.time) -> ProbeResult:
+    """`clock` is the wall clock (epoch seconds) that `uptime_s` is measured against."""
     start = time.perf_counter()
 
     def done(status: ProbeStatus, reason: str | None, data: dict | None = None) -> ProbeResult:
@@ -71,6 +81,13 @@ def probe_server_process(pid: int | None, engine: str | None = None, window_s: f
         return done(ProbeStatus.PERMISSION_DENIED, f"process {pid} belongs to another user; run as that user or root")
 
     unsupported: list[str] = []
+    try:
+        uptime = clock() - root.create_time()
+        uptime_s = round(uptime, 1) if uptime >= 0 else None   # a clock stepped backwards: unknown
+    except (psutil.Error, OSError):
+        uptime_s = None
+    if uptime_s is None:
+        unsupported.append("uptime_s")
     procs = _tree(root)
     before: dict[int, tuple[float, dict[int, float]]] = {}
     for p in procs:
@@ -126,6 +143,7 @@ def probe_server_process(pid: int | None, engine: str | None = None, window_s: f
         "pid": pid,
         "engine": engine,
         "cmdline": redact_argv(argv),
+        "uptime_s": uptime_s,
         "cpu_affinity": affinity,
         "affinity_numa_nodes": numa_nodes_of_cpus(affinity, sys_root) if affinity else None,
         "memory_numa_nodes": _mems_allowed(pid, proc_root),

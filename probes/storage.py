@@ -120,25 +120,29 @@ def probe_storage(model: str | None = None, env: Mapping[str, str] | None = None
     cache_fstype = fstype_of(cache, mounts) if mounts else None
     if not mounts:
         unsupported += ["model_dir_fstype", "hf_cache_fstype"]
-    read_gbps, read_bytes, warm = (None, 0, None)
+    read_gbps: float | None = None
+    read_bytes: int | None = None
+    warm: bool | None = None
     if model_dir:
         try:
             read_gbps, read_bytes, warm = read_speed(model_dir, max_read_bytes, read_budget_s, proc_root)
-        except PermissionError:
-            unsupported.append("read_gbps")
-        except OSError:
-            unsupported.append("read_gbps")
+        except OSError:   # unreadable files: unmeasured, not "0 bytes read"
+            unsupported += ["read_gbps", "read_bytes"]
+    cache_empty: bool | None
     try:
         cache_empty = not any(p.name.startswith("models--") for p in Path(cache).iterdir())
+    except FileNotFoundError:
+        cache_empty = True    # no cache directory at all: nothing was ever downloaded
     except OSError:
-        cache_empty = True
+        cache_empty = None    # there, but not ours to list: unknown, not "empty"
+        unsupported.append("hf_cache_empty")
     data = {
         "model": model,
         "model_dir": model_dir,
         "model_dir_fstype": fstype,
         "model_dir_is_network_fs": (fstype in NETWORK_FS) if fstype else None,
         "read_gbps": read_gbps,
-        "read_bytes": read_bytes if model_dir else None,
+        "read_bytes": read_bytes,
         "max_read_bytes": max_read_bytes,
         "page_cache_warm": warm,
         "hf_cache_dir": cache,

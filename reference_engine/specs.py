@@ -94,6 +94,10 @@ GPU_SPECS: dict[str, GpuSpec] = {s.key: s for s in (
     # The ECC-enabled GDDR6 parts' "48 GB" / "24 GB" are decimal: NVML reports ~45 / ~22.5 GiB.
     _spec("l40s", "NVIDIA L40S", "ada", (8, 9), 48e9 / GIB, 0.864, 362.05, 733.0, 733.0, None, 350,
           "NVIDIA L40S datasheet (dense figures)"),
+    _spec("l40", "NVIDIA L40", "ada", (8, 9), 48e9 / GIB, 0.864, 181.05, 362.05, 362.05, None, 300,
+          "NVIDIA L40 datasheet (dense figures)"),
+    _spec("a10", "NVIDIA A10", "ampere", (8, 6), 24e9 / GIB, 0.600, 125.0, None, 250.0, None, 150,
+          "NVIDIA A10 Tensor Core GPU datasheet (dense figures)"),
     _spec("l4", "NVIDIA L4", "ada", (8, 9), 24e9 / GIB, 0.300, 121.0, 242.5, 242.5, None, 72,
           "NVIDIA L4 Tensor Core GPU datasheet (dense figures)"),
     _spec("rtx-4090", "NVIDIA GeForce RTX 4090", "ada", (8, 9), 24, 1.008, 165.2, 330.3, 660.6, None, 450,
@@ -155,6 +159,10 @@ def match_nvml_name(nvml_name: str, memory_total_bytes: int | None = None) -> Gp
         return GPU_SPECS["a100-80gb-pcie" if "pcie" in tokens else "a100-80gb"]
     if "l40s" in tokens:
         return GPU_SPECS["l40s"]
+    if "l40" in tokens:
+        return GPU_SPECS["l40"]
+    if "a10" in tokens:     # not the A10G (AWS part, different clocks): that name is its own token
+        return GPU_SPECS["a10"]
     if "l4" in tokens:
         return GPU_SPECS["l4"]
     if "rtx" in tokens and "4090" in tokens:

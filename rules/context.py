@@ -104,6 +104,18 @@ class Context:
     def cfg(self, key: str) -> Any:
         return self.value("server_config", key)
 
+    def setting(self, key: str, cache_key: str | None = None) -> tuple[Any, str | None]:
+        """A server setting and the evidence key it was read from: server_config.<key>, else the
+        /metrics cache_config_info label `cache_key`; (None, None) when neither measured it."""
+        value = self.opt("server_config", key)
+        if value is not None:
+            return value, f"server_config.{key}"
+        if cache_key is not None:
+            value = (self.opt("server_metrics", "cache_config") or {}).get(cache_key)
+            if value is not None:
+                return value, f"server_metrics.cache_config.{cache_key}"
+        return None, None
+
     def cfg_source(self, key: str) -> str | None:
         data = self.snapshot.data("server_config") or {}
         return (data.get("sources") or {}).get(key)
@@ -121,7 +133,16 @@ class Context:
         v = parse_version(version)
         metrics_engine = cfg.get("metrics_engine") or metrics.get("engine") or name or ""
         v0 = engine == "vllm" and (str(metrics_engine).lower() == "vllm-v0" or (v is not None and v < (0, 8, 0)))
-        return EngineInfo(engine, version, v0)
+        exported = str(cfg.get("metrics_engine") or metrics.get("engine") or "").lower()
+        return EngineInfo(engine, version, v0, v1_metrics=engine == "vllm" and not v0 and exported == "vllm")
+
+    def identified_engine(self) -> EngineInfo:
+        """engine(), or MissingInput when no probe, bench or triage.toml named the engine."""
+        engine = self.engine()
+        if engine.name is None:
+            raise MissingInput("the serving engine was not identified (server_config.engine, server_metrics.engine, "
+                               "server_process.engine, or [target] engine in triage.toml)")
+        return engine
 
     # --- bench -----------------------------------------------------------------------------------
     def bench_section(self) -> BenchSection:

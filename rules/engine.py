@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from reference_engine.specs import match_nvml_name
 from rules.base import Hit, MissingInput, RuleDoc
 from rules.context import Context, level_label
 from rules.engines import NON_BATCHING_ENGINES, engine_flags
 from rules.fmt import gib, pct
-from rules.hardware import memory_bandwidth_gbps
 from rules.registry import rule
 from triage.model import Certainty, Fix, Severity
 
@@ -27,6 +27,16 @@ def _weight_bytes(ctx: Context) -> tuple[float, str]:
         return float(plan_model["weight_bytes"]), "baseline.plan.model.weight_bytes"
     raise MissingInput("the model's weight bytes are unknown (set [model] weight_bytes in triage.toml, pass a "
                        "`triage plan` report as the baseline, or put model_weight_bytes in the bench config)")
+
+
+def _spec_bandwidth_gbps(gpu: dict) -> float | None:
+    """The spec-sheet memory bandwidth (GB/s) of an NVML GPU entry, from the one spec table."""
+    name = gpu.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    total = gpu.get("memory_total_bytes")
+    spec = match_nvml_name(name, total if isinstance(total, int) else None)
+    return None if spec is None else spec.hbm_bandwidth_bytes_per_s / 1e9
 
 
 # ------------------------------------------------------------------------------------------------
@@ -55,8 +65,11 @@ def quant001(ctx: Context) -> Hit | None:
     cmds, note = engine_flags({"quantization_fp8": None}, ctx.engine().name)
     return Hit(
         title="16-bit weights on a GPU with native FP8",
-        message=f"The model is served as {dtype} with no quantization on a compute-capability {cc[0]}.{cc[1]} GPU: "
-                "FP8 would halve the bytes each decode step reads.",
+        message=(f"The model is served as {dtype} with no quantization on a compute-capability {cc[0]}.{cc[1]} GPU: "
+                 "FP8 would halve the bytes each decode step reads." if explicit else
+                 f"No quantization was seen (dtype {dtype}, no --quantization flag) on a compute-capability "
+                 f"{cc[0]}.{cc[1]} GPU: if the weights really are 16-bit, FP8 would halve the bytes each decode "
+                 "step reads (a pre-quantized checkpoint needs no flag: check the model's config.json)."),
         evidence={"server_config.dtype": dtype, "server_config.quantization": quant,
                   "server_config.sources.quantization": ctx.cfg_source("quantization"),
                   "gpu.compute_capability": list(cc)},
@@ -108,9 +121,7 @@ def quant002(ctx: Context) -> Hit | None:
     references=("seed 000 §7 (wrong inference engine for the workload)", "seed 002 (naive FastAPI + generate())"),
 ))
 def eng001(ctx: Context) -> Hit | None:
-    engine = ctx.engine()
-    if engine.name is None:
-        raise MissingInput("the serving engine was not identified (server_process.engine, server_config.engine)")
+    engine = ctx.identified_engine()
     if engine.name not in NON_BATCHING_ENGINES:
         return None
     evidence: dict[str, Any] = {"server_process.engine": ctx.opt("server_process", "engine") or engine.name}
@@ -153,10 +164,12 @@ def eng002(ctx: Context) -> Hit | None:
         raise MissingInput("no valid concurrency-1 bench level with a TPOT")
     tpot = c1[0].tpot_ms.p50
     measured = 1000.0 / tpot
-    names = [g.get("name") for g in ctx.serving_gpus()] if ctx.has("gpu") else []
-    bws = [memory_bandwidth_gbps(n) for n in names]
+    gpus = ctx.serving_gpus() if ctx.has("gpu") else []
+    names = [g.get("name") for g in gpus]
+    bws = [_spec_bandwidth_gbps(g) for g in gpus]
     if not bws or any(b is None for b in bws):
-        raise MissingInput("the GPU's memory bandwidth is unknown (GPU not identified, or not in rules/hardware.py)")
+        raise MissingInput("the GPU's memory bandwidth is unknown (GPU not identified, or not in "
+                           "reference_engine/specs.py)")
     tp = ctx.opt("server_config", "tensor_parallel_size") or 1
     bw = min(bws) * tp
     roofline = bw * 1e9 / weight
@@ -294,9 +307,7 @@ def eng004(ctx: Context) -> Hit | None:
     references=("seed 000 §5 (vLLM v0.17+ with FlashAttention 3/4)", "vLLM 0.8.0 release notes (V1 by default)"),
 ))
 def eng005(ctx: Context) -> Hit | None:
-    engine = ctx.engine()
-    if engine.name is None:
-        raise MissingInput("the serving engine was not identified")
+    engine = ctx.identified_engine()
     v = engine.version_tuple
     if engine.name in ("vllm", "tgi") and v is None:
         raise MissingInput(f"server_config.engine_version was not measured for {engine.name}")
@@ -403,8 +414,10 @@ def eng007(ctx: Context) -> Hit | None:
         return None
     return Hit(
         title="Multi-GPU workers stall on communication",
-        message=f"The server log has {nccl or 0} NCCL error line(s) and {stalls or 0} shared-memory broadcast "
-                "stall warning(s): workers wait for each other.",
+        message="The server log has " + " and ".join(
+            part for part in (f"{nccl} NCCL error line(s)" if nccl is not None else "",
+                              f"{stalls} shared-memory broadcast stall warning(s)" if stalls is not None else "")
+            if part) + ": workers wait for each other.",
         evidence={"logs.num_nccl_errors": nccl, "logs.num_shm_broadcast_stalls": stalls, "logs.path": ctx.opt("logs", "path")},
         severity=Severity.HIGH if nccl else Severity.MEDIUM, certainty=Certainty.CONFIRMED, impact=0.6,
         fix=Fix("Check the GPU links and health, give the worker processes CPU headroom, and rerun with NCCL_DEBUG=INFO "

@@ -85,6 +85,7 @@ class EngineInfo:
     name: str | None            # vllm | sglang | tgi | reference | ollama | llama.cpp | hf-generate | None
     version: str | None
     v0: bool = False            # vLLM running the V0 engine (metrics say so, or version < 0.8)
+    v1_metrics: bool = False    # vLLM exporting V1 metric names (kv_cache_usage_perc): the V1 engine, >= 0.8
 
     @property
     def version_tuple(self) -> tuple[int, int, int] | None:
@@ -104,7 +105,7 @@ class EngineInfo:
             if self.v0:
                 return False
             if v is None:
-                return None
+                return True if self.v1_metrics else None
             return v >= (0, 8, 0)
         if self.name == "sglang":
             return True

@@ -358,6 +358,16 @@ _XID_MEANING = {
 _XID_CRITICAL = frozenset({48, 62, 64, 74, 79, 92, 94, 95, 119, 120})
 
 
+def _ago(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:.0f} days"
+
+
 @rule("GPU006", "xid-errors", Severity.HIGH, ("kernel_log",), RuleDoc(
     what="NVRM Xid lines in the kernel log. Hardware Xids (79 fell off the bus, 48/94/95 ECC, 63/64 retirement "
          "and remapping, 74 NVLink, 119/120 GSP) are critical; application-level ones (13, 31, 43, 45) are "
@@ -386,9 +396,14 @@ def gpu006(ctx: Context) -> Hit | None:
     if buses:
         evidence["kernel_log.xid_events.pci_bus_ids"] = buses
     names = "; ".join(f"Xid {x}: {_XID_MEANING.get(x, 'see the Xid catalogue')}" for x in sorted(counts))
+    newest = ctx.opt("kernel_log", "newest_xid_age_s")
+    when = ""
+    if newest is not None:
+        evidence["kernel_log.newest_xid_age_s"] = newest
+        when = f" The newest is {_ago(newest)} old (the log covers the time since boot)."
     return Hit(
         title="The kernel log has GPU Xid errors",
-        message=f"The driver logged {sum(counts.values())} Xid event(s): {names}.",
+        message=f"The driver logged {sum(counts.values())} Xid event(s): {names}.{when}",
         evidence=evidence, severity=Severity.CRITICAL if critical else Severity.MEDIUM,
         certainty=Certainty.CONFIRMED if critical else Certainty.POSSIBLE, impact=0.9 if critical else 0.3,
         fix=Fix(("Hardware Xids: drain the node, reset or reboot, and RMA the GPU if they repeat. "
@@ -592,6 +607,9 @@ _DEBUG_ENV = {
     "CUDA_INJECTION64_PATH": (Severity.MEDIUM, "injects a profiler/tracer into the process"),
     "NSIGHT_CUDA_DEBUGGER": (Severity.MEDIUM, "runs under the CUDA debugger"),
     "CUDA_PROFILE": (Severity.MEDIUM, "turns on the legacy CUDA profiler"),
+    "COMPUTE_PROFILE": (Severity.MEDIUM, "turns on the legacy CUDA profiler (its older name)"),
+    "NVTX_INJECTION64_PATH": (Severity.MEDIUM, "injects an NVTX tracing tool into the process"),
+    "CUDA_ENABLE_COREDUMP_ON_EXCEPTION": (Severity.LOW, "arms GPU core dumps, a debugging mode"),
     "CUDA_DEVICE_WAITS_ON_EXCEPTION": (Severity.MEDIUM, "a debugging mode"),
     "CUDA_MEMCHECK_PATCH_MODULE": (Severity.MEDIUM, "a memory-checker mode"),
     "TORCH_COMPILE_DEBUG": (Severity.MEDIUM, "dumps torch.compile debug artefacts"),

@@ -20,11 +20,9 @@ def _kv_relief(ctx: Context, engine: EngineInfo,
     why: list[str] = []
     evidence = evidence if evidence is not None else {}
     target = ctx.th("KV001.gpu_memory_utilization_target")
-    util = ctx.opt("server_config", "gpu_memory_utilization")
-    if util is None:
-        util = ((ctx.opt("server_metrics", "cache_config") or {}).get("gpu_memory_utilization"))
-    if util is not None:
-        evidence["server_config.gpu_memory_utilization"] = util
+    util, util_src = ctx.setting("gpu_memory_utilization", "gpu_memory_utilization")
+    if util_src is not None:
+        evidence[util_src] = util
     if util is None or util < target:
         knobs["gpu_memory_utilization"] = f"{target:.2f}"
         why.append(f"raise the memory share for KV to {target:.2f}" + (f" (now {util})" if util is not None else ""))
@@ -42,13 +40,13 @@ def _kv_relief(ctx: Context, engine: EngineInfo,
             why.append(f"cap the context at {proposed} tokens (the bench's longest prompt+output, {observed:.0f}, "
                        f"x {ctx.th('KV003.headroom_ratio')}; check that production's p99 is no longer), "
                        f"down from {max_len}")
-    dtype = ctx.opt("server_config", "kv_cache_dtype") or (ctx.opt("server_metrics", "cache_config") or {}).get("cache_dtype")
+    dtype, dtype_src = ctx.setting("kv_cache_dtype", "cache_dtype")
     try:
         cc = ctx.compute_capability()
     except MissingInput:
         cc = None
     if cc is not None and cc >= (9, 0) and str(dtype or "auto").lower() in _SIXTEEN_BIT_KV:
-        evidence["server_config.kv_cache_dtype"] = dtype
+        evidence[dtype_src or "server_config.kv_cache_dtype"] = dtype
         evidence["gpu.compute_capability"] = list(cc)
         knobs["kv_cache_dtype_fp8"] = None
         why.append("store the KV cache in FP8 (half the bytes per token)")
@@ -222,11 +220,7 @@ def kv003(ctx: Context) -> Hit | None:
     references=("seed 000 §2 (--kv-cache-dtype fp8 on H100/Blackwell)", "seed 004 §5 (KV cache quantization)"),
 ), thresholds=("common.kv_limited_usage_frac",))
 def kv004(ctx: Context) -> Hit | None:
-    dtype = ctx.opt("server_config", "kv_cache_dtype")
-    source = "server_config.kv_cache_dtype"
-    if dtype is None:
-        dtype = (ctx.opt("server_metrics", "cache_config") or {}).get("cache_dtype")
-        source = "server_metrics.cache_config.cache_dtype"
+    dtype, source = ctx.setting("kv_cache_dtype", "cache_dtype")
     if dtype is None:
         raise MissingInput("the KV cache dtype was not measured (server_config.kv_cache_dtype, cache_config)")
     cc = ctx.compute_capability()
@@ -261,11 +255,7 @@ def kv004(ctx: Context) -> Hit | None:
 ), thresholds=("KV005.min_hit_rate_frac", "KV005.min_shared_prefix_tokens"))
 def kv005(ctx: Context) -> Hit | None:
     engine = ctx.engine()
-    enabled = ctx.opt("server_config", "enable_prefix_caching")
-    where = "server_config.enable_prefix_caching"
-    if enabled is None:
-        enabled = (ctx.opt("server_metrics", "cache_config") or {}).get("enable_prefix_caching")
-        where = "server_metrics.cache_config.enable_prefix_caching"
+    enabled, where = ctx.setting("enable_prefix_caching", "enable_prefix_caching")
     if enabled is None or ctx.cfg_source("enable_prefix_caching") == "default":
         default = engine.default_on("prefix_caching")  # version-aware: what this engine does when not told
         if default is not None:
@@ -335,11 +325,7 @@ def kv005(ctx: Context) -> Hit | None:
     references=("seed 000 §2 (tune --gpu-memory-utilization 0.92)", "seed 003 configuration layer (0.92)"),
 ), thresholds=("KV006.min_gpu_memory_utilization", "KV001.gpu_memory_utilization_target"))
 def kv006(ctx: Context) -> Hit | None:
-    util = ctx.opt("server_config", "gpu_memory_utilization")
-    where = "server_config.gpu_memory_utilization"
-    if util is None:
-        util = (ctx.opt("server_metrics", "cache_config") or {}).get("gpu_memory_utilization")
-        where = "server_metrics.cache_config.gpu_memory_utilization"
+    util, where = ctx.setting("gpu_memory_utilization", "gpu_memory_utilization")
     if util is None:
         raise MissingInput("gpu_memory_utilization was not measured (server_config or cache_config)")
     if util >= ctx.th("KV006.min_gpu_memory_utilization"):

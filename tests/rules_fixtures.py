@@ -297,6 +297,12 @@ def _define() -> None:
          {**FIRES, "severity": "critical", "evidence_keys": ["kernel_log.xid_events.xid_48_count"]},
          snapshot({"kernel_log.xid_counts": {"48": 250}, "kernel_log.num_xid_events": 250,
                    "kernel_log.xid_events": [{"xid": 48, "pci_bus_id": "0000:3B:00.0", "meaning": "DBE", "line": "Xid 48"}]}))
+    case("GPU006", "positive_old_xid_says_its_age", "An Xid 79 from 9 days ago: the message says how old it is",
+         {**FIRES, "severity": "critical", "evidence_keys": ["kernel_log.newest_xid_age_s"],
+          "text_contains": ["The newest is 9 days old"]},
+         snapshot({"kernel_log.newest_xid_age_s": 9 * 86400.0,
+                   "kernel_log.xid_events": [{"xid": 79, "pci_bus_id": "0000:3B:00.0", "age_s": 9 * 86400.0,
+                                              "line": "[ 12.5] NVRM: Xid (PCI:0000:3b:00): 79"}]}))
     case("GPU006", "negative_clean_log", "No Xid lines", PASSES, snapshot())
     case("GPU006", "skipped_no_dmesg", "dmesg not readable without root",
          {"fires": False, "skipped_reason": "permission_denied"},
@@ -349,6 +355,10 @@ def _define() -> None:
     case("GPU011", "positive_vllm_trace", "VLLM_TRACE_FUNCTION=1 and NCCL_DEBUG=INFO",
          {**FIRES, "severity": "high", "text_contains": ["traces every Python function call"]},
          snapshot({"server_process.debug_env": {"VLLM_TRACE_FUNCTION": "1", "NCCL_DEBUG": "INFO"}}))
+    case("GPU011", "positive_profiler_injected", "An Nsight injection library and the legacy profiler left on",
+         {**FIRES, "severity": "medium", "commands": ["unset CUDA_INJECTION64_PATH", "unset CUDA_PROFILE"]},
+         snapshot({"server_process.debug_env": {"CUDA_INJECTION64_PATH": "/opt/nsight/libToolsInjection64.so",
+                                                "CUDA_PROFILE": "1", "OMP_NUM_THREADS": "8"}}))
     case("GPU011", "negative_harmless_vars", "NCCL_DEBUG=WARN and CUDA_VISIBLE_DEVICES are harmless",
          PASSES, snapshot({"server_process.debug_env": {"NCCL_DEBUG": "WARN", "CUDA_VISIBLE_DEVICES": "0"}}))
     case("GPU011", "negative_launch_blocking_zero", "CUDA_LAUNCH_BLOCKING=0 is harmless",
@@ -574,6 +584,9 @@ def _define() -> None:
     case("QUANT001", "positive_bf16_h100", "bf16, no quantization flag, on an H100",
          {**FIRES, "commands": ["--quantization fp8"], "text_contains": ["`--dtype fp8` is not accepted"]},
          snapshot({"server_config.quantization": None, "server_config.sources.quantization": "cmdline"}))
+    case("QUANT001", "positive_no_flag_seen_hedges", "Quantization only assumed (engine default): possible, hedged",
+         {**FIRES, "certainty": "possible", "text_contains": ["pre-quantized checkpoint needs no flag"]},
+         snapshot({"server_config.quantization": None, "server_config.sources.quantization": "default"}))
     case("QUANT001", "negative_fp8", "Already FP8", PASSES, snapshot())
     case("QUANT001", "negative_a100", "bf16 on an A100 (no native FP8)",
          PASSES, snapshot({"server_config.quantization": None, g + "compute_capability": [8, 0]}))
@@ -609,6 +622,14 @@ def _define() -> None:
          {**FIRES, "evidence_keys": ["baseline.plan.model.weight_bytes"]},
          snapshot(), bench({"levels.0.tpot_ms.p50": 38.0}),
          baseline={"kind": "plan", "plan": {"model": {"name": "llama-3.1-8b", "weight_bytes": 8.5e9}}})
+    case("ENG002", "positive_a100_bandwidth_from_spec_table", "An A100 80GB: 2039 GB/s from the spec table",
+         {**FIRES, "evidence_keys": ["derived.gpu_memory_bandwidth_gbps_spec"], "text_contains": ["(2039 GB/s spec)"]},
+         snapshot({"gpu.gpus.0.name": "NVIDIA A100-SXM4-80GB", "gpu.gpus.0.compute_capability": [8, 0]}),
+         bench({"levels.0.tpot_ms.p50": 38.0}), config={"model_weight_bytes": 16.06e9})
+    case("ENG002", "skipped_gpu_not_in_spec_table", "A GPU the spec table does not know: no roofline",
+         {"fires": False, "skipped_reason": "memory bandwidth is unknown"},
+         snapshot({"gpu.gpus.0.name": "NVIDIA GeForce GTX 1080"}), bench({"levels.0.tpot_ms.p50": 38.0}),
+         config={"model_weight_bytes": 8.5e9})
     case("ENG002", "skipped_no_weight_bytes", "Weight bytes unknown",
          {"fires": False, "skipped_reason": "weight bytes"}, snapshot(), bench())
     # ENG003
@@ -657,6 +678,9 @@ def _define() -> None:
          snapshot({"logs.num_shm_broadcast_stalls": 14}))
     case("ENG007", "positive_nccl", "NCCL errors in the log", {**FIRES, "severity": "high"},
          snapshot({"logs.num_nccl_errors": 3}))
+    case("ENG007", "positive_stalls_nccl_not_counted", "Stalls counted, NCCL lines not: no '0 NCCL errors' claim",
+         {**FIRES, "severity": "medium", "text_contains": ["The server log has 5 shared-memory broadcast stall"]},
+         snapshot({"logs.num_shm_broadcast_stalls": 5, "logs.num_nccl_errors": None}))
     case("ENG007", "negative_clean_log", "No communication trouble", PASSES, snapshot())
     # BENCH001
     case("BENCH001", "positive_client_lag", "c=64: achieved 41.5, loop lag 38 ms, marked invalid",

@@ -129,6 +129,63 @@ def test_replay_runs_the_rules_and_fail_on_gates(tmp_path):
     assert cli("diagnose", "--from", str(snap), "--format", "json").exit_code == 0
 
 
+def _replayed_codes(tmp_path: Path, *args: str) -> list[str]:
+    snap = tmp_path / "snap.json"
+    if not snap.exists():
+        _troubled_snapshot(snap)
+    out = tmp_path / "out.json"
+    out.unlink(missing_ok=True)
+    result = cli("diagnose", "--from", str(snap), "--json", str(out), *args)
+    assert result.exit_code == 0, result.output
+    return [f.code for f in read_report(out).findings]
+
+
+def test_disable_turns_the_named_rules_off(tmp_path):
+    codes = _replayed_codes(tmp_path)
+    assert {"KV002", "GPU003"} <= set(codes)
+    codes = _replayed_codes(tmp_path, "--disable", "kv002, GPU003")
+    assert "KV002" not in codes and "GPU003" not in codes and "KV001" in codes
+
+
+def test_config_threshold_override_changes_a_finding(tmp_path):
+    # The fake A100 is capped at 300 of its default 400 W (0.75): GPU003 fires below 0.98 of the default.
+    toml = tmp_path / "strict.toml"
+    toml.write_text('[thresholds]\n"GPU003.power_limit_frac_of_default" = 0.7\n[rules]\ndisable = ["KV001"]\n')
+    codes = _replayed_codes(tmp_path, "--config", str(toml))
+    assert "GPU003" not in codes and "KV001" not in codes and "KV002" in codes
+
+
+def test_triage_toml_in_the_working_directory_is_the_default(tmp_path, monkeypatch):
+    (tmp_path / "triage.toml").write_text('[rules]\ndisable = ["GPU003"]\n')
+    monkeypatch.chdir(tmp_path)
+    codes = _replayed_codes(tmp_path)
+    assert "GPU003" not in codes and "KV002" in codes
+
+
+@pytest.mark.parametrize("body, message", [
+    ("[thresholds\n", "not valid TOML"),
+    ('[thresholds]\n"GPU003.no_such_knob" = 1\n', "GPU003.no_such_knob"),
+    ('[rulez]\ndisable = ["GPU003"]\n', "unknown table [rulez]"),
+    ('[rules]\ndisable = ["GPU999"]\n', "GPU999"),
+])
+def test_a_bad_config_is_exit_2_with_one_line(tmp_path, body, message):
+    snap = _troubled_snapshot(tmp_path / "snap.json")
+    bad = tmp_path / "bad.toml"
+    bad.write_text(body)
+    result = cli("diagnose", "--from", str(snap), "--config", str(bad))
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_a_missing_config_or_unknown_disabled_code_is_exit_2(tmp_path):
+    snap = _troubled_snapshot(tmp_path / "snap.json")
+    missing = cli("diagnose", "--from", str(snap), "--config", str(tmp_path / "nope.toml"))
+    assert missing.exit_code == 2 and "no such config file" in missing.output
+    unknown = cli("diagnose", "--from", str(snap), "--disable", "KV0002")
+    assert unknown.exit_code == 2 and "KV0002" in unknown.output and "Traceback" not in unknown.output
+
+
 def test_replay_of_a_report_keeps_its_probes(tmp_path):
     snap = _troubled_snapshot(tmp_path / "snap.json")
     first = tmp_path / "first.json"
@@ -190,7 +247,11 @@ def test_secrets_never_reach_the_report_or_the_bundle(tmp_path, fake_vllm_with_s
     proc, port = fake_vllm_with_secrets
     log = tmp_path / "server.log"
     log.write_text(f"INFO starting with api_key={SECRETS[0]}\nWARNING Using a slow tokenizer\n"
-                   f"DEBUG header Authorization: Bearer {SECRETS[0]}\nDEBUG hf token {SECRETS[1]}\n")
+                   f"DEBUG header Authorization: Bearer {SECRETS[0]}\nDEBUG hf token {SECRETS[1]}\n"
+                   # vLLM's startup line and an echoed command line carry plain (unprefixed) secrets
+                   f"INFO non-default args: {{'model': 'x', 'api_key': '{SECRETS[2]}'}}\n"
+                   f"WARNING preempted 2 seqs; launched as vllm serve x --api-key {SECRETS[2]} --port 8000\n"
+                   f'INFO config {{"api_key": ["{SECRETS[2]}"]}}\n')
     result = diagnose(DiagnoseOptions(url=f"http://user:{SECRETS[2]}@127.0.0.1:{port}", window_s=0.3,
                                       log_path=str(log), bandwidth_budget_s=0.05, nvml=load_nvml(
                                           "h100_x2_healthy_nvlink.json")))
@@ -264,3 +325,64 @@ def test_ctrl_c_during_the_probes_keeps_what_was_measured():
     assert statuses["server_config"][1] != "interrupted before it finished"   # phase 1 ended before Ctrl-C
     assert any(reason == "interrupted before it finished" for _, reason in statuses.values())
     assert result.report.probes == result.snapshot.probes
+
+
+def test_network_timings_run_alone_before_the_window(monkeypatch):
+    """TTFB in milliseconds must not include waits on triage's own busy probe threads."""
+    import probes.cpu_numa
+    import probes.network
+
+    events: list[tuple[str, str]] = []
+
+    def fake_network(url, *a, **k):
+        events.append(("network", "start"))
+        time.sleep(0.05)
+        events.append(("network", "end"))
+        return ProbeResult("network", ProbeStatus.OK, 0.05, None, {})
+
+    def fake_cpu(*a, **k):
+        events.append(("cpu", "start"))
+        return ProbeResult("cpu", ProbeStatus.OK, 0.0, None, {})
+
+    monkeypatch.setattr(probes.network, "probe_network", fake_network)
+    monkeypatch.setattr(probes.cpu_numa, "probe_cpu", fake_cpu)
+    result = diagnose(DiagnoseOptions(url="http://127.0.0.1:9", window_s=0, discover=False,
+                                      skip=("storage", "kernel_log", "memory", "gpu")))
+    assert events == [("network", "start"), ("network", "end"), ("cpu", "start")]
+    assert [p.name for p in result.snapshot.probes][:3] == ["server_config", "cpu", "server_process"]
+
+
+def test_layer_summary_never_calls_an_unmeasured_layer_clean():
+    from triage.diagnose import layer_summary
+
+    result = diagnose(DiagnoseOptions(window_s=0, discover=False, skip=("storage", "kernel_log", "memory")))
+    rows = {r["layer"]: r for r in layer_summary(result.report)}
+    assert rows["server & config"]["verdict"] == "not checked"          # no server: nothing measured
+    assert rows["CPU"]["verdict"] == "no findings (partly checked)"     # cpu ok, server_process unsupported
+    out = cli("diagnose", "--no-discover", "--window-s", "0", "--skip", "storage,kernel_log,memory").output
+    assert "By layer:" in out and "not checked" in out
+
+
+def test_storage_is_not_judged_on_this_host_for_a_server_elsewhere():
+    """A remote server's cache is not this host's: storage says so instead of measuring the wrong disk."""
+    result = diagnose(DiagnoseOptions(url="http://10.255.255.1:8000", window_s=0, discover=False,
+                                      skip=("gpu", "cpu", "memory", "server_metrics", "server_config", "network",
+                                            "kernel_log", "logs", "server_process")))
+    storage = result.snapshot.get("storage")
+    assert storage.status is ProbeStatus.UNSUPPORTED and "--model" in storage.reason
+    assert "NET002" not in [f.code for f in result.report.findings]
+
+
+def test_a_url_that_does_not_answer_exits_2_and_still_writes_the_report(tmp_path):
+    import socket
+
+    with socket.socket() as s:          # a free port that nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "dead.json"
+    result = cli("diagnose", "--url", f"http://127.0.0.1:{port}", "--window-s", "0", "--skip", "storage,memory",
+                 "--json", str(out))
+    assert result.exit_code == 2, result.output
+    assert f"127.0.0.1:{port} did not answer" in result.output and "Traceback" not in result.output
+    report = read_report(out)
+    assert {p.name: p.status.value for p in report.probes}["network"] == "error"

@@ -50,6 +50,7 @@ def test_diagnose_against_triage_serve(server, report_validator):
     assert config.data["max_num_seqs"] == 4 and config.data["sources"]["max_num_seqs"] in ("cmdline",)
     process = probes["server_process"]
     assert process.ok and process.data["pid"] == server.pid and process.data["processes"]
+    assert 0 < process.data["uptime_s"] < 3600           # a real create time, not a placeholder
     network = probes["network"]
     assert network.ok and network.data["health_status_code"] == 200 and network.data["same_host"] is True
     assert report["target"]["engine"] == "reference"

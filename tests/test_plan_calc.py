@@ -186,6 +186,9 @@ def test_vllm_flags():
     assert val("--gpu-memory-utilization") == "0.92"
     assert int(val("--max-num-seqs")) % 8 == 0 and int(val("--max-num-seqs")) <= 256
     assert p["vllm_command"].startswith("vllm serve meta-llama/Llama-3.1-70B-Instruct ")
+    # Never advise enabling what current vLLM already has on: only a note for vLLM < 0.8.
+    assert "--enable-prefix-caching" not in flags and "--enable-chunked-prefill" not in flags
+    assert any("vLLM >= 0.8" in n and "--enable-chunked-prefill" in n for n in p["vllm_notes"])
     p4 = plan(model="llama-3.1-8b", gpu="l4", dtype="int4")
     assert "--quantization" not in p4["vllm_flags"]
     assert any("AWQ or GPTQ" in n for n in p4["vllm_notes"])

@@ -77,8 +77,14 @@ def test_memory_probe_swap_traffic_and_bandwidth(proc_root):
 
 
 def test_real_copy_bandwidth_is_positive_and_bounded_in_time():
+    import time
+
+    t0 = time.perf_counter()
     gbps = copy_bandwidth_gbps(budget_s=0.1, buffer_bytes=4 * 2**20)
+    elapsed = time.perf_counter() - t0
     assert gbps is not None and gbps > 0
+    # The budget bounds the loop (at most 200 copies, at least 2): far below a runaway on a shared box.
+    assert elapsed < 2.0, f"the 0.1 s budget ran {elapsed:.2f} s"
 
 
 def test_memory_probe_without_meminfo(tmp_path):
@@ -104,10 +110,33 @@ def test_kernel_log_denied_says_how_to_read_it(tmp_path):
     assert "--kernel-log" in r.reason
 
 
-def test_kernel_log_from_dmesg_output():
+def test_kernel_log_from_dmesg_output(tmp_path):
     lines = (FIX / "logs" / "dmesg_xid79.txt").read_text().splitlines()
-    r = probe_kernel_log(run_dmesg=lambda: (lines, None))
+    (tmp_path / "uptime").write_text("4834.57 9000.00\n")     # 3600 s after the Xid 79 line's stamp
+    r = probe_kernel_log(run_dmesg=lambda: (lines, None), proc_root=str(tmp_path))
     assert r.data["source"] == "dmesg" and r.data["num_xid_events"] == 3
+    assert r.data["xid_events"][0]["age_s"] == pytest.approx(3600.0, abs=0.1)
+    assert r.data["newest_xid_age_s"] == min(e["age_s"] for e in r.data["xid_events"])
+
+
+def test_saved_kernel_log_has_no_ages_and_no_uptime_gives_none(tmp_path):
+    saved = probe_kernel_log(path=str(FIX / "logs" / "dmesg_xid79.txt"), proc_root=str(tmp_path))
+    assert saved.data["newest_xid_age_s"] is None and saved.data["xid_events"][0]["age_s"] is None
+    lines = (FIX / "logs" / "dmesg_xid79.txt").read_text().splitlines()
+    live = probe_kernel_log(run_dmesg=lambda: (lines, None), proc_root=str(tmp_path / "none"))
+    assert live.data["newest_xid_age_s"] is None
+
+
+def test_kmsg_records_keep_their_boot_stamp(tmp_path):
+    from probes.kernel_log import _read_kmsg
+
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text("3,812,1234567900,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n")
+    (tmp_path / "uptime").write_text("1334.57 1.0\n")
+    r = probe_kernel_log(run_dmesg=lambda: (None, "not permitted"), kmsg_path=str(kmsg), proc_root=str(tmp_path))
+    assert r.data["source"] == str(kmsg)
+    assert r.data["xid_events"][0]["xid"] == 79 and r.data["newest_xid_age_s"] == pytest.approx(100.0, abs=0.1)
+    assert _read_kmsg(str(kmsg), 10)[0].startswith("[1234.567900] NVRM")
 
 
 def test_logs_probe_finds_known_vllm_lines():
@@ -181,3 +210,24 @@ def test_storage_probe_hub_id_in_cache(tmp_path):
     assert d["hf_cache_empty"] is False
     # The real /proc has an io file: the 4 KiB just written sits in the page cache.
     assert d["page_cache_warm"] in (True, None)
+
+
+def test_storage_probe_unreadable_parts_are_unknown_not_zero_or_empty(tmp_path, monkeypatch):
+    import probes.storage
+
+    model_dir = tmp_path / "m"
+    model_dir.mkdir()
+    (model_dir / "model.safetensors").write_bytes(b"\x00" * 4096)
+    not_a_dir = tmp_path / "hf-is-a-file"
+    not_a_dir.write_text("x")                       # listing it fails with an OSError other than "missing"
+
+    def denied(*a, **k):
+        raise PermissionError("denied")
+
+    monkeypatch.setattr(probes.storage, "read_speed", denied)
+    d = probe_storage(str(model_dir), env={"HF_HUB_CACHE": str(not_a_dir)}, proc_root="/proc").data
+    assert d["read_bytes"] is None and d["read_gbps"] is None     # not "0 bytes read"
+    assert d["hf_cache_empty"] is None                             # not "empty": NET002 must not fire on it
+    assert {"read_bytes", "read_gbps", "hf_cache_empty"} <= set(d["unsupported_fields"])
+    missing = probe_storage(None, env={"HF_HUB_CACHE": str(tmp_path / "never-created")}, proc_root="/proc").data
+    assert missing["hf_cache_empty"] is True and missing["read_bytes"] is None

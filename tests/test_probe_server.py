@@ -14,6 +14,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import psutil
 import pytest
 
 from probes.base import ProbeStatus
@@ -63,6 +64,17 @@ def test_server_metrics_window_from_two_scrapes():
     assert d["preemptions_per_s"] == pytest.approx(3.0)
     assert d["prefix_cache_hit_rate"] == pytest.approx(0.25)
     assert d["histograms"]["ttft_s"]["count_delta"] == 100.0
+
+
+def test_a_failed_in_between_scrape_is_counted_not_fatal():
+    before = HttpResponse(200, (PROM / "vllm_v1_two_engines_before.txt").read_text())
+    after = HttpResponse(200, (PROM / "vllm_v1_two_engines_after.txt").read_text())
+    get = fake_get({"/metrics": [before, HttpFailure("timed out"), after]})
+    r = probe_server_metrics("http://10.0.0.5:8000", window_s=10.0, num_intermediate=1, get=get,
+                             sleep=lambda s: None)
+    assert r.status is ProbeStatus.OK
+    assert r.data["num_missed_scrapes"] == 1 and r.data["num_scrapes"] == 2
+    assert r.data["preemptions_per_s"] == pytest.approx(3.0)
 
 
 def test_server_metrics_404_is_unsupported_with_advice():
@@ -238,7 +250,8 @@ time.sleep(60)
 @pytest.fixture
 def fake_vllm():
     env = {**os.environ, "HF_TOKEN": SECRET_TOKEN, "OPENAI_API_KEY": SECRET_KEY, "CUDA_LAUNCH_BLOCKING": "1",
-           "HF_HOME": "/data/hf"}
+           "HF_HOME": "/data/hf", "CUDA_INJECTION64_PATH": "/opt/nsight/libinject.so", "NSIGHT_CUDA_DEBUGGER": "1",
+           "CUDA_PROFILE": "1", "NCCL_DEBUG": "INFO", "UNRELATED_VAR": "x"}
     argv = [sys.executable, "-c", FAKE_SERVER, "vllm", "serve", "/models/llama", "--max-num-seqs", "64",
             "--api-key", SECRET_PLAIN, f"--hf-token={SECRET_TOKEN}"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
@@ -263,11 +276,14 @@ def test_port_to_process_and_secrets_never_leak(fake_vllm):
     proc, port = fake_vllm
     found = process_for_port(port)
     assert found is not None and found.pid == proc.pid and found.engine == "vllm"
-    r = probe_server_process(found.pid, found.engine, window_s=0.2)
+    started = psutil.Process(proc.pid).create_time()
+    r = probe_server_process(found.pid, found.engine, window_s=0.2, clock=lambda: started + 7200.0)
     assert r.status is ProbeStatus.OK
     d = r.data
     assert d["pid"] == proc.pid
-    assert d["debug_env"]["CUDA_LAUNCH_BLOCKING"] == "1"
+    assert d["uptime_s"] == 7200.0
+    assert d["debug_env"] == {"CUDA_LAUNCH_BLOCKING": "1", "CUDA_INJECTION64_PATH": "/opt/nsight/libinject.so",
+                              "NSIGHT_CUDA_DEBUGGER": "1", "CUDA_PROFILE": "1", "NCCL_DEBUG": "INFO"}
     assert d["hf_home"] == "/data/hf"
     assert d["processes"][0]["rss_bytes"] > 0
     assert d["cpu_affinity"]
@@ -275,6 +291,18 @@ def test_port_to_process_and_secrets_never_leak(fake_vllm):
     for secret in (SECRET_KEY, SECRET_TOKEN, SECRET_PLAIN):
         assert secret not in text
     assert "--api-key" in d["cmdline"]
+
+
+def test_probe_captures_every_variable_gpu011_judges():
+    from probes.server_process import DEBUG_ENV
+    from rules.gpu import _DEBUG_ENV
+    assert set(_DEBUG_ENV) <= set(DEBUG_ENV)
+
+
+def test_uptime_from_a_clock_behind_the_start_is_unknown_not_negative(fake_vllm):
+    proc, _ = fake_vllm
+    r = probe_server_process(proc.pid, window_s=0, clock=lambda: 0.0)
+    assert r.data["uptime_s"] is None and "uptime_s" in r.data["unsupported_fields"]
 
 
 def test_server_process_without_pid_is_unsupported():

@@ -66,3 +66,10 @@ def test_bad_config_exits_2():
     result = run("rules", "list", "--disable", "NOPE001")
     assert result.exit_code == 2
     assert "unknown rule code 'NOPE001'" in result.stderr
+
+
+def test_list_disable_takes_commas_like_diagnose():
+    result = run("rules", "list", "--json", "--disable", "GPU007,cpu002", "--disable", "KV001")
+    assert result.exit_code == 0, result.output
+    off = {r["code"] for r in json.loads(result.stdout) if not r["enabled"]}
+    assert off == {"GPU007", "CPU002", "KV001"}

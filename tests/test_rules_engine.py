@@ -160,6 +160,8 @@ def test_version_parsing_and_defaults():
     assert EngineInfo("vllm", "0.7.3").default_on("prefix_caching") is False
     assert EngineInfo("vllm", "0.9.0", v0=True).default_on("chunked_prefill") is False
     assert EngineInfo("vllm", None).default_on("chunked_prefill") is None
+    # No /version, but V1 metric names: the V1 engine, so both are on by default.
+    assert EngineInfo("vllm", None, v1_metrics=True).default_on("prefix_caching") is True
     assert EngineInfo("tgi", "2.4.1").default_on("prefix_caching") is False
     assert EngineInfo("sglang", "0.4").default_on("prefix_caching") is True
 

@@ -43,6 +43,8 @@ def test_headline_figures():
     ("NVIDIA A100-PCIE-40GB", 40, "a100-40gb"),
     ("NVIDIA L40S", 45, "l40s"),
     ("NVIDIA L4", 22.5, "l4"),
+    ("NVIDIA L40", 45, "l40"),
+    ("NVIDIA A10", 22.5, "a10"),
     ("NVIDIA GeForce RTX 4090", 24, "rtx-4090"),
     ("NVIDIA GeForce RTX 5090", 31.8, "rtx-5090"),
     ("NVIDIA B200", 179, "b200"),
@@ -53,6 +55,7 @@ def test_nvml_names_map_to_entries(nvml, mem_gib, key):
 
 def test_unknown_nvml_name_is_none_and_memory_breaks_an_a100_tie():
     assert specs.match_nvml_name("NVIDIA GeForce GTX 1080") is None
+    assert specs.match_nvml_name("NVIDIA A10G") is None    # the AWS part is not the A10
     assert specs.match_nvml_name("NVIDIA A100", 80 * specs.GIB).key == "a100-80gb"
     assert specs.match_nvml_name("NVIDIA A100", 40 * specs.GIB).key == "a100-40gb"
 
@@ -73,3 +76,11 @@ def test_tensor_flops_falls_back_to_bf16_without_the_tensor_cores():
     assert specs.tensor_flops_per_s(a100, "int8") == a100.int8_ops_per_s
     assert specs.tensor_flops_per_s(h100, "fp8") == h100.fp8_flops_per_s
     assert specs.tensor_flops_per_s(h100, "int4") == h100.bf16_flops_per_s
+
+
+def test_spec_table_and_rules_import_without_torch():
+    """The rules read this table, and the rules are pure: importing either must not pull in torch."""
+    import subprocess
+    import sys
+    code = "import sys, rules, reference_engine.specs; sys.exit(1 if 'torch' in sys.modules else 0)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -2,9 +2,10 @@
 make the Snapshot, run the rules, and assemble the report. Also the offline replay (`--from`) and the
 one-file collector (`--bundle`).
 
-Probes run in three phases so the active measurements do not disturb the passive ones:
+Probes run in phases so the active measurements do not disturb the passive ones:
+0. `network` alone: its millisecond timings would otherwise include waits on triage's own probe threads;
 1. `server_config` (quick HTTP reads and the command line: the model it names feeds `storage`);
-2. the window: gpu, cpu, memory, server_process, server_metrics, network, kernel_log, logs, together;
+2. the window: gpu, cpu, memory, server_process, server_metrics, kernel_log, logs, together;
 3. `storage`, which reads model files.
 """
 from __future__ import annotations
@@ -115,12 +116,12 @@ def run_probe(spec: ProbeSpec) -> ProbeResult:
     if "error" in box:
         e = box["error"]
         return ProbeResult(spec.name, ProbeStatus.ERROR, round(duration, 3),
-                           f"the probe failed: {type(e).__name__}: {redact_text(str(e))}", {})
+                           f"the probe failed: {type(e).__name__}: {scrub(str(e))}", {})
     result = box.get("result")
     if not isinstance(result, ProbeResult):
         return ProbeResult(spec.name, ProbeStatus.ERROR, round(duration, 3), "the probe returned no result", {})
     return ProbeResult(result.name, result.status, round(duration, 3),
-                       redact_text(result.reason) if result.reason else None, scrub(result.data))
+                       scrub(result.reason) if result.reason else None, scrub(result.data))
 
 
 def run_probes(specs: Sequence[ProbeSpec], into: list[ProbeResult] | None = None) -> tuple[ProbeResult, ...]:
@@ -143,9 +144,12 @@ def run_probes(specs: Sequence[ProbeSpec], into: list[ProbeResult] | None = None
 
 
 def scrub(value: Any) -> Any:
-    """Every string in probe data through redact_text: the last net under argv/env redaction."""
+    """Every string in probe data through the log-line redaction (quoted and flag forms too): the last
+    net under argv/env redaction."""
+    from probes.logs import redact_log_line
+
     if isinstance(value, str):
-        return redact_text(value)
+        return redact_log_line(value)
     if isinstance(value, dict):
         return {k: scrub(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -200,8 +204,9 @@ def discover(url: str | None, look_locally: bool = True) -> Discovery:
         note = ("no vLLM, SGLang, TGI or `triage serve` process listening on this host; "
                 "pass --url to diagnose a server elsewhere")
         if candidates:
-            note = (f"found {len(candidates)} serving process(es) without a listening port we can see; "
-                    "pass --url")
+            which = ", ".join(f"{c.engine} pid {c.pid}" for c in candidates)
+            note = (f"found {which}, but no listening port we can see (still starting, or in another "
+                    "network namespace); pass --url")
         return Discovery(url=None, how="none", note=note, candidates=listed)
     chosen = with_port[0]
     note = None
@@ -256,6 +261,8 @@ def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
     results: list[ProbeResult] = []
     interrupted = False
     try:
+        phase0 = [ProbeSpec("network", lambda: probe_network(found.url), grace)]
+        run_probes([s for s in phase0 if s.name in wanted], results)
         phase1 = [ProbeSpec("server_config", lambda: probe_server_config(found.url, argv, found.engine), grace)]
         run_probes([s for s in phase1 if s.name in wanted], results)
         config = next((r.data for r in results if r.name == "server_config" and r.data), {})
@@ -269,15 +276,24 @@ def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
             ProbeSpec("server_process", lambda: probe_server_process(found.pid, found.engine, window,
                                                                      opts.proc_root, opts.sys_root), window + grace),
             ProbeSpec("server_metrics", lambda: probe_server_metrics(found.url, window), window + grace),
-            ProbeSpec("network", lambda: probe_network(found.url), grace),
-            ProbeSpec("kernel_log", lambda: probe_kernel_log(opts.kernel_log_path), grace),
+            ProbeSpec("kernel_log", lambda: probe_kernel_log(opts.kernel_log_path, proc_root=opts.proc_root), grace),
             ProbeSpec("logs", lambda: probe_logs(opts.log_path), grace),
         ]
         run_probes([s for s in phase2 if s.name in wanted], results)
 
         model = opts.model or config.get("model")
-        phase3 = [ProbeSpec("storage", lambda: probe_storage(model, env, opts.proc_root, opts.max_read_bytes,
-                                                             opts.read_budget_s), opts.read_budget_s + grace)]
+
+        def storage() -> ProbeResult:
+            if found.url and found.pid is None and not opts.model:
+                # The server's files and HF cache are on another host or in a container: this host's
+                # cache says nothing about them (and would make NET002 judge the wrong machine).
+                return ProbeResult("storage", ProbeStatus.UNSUPPORTED, 0.0,
+                                   "the server's process is not visible from here (another host or a container), "
+                                   "so its model files and cache cannot be read; pass --model PATH to time a "
+                                   "local copy")
+            return probe_storage(model, env, opts.proc_root, opts.max_read_bytes, opts.read_budget_s)
+
+        phase3 = [ProbeSpec("storage", storage, opts.read_budget_s + grace)]
         run_probes([s for s in phase3 if s.name in wanted], results)
     except KeyboardInterrupt:
         interrupted = True
@@ -356,20 +372,46 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 )
 
 
+def unreachable_target(result: DiagnoseResult) -> str | None:
+    """Why the --url target did not answer at all (no TCP connect, no /metrics, no config), or None.
+    The contract's exit 2 ("an unreachable target that was required"); the report is still written."""
+    if result.discovery.how != "--url":
+        return None
+    probes = [result.snapshot.get(n) for n in ("network", "server_metrics", "server_config")]
+    probes = [p for p in probes if p is not None]
+    if not probes or any(p.ok for p in probes):
+        return None
+    return next((p.reason for p in probes if p.reason and p.status is ProbeStatus.ERROR), None) or "no answer"
+
+
 def layer_summary(report: Report) -> list[dict[str, Any]]:
-    """One row per layer: what its probes managed, and its findings (count, most severe)."""
+    """One row per layer: what its probes managed, its findings (count, most severe), and a verdict
+    that never calls a layer clean when nothing in it was measured."""
     status = {p.name: p.status.value for p in report.probes}
     rows = []
     for layer, probe_names, prefixes in LAYERS:
-        seen = [f"{n} {status[n]}" for n in probe_names if n in status]
+        names = [n for n in probe_names if n in status]
         hits = [f for f in report.findings if f.code.rstrip("0123456789") in prefixes]
-        if not seen and not hits:
+        if not names and not hits:
             continue
+        num_ok = sum(status[n] == ProbeStatus.OK.value for n in names)
+        if hits:
+            worst = min(hits, key=lambda f: f.severity.rank).severity.value
+            verdict = f"{len(hits)} finding(s), worst {worst}"
+        elif names and num_ok == 0:
+            verdict = "not checked"
+        elif num_ok < len(names):
+            verdict = "no findings (partly checked)"
+        else:
+            verdict = "no findings"
         rows.append({
             "layer": layer,
-            "probes": ", ".join(seen) or "-",
+            "probes": ", ".join(f"{n} {status[n]}" for n in names) or "-",
+            "num_probes_ok": num_ok,
+            "num_probes": len(names),
             "num_findings": len(hits),
             "top_severity": min(hits, key=lambda f: f.severity.rank).severity.value if hits else None,
+            "verdict": verdict,
         })
     return rows
 
@@ -427,7 +469,7 @@ def replay(path: str | os.PathLike[str], bench: BenchSection | None = None,
 def write_bundle(path: str | os.PathLike[str], result: DiagnoseResult, log_path: str | None = None,
                  max_log_bytes: int = 16 * 2**20) -> Path:
     """report.json, snapshot.json, the redacted log tail and a README, in one .tar.gz."""
-    from probes.logs import read_tail
+    from probes.logs import read_tail, redact_log_line
     from triage.report_io import dumps, to_dict
 
     out = Path(path)
@@ -440,7 +482,7 @@ def write_bundle(path: str | os.PathLike[str], result: DiagnoseResult, log_path:
         try:
             lines, truncated = read_tail(log_path, max_log_bytes)
             head = f"# last {max_log_bytes} bytes of {log_path}, redacted\n" if truncated else ""
-            files["logs/server.log"] = head + "\n".join(redact_text(line) for line in lines) + "\n"
+            files["logs/server.log"] = head + "\n".join(redact_log_line(line) for line in lines) + "\n"
         except OSError as e:
             files["logs/README.txt"] = f"the log {log_path} could not be read: {e}\n"
     files["README.txt"] = (

@@ -6,7 +6,7 @@ from pathlib import Path
 import typer
 
 from triage.cli_support import FORMATS, console, emit, funnel
-from triage.errors import EXIT_INTERRUPTED, UsageError
+from triage.errors import EXIT_CANNOT, EXIT_INTERRUPTED, UsageError
 from triage.model import Severity
 
 DEFAULT_CONFIG = "triage.toml"
@@ -52,7 +52,7 @@ def diagnose(
                                           "Default: ./triage.toml when it exists."),
 ) -> int:
     from rules import load_rules_config
-    from triage.diagnose import DiagnoseOptions, layer_summary, replay, write_bundle
+    from triage.diagnose import DiagnoseOptions, layer_summary, replay, unreachable_target, write_bundle
     from triage.diagnose import diagnose as run
     from triage.report_io import read_report
 
@@ -64,7 +64,7 @@ def diagnose(
         raise UsageError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
     for path, flag in ((log, "--log"), (kernel_log, "--kernel-log"), (bench_path, "--bench")):
         if path is not None and not path.is_file():
-            raise UsageError(f"{flag} {path}: no such file")
+            raise UsageError(f"{flag} {path}: " + ("not a file" if path.exists() else "no such file"))
     bench = None
     if bench_path is not None:
         bench = read_report(bench_path).bench
@@ -94,18 +94,23 @@ def diagnose(
         says.print("no server to diagnose: host and GPU probes only", markup=False)
     if found.note:
         says.print(f"note: {found.note}", markup=False)
-    if fmt == "text":
-        for row in layer_summary(result.report):
-            found_text = (f"{row['num_findings']} finding(s), worst {row['top_severity']}"
-                          if row["num_findings"] else "no findings")
-            says.print(f"  {row['layer']:<18} {found_text:<30} [{row['probes']}]", markup=False)
     emit(result.report, json_path, fmt)
+    if fmt == "text":
+        says.print("By layer:", markup=False)
+        for row in layer_summary(result.report):
+            says.print(f"  {row['layer']:<18} {row['verdict']:<28} ({row['probes']})", markup=False,
+                       soft_wrap=True)
     if bundle is not None:
         written = write_bundle(bundle, result, str(log) if log else None)
         says.print(f"bundle written to {written}", markup=False)
     if result.interrupted:
         says.print("interrupted: the report holds what was measured before Ctrl-C", markup=False)
         return EXIT_INTERRUPTED
+    unreachable = unreachable_target(result) if from_path is None else None
+    if unreachable is not None:
+        says.print(f"triage: error: {found.url} did not answer ({unreachable}): is the server up and the URL "
+                   "right? The host checks above still stand.", markup=False)
+        return EXIT_CANNOT
     if threshold is not None and any(f.severity.at_least(threshold) for f in result.report.findings):
         return 1
     return 0

@@ -16,13 +16,15 @@ app = typer.Typer(help="The rule registry: list the rules, or explain one (`tria
 
 CONFIG_OPT = typer.Option(None, "--config", envvar="TRIAGE_CONFIG", exists=False, dir_okay=False,
                           help="triage.toml with [rules] disable=[...] and [thresholds] overrides.")
-DISABLE_OPT = typer.Option([], "--disable", metavar="CODE", help="Turn a rule off (repeatable).")
+DISABLE_OPT = typer.Option([], "--disable", metavar="CODE", help="Turn rules off: repeatable, or comma-separated (GPU007,CPU002).")
 
 
 def _config(config: Path | None, disable: list[str]):
     from rules import REGISTRY, load_rules_config
 
-    cfg = load_rules_config(config).with_disabled(disable)
+    # Repeatable, and comma-separated as `triage diagnose --disable` takes it.
+    codes = [c for item in disable for c in item.split(",")]
+    cfg = load_rules_config(config).with_disabled(codes)
     cfg.validate(REGISTRY.codes())
     return cfg
 

@@ -30,14 +30,15 @@ def vllm_flags(inputs: PlanInputs, tp: int, max_model_len: int, max_num_seqs: in
         "--gpu-memory-utilization", f"{inputs.gpu_memory_utilization:g}",
         "--max-num-seqs", str(max_num_seqs),
         "--max-num-batched-tokens", str(A.DEFAULT_MAX_NUM_BATCHED_TOKENS),
-        "--enable-prefix-caching",
-        "--enable-chunked-prefill",
     ]
+    # Prefix caching and chunked prefill are on by default since vLLM 0.8 (the V1 engine): the command
+    # does not repeat defaults; flag_notes() names them for older versions.
     return flags
 
 
 def flag_notes(inputs: PlanInputs) -> list[str]:
-    notes = []
+    notes = ["Prefix caching and chunked prefill are on by default in vLLM >= 0.8; on an older vLLM add "
+             "--enable-prefix-caching --enable-chunked-prefill."]
     if inputs.dtype == "int4":
         notes.append("int4: serve an AWQ or GPTQ 4-bit checkpoint of this model; vLLM reads the "
                      "quantization method from its config (no --quantization flag needed).")

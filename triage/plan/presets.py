@@ -10,6 +10,9 @@ from typing import Any
 
 _LLAMA3_VOCAB = 128256
 _QWEN3_VOCAB = 151936
+# What every Qwen3 config.json shares (the dense models and the MoE one).
+_QWEN3 = {"model_type": "qwen3", "head_dim": 128, "use_sliding_window": False, "sliding_window": None,
+          "vocab_size": _QWEN3_VOCAB, "tie_word_embeddings": False, "max_position_embeddings": 40960}
 
 PRESETS: dict[str, dict[str, Any]] = {
     "llama-3.2-1b": {
@@ -76,31 +79,23 @@ PRESETS: dict[str, dict[str, Any]] = {
         "use_sliding_window": False, "sliding_window": 131072, "max_window_layers": 80,
         "vocab_size": 152064, "tie_word_embeddings": False, "max_position_embeddings": 32768},
     "qwen3-0.6b": {
-        "_hf_id": "Qwen/Qwen3-0.6B", "model_type": "qwen3",
+        **_QWEN3, "_hf_id": "Qwen/Qwen3-0.6B",
         "num_hidden_layers": 28, "hidden_size": 1024, "intermediate_size": 3072,
-        "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
-        "use_sliding_window": False, "sliding_window": None,
-        "vocab_size": _QWEN3_VOCAB, "tie_word_embeddings": True, "max_position_embeddings": 40960},
+        "num_attention_heads": 16, "num_key_value_heads": 8, "tie_word_embeddings": True},
     "qwen3-8b": {
-        "_hf_id": "Qwen/Qwen3-8B", "model_type": "qwen3",
+        **_QWEN3, "_hf_id": "Qwen/Qwen3-8B",
         "num_hidden_layers": 36, "hidden_size": 4096, "intermediate_size": 12288,
-        "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
-        "use_sliding_window": False, "sliding_window": None,
-        "vocab_size": _QWEN3_VOCAB, "tie_word_embeddings": False, "max_position_embeddings": 40960},
+        "num_attention_heads": 32, "num_key_value_heads": 8},
     "qwen3-32b": {
-        "_hf_id": "Qwen/Qwen3-32B", "model_type": "qwen3",
+        **_QWEN3, "_hf_id": "Qwen/Qwen3-32B",
         "num_hidden_layers": 64, "hidden_size": 5120, "intermediate_size": 25600,
-        "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
-        "use_sliding_window": False, "sliding_window": None,
-        "vocab_size": _QWEN3_VOCAB, "tie_word_embeddings": False, "max_position_embeddings": 40960},
+        "num_attention_heads": 64, "num_key_value_heads": 8},
     "qwen3-30b-a3b": {
-        "_hf_id": "Qwen/Qwen3-30B-A3B", "model_type": "qwen3_moe",
+        **_QWEN3, "_hf_id": "Qwen/Qwen3-30B-A3B", "model_type": "qwen3_moe",
         "num_hidden_layers": 48, "hidden_size": 2048, "intermediate_size": 6144,
-        "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+        "num_attention_heads": 32, "num_key_value_heads": 4,
         "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768,
-        "decoder_sparse_step": 1, "mlp_only_layers": [],
-        "use_sliding_window": False, "sliding_window": None,
-        "vocab_size": _QWEN3_VOCAB, "tie_word_embeddings": False, "max_position_embeddings": 40960},
+        "decoder_sparse_step": 1, "mlp_only_layers": []},
     "deepseek-v3": {  # multi-head latent attention + mixture of experts
         "_hf_id": "deepseek-ai/DeepSeek-V3", "model_type": "deepseek_v3",
         "num_hidden_layers": 61, "hidden_size": 7168, "intermediate_size": 18432,
