@@ -27,23 +27,6 @@ _NCCL_ERROR = re.compile(r"NCCL.*(error|WARN|failed|timeout)|(error|failed).*NCC
 _SHM_STALL = re.compile(r"No available shared memory broadcast block", re.I)
 _OOM = re.compile(r"CUDA out of memory|OutOfMemoryError", re.I)
 
-# Secret forms that server logs print and plain-text redaction misses: vLLM's startup line
-# "non-default args: {'api_key': '...', 'hf_token': '...'}", JSON ("api_key": "..."), Namespace lists
-# (api_key=['a', 'b']) and an echoed command line (--api-key VALUE).
-_SECRET_KEY = r"(?:api[-_]?keys?|[\w-]*token|secret|password|passwd)"
-_QUOTED_SECRET = re.compile(r"""(?i)(['"]""" + _SECRET_KEY + r"""['"]\s*[:=]\s*)(\[[^\]]*\]|'[^']*'|"[^"]*")""")
-_LIST_SECRET = re.compile(r"(?i)(\b" + _SECRET_KEY + r"\s*=\s*)\[[^\]]*\]")
-_FLAG_SECRET = re.compile(r"(?i)(--?[\w-]*(?:api[-_]?key|token|secret|password|passwd)(?![\w-])\s+)(?!-)\S+")
-
-
-def redact_log_line(line: str) -> str:
-    """A log line with every secret we know the shape of replaced by ***."""
-    line = _QUOTED_SECRET.sub(lambda m: m.group(1) + "'***'", line)
-    line = _LIST_SECRET.sub(lambda m: m.group(1) + "***", line)
-    line = _FLAG_SECRET.sub(lambda m: m.group(1) + "***", line)
-    return redact_text(line)
-
-
 def scan_lines(lines: list[str]) -> dict:
     out = {
         "num_lines": len(lines), "slow_tokenizer": False, "num_preemption_lines": 0,
@@ -55,7 +38,7 @@ def scan_lines(lines: list[str]) -> dict:
         if _PREEMPT.search(line):
             out["num_preemption_lines"] += 1
             if len(out["preemption_examples"]) < 3:
-                out["preemption_examples"].append(redact_log_line(line.strip())[:300])
+                out["preemption_examples"].append(redact_text(line.strip())[:300])
         if _SLOW_TOKENIZER.search(line):
             out["slow_tokenizer"] = True
         if m := _KV_TOKENS.search(line):
@@ -66,7 +49,7 @@ def scan_lines(lines: list[str]) -> dict:
             out["max_concurrency_tokens_per_request"] = int(m.group(1).replace(",", ""))
             out["max_concurrency"] = float(m.group(2))
         if _CUDA_GRAPH.search(line) and len(out["cuda_graph_hints"]) < MAX_KEPT_LINES:
-            out["cuda_graph_hints"].append(redact_log_line(line.strip())[:300])
+            out["cuda_graph_hints"].append(redact_text(line.strip())[:300])
         if _NCCL_ERROR.search(line):
             out["num_nccl_errors"] += 1
         if _SHM_STALL.search(line):

@@ -146,10 +146,9 @@ def run_probes(specs: Sequence[ProbeSpec], into: list[ProbeResult] | None = None
 def scrub(value: Any) -> Any:
     """Every string in probe data through the log-line redaction (quoted and flag forms too): the last
     net under argv/env redaction."""
-    from probes.logs import redact_log_line
 
     if isinstance(value, str):
-        return redact_log_line(value)
+        return redact_text(value)
     if isinstance(value, dict):
         return {k: scrub(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -469,7 +468,7 @@ def replay(path: str | os.PathLike[str], bench: BenchSection | None = None,
 def write_bundle(path: str | os.PathLike[str], result: DiagnoseResult, log_path: str | None = None,
                  max_log_bytes: int = 16 * 2**20) -> Path:
     """report.json, snapshot.json, the redacted log tail and a README, in one .tar.gz."""
-    from probes.logs import read_tail, redact_log_line
+    from probes.logs import read_tail
     from triage.report_io import dumps, to_dict
 
     out = Path(path)
@@ -482,7 +481,7 @@ def write_bundle(path: str | os.PathLike[str], result: DiagnoseResult, log_path:
         try:
             lines, truncated = read_tail(log_path, max_log_bytes)
             head = f"# last {max_log_bytes} bytes of {log_path}, redacted\n" if truncated else ""
-            files["logs/server.log"] = head + "\n".join(redact_log_line(line) for line in lines) + "\n"
+            files["logs/server.log"] = head + "\n".join(redact_text(line) for line in lines) + "\n"
         except OSError as e:
             files["logs/README.txt"] = f"the log {log_path} could not be read: {e}\n"
     files["README.txt"] = (

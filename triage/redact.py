@@ -43,7 +43,20 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: (REDACTED if _SECRET_ENV.search(k) else redact_text(v)) for k, v in env.items()}
 
 
+# Secret forms that server logs print: vLLM's startup line "non-default args: {'api_key': '...',
+# 'hf_token': '...'}", JSON ("api_key": "..."), Namespace lists (api_key=['a', 'b']) and an echoed
+# command line (--api-key VALUE).
+_SECRET_KEY = r"(?:api[-_]?keys?|[\w-]*token|secret|password|passwd)"
+_QUOTED_SECRET = re.compile(r"""(?i)(['"]""" + _SECRET_KEY + r"""['"]\s*[:=]\s*)(\[[^\]]*\]|'[^']*'|"[^"]*")""")
+_LIST_SECRET = re.compile(r"(?i)(\b" + _SECRET_KEY + r"\s*=\s*)\[[^\]]*\]")
+_FLAG_SECRET = re.compile(r"(?i)(--?[\w-]*(?:api[-_]?key|token|secret|password|passwd)(?![\w-])\s+)(?!-)\S+")
+
+
 def redact_text(text: str) -> str:
+    """Free text (a log line, an error message) with every secret we know the shape of replaced."""
+    text = _QUOTED_SECRET.sub(lambda m: m.group(1) + "'***'", text)
+    text = _LIST_SECRET.sub(lambda m: m.group(1) + REDACTED, text)
+    text = _FLAG_SECRET.sub(lambda m: m.group(1) + REDACTED, text)
     for pattern in _SECRET_TEXT:
         if pattern.groups:
             text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
