@@ -87,7 +87,7 @@ def test_engine_config_fp8_kv_cache_sizes_blocks_by_fp8_bytes_and_keeps_greedy_t
     # run: compare the first token, then teacher-force the reference continuation through both caches.
     assert [g[0] for g in got] == [w[0] for w in want]
     agree, total = 0, 0
-    for prompt, w, g in zip(prompts, want, got):
+    for prompt, w, g in zip(prompts, want, got, strict=True):
         ref_top1 = engine_prefill_logits(ref, prompt + w)[len(prompt) - 1:-1].argmax(-1)
         fp8_top1 = engine_prefill_logits(eng, prompt + w)[len(prompt) - 1:-1].argmax(-1)
         agree, total = agree + int((ref_top1 == fp8_top1).sum()), total + len(w)

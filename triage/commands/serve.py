@@ -40,7 +40,9 @@ def serve(
                                       help="Exact number of KV blocks; overrides the byte budget."),
     gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization",
                                                  help="Share of GPU memory for weights + KV cache."),
-    kv_cache_dtype: str = typer.Option("auto", "--kv-cache-dtype", help="auto (the model dtype), float32, bfloat16, float16, or fp8 / fp8_e4m3 (e4m3 values with a per-token scale: about half of bf16's bytes).")),
+    kv_cache_dtype: str = typer.Option("auto", "--kv-cache-dtype",
+                                       help="auto (the model dtype), float32, bfloat16, float16, or fp8 / fp8_e4m3 "
+                                            "(e4m3 values with a per-token scale: about half of bf16's bytes)."),
     scheduler: str = typer.Option("continuous", "--scheduler", help="continuous or static batching."),
     kv_layout: str = typer.Option("paged", "--kv-layout", help="paged or contiguous KV cache."),
     attention: str = typer.Option("auto", "--attention", help="auto, naive, tiled or sdpa."),
