@@ -7,7 +7,7 @@ from triage.cli_support import funnel
 from triage.errors import UsageError
 
 _SCHEDULERS = ("continuous", "static")
-_ATTENTION = ("auto", "naive", "tiled", "sdpa")
+_ATTENTION = ("auto", "naive", "tiled", "sdpa", "triton")
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
 _KV_CACHE_DTYPES = ("auto", "float32", "bfloat16", "float16", "fp8", "fp8_e4m3")
 _KV_LAYOUTS = ("paged", "contiguous")
@@ -45,7 +45,7 @@ def serve(
                                             "(e4m3 values with a per-token scale: about half of bf16's bytes)."),
     scheduler: str = typer.Option("continuous", "--scheduler", help="continuous or static batching."),
     kv_layout: str = typer.Option("paged", "--kv-layout", help="paged or contiguous KV cache."),
-    attention: str = typer.Option("auto", "--attention", help="auto, naive, tiled or sdpa."),
+    attention: str = typer.Option("auto", "--attention", help="auto, naive, tiled, sdpa or triton (CUDA + triton only; auto picks it there)."),
     enable_prefix_caching: bool = typer.Option(True, "--enable-prefix-caching/--no-enable-prefix-caching",
                                                help="Reuse KV blocks of shared prompt prefixes."),
     enable_chunked_prefill: bool = typer.Option(True, "--enable-chunked-prefill/--no-enable-chunked-prefill",
