@@ -75,7 +75,8 @@ def test_serve_refuses_a_busy_port_with_exit_2():
 
 
 @pytest.mark.parametrize("flag, value", [("--scheduler", "fifo"), ("--attention", "magic"),
-                                         ("--dtype", "int3"), ("--log-level", "loud"), ("--port", "70000")])
+                                         ("--dtype", "int3"), ("--log-level", "loud"), ("--port", "70000"),
+                                         ("--kv-cache-dtype", "int2")])
 def test_serve_rejects_bad_flags_with_exit_2(flag, value):
     result = CliRunner().invoke(app, ["serve", flag, value])
     assert result.exit_code == 2
