@@ -16,7 +16,6 @@ from __future__ import annotations
 import torch
 
 from reference_engine.attention.base import AttentionBackend, AttentionMetadata
-from reference_engine.quant.kv_fp8 import SCALE_BYTES, kv_bytes_per_token_fp8, pack_kv, unpack_kv
 
 FP8_KV_CACHE_DTYPES = ("fp8", "fp8_e4m3")
 
@@ -55,39 +54,45 @@ class Fp8KvFormat:
 
     name = "fp8_e4m3"
 
+    def __init__(self) -> None:
+        # Imported here, not at the top: the model imports this module, and quantization code stays
+        # out of the model's imports unless an fp8 cache is actually asked for.
+        from reference_engine.quant import kv_fp8
+
+        self._codec = kv_fp8
+
     def bytes_per_token(self, num_layers: int, num_kv_heads: int, head_dim: int) -> int:
-        return kv_bytes_per_token_fp8(num_layers, num_kv_heads, head_dim)
+        return self._codec.kv_bytes_per_token_fp8(num_layers, num_kv_heads, head_dim)
 
     def allocate(self, num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int,
                  device: torch.device) -> torch.Tensor:
-        return torch.zeros(num_layers, 2, num_blocks, block_size, num_kv_heads, head_dim + SCALE_BYTES,
+        return torch.zeros(num_layers, 2, num_blocks, block_size, num_kv_heads, head_dim + self._codec.SCALE_BYTES,
                            dtype=torch.uint8, device=device)
 
     def write(self, k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
               k: torch.Tensor, v: torch.Tensor) -> None:
         for cache, new in ((k_cache, k), (v_cache, v)):
-            cache.view(-1, cache.shape[-2], cache.shape[-1]).index_copy_(0, slot_mapping, pack_kv(new))
+            cache.view(-1, cache.shape[-2], cache.shape[-1]).index_copy_(0, slot_mapping, self._codec.pack_kv(new))
 
     def attend(self, backend: AttentionBackend, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                meta: AttentionMetadata, scale: float) -> torch.Tensor:
-        k, v, live_meta = dequantize_live_blocks(k_cache, v_cache, meta, q.dtype)
+        k, v, live_meta = self.dequantize_live_blocks(k_cache, v_cache, meta, q.dtype)
         return backend(q, k, v, live_meta, scale)
+
+    def dequantize_live_blocks(self, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
+                               dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata]:
+        """Dequantize the blocks ``meta`` references into a compact cache; return it with renumbered tables."""
+        live = sorted({b for table in meta.block_tables for b in table})
+        index = {b: i for i, b in enumerate(live)}
+        ids = torch.tensor(live, dtype=torch.long, device=k_cache.device)
+        k = self._codec.unpack_kv(k_cache.index_select(0, ids), dtype)
+        v = self._codec.unpack_kv(v_cache.index_select(0, ids), dtype)
+        tables = [[index[b] for b in table] for table in meta.block_tables]
+        return k, v, AttentionMetadata(q_starts=meta.q_starts, q_lens=meta.q_lens, kv_lens=meta.kv_lens,
+                                       block_tables=tables, block_size=meta.block_size)
 
 
 KvFormat = PlainKvFormat | Fp8KvFormat
-
-
-def dequantize_live_blocks(k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
-                           dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata]:
-    """Dequantize the blocks ``meta`` references into a compact cache; return it with renumbered tables."""
-    live = sorted({b for table in meta.block_tables for b in table})
-    index = {b: i for i, b in enumerate(live)}
-    ids = torch.tensor(live, dtype=torch.long, device=k_cache.device)
-    k = unpack_kv(k_cache.index_select(0, ids), dtype)
-    v = unpack_kv(v_cache.index_select(0, ids), dtype)
-    tables = [[index[b] for b in table] for table in meta.block_tables]
-    return k, v, AttentionMetadata(q_starts=meta.q_starts, q_lens=meta.q_lens, kv_lens=meta.kv_lens,
-                                   block_tables=tables, block_size=meta.block_size)
 
 
 def make_kv_format(kv_cache_dtype: str, dtype: torch.dtype) -> KvFormat:

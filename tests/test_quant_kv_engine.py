@@ -107,3 +107,13 @@ def test_enable_fp8_after_finished_requests_forgets_cached_prefixes():
     eng.generate([prompt], SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True))
     assert eng.stats().prefix_cache_hits_total == hits_before     # the old float blocks are gone
     assert eng.stats().kv_reserved_bytes == 0 and eng.stats().kv_cache_dtype == "fp8_e4m3"
+
+
+def test_the_engine_imports_no_quantization_code_unless_an_fp8_cache_is_asked_for():
+    import subprocess
+    import sys
+
+    code = ("import sys, reference_engine.engine; "
+            "print(any(m.startswith('reference_engine.quant') for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "False"
