@@ -1,6 +1,8 @@
 """The FP8 KV cache plugged into the reference engine: storage, bytes, and output close to bf16/fp32."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -115,5 +117,7 @@ def test_the_engine_imports_no_quantization_code_unless_an_fp8_cache_is_asked_fo
 
     code = ("import sys, reference_engine.engine; "
             "print(any(m.startswith('reference_engine.quant') for m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    repo = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                         cwd=repo)
     assert out.stdout.strip() == "False"
