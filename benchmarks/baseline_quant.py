@@ -27,6 +27,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 from reference_engine.quant import Fp8Linear, Int4Linear, quantize_model  # noqa: E402
+from reference_engine.threads import fit_num_threads  # noqa: E402
 
 # (out, in) of the small preset: q, k/v, o, gate/up, down, lm_head (tied embedding).
 SMALL_SHAPES = [(768, 768), (256, 768), (2048, 768), (768, 2048), (32000, 768)]
@@ -109,13 +110,13 @@ def bench_model(decode_tokens: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "baseline_quant.json")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads (default: fit_num_threads(), one core left free on a busy host)")
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--decode-tokens", type=int, default=32)
     ap.add_argument("--skip-model", action="store_true", help="only the per-layer part")
     args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads or fit_num_threads()[0])
     result = {"name": "baseline_quant", "host": _host(),
               "layers_bs1": bench_layers(args.repeats, 1), "layers_bs8": bench_layers(args.repeats, 8)}
     if not args.skip_model:

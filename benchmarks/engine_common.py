@@ -54,8 +54,11 @@ def parser(name: str, description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / f"{name}.json",
                    help="where to write the JSON result (default: %(default)s)")
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch intra-op threads; 1 avoids thread hand-off stalls on a busy shared box")
+    from reference_engine.threads import fit_num_threads
+
+    p.add_argument("--threads", type=int, default=fit_num_threads()[0],
+                   help="torch intra-op threads (default: %(default)s, what fits this host now: one core left "
+                        "free, none beyond the idle ones; a thread per core stalls on a busy shared box)")
     return p
 
 

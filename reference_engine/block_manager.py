@@ -16,6 +16,7 @@ queued in ``pending_copies``.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sized
 from dataclasses import dataclass
 
 from reference_engine.sequence import Sequence
@@ -51,7 +52,22 @@ def chain_hash(parent_hash: int | None, token_ids: tuple[int, ...]) -> int:
     return hash((parent_hash, token_ids))
 
 
-class BlockManager:
+class _BlockPool:
+    """What both allocators share: a pool of ``num_blocks_total`` blocks, ``_free`` the free ones."""
+
+    num_blocks_total: int
+    _free: Sized
+
+    @property
+    def num_free_blocks(self) -> int:
+        return len(self._free)
+
+    @property
+    def usage_frac(self) -> float:
+        return 1.0 - len(self._free) / self.num_blocks_total
+
+
+class BlockManager(_BlockPool):
     """Paged KV allocator with prefix caching and copy-on-write."""
 
     def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True):
@@ -68,14 +84,6 @@ class BlockManager:
         self.pending_copies: list[tuple[int, int]] = []
 
     # -- queries -------------------------------------------------------------------------------
-    @property
-    def num_free_blocks(self) -> int:
-        return len(self._free)
-
-    @property
-    def usage_frac(self) -> float:
-        return 1.0 - len(self._free) / self.num_blocks_total
-
     def get_computed_blocks(self, seq: Sequence) -> list[int]:
         """Leading full blocks of ``seq`` whose KV is already cached. At least one token is always
         left to compute, so the model produces logits for the last one."""
@@ -170,6 +178,16 @@ class BlockManager:
                 block.token_ids = tokens
                 self._hash_to_block[h] = block.block_id
 
+    def reset_prefix_cache(self) -> None:
+        """Forget every cached prefix (e.g. after the KV cache was re-allocated); blocks stay as they are."""
+        if self._live:
+            raise ValueError("cannot reset the prefix cache while sequences hold blocks")
+        self._hash_to_block.clear()
+        self._seq_hashes.clear()
+        for block in self.blocks:
+            block.block_hash = None
+            block.token_ids = None
+
     def free(self, seq: Sequence) -> None:
         """Drop the sequence's references. Blocks that reach zero go back to the pool; those holding
         cached prefixes go to the back (evicted last), the others to the front (reused first)."""
@@ -244,7 +262,7 @@ class BlockManager:
                 raise RuntimeError(f"hash table points at block {block_id} whose hash differs")
 
 
-class ContiguousAllocator:
+class ContiguousAllocator(_BlockPool):
     """The "before" layout: one slot of ``max_model_len`` tokens per sequence, reserved on admission.
 
     It presents each slot as a single block of size ``max_model_len`` so the runner and attention
@@ -262,16 +280,11 @@ class ContiguousAllocator:
         self._live: dict[str, Sequence] = {}
         self.pending_copies: list[tuple[int, int]] = []
 
-    @property
-    def num_free_blocks(self) -> int:
-        return len(self._free)
-
-    @property
-    def usage_frac(self) -> float:
-        return 1.0 - len(self._free) / self.num_blocks_total
-
     def get_computed_blocks(self, seq: Sequence) -> list[int]:
         return []
+
+    def reset_prefix_cache(self) -> None:
+        """The contiguous layout caches no prefixes."""
 
     def can_allocate(self, seq: Sequence, num_new_tokens: int, computed_blocks: list[int] = ()) -> bool:
         return bool(seq.block_table) or bool(self._free)

@@ -227,7 +227,7 @@ SCHEDULERS = ("continuous", "static")
 KV_LAYOUTS = ("paged", "contiguous")
 LOAD_FORMATS = ("auto", "dummy", "safetensors")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-KV_CACHE_DTYPES = ("auto", "float32", "bfloat16", "float16")
+KV_CACHE_DTYPES = ("auto", "float32", "bfloat16", "float16", "fp8", "fp8_e4m3")   # fp8: e4m3 + per-(token, head) scale
 
 
 @dataclass(frozen=True, slots=True)

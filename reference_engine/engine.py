@@ -18,6 +18,7 @@ from reference_engine.attention import get_backend
 from reference_engine.block_manager import BlockManager, ContiguousAllocator
 from reference_engine.config import EngineConfig, ModelConfig, load_model_config, model_dir
 from reference_engine.detokenizer import IncrementalDetokenizer
+from reference_engine.kv_cache import KvFormat, make_kv_format
 from reference_engine.loader import DTYPE_NAMES, TORCH_DTYPES, build_model, resolve_dtype
 from reference_engine.outputs import Completion, EngineStats, RequestOutput, StepStats
 from reference_engine.runner import ModelRunner
@@ -80,7 +81,8 @@ class LLMEngine:
         if config.num_threads is not None:
             torch.set_num_threads(config.num_threads)
         self.dtype, self.dtype_note = resolve_dtype(config.dtype, mc.torch_dtype, config.device)
-        kv_dtype = self.dtype if config.kv_cache_dtype == "auto" else TORCH_DTYPES[config.kv_cache_dtype]
+        kv_dtype = TORCH_DTYPES.get(config.kv_cache_dtype, self.dtype)   # auto, or an fp8 format's compute dtype
+        kv_format = make_kv_format(config.kv_cache_dtype, kv_dtype)
         log.info("reference engine dtype: %s", self.dtype_note)
         directory = model_dir(config.model)
         self.tokenizer = load_tokenizer(directory, mc.bos_token_id,
@@ -92,7 +94,7 @@ class LLMEngine:
 
         model = build_model(mc, self.dtype, config.device, config.load_format, directory, config.seed)
         self.load_format = model.load_format
-        kv_bytes_per_token = mc.kv_bytes_per_token(torch.empty(0, dtype=kv_dtype).element_size())
+        kv_bytes_per_token = kv_format.bytes_per_token(mc.num_hidden_layers, mc.num_key_value_heads, mc.head_dim)
         self._kv_bytes_per_token = kv_bytes_per_token
         capacity_tokens = self._kv_capacity_tokens(kv_bytes_per_token)
         if config.kv_layout == "paged":
@@ -110,8 +112,9 @@ class LLMEngine:
             block_size = self.max_model_len
         self.scheduler = make_scheduler(config.scheduler, self.allocator, config.max_num_seqs,
                                         config.max_num_batched_tokens, config.enable_chunked_prefill)
-        self.runner = ModelRunner(model, mc, num_blocks, block_size, kv_dtype, config.device, config.attention)
-        self.kv_cache_dtype = DTYPE_NAMES[kv_dtype]
+        self.runner = ModelRunner(model, mc, num_blocks, block_size, kv_dtype, config.device, config.attention,
+                                  kv_format)
+        self.kv_cache_dtype = kv_format.name
         self.kv_cache_tokens_capacity = num_blocks * block_size
         self._seqs: dict[str, Sequence] = {}
         self._generators: dict[str, torch.Generator] = {}
@@ -143,6 +146,18 @@ class LLMEngine:
         if available is not None:
             cap = min(cap, int(available * DEFAULT_CPU_KV_BUDGET_FRAC))
         return min(wanted, cap) // bytes_per_token
+
+    def set_kv_format(self, kv_format: KvFormat) -> None:
+        """Re-allocate the KV cache (same number of blocks) in another storage format. Only while no
+        request is in flight; cached prefixes are forgotten, since their KV is gone."""
+        if self.has_unfinished():
+            raise EngineError("change the KV cache format before adding requests: the cache is re-allocated")
+        self.allocator.reset_prefix_cache()
+        self.runner.set_kv_format(kv_format)
+        mc = self.model_config
+        self._kv_bytes_per_token = kv_format.bytes_per_token(mc.num_hidden_layers, mc.num_key_value_heads,
+                                                             mc.head_dim)
+        self.kv_cache_dtype = kv_format.name
 
     # -- requests --------------------------------------------------------------------------------
     def add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams,

@@ -104,6 +104,10 @@ class _PortTaken(EngineError):
     pass
 
 
+class _NotHealthy(EngineError):
+    """The child exited or did not answer /health in time."""
+
+
 def _start_once(model: str, extra_args: tuple[str, ...], host: str, port: int, startup_timeout_s: float,
                 env: Mapping[str, str] | None, api_key: str | None, keep_log: bool) -> ServerHandle:
     argv = (sys.executable, "-m", "triage", "serve", "--model", model, "--host", host,
@@ -125,10 +129,14 @@ def _start_once(model: str, extra_args: tuple[str, ...], host: str, port: int, s
         _LIVE.add(handle)
     try:
         _wait_healthy(handle, startup_timeout_s)
-    except BaseException:
-        exit_code = handle.process.poll()   # None: still running, so it timed out
+    except BaseException as exc:
+        exit_code = handle.process.poll()   # None: still running, so it timed out (or we were interrupted)
         handle.keep_log = True               # read its tail first, then remove it
         handle.stop(timeout_s=5)
+        if not isinstance(exc, _NotHealthy):  # Ctrl-C or a bug: stop the child, then let it propagate
+            with contextlib.suppress(OSError):
+                log_path.unlink()
+            raise
         tail = _tail(log_path, 40)
         with contextlib.suppress(OSError):
             log_path.unlink()
@@ -143,14 +151,14 @@ def _wait_healthy(handle: ServerHandle, timeout_s: float) -> None:
     with httpx.Client(timeout=2.0, trust_env=False) as client:
         while True:
             if handle.process.poll() is not None:
-                raise EngineError("exited")
+                raise _NotHealthy("exited")
             try:
                 if client.get(f"{handle.url}/health").status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise EngineError("timeout")
+                raise _NotHealthy("timeout")
             time.sleep(0.1)
 
 

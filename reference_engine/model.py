@@ -17,6 +17,7 @@ from torch import nn
 
 from reference_engine.attention.base import AttentionBackend, AttentionMetadata
 from reference_engine.config import ModelConfig
+from reference_engine.kv_cache import KvFormat, PlainKvFormat
 from triage.errors import EngineError
 
 
@@ -76,6 +77,9 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1).to(x.dtype)
 
 
+_PLAIN_KV = PlainKvFormat()     # stores K/V in the cache tensor's own dtype
+
+
 class LlamaAttention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -92,7 +96,8 @@ class LlamaAttention(nn.Module):
         else:
             self.q_norm = self.k_norm = None
 
-    def forward(self, x, cos, sin, kv_cache, meta, slot_mapping, backend) -> torch.Tensor:
+    def forward(self, x, cos, sin, kv_cache, meta, slot_mapping, backend,
+                kv_format: KvFormat = _PLAIN_KV) -> torch.Tensor:
         t = x.shape[0]
         q = self.q_proj(x).view(t, self.num_heads, self.head_dim)
         k = self.k_proj(x).view(t, self.num_kv_heads, self.head_dim)
@@ -106,11 +111,8 @@ class LlamaAttention(nn.Module):
                                                scale=self.scale, enable_gqa=True)[0].transpose(0, 1)
         else:
             k_cache, v_cache = kv_cache
-            flat_k = k_cache.view(-1, self.num_kv_heads, self.head_dim)
-            flat_v = v_cache.view(-1, self.num_kv_heads, self.head_dim)
-            flat_k.index_copy_(0, slot_mapping, k.to(flat_k.dtype))
-            flat_v.index_copy_(0, slot_mapping, v.to(flat_v.dtype))
-            o = backend(q, k_cache, v_cache, meta, self.scale)
+            kv_format.write(k_cache, v_cache, slot_mapping, k, v)
+            o = kv_format.attend(backend, q, k_cache, v_cache, meta, self.scale)
         return self.o_proj(o.reshape(t, self.num_heads * self.head_dim))
 
 
@@ -133,8 +135,8 @@ class LlamaDecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward(self, x, cos, sin, kv_cache, meta, slot_mapping, backend):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv_cache, meta, slot_mapping, backend)
+    def forward(self, x, cos, sin, kv_cache, meta, slot_mapping, backend, kv_format: KvFormat = _PLAIN_KV):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv_cache, meta, slot_mapping, backend, kv_format)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -159,13 +161,14 @@ class LlamaForCausalLM(nn.Module):
     def hidden_states(self, input_ids: torch.Tensor, positions: torch.Tensor,
                       kv_caches: torch.Tensor | None = None, meta: AttentionMetadata | None = None,
                       slot_mapping: torch.Tensor | None = None,
-                      backend: AttentionBackend | None = None) -> torch.Tensor:
-        """``input_ids``/``positions``: ``[T]``. ``kv_caches``: ``[L, 2, blocks, block_size, H_kv, d]``."""
+                      backend: AttentionBackend | None = None, kv_format: KvFormat = _PLAIN_KV) -> torch.Tensor:
+        """``input_ids``/``positions``: ``[T]``. ``kv_caches``: ``[L, 2, blocks, block_size, H_kv, d]``
+        stored as ``kv_format`` says (kv_cache.py)."""
         x = self.model.embed_tokens(input_ids)
         cos, sin = self.model.rotary_emb(positions)
         for i, layer in enumerate(self.model.layers):
             cache = None if kv_caches is None else (kv_caches[i, 0], kv_caches[i, 1])
-            x = layer(x, cos, sin, cache, meta, slot_mapping, backend)
+            x = layer(x, cos, sin, cache, meta, slot_mapping, backend, kv_format)
         return self.model.norm(x)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """Turns a scheduled batch into tensors, runs the model over the KV cache, and samples.
 
-The KV cache is one tensor ``[num_layers, 2, num_blocks, block_size, num_kv_heads, head_dim]``. For
+The KV cache is one tensor ``[num_layers, 2, num_blocks, block_size, num_kv_heads, head_dim]``, in the
+storage format of ``kv_format`` (kv_cache.py: plain float, or e4m3 + scale with ``head_dim + 4`` bytes). For
 the contiguous "before" layout the same shape is used with ``block_size = max_model_len`` and one
 block (slot) per sequence.
 """
@@ -11,6 +12,7 @@ import torch
 from reference_engine.attention import get_backend
 from reference_engine.attention.base import AttentionMetadata
 from reference_engine.config import ModelConfig
+from reference_engine.kv_cache import KvFormat, PlainKvFormat
 from reference_engine.model import LlamaForCausalLM
 from reference_engine.sampler import sample
 from reference_engine.scheduler import ScheduledBatch
@@ -19,15 +21,25 @@ from reference_engine.sequence import Sequence
 
 class ModelRunner:
     def __init__(self, model: LlamaForCausalLM, cfg: ModelConfig, num_blocks: int, block_size: int,
-                 kv_dtype: torch.dtype, device: str, attention: str):
+                 kv_dtype: torch.dtype, device: str, attention: str, kv_format: KvFormat | None = None):
         self.model = model
         self.cfg = cfg
         self.device = torch.device(device)
         self.block_size = block_size
         self.num_blocks = num_blocks
         self.backend = get_backend(attention, device)
-        self.kv_cache = torch.zeros(cfg.num_hidden_layers, 2, num_blocks, block_size, cfg.num_key_value_heads,
-                                    cfg.head_dim, dtype=kv_dtype, device=self.device)
+        self.kv_format: KvFormat = PlainKvFormat(kv_dtype) if kv_format is None else kv_format
+        self.kv_cache = self._allocate()
+
+    def _allocate(self) -> torch.Tensor:
+        return self.kv_format.allocate(self.cfg.num_hidden_layers, self.num_blocks, self.block_size,
+                                       self.cfg.num_key_value_heads, self.cfg.head_dim, self.device)
+
+    def set_kv_format(self, kv_format: KvFormat) -> None:
+        """Re-allocate the cache (same number of blocks) in another storage format; its contents are lost."""
+        self.kv_format = kv_format
+        self.kv_cache = torch.empty(0)          # free the old cache before allocating the new one
+        self.kv_cache = self._allocate()
 
     @property
     def kv_cache_bytes(self) -> int:
@@ -70,7 +82,8 @@ class ModelRunner:
         """Forward the batch; return float32 logits for the sequences that get a new token, in order."""
         self.copy_blocks(copies)
         input_ids, positions, slot_mapping, meta, logit_rows, sample_seqs = self.prepare(batch)
-        hidden = self.model.hidden_states(input_ids, positions, self.kv_cache, meta, slot_mapping, self.backend)
+        hidden = self.model.hidden_states(input_ids, positions, self.kv_cache, meta, slot_mapping, self.backend,
+                                          self.kv_format)
         if not logit_rows:
             return torch.empty(0, self.cfg.vocab_size), []
         rows = torch.tensor(logit_rows, dtype=torch.long, device=self.device)

@@ -136,14 +136,18 @@ def create_app(worker: EngineWorker, model: ServedModel, metrics: ServerMetrics 
             "root": model.root, "parent": None, "max_model_len": model.max_model_len, "permission": [],
         }]}
 
+    async def parse(request: Request, kind: type) -> Any:
+        """Authorize, read and validate one generation request (ApiError -> its status)."""
+        check_auth(request)
+        req = proto.parse_request(await read_body(request), kind)
+        check_model(req.model)
+        req.check_supported()
+        return req
+
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
         arrival_s = time.monotonic()
-        check_auth(request)
-        req: proto.CompletionRequest = proto.parse_request(await read_body(request),
-                                                            proto.CompletionRequest)
-        check_model(req.model)
-        req.check_supported()
+        req: proto.CompletionRequest = await parse(request, proto.CompletionRequest)
         prompt = req.single_prompt()
         max_tokens = req.max_tokens if req.max_tokens is not None else proto.COMPLETION_DEFAULT_MAX_TOKENS
         return await _generate(request, worker, model, req, prompt, max_tokens, arrival_s, chat=False)
@@ -151,11 +155,7 @@ def create_app(worker: EngineWorker, model: ServedModel, metrics: ServerMetrics 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
         arrival_s = time.monotonic()
-        check_auth(request)
-        req: proto.ChatCompletionRequest = proto.parse_request(await read_body(request),
-                                                                proto.ChatCompletionRequest)
-        check_model(req.model)
-        req.check_supported()
+        req: proto.ChatCompletionRequest = await parse(request, proto.ChatCompletionRequest)
         prompt = proto.render_chat(req.messages)
         return await _generate(request, worker, model, req, prompt, req.effective_max_tokens(),
                                arrival_s, chat=True)

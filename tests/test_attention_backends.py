@@ -129,3 +129,21 @@ def test_registry_auto_and_unknown():
     assert get_backend("auto").name == "sdpa"
     with pytest.raises(EngineError, match="not available"):
         get_backend("flash9")
+
+
+def test_auto_on_cuda_picks_triton_when_it_can_run_and_cpu_never_does(monkeypatch):
+    import reference_engine.attention as attention
+    import reference_engine.attention.triton_backend as triton_backend
+
+    monkeypatch.setattr(attention, "_FACTORIES", dict(attention._FACTORIES))
+    monkeypatch.setattr(attention, "_AUTO_ORDER", {k: list(v) for k, v in attention._AUTO_ORDER.items()})
+    attention._FACTORIES.pop("triton", None)
+    for order in attention._AUTO_ORDER.values():
+        if "triton" in order:
+            order.remove("triton")
+    monkeypatch.setattr(triton_backend, "triton_unavailable_reason", lambda device: "no GPU here")
+    assert attention.get_backend("auto", "cuda").name == "sdpa"       # Triton cannot run: SDPA, no error
+    assert attention.get_backend("auto", "cpu").name == "sdpa"
+    monkeypatch.setattr(triton_backend, "triton_unavailable_reason", lambda device: None)
+    assert attention.get_backend("auto", "cpu").name == "sdpa"        # CPU never picks the GPU kernel
+    assert attention.get_backend("auto", "cuda:0").name == "triton"

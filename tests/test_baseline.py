@@ -144,6 +144,7 @@ def test_roofline_points_use_the_roofline_formula(tiny_section):
 def test_cli_baseline_quick_subset_writes_a_valid_report(tmp_path, report_validator):
     out = tmp_path / "b.json"
     runner = CliRunner()
+    threads_before = torch.get_num_threads()
     res = runner.invoke(app, ["--no-color", "baseline", "--quick", "--model", "tiny", "--threads", "1",
                               "--rows", "kv-layout,fp4,cold-start,offload", "--json", str(out)],
                         env={"COLUMNS": "120", "NO_COLOR": "1"})
@@ -152,7 +153,9 @@ def test_cli_baseline_quick_subset_writes_a_valid_report(tmp_path, report_valida
     assert [r["key"] for r in data["baseline"]["rows"]] == ["kv-layout", "fp4", "cold-start", "offload"]
     assert "Before / after on this host" in res.output
     assert "contiguous" in res.output and "skipped" in res.output
-    assert torch.get_num_threads() >= 1
+    assert data["baseline"]["config"]["num_threads"] == 1
+    assert data["baseline"]["notes"][0] == "torch threads: 1, as asked (--threads)"
+    assert torch.get_num_threads() == threads_before          # the process's setting is restored
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -2,21 +2,12 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from reference_engine import EngineConfig, LLMEngine, SamplingParams
 from reference_engine.detokenizer import IncrementalDetokenizer
 from reference_engine.tokenizer import ByteTokenizer
+from tests.engine_helpers import one_torch_thread  # noqa: F401  (autouse fixture)
 from triage.errors import EngineError, TriageError
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    # Tiny matmuls on a shared 2-core box are dominated by thread hand-offs; one thread is 20x faster.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from reference_engine import EngineConfig, LLMEngine, SamplingParams
+from tests.engine_helpers import one_torch_thread  # noqa: F401  (autouse fixture)
 
 MAX_TOKENS = 12
 
@@ -27,15 +28,6 @@ def _reference(prompts: list[list[int]]) -> list[list[int]]:
             ids.append(int(model.forward_full(ids)[-1].argmax()))
         outs.append(ids[len(prompt):])
     return outs
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    # Tiny matmuls on a shared 2-core box are dominated by thread hand-offs; one thread is 20x faster.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

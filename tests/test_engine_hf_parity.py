@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from reference_engine import EngineConfig, LLMEngine, SamplingParams, load_model_config
+from tests.engine_helpers import one_torch_thread  # noqa: F401  (autouse fixture)
 from triage.errors import EngineError
 
 transformers = pytest.importorskip("transformers")
@@ -21,14 +22,6 @@ PROMPT = [1, 17, 42, 99, 3, 250, 7, 7, 64, 128, 5, 11, 200, 31, 2, 9, 77, 150, 1
 COMMON = dict(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-6, bos_token_id=1,
               eos_token_id=2)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _save(tmp_path, kind: str, **overrides):

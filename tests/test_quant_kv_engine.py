@@ -1,6 +1,8 @@
 """The FP8 KV cache plugged into the reference engine: storage, bytes, and output close to bf16/fp32."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -66,3 +68,56 @@ def test_enable_fp8_refuses_a_busy_or_converted_engine():
     enable_fp8_kv_cache(eng2)
     with pytest.raises(EngineError, match="already"):
         enable_fp8_kv_cache(eng2)
+
+
+@pytest.mark.parametrize("spelling", ["fp8", "fp8_e4m3"])
+def test_engine_config_fp8_kv_cache_sizes_blocks_by_fp8_bytes_and_keeps_greedy_tokens(spelling):
+    budget = 256 * 1024
+    ref = _engine(num_kv_blocks=None, kv_cache_bytes=budget)
+    eng = _engine(num_kv_blocks=None, kv_cache_bytes=budget, kv_cache_dtype=spelling)
+    mc = eng.model_config
+    fp8_per_token = 2 * mc.num_hidden_layers * mc.num_key_value_heads * (mc.head_dim + SCALE_BYTES)
+    assert eng.runner.kv_cache.dtype == torch.uint8
+    assert eng.stats().kv_cache_dtype == "fp8_e4m3"
+    assert eng.kv_cache_tokens_capacity == (budget // fp8_per_token) // 16 * 16
+    assert eng.kv_cache_tokens_capacity > 3 * ref.kv_cache_tokens_capacity   # fp32 = 4 B/value, fp8 = 1 + 4/16
+    params = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+    prompts = [list(range(5, 40)), list(range(100, 107)), [3] * 20]
+    want = [c.output_token_ids for c in ref.generate(prompts, params)]
+    got = [c.output_token_ids for c in eng.generate(prompts, params)]
+    # A random tiny model's logits are nearly flat, so one flipped argmax changes the rest of a greedy
+    # run: compare the first token, then teacher-force the reference continuation through both caches.
+    assert [g[0] for g in got] == [w[0] for w in want]
+    agree, total = 0, 0
+    for prompt, w, g in zip(prompts, want, got, strict=True):
+        ref_top1 = engine_prefill_logits(ref, prompt + w)[len(prompt) - 1:-1].argmax(-1)
+        fp8_top1 = engine_prefill_logits(eng, prompt + w)[len(prompt) - 1:-1].argmax(-1)
+        agree, total = agree + int((ref_top1 == fp8_top1).sum()), total + len(w)
+        # decoding through the e4m3 cache == prefilling the same tokens through it
+        own = engine_prefill_logits(eng, prompt + g)[len(prompt) - 1:-1].argmax(-1)
+        assert own.tolist() == g
+    assert agree / total >= 0.9
+    assert eng.stats().num_kv_blocks_free == eng.stats().num_kv_blocks_total    # nothing leaked
+
+
+def test_enable_fp8_after_finished_requests_forgets_cached_prefixes():
+    eng = _engine(enable_prefix_caching=True)
+    prompt = list(range(1, 40))
+    eng.generate([prompt], SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True))
+    enable_fp8_kv_cache(eng)
+    hits_before = eng.stats().prefix_cache_hits_total
+    eng.generate([prompt], SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True))
+    assert eng.stats().prefix_cache_hits_total == hits_before     # the old float blocks are gone
+    assert eng.stats().kv_reserved_bytes == 0 and eng.stats().kv_cache_dtype == "fp8_e4m3"
+
+
+def test_the_engine_imports_no_quantization_code_unless_an_fp8_cache_is_asked_for():
+    import subprocess
+    import sys
+
+    code = ("import sys, reference_engine.engine; "
+            "print(any(m.startswith('reference_engine.quant') for m in sys.modules))")
+    repo = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                         cwd=repo)
+    assert out.stdout.strip() == "False"

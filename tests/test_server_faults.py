@@ -50,6 +50,21 @@ def test_in_process_app_serves_a_request(app_and_worker):
     assert r.json()["usage"]["completion_tokens"] == 3
 
 
+def test_fp8_kv_cache_engine_serves_and_frees_its_blocks():
+    engine = LLMEngine(EngineConfig(model="tiny", max_model_len=256, num_kv_blocks=64, kv_cache_dtype="fp8"))
+    worker = EngineWorker(engine, None)
+    worker.start()
+    app = create_app(worker, ServedModel("tiny", "tiny", engine.max_model_len, 0), None, ServerOptions(api_key=None))
+    try:
+        r = asyncio.run(_post(app, "/v1/completions", {"prompt": "fp8 " * 10, "max_tokens": 5, "ignore_eos": True}))
+    finally:
+        worker.stop()
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["completion_tokens"] == 5
+    stats = engine.stats()
+    assert stats.kv_cache_dtype == "fp8_e4m3" and stats.num_kv_blocks_free == stats.num_kv_blocks_total
+
+
 def test_engine_that_dies_mid_request_gives_500_then_503(app_and_worker, monkeypatch):
     app, worker, engine = app_and_worker
 

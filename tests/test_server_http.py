@@ -257,7 +257,11 @@ def test_client_disconnect_aborts_and_frees_blocks(client, reference_server):
             lines = r.iter_lines()
             received = [line for line, _ in zip(lines, range(6), strict=False)]
             assert any(line.startswith("data: ") for line in received)
+            deadline = time.monotonic() + 10      # gauges follow the engine every 25 ms, not every token
             during = metrics(client)
+            while value(during, "vllm:num_requests_running") != 1 and time.monotonic() < deadline:
+                time.sleep(0.02)
+                during = metrics(client)
             assert value(during, "vllm:num_requests_running") == 1
             assert value(during, "vllm:kv_cache_usage_perc") > 0
         # leaving both blocks closes the connection mid-stream

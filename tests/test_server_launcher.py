@@ -10,6 +10,7 @@ import openai
 import pytest
 from typer.testing import CliRunner
 
+from reference_engine import launcher
 from reference_engine.launcher import start_reference_server
 from triage.cli import app
 from triage.errors import EngineError
@@ -75,8 +76,23 @@ def test_serve_refuses_a_busy_port_with_exit_2():
 
 
 @pytest.mark.parametrize("flag, value", [("--scheduler", "fifo"), ("--attention", "magic"),
-                                         ("--dtype", "int3"), ("--log-level", "loud"), ("--port", "70000")])
+                                         ("--dtype", "int3"), ("--log-level", "loud"), ("--port", "70000"),
+                                         ("--kv-cache-dtype", "int2")])
 def test_serve_rejects_bad_flags_with_exit_2(flag, value):
     result = CliRunner().invoke(app, ["serve", flag, value])
     assert result.exit_code == 2
     assert value in result.output
+
+
+def test_interrupted_startup_stops_the_child_and_propagates(monkeypatch):
+    started = []
+
+    def interrupted(handle, timeout_s):
+        started.append(handle)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launcher, "_wait_healthy", interrupted)
+    with pytest.raises(KeyboardInterrupt):          # not turned into a misleading "did not answer" error
+        start_reference_server("tiny")
+    (handle,) = started
+    assert not handle.alive() and not handle.log_path.exists()

@@ -1,7 +1,10 @@
 """Attention backends behind one call signature (see base.py). ``get_backend('auto', device)`` picks
-the fastest one available; other modules (e.g. GPU kernels) can ``register_backend``."""
+the fastest one available: on a CUDA device that is the Triton paged-attention kernel when triton
+imports and a GPU is present (registered on first use), else SDPA. Other modules can
+``register_backend``."""
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from reference_engine.attention.base import AttentionBackend, AttentionMetadata
@@ -9,6 +12,8 @@ from reference_engine.attention.naive import NaiveAttention
 from reference_engine.attention.sdpa import SdpaAttention
 from reference_engine.attention.tiled import TiledAttention
 from triage.errors import EngineError
+
+log = logging.getLogger("triage.reference_engine")
 
 _FACTORIES: dict[str, Callable[[], AttentionBackend]] = {
     "naive": NaiveAttention,
@@ -31,7 +36,21 @@ def available_backends() -> list[str]:
     return list(_FACTORIES)
 
 
+def _register_gpu_backends(device: str) -> None:
+    """On a CUDA device, add the Triton backend (first for ``auto``) if Triton can run there. Import-
+    guarded: without triton or a GPU this registers nothing, and ``triton`` is never imported on CPU."""
+    if "triton" in _FACTORIES:
+        return
+    from reference_engine.attention.triton_backend import register_triton_backend
+
+    reason = register_triton_backend(device)
+    if reason is not None:
+        log.debug("attention backend 'triton' not available: %s", reason)
+
+
 def get_backend(name: str, device: str = "cpu") -> AttentionBackend:
+    if device.startswith("cuda") and name in ("auto", "triton"):
+        _register_gpu_backends(device)
     if name == "auto":
         kind = "cuda" if device.startswith("cuda") else "cpu"
         name = _AUTO_ORDER[kind][0]

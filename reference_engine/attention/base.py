@@ -10,6 +10,7 @@ to the cache, so ``kv_lens[i] >= q_lens[i]`` and query row ``r`` is context posi
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -28,6 +29,10 @@ class AttentionMetadata:
     @property
     def num_seqs(self) -> int:
         return len(self.q_lens)
+
+    def sequences(self) -> Iterator[tuple[int, int, int, list[int]]]:
+        """``(q_start, q_len, kv_len, block_table)`` of each sequence, in batch order."""
+        return zip(self.q_starts, self.q_lens, self.kv_lens, self.block_tables, strict=True)
 
     @property
     def is_all_decode(self) -> bool:

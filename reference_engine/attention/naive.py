@@ -16,9 +16,7 @@ class NaiveAttention:
                  meta: AttentionMetadata, scale: float) -> torch.Tensor:
         out = torch.empty_like(q)
         hkv = k_cache.shape[-2]
-        for i in range(meta.num_seqs):
-            s, n, kv_len = meta.q_starts[i], meta.q_lens[i], meta.kv_lens[i]
-            table = meta.block_tables[i]
+        for s, n, kv_len, table in meta.sequences():
             k = gather_kv(k_cache, table, meta.block_size, 0, kv_len).to(q.dtype)
             v = gather_kv(v_cache, table, meta.block_size, 0, kv_len).to(q.dtype)
             qh = split_gqa(q[s:s + n], hkv)                        # [Hkv, g, n, d]

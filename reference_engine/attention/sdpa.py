@@ -23,9 +23,7 @@ class SdpaAttention:
         if meta.num_seqs > 1 and meta.is_all_decode:
             return self._batched_decode(q, k_cache, v_cache, meta, scale)
         out = torch.empty_like(q)
-        for i in range(meta.num_seqs):
-            s, n, kv_len = meta.q_starts[i], meta.q_lens[i], meta.kv_lens[i]
-            table = meta.block_tables[i]
+        for s, n, kv_len, table in meta.sequences():
             k = gather_kv(k_cache, table, meta.block_size, 0, kv_len).to(q.dtype).transpose(0, 1)
             v = gather_kv(v_cache, table, meta.block_size, 0, kv_len).to(q.dtype).transpose(0, 1)
             qh = q[s:s + n].transpose(0, 1)

@@ -26,9 +26,7 @@ class TiledAttention:
                  meta: AttentionMetadata, scale: float) -> torch.Tensor:
         out = torch.empty_like(q)
         hkv = k_cache.shape[-2]
-        for i in range(meta.num_seqs):
-            s, n, kv_len = meta.q_starts[i], meta.q_lens[i], meta.kv_lens[i]
-            table = meta.block_tables[i]
+        for s, n, kv_len, table in meta.sequences():
             first_pos = kv_len - n                                  # context position of query row 0
             for qs in range(0, n, self.q_tile_tokens):
                 qe = min(n, qs + self.q_tile_tokens)

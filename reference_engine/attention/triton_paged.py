@@ -21,6 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
+from reference_engine.attention.triton_softmax import online_softmax_step
 from reference_engine.attention.triton_support import check_device
 
 
@@ -80,13 +81,7 @@ def _paged_attn_kernel(
         s = tl.dot(q.to(tl.float32), tl.trans(k)) * qk_scale
         valid = col_ok[None, :] & (cols[None, :] <= (ctx_len + offs_m)[:, None]) & row_ok[:, None]
         s = tl.where(valid, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.exp2(s - m_safe[:, None])
-        alpha = tl.exp2(m_i - m_safe)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p, v)
-        m_i = m_new
+        m_i, l_i, acc = online_softmax_step(s, v, m_i, l_i, acc)
     acc = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
     tl.store(Out + (q_start + offs_m)[:, None] * stride_ot + h * stride_oh + offs_d[None, :],
              acc.to(Out.dtype.element_ty), mask=row_ok[:, None])

@@ -17,6 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
+from reference_engine.attention.triton_softmax import online_softmax_step
 from reference_engine.attention.triton_support import check_device
 
 
@@ -65,13 +66,7 @@ def _flash_fwd_kernel(
         if CAUSAL:
             valid = valid & (cols[None, :] <= offs_m[:, None])
         s = tl.where(valid, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.exp2(s - m_safe[:, None])
-        alpha = tl.exp2(m_i - m_safe)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
+        m_i, l_i, acc = online_softmax_step(s, v, m_i, l_i, acc)
     acc = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
     o_ptrs = Out + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_os + offs_d[None, :]
     tl.store(o_ptrs, acc.to(Out.dtype.element_ty), mask=offs_m[:, None] < seq_len)

@@ -14,7 +14,7 @@ class BaselineConfig:
     device: str = "cpu"
     dtype: str = "bfloat16"
     seed: int = 0
-    num_threads: int | None = None     # CPU: torch intra-op threads; None keeps torch's default
+    num_threads: int | None = None     # CPU: torch intra-op threads; None: fit_num_threads() (threads.py)
     rows: tuple[str, ...] = ROW_KEYS
     # microbench
     bandwidth_buffer_bytes: int | None = None

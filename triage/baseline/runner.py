@@ -9,6 +9,7 @@ import torch
 
 from reference_engine.config import load_model_config
 from reference_engine.microbench import run_microbench
+from reference_engine.threads import fit_num_threads
 from triage.baseline import model_rows, serving_rows
 from triage.baseline.config import ROW_KEYS, BaselineConfig
 from triage.baseline.context import Context
@@ -66,12 +67,18 @@ def run_baseline(cfg: BaselineConfig, on_step: Callable[[str], None] | None = No
     except EngineError as e:
         raise UsageError(str(e)) from None
     threads_before = torch.get_num_threads()
-    if cfg.num_threads is not None:
-        torch.set_num_threads(cfg.num_threads)
+    if cfg.num_threads is None:             # torch's default (a thread per core) stalls on a busy host
+        threads, why = fit_num_threads()
+        cfg = dataclasses.replace(cfg, num_threads=threads)
+    else:
+        why = f"{cfg.num_threads}, as asked (--threads)"
+    torch.set_num_threads(cfg.num_threads)
     try:
-        return _run(cfg, model_config, on_step, on_row_done)
+        section = _run(cfg, model_config, on_step, on_row_done)
     finally:
         torch.set_num_threads(threads_before)
+    section["notes"].insert(0, f"torch threads: {why}")
+    return section
 
 
 def _run(cfg: BaselineConfig, model_config, on_step: Callable[[str], None],

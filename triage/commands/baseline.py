@@ -23,8 +23,9 @@ def baseline(
     dtype: str = typer.Option("bfloat16", "--dtype", help="Compute dtype of the 'before' model: bfloat16, "
                               "float16 or float32."),
     threads: int = typer.Option(None, "--threads", envvar="TRIAGE_BASELINE_THREADS",
-                                help="CPU threads for torch (default: torch's choice). On a busy host, 1 "
-                                "avoids stalls where one thread waits for a descheduled sibling."),
+                                help="CPU threads for torch. Default: what fits the host (one core left free, "
+                                "none beyond the idle cores), since a thread per core stalls on a busy host; "
+                                "the report notes the choice."),
     rows: str = typer.Option("all", "--rows",
                              help=f"'all', or comma-separated rows: {', '.join(ROW_KEYS)}."),
     json_path: Path = typer.Option(None, "--json", help="Also write the report JSON here."),

@@ -7,8 +7,9 @@ from triage.cli_support import funnel
 from triage.errors import UsageError
 
 _SCHEDULERS = ("continuous", "static")
-_ATTENTION = ("auto", "naive", "tiled", "sdpa")
+_ATTENTION = ("auto", "naive", "tiled", "sdpa", "triton")
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
+_KV_CACHE_DTYPES = ("auto", "float32", "bfloat16", "float16", "fp8", "fp8_e4m3")
 _KV_LAYOUTS = ("paged", "contiguous")
 
 
@@ -39,10 +40,12 @@ def serve(
                                       help="Exact number of KV blocks; overrides the byte budget."),
     gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization",
                                                  help="Share of GPU memory for weights + KV cache."),
-    kv_cache_dtype: str = typer.Option("auto", "--kv-cache-dtype", help="auto or a quantised KV format."),
+    kv_cache_dtype: str = typer.Option("auto", "--kv-cache-dtype",
+                                       help="auto (the model dtype), float32, bfloat16, float16, or fp8 / fp8_e4m3 "
+                                            "(e4m3 values with a per-token scale: about half of bf16's bytes)."),
     scheduler: str = typer.Option("continuous", "--scheduler", help="continuous or static batching."),
     kv_layout: str = typer.Option("paged", "--kv-layout", help="paged or contiguous KV cache."),
-    attention: str = typer.Option("auto", "--attention", help="auto, naive, tiled or sdpa."),
+    attention: str = typer.Option("auto", "--attention", help="auto, naive, tiled, sdpa or triton (CUDA + triton only; auto picks it there)."),
     enable_prefix_caching: bool = typer.Option(True, "--enable-prefix-caching/--no-enable-prefix-caching",
                                                help="Reuse KV blocks of shared prompt prefixes."),
     enable_chunked_prefill: bool = typer.Option(True, "--enable-chunked-prefill/--no-enable-chunked-prefill",
@@ -75,7 +78,7 @@ def serve(
             max_model_len=max_model_len, max_num_seqs=max_num_seqs,
             max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
             kv_cache_bytes=kv_cache_bytes, num_kv_blocks=num_kv_blocks,
-            gpu_memory_utilization=gpu_memory_utilization, kv_cache_dtype=kv_cache_dtype,
+            gpu_memory_utilization=gpu_memory_utilization, kv_cache_dtype=_choice("--kv-cache-dtype", kv_cache_dtype, _KV_CACHE_DTYPES),
             scheduler=_choice("--scheduler", scheduler, _SCHEDULERS),
             kv_layout=_choice("--kv-layout", kv_layout, _KV_LAYOUTS),
             attention=_choice("--attention", attention, _ATTENTION),
