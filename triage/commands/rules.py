@@ -53,7 +53,8 @@ def list_rules(
     wide = out.width >= 120
     table = Table(title=f"{len(REGISTRY)} rules (`triage rules explain CODE` for one)", title_justify="left")
     for col in ("code", "name", "severity", "on", "inputs") + (("what it checks",) if wide else ()):
-        table.add_column(col, no_wrap=col in ("code", "name", "severity", "on"), overflow="fold")
+        table.add_column(col, no_wrap=col in ("code", "severity", "on"), overflow="fold",
+                         min_width=17 if col == "inputs" else None)
     for r in REGISTRY:
         row = [r.code, r.name, r.severity.value, "yes" if cfg.is_enabled(r.code) else "no",
                ", ".join(i.replace("|", " or ") for i in r.inputs)]
