@@ -84,6 +84,20 @@ def test_secrets_never_reach_any_output(tmp_path):
         text = path.read_text()
         assert "topsecret" not in text and "hunter2" not in text, path.name
     assert "topsecret" not in result.output
+    # The text output says where every file went.
+    for what, name in (("report", "bench.json"), ("per-request JSONL", "requests.jsonl"),
+                       ("levels CSV", "levels.csv"), ("HTML report", "report.html")):
+        assert f"{what} written to {tmp_path / name}" in result.stdout, result.stdout
+
+
+def test_format_json_keeps_stdout_pure_json_and_names_the_files_on_stderr(tmp_path):
+    with FakeOpenAIServer() as srv:
+        result = invoke(["--url", srv.url, "--concurrency", "1", "--num-requests", "2", "--warmup", "0",
+                         "--input-len", "8", "--output-len", "4", "--format", "json",
+                         "--jsonl", str(tmp_path / "r.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["kind"] == "bench"
+    assert f"per-request JSONL written to {tmp_path / 'r.jsonl'}" in result.stderr
 
 
 def run_runner(cfg: BenchConfig, tmp_path: Path):

@@ -59,5 +59,6 @@ def bench(
     paths = OutputPaths.resolve(output_dir, json_path, jsonl, csv, html)
     err = console(stderr=True)
     outcome = execute(cfg, paths, embedded=embedded, live_console=err if fmt == "text" and err.is_terminal else None)
-    emit(outcome.report, paths.json, fmt)
+    emit(outcome.report, paths.json, fmt, other_files={"per-request JSONL": paths.jsonl, "levels CSV": paths.csv,
+                                                      "HTML report": paths.html})
     return outcome.exit_code
