@@ -46,6 +46,7 @@ class FakeState:
     prompt_tokens_total: int = 0
     generation_tokens_total: int = 0
     seen: list[str] = field(default_factory=list)
+    authorizations: list[str | None] = field(default_factory=list)  # the Authorization header of each POST
     stop_event: threading.Event = field(default_factory=threading.Event)
 
     def next_behaviour(self, probe: bool) -> str:
@@ -117,6 +118,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         st = self.server.state
         length = int(self.headers.get("content-length", "0"))
+        with st.lock:
+            st.authorizations.append(self.headers.get("authorization"))
         body = json.loads(self.rfile.read(length) or b"{}")
         chat = self.path == "/v1/chat/completions"
         if self.path not in ("/v1/completions", "/v1/chat/completions"):

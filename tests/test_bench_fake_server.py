@@ -3,6 +3,7 @@ kind is counted, nothing crashes, the reports validate, a SIGKILL keeps the JSON
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import signal
@@ -27,7 +28,11 @@ KINDS = {"http_500": 1, "http_429": 1, "disconnected": 1, "connection_reset": 1,
          "malformed_json": 1, "server_error_event": 1, "timeout": 1}
 
 
-def invoke(args: list[str]):
+def invoke(args: list[str], monkeypatch: pytest.MonkeyPatch | None = None):
+    """`triage bench ARGS` in-process. With `monkeypatch`, sys.argv is the command line too (the report's
+    `command` is read from it), so the tests of redaction see what a real run writes."""
+    if monkeypatch is not None:
+        monkeypatch.setattr(sys, "argv", ["triage", "--no-color", "bench", *args])
     return CliRunner().invoke(app, ["--no-color", "bench", *args], env={"COLUMNS": "200"})
 
 
@@ -74,11 +79,11 @@ def test_bad_flags_exit_2():
     assert result.exit_code == 2 and "expected http(s)://" in result.output
 
 
-def test_secrets_never_reach_any_output(tmp_path):
+def test_secrets_never_reach_any_output(tmp_path, monkeypatch):
     with FakeOpenAIServer() as srv:
         result = invoke(["--url", srv.url, "--concurrency", "1", "--num-requests", "2", "--warmup", "0",
                          "--input-len", "8", "--output-len", "4", "--api-key", "sk-topsecret123456",
-                         "--header", "X-Api-Key: hunter2hunter2", "--output-dir", str(tmp_path)])
+                         "--header", "X-Api-Key: hunter2hunter2", "--output-dir", str(tmp_path)], monkeypatch)
     assert result.exit_code == 0, result.output
     for path in tmp_path.iterdir():
         text = path.read_text()
@@ -88,6 +93,25 @@ def test_secrets_never_reach_any_output(tmp_path):
     for what, name in (("report", "bench.json"), ("per-request JSONL", "requests.jsonl"),
                        ("levels CSV", "levels.csv"), ("HTML report", "report.html")):
         assert f"{what} written to {tmp_path / name}" in result.stdout, result.stdout
+
+
+def test_url_credentials_are_sent_as_basic_auth_and_never_written(tmp_path, monkeypatch):
+    with FakeOpenAIServer() as srv:
+        url = srv.url.replace("http://", "http://bob:pw-hunter3@")
+        result = invoke(["--url", url, "--concurrency", "1", "--num-requests", "2", "--warmup", "0",
+                         "--input-len", "8", "--output-len", "4", "--header", "X-Auth: s3cr3t-value",
+                         "--header=Cookie: session=abcdef", "--header", "X-Team: infra",
+                         "--output-dir", str(tmp_path)], monkeypatch)
+        sent = list(srv.state.authorizations)
+    assert result.exit_code == 0, result.output
+    assert sent and set(sent) == {"Basic " + base64.b64encode(b"bob:pw-hunter3").decode()}
+    for path in tmp_path.iterdir():
+        text = path.read_text()
+        for secret in ("pw-hunter3", "s3cr3t", "abcdef"):
+            assert secret not in text, (path.name, secret)
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert "X-Team: infra" in data["command"] and data["bench"]["config"]["headers"]["X-Team"] == "infra"
+    assert "pw-hunter3" not in result.output
 
 
 def test_format_json_keeps_stdout_pure_json_and_names_the_files_on_stderr(tmp_path):

@@ -91,6 +91,19 @@ def new_report(kind: ReportKind, host: HostInfo, target: Target | None = None, *
 FORMATS = ("text", "json", "markdown")
 
 
+def url_option(help: str) -> Any:
+    """The `--url` every server-facing command takes (TRIAGE_URL in the environment works too)."""
+    return typer.Option(None, "--url", envvar="TRIAGE_URL", help=help)
+
+
+def json_option() -> Any:
+    return typer.Option(None, "--json", help="Also write the report JSON to this file.")
+
+
+def format_option(formats: tuple[str, ...] = FORMATS) -> Any:
+    return typer.Option("text", "--format", help=f"Output on stdout: {', '.join(formats)}.")
+
+
 def emit(report: Report, json_path: Path | None, fmt: str = "text",
          other_files: dict[str, Path | None] | None = None) -> None:
     """Write the report to --json FILE (if given) and show it: rich text, Markdown, or JSON on stdout.

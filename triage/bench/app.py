@@ -16,12 +16,13 @@ from rich.console import Console
 
 from probes.base import Snapshot
 from rules import RulesConfig, bench_rule_codes, evaluate
-from triage.bench.config import BenchConfig
+from triage.bench.config import BenchConfig, redact_header_args
 from triage.bench.outputs import write_csv, write_html
 from triage.bench.records import RecordSink
 from triage.bench.runner import BenchRunner, Observer
 from triage.errors import EXIT_INTERRUPTED, EngineError
 from triage.model import BenchSection, Finding, ReportKind, SkippedRule, Target
+from triage.redact import redact_text
 
 # The embedded default: small enough that `make demo` finishes in well under a minute on a 2-core CPU.
 EMBEDDED_MODEL = "tiny"
@@ -114,11 +115,12 @@ def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_consol
                       f"interrupted: {len(section.levels)} of {len(cfg.levels)} levels finished"]})
     findings, skipped = evaluate_rules(section)
     server_engines = [lv.server.get("engine") for lv in section.levels if lv.server]
-    target = Target(url=cfg.url, engine=engine or (server_engines[0] if server_engines else "openai-compatible"),
+    target = Target(url=redact_text(cfg.url), engine=engine or (server_engines[0] if server_engines else "openai-compatible"),
                     engine_version=runner.info.engine_version if runner.info else None,
                     model=runner.info.model if runner.info else cfg.model)
     report = new_report(ReportKind.BENCH, host_info(), target, bench=section, findings=findings,
                         skipped_rules=skipped)
+    report = dataclasses.replace(report, command=redact_header_args(report.command))
     if paths.csv is not None:
         write_csv(section, paths.csv)
     if paths.html is not None:

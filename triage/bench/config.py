@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from triage.errors import UsageError
-from triage.redact import REDACTED
+from triage.redact import REDACTED, redact_text
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 
@@ -81,7 +81,7 @@ class BenchConfig:
     def to_report_dict(self) -> dict[str, Any]:
         """The config block of the report. Secrets never appear: header values that look like auth are masked."""
         return {
-            "url": self.url,
+            "url": redact_text(self.url),
             "model": self.model,
             "endpoint": self.endpoint.value,
             "concurrency": [lv.concurrency for lv in self.levels if lv.concurrency is not None],
@@ -109,7 +109,22 @@ _SECRET_HEADER_WORDS = ("auth", "key", "token", "secret", "cookie", "password")
 
 
 def redact_header(name: str, value: str) -> str:
-    return REDACTED if any(w in name.lower() for w in _SECRET_HEADER_WORDS) else value
+    return REDACTED if any(w in name.lower() for w in _SECRET_HEADER_WORDS) else redact_text(value)
+
+
+def redact_header_args(argv: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """argv with the value of every `--header NAME:VALUE` masked the way the report's config masks it
+    (the generic argv redaction does not know that `X-Auth: abc` or `Cookie: s=1` is a secret)."""
+    out: list[str] = []
+    after_flag = False
+    for arg in argv:
+        if after_flag or arg.startswith("--header="):
+            prefix, text = ("", arg) if after_flag else ("--header=", arg[len("--header="):])
+            name, sep, value = text.partition(":")
+            arg = f"{prefix}{name}{sep} {redact_header(name.strip(), value.strip())}" if sep else arg
+        after_flag = arg == "--header"
+        out.append(arg)
+    return tuple(out)
 
 
 def parse_int_list(text: str, flag: str) -> list[int]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import psutil
 
+from triage.bench.aio import cancel_and_wait
 from triage.bench.config import LevelSpec
 from triage.bench.records import RequestRecord
 from triage.model import ClientStats
@@ -48,13 +49,8 @@ class LoopLagMonitor:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     def p99_ms(self) -> float | None:
         return float(np.percentile(self.lags_ms, 99)) if self.lags_ms else None

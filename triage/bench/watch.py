@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from probes.prom import EngineMetrics, normalise, parse_metrics, window_delta
+from triage.bench.aio import cancel_and_wait
 
 
 def _mean(values: list[float]) -> float | None:
@@ -61,13 +62,8 @@ class ServerWatcher:
         self._task = asyncio.get_running_loop().create_task(self._loop())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         await self.scrape()
 
     def summary(self, client_ttft_ms_mean: float | None) -> tuple[dict[str, Any] | None, str | None]:
