@@ -71,6 +71,24 @@ def test_an_unreachable_server_exits_2_with_a_clear_message():
     assert "cannot reach the server" in result.output
 
 
+def test_a_server_that_wants_a_key_exits_2_without_one_and_works_with_it(tmp_path):
+    args = ["--concurrency", "1", "--num-requests", "2", "--warmup", "0", "--input-len", "8", "--output-len", "4"]
+    with FakeOpenAIServer(require_api_key="sk-right-key-123") as srv:
+        refused = invoke(["--url", srv.url, *args])
+        ok = invoke(["--url", srv.url, *args, "--api-key", "sk-right-key-123", "--json", str(tmp_path / "r.json")])
+    assert refused.exit_code == 2 and "--api-key" in refused.output and "Traceback" not in refused.output
+    assert ok.exit_code == 0, ok.output
+    assert json.loads((tmp_path / "r.json").read_text())["bench"]["levels"][0]["requests"]["completed"] == 2
+
+
+def test_dataset_with_synthetic_length_flags_is_refused(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "hello there"}\n')
+    result = invoke(["--url", "http://127.0.0.1:9", "--dataset", str(data), "--input-len", "64", "--len-dist",
+                     "uniform"])
+    assert result.exit_code == 2 and "--input-len, --len-dist would be ignored" in result.output
+
+
 def test_bad_flags_exit_2():
     assert invoke(["--url", "http://127.0.0.1:9", "--concurrency", "0"]).exit_code == 2
     assert invoke(["--url", "http://127.0.0.1:9", "--slo", "latency=5"]).exit_code == 2

@@ -102,9 +102,14 @@ def test_gpu_sampler_thread_collects_until_stopped():
     sampler, _ = GpuSampler.create(interval_s=0.01, nvml=FakeNvml())
     sampler.start()
     import time
-    time.sleep(0.1)
+    deadline = time.monotonic() + 10.0  # a deadline, not a fixed sleep: a loaded box may starve the thread
+    while len(sampler.samples) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
     gpu = sampler.stop()
     assert gpu["num_samples"] >= 4
+    after_stop = len(sampler.samples)
+    time.sleep(0.05)
+    assert len(sampler.samples) == after_stop  # stopped means stopped
 
 
 def test_missing_nvml_gives_none_with_the_reason():

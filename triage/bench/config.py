@@ -206,6 +206,13 @@ def config_from_flags(*, url: str | None, model: str | None, concurrency: str | 
         raise UsageError("--warmup and --shared-prefix-len must be >= 0")
     if dataset is not None and not dataset.is_file():
         raise UsageError(f"--dataset {dataset}: no such file")
+    if dataset is not None:
+        ignored = [flag for flag, given in (("--input-len", input_len is not None), ("--len-dist", len_dist != "fixed"),
+                                            ("--shared-prefix-len", shared_prefix_len > 0)) if given]
+        if ignored:
+            raise UsageError(f"--dataset supplies the prompts, so {', '.join(ignored)} would be ignored: drop "
+                             f"{'it' if len(ignored) == 1 else 'them'} (--output-len still sizes replies the "
+                             "dataset does not record)")
     levels = [LevelSpec(concurrency=c) for c in parse_int_list(concurrency, "--concurrency")] if concurrency else []
     levels += [LevelSpec(request_rate=r) for r in parse_float_list(rate, "--rate")] if rate else []
     if not levels:

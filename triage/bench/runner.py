@@ -22,6 +22,7 @@ from triage.bench.watch import GpuSampler, ServerWatcher
 from triage.bench.workload import PromptItem, TokenCalibration, build
 from triage.errors import TargetUnreachable, UsageError
 from triage.model import BenchLevel, BenchSection, ClientStats
+from triage.redact import redact_text
 
 PROBE_WORDS = (16, 80)  # two prompt sizes for the tokens-per-word fit
 DURATION_POOL_PER_S = 8  # --duration: prompts generated per second per slot (reused after that, with a note)
@@ -57,7 +58,7 @@ class ServerInfo:
 
 
 def _unreachable(url: str, exc: BaseException) -> TargetUnreachable:
-    return TargetUnreachable(f"cannot reach the server at {url} ({type(exc).__name__}: {exc}). Is it running? "
+    return TargetUnreachable(f"cannot reach the server at {redact_text(url)} ({type(exc).__name__}: {exc}). Is it running? "
                              "Check --url, or leave --url out to benchmark the bundled reference engine.")
 
 
@@ -107,6 +108,9 @@ async def preflight(client: httpx.AsyncClient, pool: ConnectionPool, cfg: BenchC
                        timeout_s=cfg.timeout_s)
     if first.error_kind in ("connection_refused", "connect_error", "connect_timeout"):
         raise TargetUnreachable(f"cannot reach the server at {cfg.url}: {first.error}")
+    if first.error_kind in ("http_401", "http_403"):
+        raise TargetUnreachable(f"{cfg.url} refused a {cfg.endpoint.value} request ({first.error}): pass --api-key "
+                                "or set OPENAI_API_KEY (or the --header your gateway expects)")
     if first.error_kind in ("http_400", "http_422"):
         opts = dataclasses.replace(opts, send_ignore_eos=False)
         retry = await send(pool, prompts[0], opts, level="probe", repeat=0, warmup=True, epoch=epoch,
