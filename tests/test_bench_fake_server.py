@@ -91,6 +91,8 @@ def test_dataset_with_synthetic_length_flags_is_refused(tmp_path):
 
 def test_bad_flags_exit_2():
     assert invoke(["--url", "http://127.0.0.1:9", "--concurrency", "0"]).exit_code == 2
+    twice = invoke(["--url", "http://127.0.0.1:9", "--concurrency", "4,4"])
+    assert twice.exit_code == 2 and "--repeat" in twice.output
     assert invoke(["--url", "http://127.0.0.1:9", "--slo", "latency=5"]).exit_code == 2
     assert invoke(["--url", "http://127.0.0.1:9", "--endpoint", "grpc"]).exit_code == 2
     result = invoke(["--url", "localhost:8000"])

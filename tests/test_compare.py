@@ -245,3 +245,8 @@ def test_student_t_matches_the_tables():
         assert student_t_ppf(0.975, df) == pytest.approx(t975, abs=1e-3)
     assert student_t_sf(0.0, 3) == pytest.approx(0.5)
     assert student_t_sf(-2.015, 5) == pytest.approx(0.95, abs=1e-3)
+
+
+def test_a_level_twice_in_one_report_is_unusable():
+    with pytest.raises(ReportError, match="has level c=1 twice"):
+        compare_reports(bench_report([_level(1)]), bench_report([_level(1), _level(1, seed=3)]), RULES)

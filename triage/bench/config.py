@@ -134,7 +134,13 @@ def parse_int_list(text: str, flag: str) -> list[int]:
         raise UsageError(f"{flag} {text!r}: expected comma-separated integers, e.g. 1,4,16,64") from None
     if not values or any(v < 1 for v in values):
         raise UsageError(f"{flag} {text!r}: every value must be an integer >= 1")
+    _no_duplicates(values, text, flag)
     return values
+
+
+def _no_duplicates(values: list, text: str, flag: str) -> None:
+    if len(set(values)) != len(values):
+        raise UsageError(f"{flag} {text!r} names a level twice: to run a level several times, use --repeat K")
 
 
 def parse_float_list(text: str, flag: str) -> list[float]:
@@ -144,6 +150,7 @@ def parse_float_list(text: str, flag: str) -> list[float]:
         raise UsageError(f"{flag} {text!r}: expected comma-separated numbers, e.g. 1,2,4") from None
     if not values or any(not v > 0 for v in values):
         raise UsageError(f"{flag} {text!r}: every rate must be a number > 0 (requests per second)")
+    _no_duplicates(values, text, flag)
     return values
 
 

@@ -138,10 +138,20 @@ def check_comparable(base: Report, cand: Report) -> None:
                           f"candidate {_describe_model(cand)!r}")
 
 
+def _levels_by_key(report: Report, which: str) -> dict[tuple[str, float], BenchLevel]:
+    out: dict[tuple[str, float], BenchLevel] = {}
+    for lv in report.bench.levels:
+        key = level_key(lv)
+        if key in out:
+            raise ReportError(f"the {which} report has level {level_name(lv)} twice; compare cannot tell which "
+                              "to match (run it once with --repeat K instead)")
+        out[key] = lv
+    return out
+
+
 def compare_bench(base: Report, cand: Report, rules: tuple[MetricRule, ...], seed: int = 0) -> list[MetricComparison]:
     check_comparable(base, cand)
-    base_levels = {level_key(lv): lv for lv in base.bench.levels}
-    cand_levels = {level_key(lv): lv for lv in cand.bench.levels}
+    base_levels, cand_levels = _levels_by_key(base, "base"), _levels_by_key(cand, "candidate")
     shared = [k for k in base_levels if k in cand_levels]
     if not shared:
         def names(levels):
