@@ -89,6 +89,13 @@ def test_dataset_with_synthetic_length_flags_is_refused(tmp_path):
     assert result.exit_code == 2 and "--input-len, --len-dist would be ignored" in result.output
 
 
+def test_an_unwritable_output_fails_before_the_run(tmp_path):
+    with FakeOpenAIServer() as srv:
+        result = invoke(["--url", srv.url, "--concurrency", "1", "--num-requests", "2", "--json", str(tmp_path)])
+        assert srv.state.num_requests == 0  # nothing was sent: the error came first
+    assert result.exit_code == 2 and "--json" in result.output and "is a directory" in result.output
+
+
 def test_bad_flags_exit_2():
     assert invoke(["--url", "http://127.0.0.1:9", "--concurrency", "0"]).exit_code == 2
     twice = invoke(["--url", "http://127.0.0.1:9", "--concurrency", "4,4"])

@@ -20,7 +20,7 @@ from triage.bench.config import BenchConfig, redact_header_args
 from triage.bench.outputs import write_csv, write_html
 from triage.bench.records import RecordSink
 from triage.bench.runner import BenchRunner, Observer
-from triage.errors import EXIT_INTERRUPTED, EngineError
+from triage.errors import EXIT_INTERRUPTED, EngineError, UsageError
 from triage.model import BenchSection, Finding, ReportKind, SkippedRule, Target
 from triage.redact import redact_text
 
@@ -46,6 +46,21 @@ class OutputPaths:
             return cls(json, jsonl, csv, html)
         return cls(json or output_dir / "bench.json", jsonl or output_dir / "requests.jsonl",
                    csv or output_dir / "levels.csv", html or output_dir / "report.html")
+
+    def check_writable(self) -> None:
+        """Fail before the run, not after it: a bench can take many minutes, and an unwritable --json at the
+        end would lose its report."""
+        for flag, path in (("--json", self.json), ("--jsonl", self.jsonl), ("--csv", self.csv), ("--html", self.html)):
+            if path is None:
+                continue
+            if path.is_dir():
+                raise UsageError(f"{flag} {path}: is a directory; give a file name")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise UsageError(f"{flag} {path}: cannot create its directory ({e.strerror or e})") from None
+            if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+                raise UsageError(f"{flag} {path}: not writable by this user")
 
 
 @contextlib.contextmanager
@@ -94,6 +109,7 @@ def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_consol
     from probes.host import host_info
     from triage.cli_support import new_report
 
+    paths.check_writable()
     with contextlib.ExitStack() as stack:
         engine = None
         if embedded:
