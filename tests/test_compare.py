@@ -250,3 +250,12 @@ def test_student_t_matches_the_tables():
 def test_a_level_twice_in_one_report_is_unusable():
     with pytest.raises(ReportError, match="has level c=1 twice"):
         compare_reports(bench_report([_level(1)]), bench_report([_level(1), _level(1, seed=3)]), RULES)
+
+
+def test_text_output_at_80_columns_never_ellipsizes(tmp_path):
+    base = _write(tmp_path, "base.json", bench_report([_level(1, seed=1, tput=123456.7)]))
+    worse = _write(tmp_path, "worse.json", bench_report([_level(1, seed=1, scale_ttft=1.3, tput=98765.4)]))
+    result = CliRunner(env={"COLUMNS": "80", "NO_COLOR": "1"}).invoke(app, ["compare", base, worse])
+    assert result.exit_code == 1
+    assert "…" not in result.stdout
+    assert "123,456.7" in result.stdout and "98,765.4" in result.stdout

@@ -47,8 +47,7 @@ def section(result: CompareResult) -> dict[str, Any]:
     summary = {"kind": result.kind.value, "failures": result.failures,
                "verdict": "fail" if result.failures else "pass"}
     if result.kind is ReportKind.BENCH:
-        columns = ["level", "metric", "base", "candidate", "change", "max regression", "95% CI of change, p(worse)",
-                   "verdict"]
+        columns = ["level", "metric", "base", "cand", "change", "limit", "95% CI of change, p(worse)", "verdict"]
         data = [{"level": m.level, "metric": m.metric, "direction": m.direction.value, "base": m.base,
                  "candidate": m.cand, "change_pct": None if m.change_pct is None or math.isinf(m.change_pct)
                  else m.change_pct, "max_regression_pct": m.max_regression_pct,
