@@ -98,6 +98,8 @@ def test_an_unwritable_output_fails_before_the_run(tmp_path):
 
 def test_bad_flags_exit_2():
     assert invoke(["--url", "http://127.0.0.1:9", "--concurrency", "0"]).exit_code == 2
+    unused = invoke(["--url", "http://127.0.0.1:9", "--concurrency", "4", "--burstiness", "0.5"])
+    assert unused.exit_code == 2 and "no --rate level" in unused.output and "--burstiness" in unused.output
     twice = invoke(["--url", "http://127.0.0.1:9", "--concurrency", "4,4"])
     assert twice.exit_code == 2 and "--repeat" in twice.output
     assert invoke(["--url", "http://127.0.0.1:9", "--slo", "latency=5"]).exit_code == 2

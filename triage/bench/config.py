@@ -224,6 +224,12 @@ def config_from_flags(*, url: str | None, model: str | None, concurrency: str | 
     levels += [LevelSpec(request_rate=r) for r in parse_float_list(rate, "--rate")] if rate else []
     if not levels:
         levels = [LevelSpec(concurrency=c) for c in parse_int_list(defaults["concurrency"], "--concurrency")]
+    if not any(lv.request_rate is not None for lv in levels):
+        open_loop_only = [flag for flag, given in (("--burstiness", burstiness != 1.0),
+                                                   ("--max-in-flight", max_in_flight != 512)) if given]
+        if open_loop_only:
+            raise UsageError(f"{', '.join(open_loop_only)} only applies to open-loop levels, and no --rate level "
+                             "was given: add --rate R,... or drop it")
     if num_requests is None and duration is None:
         num_requests = defaults["num_requests"]
     return BenchConfig(
