@@ -171,6 +171,20 @@ def test_chat_reasoning_multi_token_chunks_and_missing_usage(tmp_path):
     assert no_usage.input_tokens_mean is None  # unknown without usage, not 0
 
 
+@pytest.mark.parametrize("rejected, continuous, ignore_eos", [
+    ("continuous_usage_stats", False, True), ("ignore_eos", False, False)])
+def test_optional_request_fields_a_server_refuses_are_dropped_and_noted(tmp_path, rejected, continuous, ignore_eos):
+    with FakeOpenAIServer(reject_fields=(rejected,)) as srv:
+        cfg = BenchConfig(url=srv.url, levels=(LevelSpec(concurrency=1),), num_requests=2, warmup=0, input_len=8,
+                          output_len=4)
+        section = run_runner(cfg, tmp_path)
+    (lv,) = section.levels
+    assert lv.requests.completed == 2 and lv.requests.failed == 0
+    assert section.config["continuous_usage_sent"] is continuous
+    assert section.config["ignore_eos_sent"] is ignore_eos
+    assert any("continuous_usage_stats, so it is not sent" in n for n in section.config["notes"])
+
+
 def test_open_loop_rate_level_and_repeats(tmp_path):
     with FakeOpenAIServer() as srv:
         cfg = BenchConfig(url=srv.url, levels=(LevelSpec(request_rate=40.0),), num_requests=10, warmup=0,
