@@ -288,7 +288,7 @@ class BenchRunner:
                 records.extend(run.records)
                 notes.extend(self._load_notes(spec, run))
         finally:
-            await watcher.stop()
+            await watcher.stop(expected_finished=sum(1 for r in records if r.ok))
             if gpu is not None:
                 gpu_dict = gpu.stop()
         ok_ttft = [r.ttft_s * 1000.0 for r in records if r.ok and r.ttft_s is not None]
