@@ -18,6 +18,9 @@ own httpx code meets every failure the way it would in production. Each POST to 
   stall         one chunk, then silence for `stall_s`
   hang          one chunk, then silence until the server stops (for kill tests)
 
+With `reject_fields`, a POST carrying one of those fields (top level or in stream_options) gets a 400.
+With `require_api_key`, a POST without that bearer token gets a 401, whatever the schedule says.
+
 Requests with max_tokens <= 2 (the bench preflight probes) are always answered `ok`.
 """
 from __future__ import annotations
@@ -46,6 +49,9 @@ class FakeState:
     prompt_tokens_total: int = 0
     generation_tokens_total: int = 0
     seen: list[str] = field(default_factory=list)
+    authorizations: list[str | None] = field(default_factory=list)  # the Authorization header of each POST
+    reject_fields: tuple[str, ...] = ()  # a POST whose body or stream_options has one of these gets a 400
+    require_api_key: str | None = None  # POSTs without "Bearer <this>" get a 401 (/v1/models stays open)
     stop_event: threading.Event = field(default_factory=threading.Event)
 
     def next_behaviour(self, probe: bool) -> str:
@@ -117,7 +123,17 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         st = self.server.state
         length = int(self.headers.get("content-length", "0"))
+        with st.lock:
+            st.authorizations.append(self.headers.get("authorization"))
+        if st.require_api_key and self.headers.get("authorization") != f"Bearer {st.require_api_key}":
+            self.rfile.read(length)
+            self._json(401, {"error": {"message": "invalid api key", "type": "authentication_error"}})
+            return
         body = json.loads(self.rfile.read(length) or b"{}")
+        sent_fields = set(body) | set(body.get("stream_options") or {})
+        if sent_fields & set(st.reject_fields):
+            self._json(400, {"error": {"message": f"unknown fields {sorted(sent_fields & set(st.reject_fields))}"}})
+            return
         chat = self.path == "/v1/chat/completions"
         if self.path not in ("/v1/completions", "/v1/chat/completions"):
             self._json(404, {"error": {"message": "not found"}})

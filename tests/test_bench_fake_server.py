@@ -3,6 +3,7 @@ kind is counted, nothing crashes, the reports validate, a SIGKILL keeps the JSON
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import signal
@@ -27,7 +28,11 @@ KINDS = {"http_500": 1, "http_429": 1, "disconnected": 1, "connection_reset": 1,
          "malformed_json": 1, "server_error_event": 1, "timeout": 1}
 
 
-def invoke(args: list[str]):
+def invoke(args: list[str], monkeypatch: pytest.MonkeyPatch | None = None):
+    """`triage bench ARGS` in-process. With `monkeypatch`, sys.argv is the command line too (the report's
+    `command` is read from it), so the tests of redaction see what a real run writes."""
+    if monkeypatch is not None:
+        monkeypatch.setattr(sys, "argv", ["triage", "--no-color", "bench", *args])
     return CliRunner().invoke(app, ["--no-color", "bench", *args], env={"COLUMNS": "200"})
 
 
@@ -66,24 +71,86 @@ def test_an_unreachable_server_exits_2_with_a_clear_message():
     assert "cannot reach the server" in result.output
 
 
+def test_a_server_that_wants_a_key_exits_2_without_one_and_works_with_it(tmp_path):
+    args = ["--concurrency", "1", "--num-requests", "2", "--warmup", "0", "--input-len", "8", "--output-len", "4"]
+    with FakeOpenAIServer(require_api_key="sk-right-key-123") as srv:
+        refused = invoke(["--url", srv.url, *args])
+        ok = invoke(["--url", srv.url, *args, "--api-key", "sk-right-key-123", "--json", str(tmp_path / "r.json")])
+    assert refused.exit_code == 2 and "--api-key" in refused.output and "Traceback" not in refused.output
+    assert ok.exit_code == 0, ok.output
+    assert json.loads((tmp_path / "r.json").read_text())["bench"]["levels"][0]["requests"]["completed"] == 2
+
+
+def test_dataset_with_synthetic_length_flags_is_refused(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "hello there"}\n')
+    result = invoke(["--url", "http://127.0.0.1:9", "--dataset", str(data), "--input-len", "64", "--len-dist",
+                     "uniform"])
+    assert result.exit_code == 2 and "--input-len, --len-dist would be ignored" in result.output
+
+
+def test_an_unwritable_output_fails_before_the_run(tmp_path):
+    with FakeOpenAIServer() as srv:
+        result = invoke(["--url", srv.url, "--concurrency", "1", "--num-requests", "2", "--json", str(tmp_path)])
+        assert srv.state.num_requests == 0  # nothing was sent: the error came first
+    assert result.exit_code == 2 and "--json" in result.output and "is a directory" in result.output
+
+
 def test_bad_flags_exit_2():
     assert invoke(["--url", "http://127.0.0.1:9", "--concurrency", "0"]).exit_code == 2
+    unused = invoke(["--url", "http://127.0.0.1:9", "--concurrency", "4", "--burstiness", "0.5"])
+    assert unused.exit_code == 2 and "no --rate level" in unused.output and "--burstiness" in unused.output
+    twice = invoke(["--url", "http://127.0.0.1:9", "--concurrency", "4,4"])
+    assert twice.exit_code == 2 and "--repeat" in twice.output
     assert invoke(["--url", "http://127.0.0.1:9", "--slo", "latency=5"]).exit_code == 2
     assert invoke(["--url", "http://127.0.0.1:9", "--endpoint", "grpc"]).exit_code == 2
     result = invoke(["--url", "localhost:8000"])
     assert result.exit_code == 2 and "expected http(s)://" in result.output
 
 
-def test_secrets_never_reach_any_output(tmp_path):
+def test_secrets_never_reach_any_output(tmp_path, monkeypatch):
     with FakeOpenAIServer() as srv:
         result = invoke(["--url", srv.url, "--concurrency", "1", "--num-requests", "2", "--warmup", "0",
                          "--input-len", "8", "--output-len", "4", "--api-key", "sk-topsecret123456",
-                         "--header", "X-Api-Key: hunter2hunter2", "--output-dir", str(tmp_path)])
+                         "--header", "X-Api-Key: hunter2hunter2", "--output-dir", str(tmp_path)], monkeypatch)
     assert result.exit_code == 0, result.output
     for path in tmp_path.iterdir():
         text = path.read_text()
         assert "topsecret" not in text and "hunter2" not in text, path.name
     assert "topsecret" not in result.output
+    # The text output says where every file went.
+    for what, name in (("report", "bench.json"), ("per-request JSONL", "requests.jsonl"),
+                       ("levels CSV", "levels.csv"), ("HTML report", "report.html")):
+        assert f"{what} written to {tmp_path / name}" in result.stdout, result.stdout
+
+
+def test_url_credentials_are_sent_as_basic_auth_and_never_written(tmp_path, monkeypatch):
+    with FakeOpenAIServer() as srv:
+        url = srv.url.replace("http://", "http://bob:pw-hunter3@")
+        result = invoke(["--url", url, "--concurrency", "1", "--num-requests", "2", "--warmup", "0",
+                         "--input-len", "8", "--output-len", "4", "--header", "X-Auth: s3cr3t-value",
+                         "--header=Cookie: session=abcdef", "--header", "X-Team: infra",
+                         "--output-dir", str(tmp_path)], monkeypatch)
+        sent = list(srv.state.authorizations)
+    assert result.exit_code == 0, result.output
+    assert sent and set(sent) == {"Basic " + base64.b64encode(b"bob:pw-hunter3").decode()}
+    for path in tmp_path.iterdir():
+        text = path.read_text()
+        for secret in ("pw-hunter3", "s3cr3t", "abcdef"):
+            assert secret not in text, (path.name, secret)
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert "X-Team: infra" in data["command"] and data["bench"]["config"]["headers"]["X-Team"] == "infra"
+    assert "pw-hunter3" not in result.output
+
+
+def test_format_json_keeps_stdout_pure_json_and_names_the_files_on_stderr(tmp_path):
+    with FakeOpenAIServer() as srv:
+        result = invoke(["--url", srv.url, "--concurrency", "1", "--num-requests", "2", "--warmup", "0",
+                         "--input-len", "8", "--output-len", "4", "--format", "json",
+                         "--jsonl", str(tmp_path / "r.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["kind"] == "bench"
+    assert f"per-request JSONL written to {tmp_path / 'r.jsonl'}" in result.stderr
 
 
 def run_runner(cfg: BenchConfig, tmp_path: Path):
@@ -102,6 +169,20 @@ def test_chat_reasoning_multi_token_chunks_and_missing_usage(tmp_path):
     assert multi.output_tokens_mean == 6.0 and any("split evenly" in n for n in multi.notes)
     assert no_usage.output_tokens_mean == 6.0 and any("counted from content chunks" in n for n in no_usage.notes)
     assert no_usage.input_tokens_mean is None  # unknown without usage, not 0
+
+
+@pytest.mark.parametrize("rejected, continuous, ignore_eos", [
+    ("continuous_usage_stats", False, True), ("ignore_eos", False, False)])
+def test_optional_request_fields_a_server_refuses_are_dropped_and_noted(tmp_path, rejected, continuous, ignore_eos):
+    with FakeOpenAIServer(reject_fields=(rejected,)) as srv:
+        cfg = BenchConfig(url=srv.url, levels=(LevelSpec(concurrency=1),), num_requests=2, warmup=0, input_len=8,
+                          output_len=4)
+        section = run_runner(cfg, tmp_path)
+    (lv,) = section.levels
+    assert lv.requests.completed == 2 and lv.requests.failed == 0
+    assert section.config["continuous_usage_sent"] is continuous
+    assert section.config["ignore_eos_sent"] is ignore_eos
+    assert any("continuous_usage_stats, so it is not sent" in n for n in section.config["notes"])
 
 
 def test_open_loop_rate_level_and_repeats(tmp_path):

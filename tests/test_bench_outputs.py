@@ -16,6 +16,7 @@ from triage.bench.records import RequestRecord
 from triage.bench.saturation import summary
 from triage.model import BenchSection, ClientStats
 from triage.render import markdown
+from triage.render.fmt import num
 
 
 def section() -> BenchSection:
@@ -76,3 +77,24 @@ def test_live_view_tracks_progress_and_running_percentiles():
     assert "c=2" in text and "3/3" in text and "15.0" in text  # TTFT p50 of 10 and 20 ms
     row = view.rows["c=2"]
     assert (row.done, row.failed, row.output_tokens) == (3, 1, 10)
+
+
+def _render(sec: BenchSection, width: int) -> str:
+    from triage.render.bench import levels_console
+
+    out = Console(file=io.StringIO(), width=width, record=True, force_terminal=False, no_color=True)
+    levels_console(sec, out)
+    return out.export_text()
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_the_levels_table_never_ellipsizes_a_number(width):
+    # Wide numbers in every column: a 5-digit E2E p99, a 6-digit throughput.
+    big = level(64, [900.0, 12000.0], [15.0, 19.5], [20000.0, 45678.9], 123456.7, failed=3)
+    sec = BenchSection(config={}, levels=(*section().levels, big), summary=None)
+    text = _render(sec, width)
+    assert "…" not in text
+    for whole in (num(big.e2e_ms.p99), num(big.ttft_ms.p99), "123,456.7", "2/3"):
+        assert len(whole) >= 8 or whole == "2/3"
+        assert whole in text, (whole, text)
+    assert max(len(line) for line in text.splitlines()) <= width

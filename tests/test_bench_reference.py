@@ -20,7 +20,7 @@ def sweep(reference_server, tmp_path_factory):
     """One 1,4 sweep, shared by the checks below (the box is small: run it once)."""
     path = tmp_path_factory.mktemp("bench") / "requests.jsonl"
     cfg = BenchConfig(url=reference_server.url, levels=(LevelSpec(concurrency=1), LevelSpec(concurrency=4)),
-                      num_requests=8, warmup=2, input_len=32, output_len=12, slo={"ttft_ms": 0.001})
+                      num_requests=16, warmup=2, input_len=32, output_len=12, slo={"ttft_ms": 0.001})
     with RecordSink(path) as sink:
         section = asyncio.run(BenchRunner(cfg, sink=sink).run())
     return section, read_records(path)
@@ -30,14 +30,22 @@ def test_a_1_4_sweep_gives_valid_levels(sweep):
     section, _ = sweep
     assert [lv.concurrency for lv in section.levels] == [1, 4]
     for lv in section.levels:
-        assert lv.client.valid, lv.client.invalid_reason
-        assert lv.requests.completed == 8 and lv.requests.failed == 0
+        # The client is never the bottleneck here. On a shared 2-core box the OS may still deschedule this
+        # process for >10 ms during a sub-second level; the verdict then says so, and only that is tolerated.
+        if not lv.client.valid:
+            reasons = lv.client.invalid_reason.split("; ")
+            assert all("other work on the host" in r for r in reasons), lv.client.invalid_reason
+        assert lv.requests.completed == 16 and lv.requests.failed == 0
         assert lv.ttft_ms.p50 is not None and lv.ttft_ms.p50 > 0
         assert lv.output_tokens_per_s > 0
         assert lv.server is not None and lv.server["engine"] == "vllm"
         assert lv.server["server_ttft_ms_mean"] is not None
         assert lv.server["client_minus_server_ttft_ms"] is not None
     assert section.levels[1].client.achieved_concurrency > 3.0
+    # continuous_usage_stats is accepted, so ITL is split by each chunk's real token count, never by a mean
+    assert section.config["continuous_usage_sent"] is True
+    assert not any("without per-chunk usage" in n for lv in section.levels for n in lv.notes), \
+        [lv.notes for lv in section.levels]
     assert section.config["usage_reported"] is True and section.config["prompt_lengths_calibrated"] is True
 
 

@@ -140,6 +140,9 @@ def test_loop_lag_and_cpu_use_the_same_thresholds_as_rule_bench001():
     assert verdict(LevelSpec(concurrency=1), records, ClientMeasurements(5.0, 9.9, [], 0)).valid
     lagging = verdict(LevelSpec(concurrency=1), records, ClientMeasurements(5.0, 10.5, [], 0))
     assert not lagging.valid and "event-loop lag p99 10.5 ms > 10 ms" in lagging.invalid_reason
+    assert "other work on the host" in lagging.invalid_reason  # 5% CPU: the client was not what was busy
+    busy_lag = verdict(LevelSpec(concurrency=1), records, ClientMeasurements(70.0, 10.5, [], 0))
+    assert not busy_lag.valid and "other work on the host" not in busy_lag.invalid_reason
     busy = verdict(LevelSpec(concurrency=1), records, ClientMeasurements(90.0, 1.0, [], 0))
     assert not busy.valid and "client CPU 90%" in busy.invalid_reason
 

@@ -102,9 +102,14 @@ def test_gpu_sampler_thread_collects_until_stopped():
     sampler, _ = GpuSampler.create(interval_s=0.01, nvml=FakeNvml())
     sampler.start()
     import time
-    time.sleep(0.1)
+    deadline = time.monotonic() + 10.0  # a deadline, not a fixed sleep: a loaded box may starve the thread
+    while len(sampler.samples) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
     gpu = sampler.stop()
     assert gpu["num_samples"] >= 4
+    after_stop = len(sampler.samples)
+    time.sleep(0.05)
+    assert len(sampler.samples) == after_stop  # stopped means stopped
 
 
 def test_missing_nvml_gives_none_with_the_reason():
@@ -120,3 +125,35 @@ def test_other_engines_are_read_through_the_shared_parser(fixture, engine):
     server, reason = server_summary([(0.0, text), (1.0, text)], client_ttft_ms_mean=50.0)
     assert reason is None and server["engine"] == engine
     assert server["num_requests_running_max"] is not None  # gauges read from the engine's own names
+
+
+def test_last_scrape_waits_for_the_server_to_count_the_last_requests():
+    """The client saw 4 requests succeed; the server counts the 4th only on the third scrape."""
+    import asyncio
+
+    import httpx
+
+    from triage.bench.watch import ServerWatcher
+
+    finished = iter([0, 3, 4, 4])
+
+    def metrics(request: httpx.Request) -> httpx.Response:
+        n = next(finished)
+        text = ("# TYPE vllm:request_success_total counter\n"
+                f'vllm:request_success_total{{finished_reason="length",model_name="m"}} {n}\n'
+                "# TYPE vllm:generation_tokens_total counter\n"
+                f'vllm:generation_tokens_total{{model_name="m"}} {12 * n}\n')
+        return httpx.Response(200, text=text)
+
+    async def main():
+        async with httpx.AsyncClient(transport=httpx.MockTransport(metrics), base_url="http://x") as client:
+            watcher = ServerWatcher(client, interval_s=60.0)
+            await watcher.start()
+            await watcher.stop(expected_finished=4)
+            return watcher
+
+    watcher = asyncio.run(main())
+    assert len(watcher.texts) == 2  # the early last scrape was replaced, not kept
+    server, reason = watcher.summary(None)
+    assert reason is None and server["generation_tokens_delta"] == 48
+    assert server["num_requests_finished_delta"] == 4

@@ -203,3 +203,59 @@ def test_mixed_kinds_are_unusable(tmp_path):
     cand = _write(tmp_path, "c.json", bench_report([_level(1)]))
     result = runner.invoke(app, ["compare", base, cand])
     assert result.exit_code == 2 and "cannot compare a diagnose report with a bench report" in result.stderr
+
+
+def _with_repeats(report, key, values):
+    from dataclasses import replace
+
+    lv = replace(report.bench.levels[0], repeats=[{key: float(v)} for v in values])
+    return replace(report, bench=replace(report.bench, levels=(lv,)))
+
+
+def test_three_repeats_judge_throughput_with_welch_t():
+    base = bench_report([_level(4, seed=3, tput=1000.0)])
+    cand = bench_report([_level(4, seed=3, tput=880.0)])
+    base = _with_repeats(base, "output_tokens_per_s", [995.0, 1003.0, 1002.0])
+    drop = _with_repeats(cand, "output_tokens_per_s", [876.0, 884.0, 881.0])
+    row = _row(compare_reports(base, drop, RULES), "c=4", "output_tokens_per_s")
+    assert row.verdict is Verdict.REGRESSION and row.interval.method == "welch-t"
+    assert row.interval.low_pct < -12.0 / 1.2 and row.interval.high_pct < 0 and row.p_value_worse < 0.01
+    # The same 12% drop in the means, but repeats that scatter by ±15%: not shown to be real.
+    noisy = _with_repeats(cand, "output_tokens_per_s", [740.0, 1020.0, 880.0])
+    row = _row(compare_reports(base, noisy, RULES), "c=4", "output_tokens_per_s")
+    assert row.verdict is Verdict.WITHIN_NOISE
+    assert row.interval.low_pct < 0 < row.interval.high_pct
+
+
+def test_latency_without_samples_falls_back_to_repeats():
+    base = bench_report([_level(1, seed=1, samples=False)])
+    cand = bench_report([_level(1, seed=1, samples=False, scale_ttft=1.3)])
+    p99 = base.bench.levels[0].ttft_ms.p99
+    base = _with_repeats(base, "ttft_ms_p99", [p99 * f for f in (0.99, 1.0, 1.01)])
+    cand = _with_repeats(cand, "ttft_ms_p99", [p99 * 1.3 * f for f in (0.99, 1.0, 1.01)])
+    row = _row(compare_reports(base, cand, RULES), "c=1", "ttft_ms.p99")
+    assert row.verdict is Verdict.REGRESSION and row.interval.method == "welch-t"
+    assert row.interval.low_pct > 20.0
+
+
+def test_student_t_matches_the_tables():
+    from triage.compare.significance import student_t_ppf, student_t_sf
+
+    for df, t975 in ((1, 12.706), (2, 4.303), (4, 2.776), (10, 2.228), (30, 2.042)):
+        assert student_t_ppf(0.975, df) == pytest.approx(t975, abs=1e-3)
+    assert student_t_sf(0.0, 3) == pytest.approx(0.5)
+    assert student_t_sf(-2.015, 5) == pytest.approx(0.95, abs=1e-3)
+
+
+def test_a_level_twice_in_one_report_is_unusable():
+    with pytest.raises(ReportError, match="has level c=1 twice"):
+        compare_reports(bench_report([_level(1)]), bench_report([_level(1), _level(1, seed=3)]), RULES)
+
+
+def test_text_output_at_80_columns_never_ellipsizes(tmp_path):
+    base = _write(tmp_path, "base.json", bench_report([_level(1, seed=1, tput=123456.7)]))
+    worse = _write(tmp_path, "worse.json", bench_report([_level(1, seed=1, scale_ttft=1.3, tput=98765.4)]))
+    result = CliRunner(env={"COLUMNS": "80", "NO_COLOR": "1"}).invoke(app, ["compare", base, worse])
+    assert result.exit_code == 1
+    assert "…" not in result.stdout
+    assert "123,456.7" in result.stdout and "98,765.4" in result.stdout

@@ -91,8 +91,24 @@ def new_report(kind: ReportKind, host: HostInfo, target: Target | None = None, *
 FORMATS = ("text", "json", "markdown")
 
 
-def emit(report: Report, json_path: Path | None, fmt: str = "text") -> None:
-    """Write the report to --json FILE (if given) and show it: rich text, Markdown, or JSON on stdout."""
+def url_option(help: str) -> Any:
+    """The `--url` every server-facing command takes (TRIAGE_URL in the environment works too)."""
+    return typer.Option(None, "--url", envvar="TRIAGE_URL", help=help)
+
+
+def json_option() -> Any:
+    return typer.Option(None, "--json", help="Also write the report JSON to this file.")
+
+
+def format_option(formats: tuple[str, ...] = FORMATS) -> Any:
+    return typer.Option("text", "--format", help=f"Output on stdout: {', '.join(formats)}.")
+
+
+def emit(report: Report, json_path: Path | None, fmt: str = "text",
+         other_files: dict[str, Path | None] | None = None) -> None:
+    """Write the report to --json FILE (if given) and show it: rich text, Markdown, or JSON on stdout.
+    Then say where every file went: the report JSON and `other_files` ({"JSONL": path, ...}, written by the
+    command). On stdout with text, on stderr otherwise (stdout then carries only the JSON or Markdown)."""
     from triage import render
     from triage.report_io import dumps, write_report
 
@@ -106,5 +122,9 @@ def emit(report: Report, json_path: Path | None, fmt: str = "text") -> None:
         sys.stdout.write(render.markdown(report))
     else:
         render.console_view(report, console())
-        if json_path is not None:
-            console().print(f"report written to {json_path}", markup=False)
+    written = {"report": json_path, **(other_files or {})}
+    lines = [f"{what} written to {path}" for what, path in written.items() if path is not None]
+    if lines:
+        out = console(stderr=fmt != "text")
+        for line in lines:
+            out.print(line, markup=False, soft_wrap=True)

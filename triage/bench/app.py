@@ -16,12 +16,13 @@ from rich.console import Console
 
 from probes.base import Snapshot
 from rules import RulesConfig, bench_rule_codes, evaluate
-from triage.bench.config import BenchConfig
+from triage.bench.config import BenchConfig, redact_header_args
 from triage.bench.outputs import write_csv, write_html
 from triage.bench.records import RecordSink
 from triage.bench.runner import BenchRunner, Observer
-from triage.errors import EXIT_INTERRUPTED, EngineError
+from triage.errors import EXIT_INTERRUPTED, EngineError, UsageError
 from triage.model import BenchSection, Finding, ReportKind, SkippedRule, Target
+from triage.redact import redact_text
 
 # The embedded default: small enough that `make demo` finishes in well under a minute on a 2-core CPU.
 EMBEDDED_MODEL = "tiny"
@@ -45,6 +46,21 @@ class OutputPaths:
             return cls(json, jsonl, csv, html)
         return cls(json or output_dir / "bench.json", jsonl or output_dir / "requests.jsonl",
                    csv or output_dir / "levels.csv", html or output_dir / "report.html")
+
+    def check_writable(self) -> None:
+        """Fail before the run, not after it: a bench can take many minutes, and an unwritable --json at the
+        end would lose its report."""
+        for flag, path in (("--json", self.json), ("--jsonl", self.jsonl), ("--csv", self.csv), ("--html", self.html)):
+            if path is None:
+                continue
+            if path.is_dir():
+                raise UsageError(f"{flag} {path}: is a directory; give a file name")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise UsageError(f"{flag} {path}: cannot create its directory ({e.strerror or e})") from None
+            if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+                raise UsageError(f"{flag} {path}: not writable by this user")
 
 
 @contextlib.contextmanager
@@ -93,6 +109,7 @@ def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_consol
     from probes.host import host_info
     from triage.cli_support import new_report
 
+    paths.check_writable()
     with contextlib.ExitStack() as stack:
         engine = None
         if embedded:
@@ -114,11 +131,12 @@ def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_consol
                       f"interrupted: {len(section.levels)} of {len(cfg.levels)} levels finished"]})
     findings, skipped = evaluate_rules(section)
     server_engines = [lv.server.get("engine") for lv in section.levels if lv.server]
-    target = Target(url=cfg.url, engine=engine or (server_engines[0] if server_engines else "openai-compatible"),
+    target = Target(url=redact_text(cfg.url), engine=engine or (server_engines[0] if server_engines else "openai-compatible"),
                     engine_version=runner.info.engine_version if runner.info else None,
                     model=runner.info.model if runner.info else cfg.model)
     report = new_report(ReportKind.BENCH, host_info(), target, bench=section, findings=findings,
                         skipped_rules=skipped)
+    report = dataclasses.replace(report, command=redact_header_args(report.command))
     if paths.csv is not None:
         write_csv(section, paths.csv)
     if paths.html is not None:

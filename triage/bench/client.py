@@ -27,6 +27,9 @@ class RequestOptions:
     model: str
     send_ignore_eos: bool = True  # ignore_eos + min_tokens, so outputs are as long as asked
     include_usage: bool = True
+    # vLLM's continuous_usage_stats: usage on every chunk, so a multi-token chunk's ITL is split by its real
+    # token count (the preflight turns it off for a server that rejects it)
+    continuous_usage: bool = True
 
 
 def build_payload(item: PromptItem, opts: RequestOptions, max_tokens: int | None = None) -> dict[str, Any]:
@@ -38,6 +41,8 @@ def build_payload(item: PromptItem, opts: RequestOptions, max_tokens: int | None
         payload["prompt"] = item.prompt
     if opts.include_usage:
         payload["stream_options"] = {"include_usage": True}
+        if opts.continuous_usage:
+            payload["stream_options"]["continuous_usage_stats"] = True
     if opts.send_ignore_eos:
         payload["ignore_eos"] = True
         payload["min_tokens"] = out_tokens

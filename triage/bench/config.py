@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from triage.errors import UsageError
-from triage.redact import REDACTED
+from triage.redact import REDACTED, redact_text
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 
@@ -81,7 +81,7 @@ class BenchConfig:
     def to_report_dict(self) -> dict[str, Any]:
         """The config block of the report. Secrets never appear: header values that look like auth are masked."""
         return {
-            "url": self.url,
+            "url": redact_text(self.url),
             "model": self.model,
             "endpoint": self.endpoint.value,
             "concurrency": [lv.concurrency for lv in self.levels if lv.concurrency is not None],
@@ -109,7 +109,22 @@ _SECRET_HEADER_WORDS = ("auth", "key", "token", "secret", "cookie", "password")
 
 
 def redact_header(name: str, value: str) -> str:
-    return REDACTED if any(w in name.lower() for w in _SECRET_HEADER_WORDS) else value
+    return REDACTED if any(w in name.lower() for w in _SECRET_HEADER_WORDS) else redact_text(value)
+
+
+def redact_header_args(argv: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """argv with the value of every `--header NAME:VALUE` masked the way the report's config masks it
+    (the generic argv redaction does not know that `X-Auth: abc` or `Cookie: s=1` is a secret)."""
+    out: list[str] = []
+    after_flag = False
+    for arg in argv:
+        if after_flag or arg.startswith("--header="):
+            prefix, text = ("", arg) if after_flag else ("--header=", arg[len("--header="):])
+            name, sep, value = text.partition(":")
+            arg = f"{prefix}{name}{sep} {redact_header(name.strip(), value.strip())}" if sep else arg
+        after_flag = arg == "--header"
+        out.append(arg)
+    return tuple(out)
 
 
 def parse_int_list(text: str, flag: str) -> list[int]:
@@ -119,7 +134,13 @@ def parse_int_list(text: str, flag: str) -> list[int]:
         raise UsageError(f"{flag} {text!r}: expected comma-separated integers, e.g. 1,4,16,64") from None
     if not values or any(v < 1 for v in values):
         raise UsageError(f"{flag} {text!r}: every value must be an integer >= 1")
+    _no_duplicates(values, text, flag)
     return values
+
+
+def _no_duplicates(values: list, text: str, flag: str) -> None:
+    if len(set(values)) != len(values):
+        raise UsageError(f"{flag} {text!r} names a level twice: to run a level several times, use --repeat K")
 
 
 def parse_float_list(text: str, flag: str) -> list[float]:
@@ -129,6 +150,7 @@ def parse_float_list(text: str, flag: str) -> list[float]:
         raise UsageError(f"{flag} {text!r}: expected comma-separated numbers, e.g. 1,2,4") from None
     if not values or any(not v > 0 for v in values):
         raise UsageError(f"{flag} {text!r}: every rate must be a number > 0 (requests per second)")
+    _no_duplicates(values, text, flag)
     return values
 
 
@@ -191,10 +213,23 @@ def config_from_flags(*, url: str | None, model: str | None, concurrency: str | 
         raise UsageError("--warmup and --shared-prefix-len must be >= 0")
     if dataset is not None and not dataset.is_file():
         raise UsageError(f"--dataset {dataset}: no such file")
+    if dataset is not None:
+        ignored = [flag for flag, given in (("--input-len", input_len is not None), ("--len-dist", len_dist != "fixed"),
+                                            ("--shared-prefix-len", shared_prefix_len > 0)) if given]
+        if ignored:
+            raise UsageError(f"--dataset supplies the prompts, so {', '.join(ignored)} would be ignored: drop "
+                             f"{'it' if len(ignored) == 1 else 'them'} (--output-len still sizes replies the "
+                             "dataset does not record)")
     levels = [LevelSpec(concurrency=c) for c in parse_int_list(concurrency, "--concurrency")] if concurrency else []
     levels += [LevelSpec(request_rate=r) for r in parse_float_list(rate, "--rate")] if rate else []
     if not levels:
         levels = [LevelSpec(concurrency=c) for c in parse_int_list(defaults["concurrency"], "--concurrency")]
+    if not any(lv.request_rate is not None for lv in levels):
+        open_loop_only = [flag for flag, given in (("--burstiness", burstiness != 1.0),
+                                                   ("--max-in-flight", max_in_flight != 512)) if given]
+        if open_loop_only:
+            raise UsageError(f"{', '.join(open_loop_only)} only applies to open-loop levels, and no --rate level "
+                             "was given: add --rate R,... or drop it")
     if num_requests is None and duration is None:
         num_requests = defaults["num_requests"]
     return BenchConfig(

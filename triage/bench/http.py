@@ -10,6 +10,7 @@ HTTP/2, redirects (a load test should not follow them).
 from __future__ import annotations
 
 import asyncio
+import base64
 import errno
 import socket
 import ssl
@@ -17,7 +18,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 MAX_HEADER_BYTES = 64 * 1024
 
@@ -236,7 +237,12 @@ class ConnectionPool:
         self.connect_timeout_s = connect_timeout_s
         self._idle: deque[_Conn] = deque()
         self._slots = asyncio.Semaphore(max_connections)
-        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        headers = dict(headers or {})
+        if parts.username is not None and not any(k.lower() == "authorization" for k in headers):
+            # http://user:password@host: Basic auth, as httpx (used for /v1/models) does it
+            userinfo = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+            headers["authorization"] = "Basic " + base64.b64encode(userinfo).decode("ascii")
+        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         self._head_tail = (f"host: {host_header}\r\nuser-agent: triage-bench\r\naccept: text/event-stream\r\n"
                            f"{extra}").encode("latin-1")
 

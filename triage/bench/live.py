@@ -69,8 +69,9 @@ class LiveView:
 
     def __rich__(self) -> Table:
         table = Table(title="triage bench (live)", title_justify="left")
-        for col in ("level", "repeat", "requests", "failed", "TTFT p50 ms", "TTFT p99 ms", "out tokens", "state"):
-            table.add_column(col, justify="left" if col in ("level", "state") else "right")
+        for col in ("level", "repeat", "requests", "failed", "TTFT p50\nms", "TTFT p99\nms", "out\ntokens", "state"):
+            # fold, never "…": a number is shown whole even on a narrow terminal
+            table.add_column(col, justify="left" if col in ("level", "state") else "right", overflow="fold")
         if self.warmup_done and not self.rows:
             table.add_row("warmup", "", str(self.warmup_done), "", "", "", "", "running")
         for row in list(self.rows.values()):

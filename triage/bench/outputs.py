@@ -65,6 +65,20 @@ def _series(levels: list[BenchLevel]) -> list[tuple[str, list[BenchLevel]]]:
     return [(n, s) for n, s in (("concurrency", closed), ("request rate (req/s)", rate)) if s]
 
 
+def _nan(value: float | None) -> float:
+    return np.nan if value is None else value
+
+
+def _load_axis(ax: Any, axis_name: str, x: list[float]) -> None:
+    """The load axis shows the levels that were run (no 1.5 concurrency), log2 when they span a wide range."""
+    ax.set_xlabel(axis_name)
+    if axis_name == "concurrency" and max(x) > 4 * min(x):
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"{v:g}" for v in x])
+    ax.minorticks_off()
+
+
 def plots(section: BenchSection) -> list[tuple[str, str]]:
     """(title, base64 PNG) for each plot."""
     import matplotlib
@@ -81,25 +95,24 @@ def plots(section: BenchSection) -> list[tuple[str, str]]:
             for pct, style in (("p50", "-o"), ("p90", "--s"), ("p99", ":^")):
                 y = [getattr(getattr(lv, metric), pct) for lv in lvls]
                 ax.plot(x, [np.nan if v is None else v for v in y], style, label=pct)
-            ax.set_xlabel(axis_name)
-            ax.set_ylabel(metric.replace("_ms", " (ms)").upper())
-            if axis_name == "concurrency" and max(x) > 4:
-                ax.set_xscale("log", base=2)
+            _load_axis(ax, axis_name, x)
+            ax.set_ylabel(metric.removesuffix("_ms").upper() + " (ms)")
             ax.grid(alpha=0.3)
             ax.legend()
         out.append((f"Latency percentiles vs {axis_name}", _png(fig)))
         plt.close(fig)
 
         fig, ax = plt.subplots(figsize=(6, 3.6))
-        ax.plot(x, [lv.output_tokens_per_s or np.nan for lv in lvls], "-o", label="output tokens/s")
-        ax.set_xlabel(axis_name)
+        lines = ax.plot(x, [_nan(lv.output_tokens_per_s) for lv in lvls], "-o", label="output tokens/s")
+        _load_axis(ax, axis_name, x)
         ax.set_ylabel("output tokens/s")
         ax.grid(alpha=0.3)
         if any(lv.goodput_requests_per_s is not None for lv in lvls):
             ax2 = ax.twinx()
-            ax2.plot(x, [lv.goodput_requests_per_s or 0.0 for lv in lvls], "--s", color="tab:green",
-                     label="goodput req/s")
+            lines += ax2.plot(x, [_nan(lv.goodput_requests_per_s) for lv in lvls], "--s", color="tab:green",
+                              label="goodput req/s (right axis)", alpha=0.8)
             ax2.set_ylabel("goodput (req/s)")
+        ax.legend(lines, [line.get_label() for line in lines], loc="upper left")
         out.append((f"Throughput vs {axis_name}", _png(fig)))
         plt.close(fig)
 

@@ -22,6 +22,7 @@ from triage.bench.watch import GpuSampler, ServerWatcher
 from triage.bench.workload import PromptItem, TokenCalibration, build
 from triage.errors import TargetUnreachable, UsageError
 from triage.model import BenchLevel, BenchSection, ClientStats
+from triage.redact import redact_text
 
 PROBE_WORDS = (16, 80)  # two prompt sizes for the tokens-per-word fit
 DURATION_POOL_PER_S = 8  # --duration: prompts generated per second per slot (reused after that, with a note)
@@ -51,13 +52,14 @@ class ServerInfo:
     owned_by: str | None = None
     engine_version: str | None = None
     send_ignore_eos: bool = True
+    continuous_usage: bool = True
     usage_reported: bool | None = None
     calibration: TokenCalibration = field(default_factory=TokenCalibration)
     notes: list[str] = field(default_factory=list)
 
 
 def _unreachable(url: str, exc: BaseException) -> TargetUnreachable:
-    return TargetUnreachable(f"cannot reach the server at {url} ({type(exc).__name__}: {exc}). Is it running? "
+    return TargetUnreachable(f"cannot reach the server at {redact_text(url)} ({type(exc).__name__}: {exc}). Is it running? "
                              "Check --url, or leave --url out to benchmark the bundled reference engine.")
 
 
@@ -107,18 +109,27 @@ async def preflight(client: httpx.AsyncClient, pool: ConnectionPool, cfg: BenchC
                        timeout_s=cfg.timeout_s)
     if first.error_kind in ("connection_refused", "connect_error", "connect_timeout"):
         raise TargetUnreachable(f"cannot reach the server at {cfg.url}: {first.error}")
+    if first.error_kind in ("http_401", "http_403"):
+        raise TargetUnreachable(f"{cfg.url} refused a {cfg.endpoint.value} request ({first.error}): pass --api-key "
+                                "or set OPENAI_API_KEY (or the --header your gateway expects)")
     if first.error_kind in ("http_400", "http_422"):
-        opts = dataclasses.replace(opts, send_ignore_eos=False)
-        retry = await send(pool, prompts[0], opts, level="probe", repeat=0, warmup=True, epoch=epoch,
-                       timeout_s=cfg.timeout_s)
-        if retry.ok:
-            info.send_ignore_eos = False
-            info.notes.append("the server rejected ignore_eos/min_tokens; output lengths may be shorter than "
-                              f"asked ({first.error})")
-            first = retry
-        else:
+        # Drop the optional extras one at a time: continuous_usage_stats, then ignore_eos/min_tokens.
+        retry = None
+        for change, note in (({"continuous_usage": False}, "the server refused a request with stream_options."
+                              "continuous_usage_stats, so it is not sent; multi-token chunks are split by the mean tokens per chunk"),
+                             ({"send_ignore_eos": False}, "the server refused a request with ignore_eos/min_tokens, "
+                              "so they are not sent; output lengths may be shorter than asked")):
+            opts = dataclasses.replace(opts, **change)
+            retry = await send(pool, prompts[0], opts, level="probe", repeat=0, warmup=True, epoch=epoch,
+                               timeout_s=cfg.timeout_s)
+            info.notes.append(f"{note} ({first.error})")
+            if retry.ok:
+                break
+        if retry is None or not retry.ok:
             raise UsageError(f"the server rejects a minimal {cfg.endpoint.value} request: {retry.error}. "
                              "Check --endpoint and --model")
+        info.continuous_usage, info.send_ignore_eos = opts.continuous_usage, opts.send_ignore_eos
+        first = retry
     if not first.ok:
         info.notes.append(f"capability probe failed ({first.error_kind}: {first.error}); "
                           "assumed ignore_eos/min_tokens and usage are supported, prompt lengths uncalibrated")
@@ -169,7 +180,8 @@ class BenchRunner:
         config = self.cfg.to_report_dict()
         if self.info is not None:
             config.update(model=self.info.model, max_model_len=self.info.max_model_len,
-                          ignore_eos_sent=self.info.send_ignore_eos, usage_reported=self.info.usage_reported,
+                          ignore_eos_sent=self.info.send_ignore_eos,
+                          continuous_usage_sent=self.info.continuous_usage, usage_reported=self.info.usage_reported,
                           tokens_per_word=round(self.info.calibration.tokens_per_word, 4),
                           prompt_lengths_calibrated=self.info.calibration.measured)
         config["notes"] = [*(self.info.notes if self.info else []), *self.notes]
@@ -204,7 +216,8 @@ class BenchRunner:
     async def _run(self, pool: ConnectionPool, client: httpx.AsyncClient, scraper: httpx.AsyncClient) -> BenchSection:
         cfg = self.cfg
         self.info = info = await preflight(client, pool, cfg)
-        opts = RequestOptions(endpoint=cfg.endpoint, model=info.model, send_ignore_eos=info.send_ignore_eos)
+        opts = RequestOptions(endpoint=cfg.endpoint, model=info.model, send_ignore_eos=info.send_ignore_eos,
+                              continuous_usage=info.continuous_usage)
         sizes = [self._slice_size(spec) for spec in cfg.levels for _ in range(cfg.repeat)]
         items = build(cfg, cfg.warmup + sum(sizes), info.calibration, info.max_model_len)
         slices, start = [], cfg.warmup
@@ -275,7 +288,7 @@ class BenchRunner:
                 records.extend(run.records)
                 notes.extend(self._load_notes(spec, run))
         finally:
-            await watcher.stop()
+            await watcher.stop(expected_finished=sum(1 for r in records if r.ok))
             if gpu is not None:
                 gpu_dict = gpu.stop()
         ok_ttft = [r.ttft_s * 1000.0 for r in records if r.ok and r.ttft_s is not None]

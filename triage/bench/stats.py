@@ -153,7 +153,15 @@ def summarize(spec: LevelSpec, records: list[RequestRecord], slo: dict[str, floa
     )
 
 
+REPEAT_LATENCY_STATS = ("mean", "p50", "p90", "p95", "p99")
+REPEAT_RATES = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "goodput_requests_per_s")
+
+
 def repeat_summary(level: BenchLevel) -> dict[str, float | None]:
-    """The per-repeat numbers `compare` uses to judge noise."""
-    return {"output_tokens_per_s": level.output_tokens_per_s, "ttft_ms_p99": level.ttft_ms.p99,
-            "tpot_ms_p99": level.tpot_ms.p99, "e2e_ms_p99": level.e2e_ms.p99}
+    """One repeat's numbers, which `compare` uses to judge noise: each rate, and each latency statistic keyed
+    FAMILY_STAT (ttft_ms_p99)."""
+    out: dict[str, float | None] = {key: getattr(level, key) for key in REPEAT_RATES}
+    for family in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+        for stat in REPEAT_LATENCY_STATS:
+            out[f"{family}_{stat}"] = getattr(getattr(level, family), stat)
+    return out

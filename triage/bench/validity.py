@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import psutil
 
+from triage.bench.aio import cancel_and_wait
 from triage.bench.config import LevelSpec
 from triage.bench.records import RequestRecord
 from triage.model import ClientStats
@@ -27,6 +28,7 @@ MAX_LOOP_LAG_MS = 10.0             # event-loop lag p99 above this: 1% of timest
 MIN_CONCURRENCY_FRAC = 0.90        # closed loop: achieved / target concurrency
 MIN_SEND_LAG_BUDGET_MS = 10.0      # open loop: send delay p99 allowed is max(this, SEND_LAG_FRAC x mean gap)
 SEND_LAG_FRAC = 0.10
+HOST_CONTENTION_CPU_PCT = 50.0     # loop lag with less client CPU than this: the host, not the client, was busy
 
 
 class LoopLagMonitor:
@@ -48,13 +50,8 @@ class LoopLagMonitor:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     def p99_ms(self) -> float | None:
         return float(np.percentile(self.lags_ms, 99)) if self.lags_ms else None
@@ -107,6 +104,12 @@ class ClientMeasurements:
     num_slot_waits: int  # open loop only: requests that waited for a free slot (--max-in-flight)
 
 
+def _host_hint(cpu_pct: float | None) -> str:
+    if cpu_pct is None or cpu_pct >= HOST_CONTENTION_CPU_PCT:
+        return ""
+    return f" (this process used only {cpu_pct:.0f}% of a core: other work on the host kept it from running)"
+
+
 def verdict(spec: LevelSpec, records: list[RequestRecord], m: ClientMeasurements) -> ClientStats:
     measured = [r for r in records if not r.warmup]
     conc, steady = achieved_concurrency(measured)
@@ -115,11 +118,11 @@ def verdict(spec: LevelSpec, records: list[RequestRecord], m: ClientMeasurements
         reasons.append(f"client CPU {m.cpu_pct:.0f}% of a core >= {MAX_CPU_PCT:.0f}%: the event loop was saturated")
     if m.loop_lag_ms_p99 is not None and m.loop_lag_ms_p99 > MAX_LOOP_LAG_MS:
         reasons.append(f"event-loop lag p99 {m.loop_lag_ms_p99:.1f} ms > {MAX_LOOP_LAG_MS:.0f} ms: 1% of "
-                       "timestamps may be late by that much")
+                       "timestamps may be late by that much" + _host_hint(m.cpu_pct))
     if spec.concurrency is not None and steady and conc is not None \
             and conc < MIN_CONCURRENCY_FRAC * spec.concurrency:
         reasons.append(f"achieved concurrency {conc:.1f} < {MIN_CONCURRENCY_FRAC:.0%} of {spec.concurrency}: "
-                       "the client could not keep requests in flight")
+                       "the client could not keep requests in flight" + _host_hint(m.cpu_pct))
     if spec.request_rate is not None and m.send_lag_ms:
         mean_gap_ms = 1000.0 / spec.request_rate
         budget = max(MIN_SEND_LAG_BUDGET_MS, SEND_LAG_FRAC * mean_gap_ms)

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from probes.prom import EngineMetrics, normalise, parse_metrics, window_delta
+from triage.bench.aio import cancel_and_wait
 
 
 def _mean(values: list[float]) -> float | None:
@@ -60,15 +61,30 @@ class ServerWatcher:
         await self.scrape()
         self._task = asyncio.get_running_loop().create_task(self._loop())
 
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+    async def stop(self, expected_finished: int = 0, settle_max_s: float = 1.0) -> None:
+        """The last scrape. The client can see a stream's [DONE] a moment before the server counts the request
+        (and its tokens), so with `expected_finished` (requests the client saw succeed) the last scrape is
+        retaken, for at most `settle_max_s`, until the server's finished-requests counter has caught up."""
+        await cancel_and_wait(self._task)
+        self._task = None
         await self.scrape()
+        deadline = time.perf_counter() + settle_max_s
+        while expected_finished and time.perf_counter() < deadline:
+            finished = self._finished_delta()
+            if finished is None or finished >= expected_finished:
+                return
+            await asyncio.sleep(0.05)
+            last = self.texts.pop()
+            await self.scrape()
+            if len(self.texts) == 0 or self.texts[-1][0] < last[0]:
+                self.texts.append(last)  # the retake failed: keep what we had
+
+    def _finished_delta(self) -> float | None:
+        """Requests the server finished between the first and the last scrape (None if it does not say)."""
+        if len(self.texts) < 2:
+            return None
+        first, last = (normalise(parse_metrics(self.texts[i][1])).num_requests_finished_total for i in (0, -1))
+        return last - first if first is not None and last is not None else None
 
     def summary(self, client_ttft_ms_mean: float | None) -> tuple[dict[str, Any] | None, str | None]:
         """(the level's `server` dict, or None with the reason)."""

@@ -8,13 +8,13 @@ import typer
 
 from triage.bench.app import EMBEDDED_DEFAULTS, URL_DEFAULTS, OutputPaths, execute
 from triage.bench.config import config_from_flags
-from triage.cli_support import console, emit, funnel
+from triage.cli_support import console, emit, format_option, funnel, json_option, url_option
 
 
 @funnel
 def bench(
-    url: str = typer.Option(None, "--url", envvar="TRIAGE_URL", help="Server base URL, e.g. http://127.0.0.1:8000. "
-                            "Without it, the bundled reference engine is started on a free loopback port."),
+    url: str = url_option("Server base URL, e.g. http://127.0.0.1:8000. Without it, the bundled reference engine "
+                          "is started on a free loopback port."),
     model: str = typer.Option(None, "--model", help="Model name to request (default: the first of /v1/models). "
                               "Without --url: the reference engine preset to start (default tiny)."),
     concurrency: str = typer.Option(None, "--concurrency", help="Closed-loop levels: requests kept in flight "
@@ -39,11 +39,11 @@ def bench(
     dataset: Path = typer.Option(None, "--dataset", help="ShareGPT JSON or JSONL prompts instead of synthetic."),
     slo: str = typer.Option(None, "--slo", help="Goodput SLO, e.g. ttft_ms=500,tpot_ms=50 (e2e_ms too)."),
     max_in_flight: int = typer.Option(512, "--max-in-flight", help="Open loop: most requests in flight at once."),
-    json_path: Path = typer.Option(None, "--json", help="Write the report JSON here."),
+    json_path: Path = json_option(),
     jsonl: Path = typer.Option(None, "--jsonl", help="Per-request records, flushed as each request finishes."),
     csv: Path = typer.Option(None, "--csv", help="One row per level (CSV)."),
     html: Path = typer.Option(None, "--html", help="HTML report with plots."),
-    fmt: str = typer.Option("text", "--format", help="text, json or markdown on stdout."),
+    fmt: str = format_option(),
     output_dir: Path = typer.Option(None, "--output-dir", help="Write bench.json, requests.jsonl, levels.csv "
                                     "and report.html here (explicit paths win)."),
 ) -> int:
@@ -59,5 +59,6 @@ def bench(
     paths = OutputPaths.resolve(output_dir, json_path, jsonl, csv, html)
     err = console(stderr=True)
     outcome = execute(cfg, paths, embedded=embedded, live_console=err if fmt == "text" and err.is_terminal else None)
-    emit(outcome.report, paths.json, fmt)
+    emit(outcome.report, paths.json, fmt, other_files={"per-request JSONL": paths.jsonl, "levels CSV": paths.csv,
+                                                      "HTML report": paths.html})
     return outcome.exit_code

@@ -9,7 +9,7 @@ import typer
 
 from probes.host import host_info
 from triage import render
-from triage.cli_support import emit, funnel, new_report, warn
+from triage.cli_support import emit, format_option, funnel, json_option, new_report, warn
 from triage.compare import compare_reports
 from triage.compare.outputs import junit, section
 from triage.compare.thresholds import parse_max_regression
@@ -27,8 +27,8 @@ def compare(
     max_regression: str = typer.Option(
         None, "--max-regression", envvar="TRIAGE_MAX_REGRESSION",
         help="METRIC=PCT,… e.g. ttft_ms.p99=10%,output_tokens_per_s=5%. Defaults: 10% latency, 5% throughput."),
-    fmt: str = typer.Option("text", "--format", help="text, markdown, json or junit."),
-    json_path: Path = typer.Option(None, "--json", help="Also write the compare report as JSON here."),
+    fmt: str = format_option(FORMATS),
+    json_path: Path = json_option(),
     fail_on: str = typer.Option("high", "--fail-on",
                                 help="Diagnose reports: exit 1 on a new finding at or above this severity."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap resampling."),

@@ -4,7 +4,14 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from triage.compare.significance import ALPHA, Interval, bootstrap_change_pct, mann_whitney_p_greater
+from triage.compare.significance import (
+    ALPHA,
+    MIN_SAMPLES,
+    Interval,
+    bootstrap_change_pct,
+    mann_whitney_p_greater,
+    welch_change_pct,
+)
 from triage.compare.thresholds import LATENCY_FAMILIES, Direction, MetricRule
 from triage.errors import ReportError
 from triage.model import BenchLevel, Report
@@ -54,13 +61,35 @@ def _value(level: BenchLevel, metric: str) -> float | None:
     return getattr(level, metric)
 
 
+def repeat_key(metric: str) -> str:
+    """The key of a metric in a level's `repeats` entries: ttft_ms.p99 -> ttft_ms_p99."""
+    return metric.replace(".", "_")
+
+
 def _samples(level: BenchLevel, metric: str) -> tuple[list[float] | None, str]:
-    """Per-request samples for a latency metric, or per-repeat values for a throughput metric."""
+    """Per-request samples of a latency metric (and the statistic to take of them), else the metric's value
+    in each repeat (--repeat K), whose mean is compared."""
     family, _, stat = metric.partition(".")
-    if family in LATENCY_FAMILIES:
-        return (level.samples or {}).get(family), stat
-    values = [r[metric] for r in (level.repeats or []) if r.get(metric) is not None]
+    if family in LATENCY_FAMILIES and (level.samples or {}).get(family):
+        return level.samples[family], stat
+    key = repeat_key(metric)
+    values = [r[key] for r in (level.repeats or []) if isinstance(r, dict) and r.get(key) is not None]
     return (values or None), "mean"
+
+
+def _test(base_s: list[float], cand_s: list[float], stat: str, lower_better: bool,
+          seed: int) -> tuple[Interval | None, float | None]:
+    """(CI of the relative change, one-sided p that the candidate is worse). Many values a side: bootstrap of
+    the statistic + Mann–Whitney. A few (repeats): Welch's t on the means."""
+    if len(base_s) >= MIN_SAMPLES and len(cand_s) >= MIN_SAMPLES:
+        interval = bootstrap_change_pct(base_s, cand_s, stat, seed)
+        p_worse = mann_whitney_p_greater(base_s, cand_s) if lower_better else mann_whitney_p_greater(cand_s, base_s)
+        return interval, p_worse
+    welch = welch_change_pct(base_s, cand_s) if stat == "mean" else None
+    if welch is None:
+        return None, None
+    interval, p_cand_larger = welch
+    return interval, (p_cand_larger if lower_better else 1.0 - p_cand_larger)
 
 
 def _judge(level: str, rule: MetricRule, base_lv: BenchLevel, cand_lv: BenchLevel, seed: int) -> MetricComparison:
@@ -75,12 +104,10 @@ def _judge(level: str, rule: MetricRule, base_lv: BenchLevel, cand_lv: BenchLeve
     # Positive "worse" means the candidate moved in the bad direction.
     worse_pct = change if rule.direction is Direction.LOWER_IS_BETTER else -change
     base_s, stat = _samples(base_lv, rule.metric)
-    cand_s, _ = _samples(cand_lv, rule.metric)
+    cand_s, cand_stat = _samples(cand_lv, rule.metric)
     interval = p_worse = None
-    if base_s and cand_s:
-        interval = bootstrap_change_pct(base_s, cand_s, stat, seed)
-        lower_better = rule.direction is Direction.LOWER_IS_BETTER
-        p_worse = mann_whitney_p_greater(base_s, cand_s) if lower_better else mann_whitney_p_greater(cand_s, base_s)
+    if base_s and cand_s and stat == cand_stat:
+        interval, p_worse = _test(base_s, cand_s, stat, rule.direction is Direction.LOWER_IS_BETTER, seed)
     tested = interval is not None or p_worse is not None
     note = None if tested else "no per-request samples or repeats: judged on the threshold alone"
     if worse_pct > rule.max_regression_pct:
@@ -111,10 +138,20 @@ def check_comparable(base: Report, cand: Report) -> None:
                           f"candidate {_describe_model(cand)!r}")
 
 
+def _levels_by_key(report: Report, which: str) -> dict[tuple[str, float], BenchLevel]:
+    out: dict[tuple[str, float], BenchLevel] = {}
+    for lv in report.bench.levels:
+        key = level_key(lv)
+        if key in out:
+            raise ReportError(f"the {which} report has level {level_name(lv)} twice; compare cannot tell which "
+                              "to match (run it once with --repeat K instead)")
+        out[key] = lv
+    return out
+
+
 def compare_bench(base: Report, cand: Report, rules: tuple[MetricRule, ...], seed: int = 0) -> list[MetricComparison]:
     check_comparable(base, cand)
-    base_levels = {level_key(lv): lv for lv in base.bench.levels}
-    cand_levels = {level_key(lv): lv for lv in cand.bench.levels}
+    base_levels, cand_levels = _levels_by_key(base, "base"), _levels_by_key(cand, "candidate")
     shared = [k for k in base_levels if k in cand_levels]
     if not shared:
         def names(levels):

@@ -27,6 +27,12 @@ def _interval(m: MetricComparison) -> str:
     return ci if m.p_value_worse is None else f"{ci} p={m.p_value_worse:.2g}"
 
 
+def _method(m: MetricComparison) -> str:
+    if m.interval is not None and m.interval.method == "welch-t":
+        return "welch-t (repeats)"
+    return "bootstrap+mann-whitney" if m.interval or m.p_value_worse is not None else "threshold"
+
+
 def metric_row(m: MetricComparison) -> list[Any]:
     return [m.level, m.metric, m.base, m.cand, _pct(m.change_pct), f"{m.max_regression_pct:g}%",
             _interval(m), m.verdict.value.upper() if m.failed else m.verdict.value]
@@ -41,15 +47,14 @@ def section(result: CompareResult) -> dict[str, Any]:
     summary = {"kind": result.kind.value, "failures": result.failures,
                "verdict": "fail" if result.failures else "pass"}
     if result.kind is ReportKind.BENCH:
-        columns = ["level", "metric", "base", "candidate", "change", "max regression", "95% CI of change, p(worse)",
-                   "verdict"]
+        columns = ["level", "metric", "base", "cand", "change", "limit", "95% CI of change, p(worse)", "verdict"]
         data = [{"level": m.level, "metric": m.metric, "direction": m.direction.value, "base": m.base,
                  "candidate": m.cand, "change_pct": None if m.change_pct is None or math.isinf(m.change_pct)
                  else m.change_pct, "max_regression_pct": m.max_regression_pct,
                  "ci_low_pct": m.interval.low_pct if m.interval else None,
                  "ci_high_pct": m.interval.high_pct if m.interval else None,
                  "p_value_worse": m.p_value_worse,
-                 "method": "bootstrap+mann-whitney" if m.interval or m.p_value_worse is not None else "threshold",
+                 "method": _method(m),
                  "verdict": m.verdict.value,
                  "note": m.note} for m in result.metrics]
         table = {"title": f"compare: {summary['verdict'].upper()} ({result.failures} regression(s))",

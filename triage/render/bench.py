@@ -1,6 +1,7 @@
 """The bench levels table, the client verdicts, the saturation summary and the notes."""
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -9,6 +10,14 @@ from triage.render.fmt import md_table, num
 
 COLUMNS = ["level", "ok/fail", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms",
            "ITL p99 ms", "E2E p99 ms", "out tok/s", "goodput req/s", "valid"]
+# The terminal's headers: two short lines each (the unit of the latencies is in the title), so that the
+# numbers, not the headers, decide how wide a column is.
+CONSOLE_HEADERS = ["level", "ok/\nfail", "TTFT\np50", "TTFT\np99", "TPOT\np50", "TPOT\np99", "ITL\np99",
+                   "E2E\np99", "out\ntok/s", "goodput\nreq/s", "valid"]
+# When the whole table is wider than the terminal it is split in two, each keeping the level column.
+_LATENCY_PART = (0, 2, 3, 4, 5, 6, 7)
+_LOAD_PART = (0, 1, 8, 9, 10)
+_LEFT = ("level", "valid")
 
 
 def level_name(level: BenchLevel) -> str:
@@ -57,13 +66,33 @@ def detail_lines(section: BenchSection) -> list[str]:
     return lines
 
 
+def _needed_width(headers: list[str], rows: list[list[str]], per_column: int) -> int:
+    widths = [max([len(line) for line in h.split("\n")] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    return sum(widths) + per_column * len(headers) + 1
+
+
+def _table(title: str, headers: list[str], rows: list[list[str]], width: int) -> Table:
+    """A table that shows every number whole: with box lines if they fit, without them if not, and as a
+    last resort (a very narrow terminal) numbers fold onto a second line. Never an ellipsis."""
+    boxed = _needed_width(headers, rows, per_column=3) <= width
+    table = Table(title=title, title_justify="left", box=box.HEAVY_HEAD if boxed else box.SIMPLE_HEAD,
+                  show_edge=boxed)
+    for header in headers:
+        table.add_column(header, justify="left" if header in _LEFT else "right", overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 def levels_console(section: BenchSection, out: Console) -> None:
-    table = Table(title="Load levels", title_justify="left")
-    for col in COLUMNS:
-        table.add_column(col, justify="right" if col not in ("level", "valid") else "left")
-    for level in section.levels:
-        table.add_row(*row_cells(level))
-    out.print(table)
+    rows = [row_cells(level) for level in section.levels]
+    title = "Load levels (latencies in ms)"
+    if _needed_width(CONSOLE_HEADERS, rows, per_column=3) <= out.width:
+        out.print(_table(title, CONSOLE_HEADERS, rows, out.width))
+    else:
+        for part, part_title in ((_LATENCY_PART, title), (_LOAD_PART, "Load levels: requests and throughput")):
+            headers = [CONSOLE_HEADERS[i] for i in part]
+            out.print(_table(part_title, headers, [[r[i] for i in part] for r in rows], out.width))
     for line in detail_lines(section):
         out.print(f"  {line}", markup=False)
 

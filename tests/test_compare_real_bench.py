@@ -1,0 +1,82 @@
+"""compare on two real bench reports of the reference server: levels are matched, per-request samples give a
+bootstrap interval, --repeat values give a Welch interval, and a candidate whose latencies are 1.5x worse
+(the same run, edited) fails the gate. Two real runs are never expected to pass or fail: noise decides that."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from triage.cli import app
+
+runner = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"})
+LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+RATES = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "goodput_requests_per_s")
+
+
+def _bench(url: str, path) -> dict:
+    result = runner.invoke(app, ["bench", "--url", url, "--concurrency", "1,2", "--num-requests", "12",
+                                 "--repeat", "2", "--warmup", "1", "--input-len", "16", "--output-len", "16",
+                                 "--json", str(path)])
+    assert result.exit_code == 0, result.output
+    return json.loads(path.read_text())
+
+
+def _slower(report: dict, factor: float) -> dict:
+    """Every latency (samples, stats, per-repeat values) times `factor`, every rate divided by it."""
+    for lv in report["bench"]["levels"]:
+        for fam in LATENCIES:
+            lv[fam] = {k: (v * factor if v is not None else None) for k, v in lv[fam].items()}
+        lv["samples"] = {k: [v * factor for v in vs] for k, vs in lv["samples"].items()}
+        for key in RATES:
+            lv[key] = lv[key] / factor if lv[key] is not None else None
+        for rep in lv["repeats"]:
+            for key, value in rep.items():
+                if value is not None:
+                    rep[key] = value / factor if key in RATES else value * factor
+    return report
+
+
+def _compare(base, cand, *extra: str) -> tuple[int, dict]:
+    result = runner.invoke(app, ["compare", str(base), str(cand), "--format", "json", *extra])
+    assert result.exit_code in (0, 1), result.output
+    return result.exit_code, json.loads(result.stdout)["compare"]
+
+
+@pytest.mark.slow
+def test_compare_on_real_bench_reports(reference_server, tmp_path):
+    a = _bench(reference_server.url, tmp_path / "a.json")
+    _bench(reference_server.url, tmp_path / "b.json")
+    for lv in a["bench"]["levels"]:
+        assert len(lv["repeats"]) == 2 and len(lv["samples"]["ttft_ms"]) == 24
+        assert all(r["output_tokens_per_s"] > 0 and r["ttft_ms_p99"] > 0 for r in lv["repeats"])
+
+    # Two real runs: whatever the verdict, every default metric is judged at both levels, with an interval.
+    _, section = _compare(tmp_path / "a.json", tmp_path / "b.json")
+    rows = {(m["level"], m["metric"]): m for m in section["metrics"]}
+    assert {level for level, _ in rows} == {"c=1", "c=2"}
+    for level in ("c=1", "c=2"):
+        ttft = rows[(level, "ttft_ms.p99")]
+        assert ttft["method"] == "bootstrap+mann-whitney"
+        assert ttft["ci_low_pct"] <= ttft["ci_high_pct"] and ttft["p_value_worse"] is not None
+        tput = rows[(level, "output_tokens_per_s")]
+        assert tput["method"] == "welch-t (repeats)" and tput["ci_low_pct"] is not None
+        assert rows[(level, "itl_ms.p99")]["method"] == "welch-t (repeats)"
+
+    # A run against itself passes; the same run made 1.5x slower fails, and the interval says it is real.
+    code, _ = _compare(tmp_path / "a.json", tmp_path / "a.json")
+    assert code == 0
+    (tmp_path / "slow.json").write_text(json.dumps(_slower(a, 1.5)))
+    code, section = _compare(tmp_path / "a.json", tmp_path / "slow.json")
+    assert code == 1 and section["verdict"] == "fail"
+    for level in ("c=1", "c=2"):
+        rows = {m["metric"]: m for m in section["metrics"] if m["level"] == level}
+        assert rows["ttft_ms.p99"]["change_pct"] == pytest.approx(50.0)
+        # Every latency is 50% worse. Whether each one is *shown* to be (p < 0.05) depends on how much the
+        # 24 requests scattered on a loaded box, but none may pass as ok, and at least one must be real.
+        latency = [m for name, m in rows.items() if name.split(".")[0] in LATENCIES]
+        assert all(m["change_pct"] == pytest.approx(50.0) for m in latency)
+        assert all(m["verdict"] in ("regression", "within_noise") for m in latency), latency
+        assert any(m["verdict"] == "regression" and m["p_value_worse"] < 0.05 for m in latency), latency
+        assert rows["output_tokens_per_s"]["change_pct"] == pytest.approx(-100 / 3)
