@@ -1,10 +1,13 @@
-"""`make demo`: the three things triage does, on the bundled reference engine and this host.
+"""`make demo`: what triage does, on the bundled reference engine and this host.
 
 1. `triage bench` with no --url: the embedded default starts the reference server on a free
-   loopback port, sweeps concurrency, stops it, and writes JSON/JSONL/CSV/HTML.
-2. `triage diagnose --url` against a live reference server, with that bench report, so the probes
-   see a real /metrics endpoint and launch flags, and the rules see real load.
-Then `triage compare BASE.json CAND.json` is the CI gate between two such bench reports.
+   loopback port, sweeps concurrency, stops it, and writes JSON, JSONL, CSV and HTML.
+2. A reference server started with a deliberately undersized configuration (a small KV cache, an
+   oversized max_model_len, prefix caching off), load-tested with a shared-prefix workload, then
+   `triage diagnose --url … --bench …`: the probes read its /metrics and launch flags while the
+   rules judge the load, and the findings name each misconfiguration with the flag that fixes it.
+
+`triage compare BASE.json CAND.json` is then the CI gate between two bench reports.
 """
 from __future__ import annotations
 
@@ -18,6 +21,13 @@ sys.path.insert(0, str(REPO))
 
 from reference_engine.launcher import start_reference_server  # noqa: E402
 
+# Each flag is a mistake the diagnosis should name: 40 KV blocks of 16 tokens cannot hold one
+# 1024-token request (QUANT002) and force preemptions under load (KV002), max_model_len is far
+# above the traffic (KV003), and the shared prompt prefix is recomputed (KV005).
+UNDERSIZED = ("--num-kv-blocks", "40", "--max-model-len", "1024", "--no-enable-prefix-caching")
+WORKLOAD = ("--concurrency", "4,16", "--num-requests", "32", "--input-len", "48", "--output-len", "32",
+            "--shared-prefix-len", "32")
+
 
 def run(*args: str) -> int:
     print(f"\n$ triage {' '.join(args)}", flush=True)
@@ -28,18 +38,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="out", help="where the reports go (default: out/)")
     out = Path(parser.parse_args().out).resolve()
-    bench_dir = out / "bench"
-    code = run("bench", "--concurrency", "1,4,16", "--num-requests", "24", "--output-dir", str(bench_dir))
+    code = run("bench", "--concurrency", "1,4,16", "--num-requests", "24", "--output-dir", str(out / "bench"))
     if code not in (0, 1):
         return code
-    print("\nstarting a reference server for diagnose …", flush=True)
-    with start_reference_server(model="tiny") as server:
-        code = run("diagnose", "--url", server.url, "--bench", str(bench_dir / "bench.json"),
+    print(f"\nstarting a reference server with an undersized configuration: {' '.join(UNDERSIZED)}", flush=True)
+    with start_reference_server(model="tiny", extra_args=UNDERSIZED) as server:
+        code = run("bench", "--url", server.url, *WORKLOAD, "--output-dir", str(out / "undersized"))
+        if code not in (0, 1):
+            return code
+        code = run("diagnose", "--url", server.url, "--bench", str(out / "undersized" / "bench.json"),
                    "--json", str(out / "diagnose.json"))
-    print(f"\nreports in {out}/: bench/bench.json, bench/report.html, bench/requests.jsonl, "
-          "bench/levels.csv, diagnose.json", flush=True)
+    if code not in (0, 1):
+        return code
+    print(f"\nreports in {out}/: bench/ (the embedded default: bench.json, report.html, requests.jsonl, "
+          "levels.csv), undersized/bench.json, diagnose.json", flush=True)
     print("gate a change in CI with: triage compare BASE.json CAND.json   (exit 1 on a regression)")
-    return 0 if code in (0, 1) else code
+    return 0
 
 
 if __name__ == "__main__":

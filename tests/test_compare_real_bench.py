@@ -1,6 +1,7 @@
-"""compare on two real bench reports of the reference server: levels are matched, per-request samples give a
-bootstrap interval, --repeat values give a Welch interval, and a candidate whose latencies are 1.5x worse
-(the same run, edited) fails the gate. Two real runs are never expected to pass or fail: noise decides that."""
+"""compare on two real bench reports of the reference server: levels are matched, --repeat values give a Welch
+interval (run-to-run noise), per-request samples give a bootstrap interval when there are no repeats, and a
+candidate whose latencies are 1.5x worse (the same run, edited) fails the gate. Two real runs are never
+expected to pass or fail: noise decides that."""
 from __future__ import annotations
 
 import json
@@ -58,11 +59,21 @@ def test_compare_on_real_bench_reports(reference_server, tmp_path):
     assert {level for level, _ in rows} == {"c=1", "c=2"}
     for level in ("c=1", "c=2"):
         ttft = rows[(level, "ttft_ms.p99")]
-        assert ttft["method"] == "bootstrap+mann-whitney"
+        assert ttft["method"] == "welch-t (repeats)"
         assert ttft["ci_low_pct"] <= ttft["ci_high_pct"] and ttft["p_value_worse"] is not None
         tput = rows[(level, "output_tokens_per_s")]
         assert tput["method"] == "welch-t (repeats)" and tput["ci_low_pct"] is not None
         assert rows[(level, "itl_ms.p99")]["method"] == "welch-t (repeats)"
+
+    # Without repeats, latencies fall back to the per-request samples of each run, and say what they cannot see.
+    for name in ("a", "b"):
+        report = json.loads((tmp_path / f"{name}.json").read_text())
+        for lv in report["bench"]["levels"]:
+            lv["repeats"] = None
+        (tmp_path / f"{name}-once.json").write_text(json.dumps(report))
+    _, section = _compare(tmp_path / "a-once.json", tmp_path / "b-once.json")
+    ttft = next(m for m in section["metrics"] if m["level"] == "c=1" and m["metric"] == "ttft_ms.p99")
+    assert ttft["method"] == "bootstrap+mann-whitney" and "within-run noise only" in ttft["note"]
 
     # A run against itself passes; the same run made 1.5x slower fails, and the interval says it is real.
     code, _ = _compare(tmp_path / "a.json", tmp_path / "a.json")

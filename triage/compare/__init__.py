@@ -46,6 +46,6 @@ def compare_reports(base: Report, cand: Report, rules: tuple[MetricRule, ...],
         notes.append("Some metrics had no per-request samples or repeats in both reports: they were judged "
                      "on the threshold alone, without a significance test.")
     if any(m.verdict is Verdict.WITHIN_NOISE for m in rows):
-        notes.append("within_noise: past the threshold, but neither the 95% bootstrap interval nor the Mann–Whitney "
+        notes.append("within_noise: past the threshold, but neither the 95% interval of the change nor the one-sided "
                      "test (p < 0.05) shows the candidate is worse.")
     return CompareResult(ReportKind.BENCH, metrics=rows, fail_on=fail_on, notes=tuple(notes))

@@ -66,15 +66,26 @@ def repeat_key(metric: str) -> str:
     return metric.replace(".", "_")
 
 
-def _samples(level: BenchLevel, metric: str) -> tuple[list[float] | None, str]:
-    """Per-request samples of a latency metric (and the statistic to take of them), else the metric's value
-    in each repeat (--repeat K), whose mean is compared."""
-    family, _, stat = metric.partition(".")
-    if family in LATENCY_FAMILIES and (level.samples or {}).get(family):
-        return level.samples[family], stat
+def _repeat_values(level: BenchLevel, metric: str) -> list[float]:
     key = repeat_key(metric)
-    values = [r[key] for r in (level.repeats or []) if isinstance(r, dict) and r.get(key) is not None]
-    return (values or None), "mean"
+    return [r[key] for r in (level.repeats or []) if isinstance(r, dict) and r.get(key) is not None]
+
+
+def _evidence(base_lv: BenchLevel, cand_lv: BenchLevel, metric: str) -> tuple[list[float], list[float], str, str] | None:
+    """What the significance test compares: (base values, candidate values, statistic, source).
+
+    Repeats (--repeat K, K >= 2 on both sides) come first: run-to-run spread is the noise a CI gate meets
+    (host load, clocks, caches), and per-request samples from one run cannot see it. Without repeats,
+    per-request samples judge latencies against within-run noise only, and the note says so."""
+    base_r, cand_r = _repeat_values(base_lv, metric), _repeat_values(cand_lv, metric)
+    if len(base_r) >= 2 and len(cand_r) >= 2:
+        return base_r, cand_r, "mean", "repeats"
+    family, _, stat = metric.partition(".")
+    if family in LATENCY_FAMILIES:
+        base_s, cand_s = (base_lv.samples or {}).get(family), (cand_lv.samples or {}).get(family)
+        if base_s and cand_s:
+            return base_s, cand_s, stat, "samples"
+    return None
 
 
 def _test(base_s: list[float], cand_s: list[float], stat: str, lower_better: bool,
@@ -103,13 +114,18 @@ def _judge(level: str, rule: MetricRule, base_lv: BenchLevel, cand_lv: BenchLeve
         change = 100.0 * (cand - base) / abs(base)
     # Positive "worse" means the candidate moved in the bad direction.
     worse_pct = change if rule.direction is Direction.LOWER_IS_BETTER else -change
-    base_s, stat = _samples(base_lv, rule.metric)
-    cand_s, cand_stat = _samples(cand_lv, rule.metric)
+    evidence = _evidence(base_lv, cand_lv, rule.metric)
     interval = p_worse = None
-    if base_s and cand_s and stat == cand_stat:
+    if evidence is not None:
+        base_s, cand_s, stat, source = evidence
         interval, p_worse = _test(base_s, cand_s, stat, rule.direction is Direction.LOWER_IS_BETTER, seed)
     tested = interval is not None or p_worse is not None
-    note = None if tested else "no per-request samples or repeats: judged on the threshold alone"
+    if not tested:
+        note = "no per-request samples or repeats: judged on the threshold alone"
+    elif source == "samples":
+        note = "per-request samples of one run: within-run noise only (use --repeat for run-to-run noise)"
+    else:
+        note = None
     if worse_pct > rule.max_regression_pct:
         if not tested:
             verdict = Verdict.REGRESSION
