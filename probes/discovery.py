@@ -181,3 +181,19 @@ def is_local_host(host: str | None) -> bool:
     except (psutil.Error, OSError):
         return False
     return bool(addrs & local) or any(a.startswith("127.") for a in addrs)
+
+
+def cmdline_and_env(pid: int | None) -> tuple[list[str] | None, dict[str, str] | None]:
+    """The process's argv and environment, each None when it cannot be read (gone, or not ours)."""
+    if pid is None:
+        return None, None
+    try:
+        proc = psutil.Process(pid)
+        argv = proc.cmdline()
+    except (psutil.Error, OSError):
+        return None, None
+    try:
+        env = proc.environ()
+    except (psutil.Error, OSError):
+        env = None
+    return argv, env

@@ -15,18 +15,12 @@ from typer.testing import CliRunner
 from probes.base import ProbeResult, ProbeStatus, Snapshot
 from probes.http import HttpResponse
 from probes.nvml import probe_gpu
+from probes.runner import ProbeSpec, run_probe, run_probes
 from probes.server_metrics import probe_server_metrics
 from tests.fixtures.nvml.fake_pynvml import load as load_nvml
+from triage.bundle import write_bundle
 from triage.cli import app
-from triage.diagnose import (
-    DiagnoseOptions,
-    ProbeSpec,
-    diagnose,
-    load_snapshot,
-    run_probe,
-    run_probes,
-    write_bundle,
-)
+from triage.diagnose import DiagnoseOptions, diagnose, load_snapshot
 from triage.report_io import read_report, to_dict
 
 REPO = Path(__file__).resolve().parent.parent

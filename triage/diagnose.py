@@ -1,6 +1,6 @@
-"""`triage diagnose` as a library: find the target, run the probes (each in a thread with a timeout),
-make the Snapshot, run the rules, and assemble the report. Also the offline replay (`--from`) and the
-one-file collector (`--bundle`).
+"""`triage diagnose` as a library: find the target, run the probes (through probes/runner.py, each in a
+thread with a timeout), make the Snapshot, run the rules, and assemble the report. Also the offline
+replay (`--from`); the one-file collector (`--bundle`) is triage/bundle.py.
 
 Probes run in phases so the active measurements do not disturb the passive ones:
 0. `network` alone: its millisecond timings would otherwise include waits on triage's own probe threads;
@@ -10,26 +10,22 @@ Probes run in phases so the active measurements do not disturb the passive ones:
 """
 from __future__ import annotations
 
-import io
 import json
 import os
-import tarfile
-import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import psutil
-
 from probes.base import ProbeResult, ProbeStatus, Snapshot
+from probes.discovery import cmdline_and_env
 from probes.host import host_info
+from probes.runner import ProbeSpec, run_probes
 from rules import RulesConfig, evaluate
 from triage.errors import ReportError, UsageError
 from triage.model import BenchSection, Finding, GpuInfo, Report, ReportKind, SkippedRule, Target
-from triage.redact import REDACTED, redact_text
+from triage.redact import REDACTED
 
 DEFAULT_WINDOW_S = 2.0
 PROBE_NAMES = ("server_config", "gpu", "cpu", "memory", "server_process", "server_metrics", "network",
@@ -44,13 +40,6 @@ class Interrupted(Exception):
     def __init__(self, snapshot: Snapshot) -> None:
         super().__init__("interrupted")
         self.snapshot = snapshot
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeSpec:
-    name: str
-    fn: Callable[[], ProbeResult]
-    timeout_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,71 +78,6 @@ class DiagnoseResult:
     snapshot: Snapshot
     discovery: Discovery
     interrupted: bool = False           # Ctrl-C during the probes: the report holds what was measured
-
-
-# --------------------------------------------------------------------------------------------
-# The runner
-
-
-def run_probe(spec: ProbeSpec) -> ProbeResult:
-    """Run one probe in a daemon thread; a timeout or an exception becomes a status, never a raise."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = spec.fn()
-        except BaseException as e:  # a probe must never take diagnose down with it
-            box["error"] = e
-
-    start = time.perf_counter()
-    thread = threading.Thread(target=target, name=f"probe-{spec.name}", daemon=True)
-    thread.start()
-    thread.join(spec.timeout_s)
-    duration = time.perf_counter() - start
-    if thread.is_alive():
-        return ProbeResult(spec.name, ProbeStatus.TIMEOUT, round(duration, 3),
-                           f"did not finish within {spec.timeout_s:g} s; its partial data is lost", {})
-    if "error" in box:
-        e = box["error"]
-        return ProbeResult(spec.name, ProbeStatus.ERROR, round(duration, 3),
-                           f"the probe failed: {type(e).__name__}: {scrub(str(e))}", {})
-    result = box.get("result")
-    if not isinstance(result, ProbeResult):
-        return ProbeResult(spec.name, ProbeStatus.ERROR, round(duration, 3), "the probe returned no result", {})
-    return ProbeResult(result.name, result.status, round(duration, 3),
-                       scrub(result.reason) if result.reason else None, scrub(result.data))
-
-
-def run_probes(specs: Sequence[ProbeSpec], into: list[ProbeResult] | None = None) -> tuple[ProbeResult, ...]:
-    """Run the specs concurrently, each under its own timeout; results in spec order.
-
-    `into` collects each result as it finishes, so an interrupted caller keeps what was measured."""
-    results: list[ProbeResult | None] = [None] * len(specs)
-    sink = into if into is not None else []
-
-    def one(i: int) -> None:
-        results[i] = run_probe(specs[i])
-        sink.append(results[i])
-
-    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(specs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return tuple(r for r in results if r is not None)
-
-
-def scrub(value: Any) -> Any:
-    """Every string in probe data through the log-line redaction (quoted and flag forms too): the last
-    net under argv/env redaction."""
-
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, dict):
-        return {k: scrub(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [scrub(v) for v in value]
-    return value
 
 
 def redact_url(url: str | None) -> str | None:
@@ -220,21 +144,6 @@ def discover(url: str | None, look_locally: bool = True) -> Discovery:
 # Collecting
 
 
-def _cmdline_and_env(pid: int | None) -> tuple[list[str] | None, dict[str, str] | None]:
-    if pid is None:
-        return None, None
-    try:
-        proc = psutil.Process(pid)
-        argv = proc.cmdline()
-    except (psutil.Error, OSError):
-        return None, None
-    try:
-        env = proc.environ()
-    except (psutil.Error, OSError):
-        env = None
-    return argv, env
-
-
 def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
     from probes.cpu_numa import probe_cpu
     from probes.kernel_log import probe_kernel_log
@@ -251,7 +160,7 @@ def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
         raise UsageError(f"--window-s {opts.window_s:g} is out of range; use 0 to {MAX_WINDOW_S:g} seconds")
     window = opts.window_s
     grace = PROBE_GRACE_S
-    argv, env = _cmdline_and_env(found.pid)
+    argv, env = cmdline_and_env(found.pid)
     unknown = sorted(set(opts.skip) - set(PROBE_NAMES))
     if unknown:
         raise UsageError(f"--skip {','.join(unknown)}: no such probe; the probes are {', '.join(PROBE_NAMES)}")
@@ -459,49 +368,3 @@ def replay(path: str | os.PathLike[str], bench: BenchSection | None = None,
                         skipped_rules=skipped, bench=bench)
     found = Discovery(url=target.url, engine=target.engine, how="replay", note=f"replayed from {path}")
     return DiagnoseResult(report=report, snapshot=snapshot, discovery=found)
-
-
-# --------------------------------------------------------------------------------------------
-# Bundle
-
-
-def write_bundle(path: str | os.PathLike[str], result: DiagnoseResult, log_path: str | None = None,
-                 max_log_bytes: int = 16 * 2**20) -> Path:
-    """report.json, snapshot.json, the redacted log tail and a README, in one .tar.gz."""
-    from probes.logs import read_tail
-    from triage.report_io import dumps, to_dict
-
-    out = Path(path)
-    files: dict[str, str] = {
-        "report.json": dumps(result.report),
-        "snapshot.json": json.dumps({"window_s": result.snapshot.window_s,
-                                     "probes": to_dict(list(result.snapshot.probes))}, indent=2) + "\n",
-    }
-    if log_path:
-        try:
-            lines, truncated = read_tail(log_path, max_log_bytes)
-            head = f"# last {max_log_bytes} bytes of {log_path}, redacted\n" if truncated else ""
-            files["logs/server.log"] = head + "\n".join(redact_text(line) for line in lines) + "\n"
-        except OSError as e:
-            files["logs/README.txt"] = f"the log {log_path} could not be read: {e}\n"
-    files["README.txt"] = (
-        "triage diagnose bundle\n"
-        f"created: {result.report.created_at}\n"
-        f"target: {result.report.target.url or 'none'} ({result.report.target.engine or 'unknown engine'})\n"
-        "report.json   the diagnose report (probes, findings)\n"
-        "snapshot.json the probe snapshot; replay with: triage diagnose --from snapshot.json\n"
-        "logs/         the server log tail, with secrets redacted\n"
-    )
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(out, "w:gz") as tar:
-            for name, text in files.items():
-                blob = redact_text(text).encode("utf-8") if name.startswith("logs/") else text.encode("utf-8")
-                info = tarfile.TarInfo(f"triage-bundle/{name}")
-                info.size = len(blob)
-                info.mtime = int(time.time())
-                info.mode = 0o644
-                tar.addfile(info, io.BytesIO(blob))
-    except OSError as e:
-        raise ReportError(f"{out}: cannot write the bundle ({e})") from None
-    return out

@@ -52,7 +52,8 @@ def diagnose(
                                           "Default: ./triage.toml when it exists."),
 ) -> int:
     from rules import load_rules_config
-    from triage.diagnose import DiagnoseOptions, layer_summary, replay, unreachable_target, write_bundle
+    from triage.bundle import write_bundle
+    from triage.diagnose import DiagnoseOptions, layer_summary, replay, unreachable_target
     from triage.diagnose import diagnose as run
     from triage.report_io import read_report
 
