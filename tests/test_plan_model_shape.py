@@ -141,3 +141,10 @@ def test_reference_engine_presets_are_used_when_installed(monkeypatch):
     assert (tiny.num_layers, tiny.num_kv_heads, tiny.source) == (4, 2, "reference engine preset")
     with pytest.raises(UsageError):
         resolve_model("huge")
+
+
+def test_a_diagnosed_reference_server_serving_tiny_resolves_to_the_engine_preset():
+    from triage.plan.model_shape import model_for_served_name
+    shape = model_for_served_name("tiny")
+    assert shape is not None and shape.source == "reference engine preset"
+    assert model_for_served_name("no-such-model") is None

@@ -334,4 +334,4 @@ def model_for_served_name(served: str | None) -> ModelShape | None:
     path = Path(served).expanduser()
     if (path / "config.json").is_file():
         return resolve_model(str(path))
-    return None
+    return _engine_preset(served)
