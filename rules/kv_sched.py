@@ -21,10 +21,16 @@ def _kv_relief(ctx: Context, engine: EngineInfo,
     why: list[str] = []
     evidence = evidence if evidence is not None else {}
     target = ctx.th("KV001.gpu_memory_utilization_target")
+    pinned, pinned_src = ctx.setting("num_gpu_blocks_override", "num_gpu_blocks_override")
+    if pinned is not None and pinned_src is not None:
+        # The block count is fixed by hand: the memory share and the KV dtype no longer size the cache.
+        evidence[pinned_src] = pinned
+        why.append(f"remove the block-count override that pins the cache at {pinned} blocks whatever the memory "
+                   "share (vLLM `--num-gpu-blocks-override`, the reference engine's `--num-kv-blocks`), or raise it")
     util, util_src = ctx.setting("gpu_memory_utilization", "gpu_memory_utilization")
     if util_src is not None:
         evidence[util_src] = util
-    if util is None or util < target:
+    if pinned is None and (util is None or util < target):
         knobs["gpu_memory_utilization"] = f"{target:.2f}"
         why.append(f"raise the memory share for KV to {target:.2f}" + (f" (now {util})" if util is not None else ""))
     max_len = ctx.opt("server_config", "max_model_len")
@@ -46,7 +52,7 @@ def _kv_relief(ctx: Context, engine: EngineInfo,
         cc = ctx.compute_capability()
     except MissingInput:
         cc = None
-    if cc is not None and cc >= (9, 0) and str(dtype or "auto").lower() in _SIXTEEN_BIT_KV:
+    if pinned is None and cc is not None and cc >= (9, 0) and str(dtype or "auto").lower() in _SIXTEEN_BIT_KV:
         evidence[dtype_src or "server_config.kv_cache_dtype"] = dtype
         evidence["gpu.compute_capability"] = list(cc)
         knobs["kv_cache_dtype_fp8"] = None
@@ -73,7 +79,8 @@ _SIXTEEN_BIT_KV = frozenset({"auto", "fp16", "bf16", "float16", "bfloat16", "hal
             "server_metrics.cache_config.num_gpu_blocks*block_size = 640 (tokens), "
             "derived.bench.c16.kv_free_tokens = 147, bench.c16.input_tokens_mean+output_tokens_mean = 464 (tokens)",
     fix="Give the KV cache more room: `--gpu-memory-utilization 0.92`, a `--max-model-len` sized to the "
-        "traffic, `--kv-cache-dtype fp8` on Hopper/Blackwell, or more tensor parallelism.",
+        "traffic, `--kv-cache-dtype fp8` on Hopper/Blackwell, or more tensor parallelism; first remove a "
+        "hand-set block count (`--num-gpu-blocks-override`), which overrides all of these.",
     references=("seed 000 §2 and quick reference (requests queuing but GPU not saturated: KV cache full)",
                 "seed 004 §12 (the KV cache is the real ceiling; vLLM admits requests until it fills)",
                 "vLLM metric vllm:kv_cache_usage_perc"),

@@ -99,6 +99,14 @@ def test_small_kv_cache_below_90pct_explains_queueing_not_seq_cap():
     assert kv.evidence["server_metrics.cache_config.num_gpu_blocks*block_size"] == 640.0
     assert kv.evidence["bench.c16.input_tokens_mean+output_tokens_mean"] == 464.0
     assert "SCHED003" in kv.explains and "This likely explains SCHED003" in kv.message
+    assert "--gpu-memory-utilization 0.92" in kv.fix.commands   # 0.9 in the snapshot: the share sizes the cache
+    # With the block count pinned by hand, the memory share changes nothing: the fix says to lift the pin.
+    pinned = snapshot({"server_metrics.cache_config.num_gpu_blocks": 40,
+                       "server_metrics.cache_config.num_gpu_blocks_override": 40}, drop=("logs",))
+    kv = {f.code: f for f in evaluate(_snap(pinned), bench=_bench(bench(level))).findings}["KV001"]
+    assert "pins the cache at 40 blocks" in kv.fix.text
+    assert not any("gpu-memory-utilization" in c for c in kv.fix.commands)
+    assert kv.evidence["server_metrics.cache_config.num_gpu_blocks_override"] == 40
     # The same load on a cache ten times larger leaves room for the next request: no KV001.
     roomy = snapshot({"server_metrics.cache_config.num_gpu_blocks": 400}, drop=("logs",))
     assert "KV001" not in evaluate(_snap(roomy), bench=_bench(bench(level))).codes()
