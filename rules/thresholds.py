@@ -57,6 +57,11 @@ THRESHOLDS: dict[str, Threshold] = {
     # --- KV cache and scheduler ------------------------------------------------------------------
     "KV001.kv_usage_frac": _T(0.90, "fraction", "000 §2 and quick reference", "KV usage at or above which, with requests waiting, it fires"),
     "KV001.min_waiting": _T(1.0, "requests", "000 quick reference (requests queuing)", "waiting requests that count as queueing"),
+    "KV001.min_free_requests": _T(1.0, "typical requests", "004 §12 (vLLM admits requests until the KV cache "
+                                  "fills); vLLM V1 and reference-engine schedulers leave a request waiting while "
+                                  "blocks for its tokens cannot be allocated",
+                                  "free KV, in typical requests (bench input+output tokens), below which waiting "
+                                  "requests mean the cache is the limit"),
     "KV001.gpu_memory_utilization_target": _T(0.92, "fraction", "000 §2 (--gpu-memory-utilization 0.92)", "the value the fix proposes"),
     "KV003.oversize_ratio": _T(4.0, "x", "000 §2 (reduce --max-model-len)", "max_model_len over observed p99 length that fires"),
     "KV003.headroom_ratio": _T(1.25, "x", "000 §2", "headroom the proposed --max-model-len keeps over the observed p99"),

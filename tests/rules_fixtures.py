@@ -463,6 +463,35 @@ def _define() -> None:
          PASSES, snapshot({"server_metrics.kv_cache_usage_frac_max": 0.96}))
     case("KV001", "negative_queue_with_room", "Requests wait but KV is at 40% (SCHED002's case)",
          PASSES, snapshot({"server_metrics.num_requests_waiting": 10, "server_metrics.kv_cache_usage_frac_max": 0.4}))
+    # A cache that holds a few requests is full long before 90%: the next request's blocks do not fit.
+    rag = {"levels.2.input_tokens_mean": 3000.0, "levels.2.output_tokens_mean": 256.0,
+           "levels.2.server.kv_cache_usage_frac_max": 0.82, "levels.2.server.kv_cache_usage_frac_mean": 0.78,
+           "levels.2.server.num_requests_waiting_max": 9, "levels.2.server.num_requests_waiting_mean": 3.0}
+    small_cache = {"server_metrics.cache_config.num_gpu_blocks": 1000}
+    case("KV001", "positive_no_room_for_next_request", "RAG traffic (3256-token requests) on a 16000-token cache: "
+         "at 82% only 2880 tokens are free while 9 wait (likely: at the mean, 78%, a prompt would still fit)",
+         {**FIRES, "certainty": "likely",
+          "evidence_keys": ["server_metrics.cache_config.num_gpu_blocks*block_size", "derived.bench.c16.kv_free_tokens",
+                            "bench.c16.input_tokens_mean+output_tokens_mean", "bench.c16.server.kv_cache_usage_frac_max",
+                            "bench.c16.server.num_requests_waiting_max"],
+          "text_contains": ["only 2880 of the KV cache's 16000 tokens were free", "3256 tokens"]},
+         snapshot(small_cache, drop=("logs",)), bench(rag))
+    tiny_kv = {"levels.2.input_tokens_mean": 400.0, "levels.2.output_tokens_mean": 64.0,
+               "levels.2.server.kv_cache_usage_frac_max": 0.77, "levels.2.server.kv_cache_usage_frac_mean": 0.72,
+               "levels.2.server.num_requests_waiting_max": 15, "levels.2.server.num_requests_waiting_mean": 12.5,
+               "levels.2.server.num_requests_running_max": 1, "levels.2.server.num_requests_running_mean": 1.0}
+    case("KV001", "positive_prompt_never_fits", "40 blocks x 16 = 640 tokens at 72-77% with 15 waiting and one "
+         "running: not even a 400-token prompt fits in the free blocks (a real reference-engine run)",
+         {**FIRES, "certainty": "confirmed",
+          "evidence_keys": ["derived.bench.c16.kv_free_tokens_typical", "bench.c16.input_tokens_mean",
+                            "bench.c16.server.kv_cache_usage_frac_mean", "bench.c16.server.num_requests_waiting_mean"],
+          "text_contains": ["although usage stayed below 90%", "pins the cache at 40 blocks"]},
+         snapshot({"server_metrics.cache_config.num_gpu_blocks": 40,
+                   "server_metrics.cache_config.num_gpu_blocks_override": 40}, drop=("logs",)), bench(tiny_kv))
+    case("KV001", "negative_queue_with_room_for_requests", "9 wait on the 16000-token cache at 70%: 4800 tokens free, "
+         "1.5 requests' worth, so the cache is not what holds them back",
+         PASSES, snapshot(small_cache, drop=("logs",)),
+         bench({**rag, "levels.2.server.kv_cache_usage_frac_max": 0.70, "levels.2.server.kv_cache_usage_frac_mean": 0.66}))
     case("KV001", "skipped_no_metrics", "/metrics not reachable and no bench",
          {"fires": False, "skipped_reason": "server_metrics"},
          snapshot(status={"server_metrics": ("error", "GET /metrics: connection refused")}))
@@ -543,6 +572,11 @@ def _define() -> None:
          PASSES, snapshot({"server_config.max_num_seqs": 16}),
          bench({"levels.3.server.num_requests_running_max": 16, "levels.3.server.num_requests_waiting_mean": 40.0,
                 "levels.3.server.kv_cache_usage_frac_max": 0.95}))
+    case("SCHED002", "negative_small_kv_one_running", "Requests wait at 62% KV, but one runs of max_num_seqs 256: "
+         "the small cache (KV001), not the sequence cap, holds them back",
+         PASSES, snapshot({"server_metrics.cache_config.num_gpu_blocks": 40}, drop=("logs",)),
+         bench({**tiny_kv, "levels.2.server.kv_cache_usage_frac_max": 0.62,
+                "levels.2.server.kv_cache_usage_frac_mean": 0.6}))
     # SCHED003
     case("SCHED003", "positive_queue_share", "Queue time is 81% of server TTFT at c=64",
          {**FIRES, "evidence_keys": ["bench.c64.server.server_queue_time_ms_mean"]},

@@ -82,6 +82,52 @@ def test_kv_saturation_explains_queueing_and_slo():
     assert by_code["BENCH003"].explains == ()
 
 
+def test_small_kv_cache_below_90pct_explains_queueing_not_seq_cap():
+    """The real undersized run: 40 blocks x 16 = 640 tokens at 62-77% usage, 15 waiting, one running.
+    KV001 fires on the free room, SCHED002 stays quiet (one running of 256), and KV001 explains SCHED003."""
+    level = {"levels.2.input_tokens_mean": 400.0, "levels.2.output_tokens_mean": 64.0,
+             "levels.2.server.kv_cache_usage_frac_max": 0.66, "levels.2.server.kv_cache_usage_frac_mean": 0.62,
+             "levels.2.server.num_requests_waiting_max": 15, "levels.2.server.num_requests_waiting_mean": 12.5,
+             "levels.2.server.num_requests_running_max": 1, "levels.2.server.num_requests_running_mean": 1.0,
+             "levels.2.server.server_queue_time_ms_mean": 1660.0, "levels.2.server.server_ttft_ms_mean": 1670.0}
+    snap = snapshot({"server_metrics.cache_config.num_gpu_blocks": 40}, drop=("logs",))
+    by_code = {f.code: f for f in evaluate(_snap(snap), bench=_bench(bench(level))).findings}
+    assert {"KV001", "SCHED003"} <= set(by_code) and "SCHED002" not in by_code
+    kv = by_code["KV001"]
+    assert kv.certainty.value == "confirmed"   # at the mean (62%) 243 free tokens cannot hold a 400-token prompt
+    assert kv.evidence["derived.bench.c16.kv_free_tokens"] == round(0.34 * 640, 1)
+    assert kv.evidence["server_metrics.cache_config.num_gpu_blocks*block_size"] == 640.0
+    assert kv.evidence["bench.c16.input_tokens_mean+output_tokens_mean"] == 464.0
+    assert "SCHED003" in kv.explains and "This likely explains SCHED003" in kv.message
+    assert "--gpu-memory-utilization 0.92" in kv.fix.commands   # 0.9 in the snapshot: the share sizes the cache
+    # With the block count pinned by hand, the memory share changes nothing: the fix says to lift the pin.
+    pinned = snapshot({"server_metrics.cache_config.num_gpu_blocks": 40,
+                       "server_metrics.cache_config.num_gpu_blocks_override": 40}, drop=("logs",))
+    kv = {f.code: f for f in evaluate(_snap(pinned), bench=_bench(bench(level))).findings}["KV001"]
+    assert "pins the cache at 40 blocks" in kv.fix.text
+    assert not any("gpu-memory-utilization" in c for c in kv.fix.commands)
+    assert kv.evidence["server_metrics.cache_config.num_gpu_blocks_override"] == 40
+    # The same load on a cache ten times larger leaves room for the next request: no KV001.
+    roomy = snapshot({"server_metrics.cache_config.num_gpu_blocks": 400}, drop=("logs",))
+    assert "KV001" not in evaluate(_snap(roomy), bench=_bench(bench(level))).codes()
+
+
+def test_free_room_trigger_reads_the_snapshot_metrics_with_a_bench():
+    """diagnose on a loaded server: the scrape's usage and queue, and the bench's smallest typical request."""
+    snap = snapshot({"server_metrics.cache_config.num_gpu_blocks": 40, "server_metrics.kv_cache_usage_frac": 0.7,
+                     "server_metrics.kv_cache_usage_frac_max": 0.75, "server_metrics.num_requests_waiting": 6,
+                     "server_metrics.num_requests_waiting_max": 8}, drop=("logs",))
+    small = bench({f"levels.{i}.input_tokens_mean": 400.0 for i in range(4)}
+                  | {f"levels.{i}.output_tokens_mean": 64.0 for i in range(4)})
+    kv = {f.code: f for f in evaluate(_snap(snap), bench=_bench(small)).findings}["KV001"]
+    assert kv.certainty.value == "confirmed"
+    assert kv.evidence["derived.server_metrics.kv_free_tokens"] == 160.0
+    assert kv.evidence["derived.server_metrics.kv_free_tokens_typical"] == 192.0
+    assert kv.evidence["server_metrics.num_requests_waiting_max"] == 8
+    # Without a bench the request size is unknown: only the >= 90% trigger can judge, and 75% is below it.
+    assert "KV001" not in evaluate(_snap(snap)).codes()
+
+
 def test_disable_and_enable_only():
     snap = _snap(snapshot({"gpu.gpus.0.persistence_mode_enabled": False}))
     assert "GPU007" in [f.code for f in evaluate(snap).findings]
