@@ -259,3 +259,32 @@ def test_text_output_at_80_columns_never_ellipsizes(tmp_path):
     assert result.exit_code == 1
     assert "…" not in result.stdout
     assert "123,456.7" in result.stdout and "98,765.4" in result.stdout
+
+
+# ---- --input-len sweeps: levels match on (load, prompt length)
+
+
+def _swept(c, input_len, scale_ttft=1.0, seed=0):
+    import dataclasses
+
+    return dataclasses.replace(_level(c, scale_ttft=scale_ttft, seed=seed), input_len=input_len)
+
+
+def test_sweep_levels_match_on_concurrency_and_prompt_length():
+    base = bench_report([_swept(1, 512), _swept(1, 2048, seed=1)])
+    # The 2048 level regresses 40%; the 512 level is unchanged. Listed in the other order on purpose.
+    cand = bench_report([_swept(1, 2048, scale_ttft=1.4, seed=1), _swept(1, 512)])
+    result = compare_reports(base, cand, RULES)
+    assert _row(result, "c=1 in=2048", "ttft_ms.p50").verdict is Verdict.REGRESSION
+    assert _row(result, "c=1 in=512", "ttft_ms.p50").verdict is Verdict.OK
+    assert {m.level for m in result.metrics} == {"c=1 in=512", "c=1 in=2048"}
+
+
+def test_a_sweep_and_a_single_length_run_share_no_level():
+    with pytest.raises(ReportError, match=r"no bench level appears in both.*c=1 in=512.*candidate: c=1"):
+        compare_reports(bench_report([_swept(1, 512), _swept(1, 2048)]), bench_report([_level(1)]), RULES)
+
+
+def test_the_same_length_twice_is_still_refused():
+    with pytest.raises(ReportError, match="c=1 in=512 twice"):
+        compare_reports(bench_report([_swept(1, 512), _swept(1, 512)]), bench_report([_swept(1, 512)]), RULES)

@@ -1,6 +1,7 @@
 """What one `triage bench` run does: the parsed, validated options. Built by the command, read by the runner."""
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,16 +32,17 @@ class LenDist(str, enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class LevelSpec:
-    """One load point: a closed loop with `concurrency` in flight, or an open loop at `request_rate` req/s."""
+    """One load point: a closed loop with `concurrency` in flight, or an open loop at `request_rate` req/s.
+    `input_len` is the prompt length of this level in an --input-len sweep (None: the run's one length)."""
 
     concurrency: int | None = None
     request_rate: float | None = None
+    input_len: int | None = None
 
     @property
     def name(self) -> str:
-        if self.concurrency is not None:
-            return f"c={self.concurrency}"
-        return f"rate={self.request_rate:g}/s"
+        load = f"c={self.concurrency}" if self.concurrency is not None else f"rate={self.request_rate:g}/s"
+        return load if self.input_len is None else f"{load} in={self.input_len}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,11 @@ class BenchConfig:
     scrape_interval_s: float = 0.5
     gpu_sample_interval_s: float = 0.5
 
+    @property
+    def input_lens(self) -> tuple[int, ...]:
+        """The swept prompt lengths in run order (empty when the run has one length)."""
+        return tuple(dict.fromkeys(lv.input_len for lv in self.levels if lv.input_len is not None))
+
     def requests_for(self, level: LevelSpec) -> int | None:
         """Requests issued per level: --num-requests, else (with no --duration) a count scaled to the level."""
         if self.num_requests is not None:
@@ -84,8 +91,8 @@ class BenchConfig:
             "url": redact_text(self.url),
             "model": self.model,
             "endpoint": self.endpoint.value,
-            "concurrency": [lv.concurrency for lv in self.levels if lv.concurrency is not None],
-            "request_rate": [lv.request_rate for lv in self.levels if lv.request_rate is not None],
+            "concurrency": list(dict.fromkeys(lv.concurrency for lv in self.levels if lv.concurrency is not None)),
+            "request_rate": list(dict.fromkeys(lv.request_rate for lv in self.levels if lv.request_rate is not None)),
             "burstiness": self.burstiness,
             "num_requests": self.num_requests,
             "duration_s": self.duration_s,
@@ -93,6 +100,7 @@ class BenchConfig:
             "repeat": self.repeat,
             "seed": self.seed,
             "input_len": self.input_len,
+            **({"input_len_sweep": list(self.input_lens)} if self.input_lens else {}),
             "output_len": self.output_len,
             "len_dist": self.len_dist.value,
             "shared_prefix_len": self.shared_prefix_len,
@@ -127,11 +135,11 @@ def redact_header_args(argv: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def parse_int_list(text: str, flag: str) -> list[int]:
+def parse_int_list(text: str, flag: str, example: str = "1,4,16,64") -> list[int]:
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise UsageError(f"{flag} {text!r}: expected comma-separated integers, e.g. 1,4,16,64") from None
+        raise UsageError(f"{flag} {text!r}: expected comma-separated integers, e.g. {example}") from None
     if not values or any(v < 1 for v in values):
         raise UsageError(f"{flag} {text!r}: every value must be an integer >= 1")
     _no_duplicates(values, text, flag)
@@ -141,6 +149,20 @@ def parse_int_list(text: str, flag: str) -> list[int]:
 def _no_duplicates(values: list, text: str, flag: str) -> None:
     if len(set(values)) != len(values):
         raise UsageError(f"{flag} {text!r} names a level twice: to run a level several times, use --repeat K")
+
+
+def parse_input_lens(text: str | int | None, shared_prefix_len: int) -> list[int]:
+    """--input-len: one prompt length, or a comma list for a sweep (run shortest first). Every length must be
+    longer than the shared prefix, which is part of each prompt."""
+    if text is None:
+        return []
+    values = sorted(parse_int_list(str(text), "--input-len", example="512,2048,8192"))
+    too_short = [v for v in values if v <= shared_prefix_len]
+    if too_short:
+        raise UsageError(f"--input-len {text}: {', '.join(map(str, too_short))} is not longer than "
+                         f"--shared-prefix-len {shared_prefix_len} (the prefix is part of the prompt): raise the "
+                         "length or lower the prefix")
+    return values
 
 
 def parse_float_list(text: str, flag: str) -> list[float]:
@@ -192,7 +214,7 @@ def _choice(flag: str, value: str, enum_cls: type[enum.Enum]) -> Any:
 def config_from_flags(*, url: str | None, model: str | None, concurrency: str | None, rate: str | None,
                       burstiness: float, num_requests: int | None, duration: float | None, warmup: int | None,
                       repeat: int, seed: int, endpoint: str, api_key: str | None, header: list[str] | None,
-                      timeout: float, input_len: int | None, output_len: int | None, len_dist: str,
+                      timeout: float, input_len: str | int | None, output_len: int | None, len_dist: str,
                       shared_prefix_len: int, dataset: Path | None, slo: str | None, max_in_flight: int,
                       defaults: dict[str, Any]) -> BenchConfig:
     """The command's flags, checked, as a BenchConfig. `defaults` fills what was not given (they differ for the
@@ -205,8 +227,8 @@ def config_from_flags(*, url: str | None, model: str | None, concurrency: str | 
                         ("--max-in-flight", max_in_flight)):
         if not value > 0:
             raise UsageError(f"{flag} must be > 0")
-    for flag, value in (("--num-requests", num_requests), ("--duration", duration), ("--input-len", input_len),
-                        ("--output-len", output_len)):
+    input_lens = parse_input_lens(input_len, shared_prefix_len)
+    for flag, value in (("--num-requests", num_requests), ("--duration", duration), ("--output-len", output_len)):
         if value is not None and not value > 0:
             raise UsageError(f"{flag} must be > 0")
     if (warmup is not None and warmup < 0) or shared_prefix_len < 0:
@@ -230,13 +252,15 @@ def config_from_flags(*, url: str | None, model: str | None, concurrency: str | 
         if open_loop_only:
             raise UsageError(f"{', '.join(open_loop_only)} only applies to open-loop levels, and no --rate level "
                              "was given: add --rate R,... or drop it")
+    if len(input_lens) > 1:
+        levels = [dataclasses.replace(lv, input_len=n) for lv in levels for n in input_lens]
     if num_requests is None and duration is None:
         num_requests = defaults["num_requests"]
     return BenchConfig(
         url=url or "", model=model, levels=tuple(levels), num_requests=num_requests, duration_s=duration,
         warmup=defaults["warmup"] if warmup is None else warmup, repeat=repeat, seed=seed,
         endpoint=_choice("--endpoint", endpoint, Endpoint), api_key=api_key, headers=parse_headers(header),
-        timeout_s=timeout, input_len=input_len or defaults["input_len"],
+        timeout_s=timeout, input_len=input_lens[0] if input_lens else defaults["input_len"],
         output_len=output_len or defaults["output_len"], len_dist=_choice("--len-dist", len_dist, LenDist),
         shared_prefix_len=shared_prefix_len, dataset=dataset, slo=parse_slo(slo), burstiness=burstiness,
         max_in_flight=max_in_flight)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from triage.bench.saturation import level_name
+from triage.bench.saturation import level_name, load_series
 from triage.errors import UsageError
 from triage.model import BenchLevel, BenchSection, Report
 
@@ -24,6 +24,7 @@ SERVER_KEYS = ("kv_cache_usage_frac_mean", "kv_cache_usage_frac_max", "num_reque
 def level_row(level: BenchLevel) -> dict[str, Any]:
     row: dict[str, Any] = {
         "level": level_name(level), "concurrency": level.concurrency, "request_rate": level.request_rate,
+        "input_len": level.input_len,
         "duration_s": level.duration_s, "completed": level.requests.completed, "failed": level.requests.failed,
         "errors_by_kind": ";".join(f"{k}={v}" for k, v in sorted(level.requests.errors_by_kind.items())),
     }
@@ -59,10 +60,38 @@ def _png(fig: Any) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def _series(levels: list[BenchLevel]) -> list[tuple[str, list[BenchLevel]]]:
-    closed = sorted((lv for lv in levels if lv.concurrency is not None), key=lambda lv: lv.concurrency)
-    rate = sorted((lv for lv in levels if lv.request_rate is not None), key=lambda lv: lv.request_rate)
-    return [(n, s) for n, s in (("concurrency", closed), ("request rate (req/s)", rate)) if s]
+AXIS_LABELS = {"concurrency": "concurrency", "request_rate": "request rate (req/s)"}
+
+
+def _series(levels: list[BenchLevel]) -> list[tuple[str, str, list[BenchLevel]]]:
+    """(axis label, title suffix, levels) per load curve; in an --input-len sweep, one per prompt length."""
+    return [(AXIS_LABELS[axis], "" if length is None else f" (prompt {length} tokens)", series)
+            for axis, length, series in load_series(levels)]
+
+
+def _context_sweep_plot(levels: list[BenchLevel], plt: Any) -> tuple[str, str] | None:
+    """TTFT p50 vs measured prompt tokens, one line per load level, log-log so that the slope is the growth
+    exponent (1 linear, 2 quadratic attention). Only for an --input-len sweep."""
+    lines: dict[str, list[BenchLevel]] = {}
+    for lv in levels:
+        if lv.input_len is not None and lv.input_tokens_mean and lv.ttft_ms.p50:
+            load = f"c={lv.concurrency}" if lv.concurrency is not None else f"rate={lv.request_rate:g}/s"
+            lines.setdefault(load, []).append(lv)
+    lines = {k: sorted(v, key=lambda lv: lv.input_tokens_mean) for k, v in lines.items() if len(v) >= 2}
+    if not lines:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for load, lvls in lines.items():
+        ax.plot([lv.input_tokens_mean for lv in lvls], [lv.ttft_ms.p50 for lv in lvls], "-o", label=load)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("prompt tokens (mean, from the server's usage)")
+    ax.set_ylabel("TTFT p50 (ms)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend()
+    out = ("TTFT vs prompt length", _png(fig))
+    plt.close(fig)
+    return out
 
 
 def _nan(value: float | None) -> float:
@@ -88,7 +117,7 @@ def plots(section: BenchSection) -> list[tuple[str, str]]:
 
     levels = list(section.levels)
     out: list[tuple[str, str]] = []
-    for axis_name, lvls in _series(levels):
+    for axis_name, suffix, lvls in _series(levels):
         x = [lv.concurrency if lv.concurrency is not None else lv.request_rate for lv in lvls]
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
         for metric, ax in zip(("ttft_ms", "tpot_ms"), axes, strict=True):
@@ -99,7 +128,7 @@ def plots(section: BenchSection) -> list[tuple[str, str]]:
             ax.set_ylabel(metric.removesuffix("_ms").upper() + " (ms)")
             ax.grid(alpha=0.3)
             ax.legend()
-        out.append((f"Latency percentiles vs {axis_name}", _png(fig)))
+        out.append((f"Latency percentiles vs {axis_name}{suffix}", _png(fig)))
         plt.close(fig)
 
         fig, ax = plt.subplots(figsize=(6, 3.6))
@@ -113,8 +142,11 @@ def plots(section: BenchSection) -> list[tuple[str, str]]:
                               label="goodput req/s (right axis)", alpha=0.8)
             ax2.set_ylabel("goodput (req/s)")
         ax.legend(lines, [line.get_label() for line in lines], loc="upper left")
-        out.append((f"Throughput vs {axis_name}", _png(fig)))
+        out.append((f"Throughput vs {axis_name}{suffix}", _png(fig)))
         plt.close(fig)
+    sweep = _context_sweep_plot(levels, plt)
+    if sweep is not None:
+        out.append(sweep)
 
     with_samples = [lv for lv in levels if lv.samples and lv.samples.get("ttft_ms")]
     if with_samples:

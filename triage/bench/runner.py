@@ -25,6 +25,7 @@ from triage.model import BenchLevel, BenchSection, ClientStats
 from triage.redact import redact_text
 
 PROBE_WORDS = (16, 80)  # two prompt sizes for the tokens-per-word fit
+SWEEP_SEED_STRIDE = 1_000_003  # seed offset between the prompt pools of an --input-len sweep's lengths
 DURATION_POOL_PER_S = 8  # --duration: prompts generated per second per slot (reused after that, with a note)
 
 
@@ -149,6 +150,20 @@ async def preflight(client: httpx.AsyncClient, pool: ConnectionPool, cfg: BenchC
     return info
 
 
+def check_sweep_fits(cfg: BenchConfig, max_model_len: int | None) -> None:
+    """In an --input-len sweep every length must fit the server's context with the output: a length that had to
+    be shortened would silently measure a shorter prompt than its level says. (One length is shortened to fit,
+    as it always was.)"""
+    if max_model_len is None or not cfg.input_lens:
+        return
+    longest_ok = max_model_len - cfg.output_len - 1
+    too_long = [n for n in cfg.input_lens if n > longest_ok]
+    if too_long:
+        raise UsageError(f"--input-len {', '.join(map(str, too_long))}: the server's max_model_len is {max_model_len}, "
+                         f"so with --output-len {cfg.output_len} a prompt can be at most {longest_ok} tokens: drop or "
+                         "lower those lengths, or lower --output-len")
+
+
 def _merge_client(stats: list[ClientStats]) -> ClientStats:
     """One level's client verdict over its repeats: invalid if any repeat was."""
     def mean(values: list[float | None]) -> float | None:
@@ -218,23 +233,40 @@ class BenchRunner:
         self.info = info = await preflight(client, pool, cfg)
         opts = RequestOptions(endpoint=cfg.endpoint, model=info.model, send_ignore_eos=info.send_ignore_eos,
                               continuous_usage=info.continuous_usage)
-        sizes = [self._slice_size(spec) for spec in cfg.levels for _ in range(cfg.repeat)]
-        items = build(cfg, cfg.warmup + sum(sizes), info.calibration, info.max_model_len)
-        slices, start = [], cfg.warmup
-        for size in sizes:
-            slices.append(items[start:start + size])
-            start += size
+        check_sweep_fits(cfg, info.max_model_len)
+        warmup_items, level_slices = self._prompts(info)
         if cfg.warmup:
-            await self._warmup(pool, opts, items[:cfg.warmup])
+            await self._warmup(pool, opts, warmup_items)
         gpu, gpu_reason = GpuSampler.create(cfg.gpu_sample_interval_s, nvml=self.nvml)
         if gpu_reason:
             self.notes.append(gpu_reason)
-        for li, spec in enumerate(cfg.levels):
-            level_slices = slices[li * cfg.repeat:(li + 1) * cfg.repeat]
-            level = await self._level(pool, scraper, opts, spec, level_slices, gpu)
+        for spec, slices in zip(cfg.levels, level_slices, strict=True):
+            level = await self._level(pool, scraper, opts, spec, slices, gpu)
             self.levels.append(level)
             self.observer.level_finished(level)
         return self.section()
+
+    def _prompts(self, info: ServerInfo) -> tuple[list[PromptItem], list[list[list[PromptItem]]]]:
+        """(warmup prompts, per level its per-repeat prompt slices). One prompt pool per prompt length: a
+        single-length run draws everything from one pool; a sweep draws each length from its own, seeded apart
+        so that a longer prompt never starts with a shorter level's prompt (a prefix-cache hit would hide the
+        prefill cost the sweep measures). Warmup uses the shortest length."""
+        cfg = self.cfg
+        lengths = list(dict.fromkeys(spec.input_len for spec in cfg.levels))
+        pools: dict[int | None, list[PromptItem]] = {}
+        for k, length in enumerate(lengths):
+            sizes = [self._slice_size(spec) * cfg.repeat for spec in cfg.levels if spec.input_len == length]
+            extra = cfg.warmup if k == 0 else 0
+            pool_cfg = cfg if length is None else dataclasses.replace(cfg, input_len=length, seed=cfg.seed + SWEEP_SEED_STRIDE * k)
+            pools[length] = build(pool_cfg, extra + sum(sizes), info.calibration, info.max_model_len)
+        warmup_items = pools[lengths[0]][:cfg.warmup]
+        starts = {length: (cfg.warmup if k == 0 else 0) for k, length in enumerate(lengths)}
+        per_level: list[list[list[PromptItem]]] = []
+        for spec in cfg.levels:
+            size, start = self._slice_size(spec), starts[spec.input_len]
+            per_level.append([pools[spec.input_len][start + r * size:start + (r + 1) * size] for r in range(cfg.repeat)])
+            starts[spec.input_len] = start + size * cfg.repeat
+        return warmup_items, per_level
 
     async def _warmup(self, pool: ConnectionPool, opts: RequestOptions, items: list[PromptItem]) -> None:
         peak = max([lv.concurrency or 1 for lv in self.cfg.levels])

@@ -1,6 +1,6 @@
 """Where the server saturates. The knee is the last level before the curve bends: going from it to the next
 level gains < 10% output throughput while TTFT p99 grows > 50%. Closed-loop (concurrency) and open-loop (rate)
-levels are separate series. Levels the client invalidated are left out: their numbers are the client's."""
+levels are separate series, and so is each prompt length of an --input-len sweep. Levels the client invalidated are left out: their numbers are the client's."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -13,9 +13,20 @@ MIN_TTFT_P99_GROWTH_FRAC = 0.50
 
 
 def level_name(level: BenchLevel) -> str:
-    if level.concurrency is not None:
-        return f"c={level.concurrency}"
-    return f"rate={level.request_rate:g}/s"
+    """The level's name as the runner's LevelSpec.name spells it (the records' `level` and the live view)."""
+    load = f"c={level.concurrency}" if level.concurrency is not None else f"rate={level.request_rate:g}/s"
+    return load if level.input_len is None else f"{load} in={level.input_len}"
+
+
+def load_series(levels: Sequence[BenchLevel]) -> list[tuple[str, int | None, list[BenchLevel]]]:
+    """(axis, input_len, levels sorted by load) for each load curve: closed and open loop apart, and in an
+    --input-len sweep one curve per prompt length (a longer prompt is a different workload, not more load)."""
+    out = []
+    for axis, load in (("concurrency", lambda lv: lv.concurrency), ("request_rate", lambda lv: lv.request_rate)):
+        on_axis = [lv for lv in levels if load(lv) is not None]
+        for length in dict.fromkeys(lv.input_len for lv in on_axis):
+            out.append((axis, length, sorted((lv for lv in on_axis if lv.input_len == length), key=load)))
+    return out
 
 
 def _knee(series: list[BenchLevel]) -> tuple[BenchLevel, str] | None:
@@ -36,10 +47,7 @@ def summary(levels: Sequence[BenchLevel]) -> dict[str, Any] | None:
         return None
     valid = [lv for lv in levels if lv.client.valid]
     out: dict[str, Any] = {"knee_level": None, "knee_reason": None}
-    for _axis, series in (("concurrency", sorted((lv for lv in valid if lv.concurrency is not None),
-                                               key=lambda lv: lv.concurrency)),
-                        ("request_rate", sorted((lv for lv in valid if lv.request_rate is not None),
-                                                key=lambda lv: lv.request_rate))):
+    for _axis, _length, series in load_series(valid):
         found = _knee(series)
         if found and out["knee_level"] is None:
             out["knee_level"], out["knee_reason"] = level_name(found[0]), found[1]

@@ -149,7 +149,7 @@ def summarize(spec: LevelSpec, records: list[RequestRecord], slo: dict[str, floa
         input_tokens_mean=_mean(in_tokens), output_tokens_mean=_mean(out_tokens),
         client=client, server=server, gpu=gpu,
         samples={"ttft_ms": ttft, "tpot_ms": tpot, "e2e_ms": e2e} if keep_samples else None,
-        notes=tuple(notes_list),
+        notes=tuple(notes_list), input_len=spec.input_len,
     )
 
 

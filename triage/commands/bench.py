@@ -32,7 +32,9 @@ def bench(
                                 help="Bearer token (or OPENAI_API_KEY). Never written to any output."),
     header: list[str] = typer.Option(None, "--header", help="Extra header NAME:VALUE (repeatable)."),
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds without a byte before a request is a timeout."),
-    input_len: int = typer.Option(None, "--input-len", help="Prompt tokens (default 512; embedded: 32)."),
+    input_len: str = typer.Option(None, "--input-len", help="Prompt tokens (default 512; embedded: 32). A comma "
+                                  "list, e.g. 512,2048,8192, sweeps it: every level runs once per length, "
+                                  "shortest first (TTFT vs context, rule SCHED006)."),
     output_len: int = typer.Option(None, "--output-len", help="Output tokens asked for (default 256; embedded: 16)."),
     len_dist: str = typer.Option("fixed", "--len-dist", help="fixed, uniform, normal or lognormal."),
     shared_prefix_len: int = typer.Option(0, "--shared-prefix-len", help="Leading prompt tokens shared by all."),

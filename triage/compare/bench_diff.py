@@ -46,11 +46,16 @@ class MetricComparison:
         return self.verdict is Verdict.REGRESSION
 
 
-def level_key(level: BenchLevel) -> tuple[str, float]:
+LevelKey = tuple[str, float, int | None]
+
+
+def level_key(level: BenchLevel) -> LevelKey:
+    """What makes two levels the same load point: the load (concurrency or rate) and, in an --input-len sweep,
+    the prompt length (None for a single-length run, so such reports match each other as before)."""
     if level.concurrency is not None:
-        return ("concurrency", float(level.concurrency))
+        return ("concurrency", float(level.concurrency), level.input_len)
     if level.request_rate is not None:
-        return ("rate", float(level.request_rate))
+        return ("rate", float(level.request_rate), level.input_len)
     raise ReportError("a bench level has neither concurrency nor request_rate")
 
 
@@ -154,8 +159,8 @@ def check_comparable(base: Report, cand: Report) -> None:
                           f"candidate {_describe_model(cand)!r}")
 
 
-def _levels_by_key(report: Report, which: str) -> dict[tuple[str, float], BenchLevel]:
-    out: dict[tuple[str, float], BenchLevel] = {}
+def _levels_by_key(report: Report, which: str) -> dict[LevelKey, BenchLevel]:
+    out: dict[LevelKey, BenchLevel] = {}
     for lv in report.bench.levels:
         key = level_key(lv)
         if key in out:

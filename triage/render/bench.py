@@ -21,9 +21,9 @@ _LEFT = ("level", "valid")
 
 
 def level_name(level: BenchLevel) -> str:
-    if level.concurrency is not None:
-        return f"c={level.concurrency}"
-    return f"rate={num(level.request_rate, 2)}/s"
+    """c=4, rate=2.00/s; in an --input-len sweep with the prompt length too: c=1 in=2048."""
+    load = f"c={level.concurrency}" if level.concurrency is not None else f"rate={num(level.request_rate, 2)}/s"
+    return load if level.input_len is None else f"{load} in={level.input_len}"
 
 
 def row_cells(level: BenchLevel) -> list[str]:
