@@ -156,9 +156,8 @@ class BenchLevel:
     # One summary per --repeat run of this level: [{"output_tokens_per_s": ..., "ttft_ms_p99": ...}, ...].
     repeats: list[dict[str, float]] | None = None
     notes: tuple[str, ...] = ()
-    # The prompt length this level asked for in an --input-len sweep; None for a single-length or dataset run
-    # (then left out of the JSON, so such reports are byte-for-byte what they were before the field existed).
-    input_len: int | None = field(default=None, metadata={"omit_if_none": True})
+    # The prompt length this level asked for in an --input-len sweep; None for a single-length or dataset run.
+    input_len: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,11 +18,9 @@ SCHEMA_DIR = Path(__file__).resolve().parent.parent / "reports" / "schema"
 
 
 def to_dict(obj: Any) -> Any:
-    """A dataclass tree as plain JSON-ready values (enums by value, tuples as lists). A field marked
-    `metadata={"omit_if_none": True}` is left out while it is None (an optional field added later)."""
+    """A dataclass tree as plain JSON-ready values (enums by value, tuples as lists)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                if not (f.metadata.get("omit_if_none") and getattr(obj, f.name) is None)}
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, dict):
