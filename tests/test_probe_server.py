@@ -77,6 +77,18 @@ def test_a_failed_in_between_scrape_is_counted_not_fatal():
     assert r.data["preemptions_per_s"] == pytest.approx(3.0)
 
 
+def test_a_token_only_userinfo_is_redacted_in_probe_data():
+    from probes.runner import ProbeSpec, run_probe
+
+    text = HttpResponse(200, (PROM / "vllm_v1_two_engines_before.txt").read_text())
+    get = fake_get({"/metrics": text})
+    spec = ProbeSpec("server_metrics", lambda: probe_server_metrics(
+        f"http://{SECRET_PLAIN}@10.0.0.5:8000", window_s=0, get=get, sleep=lambda s: None), 5.0)
+    r = run_probe(spec)
+    assert r.status is ProbeStatus.OK
+    assert SECRET_PLAIN not in json.dumps(r.data) and r.data["url"] == "http://***@10.0.0.5:8000/metrics"
+
+
 def test_server_metrics_404_is_unsupported_with_advice():
     r = probe_server_metrics("http://h:1", window_s=0, get=fake_get({}), sleep=lambda s: None)
     assert r.status is ProbeStatus.UNSUPPORTED

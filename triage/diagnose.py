@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from probes.base import ProbeResult, ProbeStatus, Snapshot
 from probes.discovery import cmdline_and_env
@@ -25,7 +25,7 @@ from probes.runner import ProbeSpec, run_probes
 from rules import RulesConfig, evaluate
 from triage.errors import ReportError, UsageError
 from triage.model import BenchSection, Finding, GpuInfo, Report, ReportKind, SkippedRule, Target
-from triage.redact import REDACTED
+from triage.redact import redact_text
 
 DEFAULT_WINDOW_S = 2.0
 PROBE_NAMES = ("server_config", "gpu", "cpu", "memory", "server_process", "server_metrics", "network",
@@ -78,18 +78,6 @@ class DiagnoseResult:
     snapshot: Snapshot
     discovery: Discovery
     interrupted: bool = False           # Ctrl-C during the probes: the report holds what was measured
-
-
-def redact_url(url: str | None) -> str | None:
-    """Drop user:password@ from a URL."""
-    if not url:
-        return url
-    parts = urlsplit(url)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        netloc = f"{REDACTED}@{host}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    return url
 
 
 # --------------------------------------------------------------------------------------------
@@ -247,7 +235,7 @@ def target_of(snapshot: Snapshot, found: Discovery) -> Target:
     if engine is None and found.url:
         engine = "openai-compatible"
     model = cfg.get("served_model_name") or cfg.get("model") or metrics.get("model_name")
-    return Target(url=redact_url(found.url), engine=engine, engine_version=cfg.get("engine_version"),
+    return Target(url=redact_text(found.url) if found.url else None, engine=engine, engine_version=cfg.get("engine_version"),
                   model=model)
 
 

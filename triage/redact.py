@@ -14,7 +14,7 @@ _SECRET_TEXT = [
     re.compile(r"\bhf_[A-Za-z0-9]{8,}"),
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-]{8,}"),
     re.compile(r"(?i)((?:api[-_]?key|token|secret|password)\s*[=:]\s*)\S+"),
-    re.compile(r"(\b[a-zA-Z][\w+.-]*://)[^/\s:@]+:[^/\s@]+(?=@)"),   # scheme://user:password@host
+    re.compile(r"(\b[a-zA-Z][\w+.-]*://)[^/\s:@]+(?::[^/\s@]+)?(?=@)"),   # scheme://user[:password]@host
 ]
 
 
