@@ -44,7 +44,7 @@ def write_bundle(path: str | os.PathLike[str], result: DiagnoseResult, log_path:
         out.parent.mkdir(parents=True, exist_ok=True)
         with tarfile.open(out, "w:gz") as tar:
             for name, text in files.items():
-                blob = redact_text(text).encode("utf-8") if name.startswith("logs/") else text.encode("utf-8")
+                blob = text.encode("utf-8")
                 info = tarfile.TarInfo(f"triage-bundle/{name}")
                 info.size = len(blob)
                 info.mtime = int(time.time())
