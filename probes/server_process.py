@@ -6,7 +6,7 @@ A pegged single thread (the tokenizer or the scheduler loop under the GIL) shows
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +63,10 @@ def _mems_allowed(pid: int, proc_root: str) -> list[int] | None:
 def probe_server_process(pid: int | None, engine: str | None = None, window_s: float = 2.0,
                          proc_root: str = "/proc", sys_root: str = "/sys",
                          sleep: Callable[[float], None] = time.sleep,
-                         clock: Callable[[], float] = time.time) -> ProbeResult:
-    """`clock` is the wall clock (epoch seconds) that `uptime_s` is measured against."""
+                         clock: Callable[[], float] = time.time, argv: Sequence[str] | None = None,
+                         env: Mapping[str, str] | None = None) -> ProbeResult:
+    """`clock` is the wall clock (epoch seconds) that `uptime_s` is measured against; `argv` and `env`:
+    the process's command line and environment when the caller already read them (read here otherwise)."""
     start = time.perf_counter()
 
     def done(status: ProbeStatus, reason: str | None, data: dict | None = None) -> ProbeResult:
@@ -74,7 +76,8 @@ def probe_server_process(pid: int | None, engine: str | None = None, window_s: f
         return done(ProbeStatus.UNSUPPORTED, "no serving process found on this host (remote URL, or none running)")
     try:
         root = psutil.Process(pid)
-        argv = root.cmdline()
+        if argv is None:
+            argv = root.cmdline()
     except psutil.NoSuchProcess:
         return done(ProbeStatus.ERROR, f"process {pid} exited while being read")
     except psutil.AccessDenied:
@@ -133,11 +136,11 @@ def probe_server_process(pid: int | None, engine: str | None = None, window_s: f
     except (psutil.Error, OSError, AttributeError):
         affinity = None
         unsupported.append("cpu_affinity")
-    try:
-        env = root.environ()
-    except (psutil.Error, OSError):
-        env = None
-        unsupported.append("debug_env")
+    if env is None:
+        try:
+            env = root.environ()
+        except (psutil.Error, OSError):
+            unsupported.append("debug_env")
     safe_env = redact_env(env) if env is not None else None
     data = {
         "pid": pid,

@@ -326,3 +326,12 @@ def test_server_process_gone_is_error():
     proc.wait(5)
     time.sleep(0.05)
     assert probe_server_process(proc.pid, window_s=0).status is ProbeStatus.ERROR
+
+
+def test_server_process_uses_the_argv_and_env_it_is_given():
+    r = probe_server_process(os.getpid(), window_s=0, argv=["vllm", "serve", "m", "--api-key", SECRET_PLAIN],
+                             env={"NCCL_DEBUG": "INFO", "HF_TOKEN": SECRET_TOKEN})
+    assert r.status is ProbeStatus.OK
+    assert r.data["cmdline"] == ["vllm", "serve", "m", "--api-key", "***"]
+    assert r.data["debug_env"] == {"NCCL_DEBUG": "INFO"}
+    assert SECRET_TOKEN not in json.dumps(r.data)
