@@ -14,22 +14,13 @@ from collections import Counter
 from collections.abc import Callable
 
 from probes.base import ProbeResult, ProbeStatus
+from probes.xid import XID_MEANINGS
 from triage.redact import redact_text
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)")
 _STAMP = re.compile(r"^\[\s*(\d+\.\d+)\]")   # dmesg's "[ 1234.567890]": seconds since boot
 MAX_LINES = 200_000
 MAX_EVENTS = 100
-
-# What the common Xids mean (NVIDIA's Xid catalogue), so a reader need not look them up.
-XID_MEANINGS = {
-    13: "graphics engine exception", 31: "GPU memory page fault", 43: "GPU stopped processing",
-    45: "preemptive cleanup after a previous error", 48: "double-bit ECC error",
-    61: "internal micro-controller breakpoint", 62: "internal micro-controller halt",
-    63: "ECC page retirement or row remapping recorded", 64: "ECC page retirement or row remapping failed",
-    74: "NVLink error", 79: "GPU has fallen off the bus", 92: "high single-bit ECC error rate",
-    94: "contained ECC error", 95: "uncontained ECC error", 119: "GSP RPC timeout", 120: "GSP error",
-}
 
 
 def parse_xids(lines: list[str], uptime_s: float | None = None) -> list[dict]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from probes.xid import XID_MEANINGS
 from rules.base import Hit, MissingInput, RuleDoc
 from rules.context import Context, level_label
 from rules.engines import engine_flags
@@ -347,14 +348,6 @@ def gpu005(ctx: Context) -> Hit | None:
 
 
 # ------------------------------------------------------------------------------------------------
-_XID_MEANING = {
-    13: "graphics engine exception (often an application bug)", 31: "GPU memory page fault (often an application bug)",
-    43: "GPU stopped processing", 45: "preemptive cleanup after an earlier error",
-    48: "double-bit ECC error", 61: "internal micro-controller breakpoint", 62: "internal micro-controller halt",
-    63: "ECC page retirement or row remapping event", 64: "ECC page retirement or row remapper failure",
-    74: "NVLink error", 79: "GPU has fallen off the bus", 92: "high single-bit ECC error rate",
-    94: "contained ECC error", 95: "uncontained ECC error", 119: "GSP RPC timeout", 120: "GSP error",
-}
 _XID_CRITICAL = frozenset({48, 62, 64, 74, 79, 92, 94, 95, 119, 120})
 
 
@@ -395,7 +388,7 @@ def gpu006(ctx: Context) -> Hit | None:
     evidence: dict[str, Any] = {f"kernel_log.xid_events.xid_{x}_count": n for x, n in sorted(counts.items())}
     if buses:
         evidence["kernel_log.xid_events.pci_bus_ids"] = buses
-    names = "; ".join(f"Xid {x}: {_XID_MEANING.get(x, 'see the Xid catalogue')}" for x in sorted(counts))
+    names = "; ".join(f"Xid {x}: {XID_MEANINGS.get(x, 'see the Xid catalogue')}" for x in sorted(counts))
     newest = ctx.opt("kernel_log", "newest_xid_age_s")
     when = ""
     if newest is not None:
