@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from reference_engine.roofline import decode_tokens_per_s_bound
 from reference_engine.specs import match_nvml_name
 from rules.base import Hit, MissingInput, RuleDoc
 from rules.context import Context, level_label
@@ -172,7 +173,8 @@ def eng002(ctx: Context) -> Hit | None:
                            "reference_engine/specs.py)")
     tp = ctx.opt("server_config", "tensor_parallel_size") or 1
     bw = min(bws) * tp
-    roofline = bw * 1e9 / weight
+    roofline = decode_tokens_per_s_bound(batch_size=1, bandwidth_bytes_per_s=bw * 1e9, weight_bytes=weight,
+                                         context_tokens=0.0, kv_bytes_per_token=0.0)
     frac = measured / roofline
     if frac >= ctx.th("ENG002.min_roofline_frac"):
         return None
