@@ -13,6 +13,11 @@ from rules.registry import rule
 from triage.model import BenchLevel, Certainty, Fix, Severity
 
 
+def _kv003_context_cap(ctx: Context, observed_tokens: float) -> int:
+    """KV003's proposed max_model_len: the longest observed prompt+output with headroom, to a multiple of 256."""
+    return round_up(observed_tokens * ctx.th("KV003.headroom_ratio"), 256)
+
+
 def _kv_relief(ctx: Context, engine: EngineInfo,
                evidence: dict[str, Any] | None = None) -> tuple[dict[str, object], list[str]]:
     """The knobs that give the KV cache more room, with values from the evidence, and why each.
@@ -39,7 +44,7 @@ def _kv_relief(ctx: Context, engine: EngineInfo,
     except MissingInput:
         observed = None
     if max_len is not None and observed is not None:
-        proposed = round_up(observed * ctx.th("KV003.headroom_ratio"), 256)
+        proposed = _kv003_context_cap(ctx, observed)
         if proposed < max_len:
             evidence["server_config.max_model_len"] = max_len
             evidence[where] = observed
@@ -329,7 +334,7 @@ def kv003(ctx: Context) -> Hit | None:
     limited, kv_evidence = ctx.kv_pressure()
     if not limited:
         return None
-    proposed = round_up(observed * ctx.th("KV003.headroom_ratio"), 256)
+    proposed = _kv003_context_cap(ctx, observed)
     cmds, note = engine_flags({"max_model_len": proposed}, ctx.engine().name)
     return Hit(
         title="max_model_len is far larger than the traffic needs",
