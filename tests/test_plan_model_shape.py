@@ -1,7 +1,5 @@
 """triage/plan/model_shape.py: shapes from config.json and presets; GQA, MHA, MLA, windows, MoE."""
 import json
-import sys
-import types
 from dataclasses import dataclass
 
 import pytest
@@ -128,15 +126,7 @@ def test_reference_engine_presets_are_used_when_installed(monkeypatch):
         vocab_size: int = 2048
         max_position_embeddings: int = 2048
 
-    module = types.ModuleType("reference_engine.config")
-
-    def load_model_config(name):
-        if name != "tiny":
-            raise KeyError(name)
-        return EngineConfig()
-
-    module.load_model_config = load_model_config
-    monkeypatch.setitem(sys.modules, "reference_engine.config", module)
+    monkeypatch.setattr("triage.plan.model_shape.ENGINE_PRESETS", {"tiny": EngineConfig()})
     tiny = resolve_model("tiny")
     assert (tiny.num_layers, tiny.num_kv_heads, tiny.source) == (4, 2, "reference engine preset")
     with pytest.raises(UsageError):

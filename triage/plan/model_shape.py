@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from reference_engine import roofline
+from reference_engine.config import PRESETS as ENGINE_PRESETS
 from triage.errors import UsageError
 from triage.plan.presets import PRESETS
 
@@ -278,17 +279,11 @@ def _read_config(path: Path) -> dict[str, Any]:
 
 
 def _engine_preset(name: str) -> ModelShape | None:
-    """The bundled reference engine's presets ("tiny", "small"), when that engine is installed."""
-    try:
-        from reference_engine.config import load_model_config  # type: ignore[import-not-found]
-    except ImportError:
+    """The bundled reference engine's presets ("tiny", "small")."""
+    cfg = ENGINE_PRESETS.get(name)
+    if cfg is None:
         return None
-    try:
-        cfg = load_model_config(name)
-    except Exception:
-        return None
-    data = dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else dict(vars(cfg))
-    return shape_from_hf_config(data, name=name, source="reference engine preset")
+    return shape_from_hf_config(dataclasses.asdict(cfg), name=name, source="reference engine preset")
 
 
 def preset_names() -> list[str]:
