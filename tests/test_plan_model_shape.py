@@ -61,6 +61,9 @@ def test_sliding_window_layers():
     # Half the layers windowed: past the window only the global half grows.
     grow = gemma.kv_bytes_per_sequence(8192, "bf16") - gemma.kv_bytes_per_sequence(4096, "bf16")
     assert grow == 4096 * 21 * gemma.kv_bytes_per_token_per_layer("bf16")
+    full, window = gemma.kv_bytes_per_token_split("bf16")
+    assert window == 21 * gemma.kv_bytes_per_token_per_layer("bf16")
+    assert full + window == gemma.kv_bytes_per_token("bf16")
     # Qwen configs carry a window but switch it off.
     assert resolve_model("qwen2.5-7b").sliding_window_tokens is None
 

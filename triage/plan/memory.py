@@ -19,8 +19,7 @@ def model_weight_bytes(model: ModelShape, dtype: str) -> float:
 
 
 def routed_expert_bytes(model: ModelShape, dtype: str) -> float:
-    bpp = roofline.bytes_per_param(dtype) if dtype in roofline.QUANTIZED_DTYPES else roofline.dtype_bytes(dtype)
-    return model.routed_expert_params * bpp
+    return model.routed_expert_params * roofline.bytes_per_param(dtype)
 
 
 def kv_shards(model: ModelShape, tp: int) -> int:
@@ -114,9 +113,7 @@ def fit_for_tp(inputs: PlanInputs, tp: int, min_seqs: int, max_len_checked: int)
 def longest_sequence_tokens(model: ModelShape, kv_dtype: str, kv_bytes: float) -> int | None:
     """The longest sequence `kv_bytes` of cache holds. Sliding-window layers stop growing at the
     window, so a model whose every layer is windowed is never bounded by its cache (None)."""
-    per_layer = model.kv_bytes_per_token_per_layer(kv_dtype)
-    full = (model.num_layers - model.num_window_layers) * per_layer
-    window = model.num_window_layers * per_layer
+    full, window = model.kv_bytes_per_token_split(kv_dtype)
     w = model.sliding_window_tokens
     if window == 0 or w is None:
         return int(kv_bytes // full)

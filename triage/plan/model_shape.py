@@ -98,10 +98,13 @@ class ModelShape:
         """Bytes one token of context costs across all layers (window layers included)."""
         return self.num_layers * self.kv_bytes_per_token_per_layer(kv_dtype)
 
-    def kv_bytes_per_sequence(self, context_tokens: int, kv_dtype: str) -> float:
+    def kv_bytes_per_token_split(self, kv_dtype: str) -> tuple[float, float]:
+        """Bytes one token of context costs in the full-attention layers and in the sliding-window layers."""
         per_layer = self.kv_bytes_per_token_per_layer(kv_dtype)
-        full = (self.num_layers - self.num_window_layers) * per_layer
-        window = self.num_window_layers * per_layer
+        return (self.num_layers - self.num_window_layers) * per_layer, self.num_window_layers * per_layer
+
+    def kv_bytes_per_sequence(self, context_tokens: int, kv_dtype: str) -> float:
+        full, window = self.kv_bytes_per_token_split(kv_dtype)
         return roofline.kv_bytes_per_sequence(context_tokens, full, window, self.sliding_window_tokens)
 
     # ----- parameter counts -----
