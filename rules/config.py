@@ -41,10 +41,6 @@ class RulesConfig:
         """A copy with more codes turned off (the CLI's --disable CODE)."""
         return replace(self, disabled=self.disabled | {c.strip().upper() for c in codes if c.strip()})
 
-    def with_target(self, engine: str | None, engine_version: str | None) -> RulesConfig:
-        return replace(self, target_engine=engine or self.target_engine,
-                       target_engine_version=engine_version or self.target_engine_version)
-
     def is_enabled(self, code: str) -> bool:
         if code in self.disabled:
             return False
