@@ -10,7 +10,7 @@ import torch
 
 from reference_engine.quant import model_weight_bytes, quantize_model
 from triage.baseline.context import Context
-from triage.baseline.quality import LogitError, compare_logits, engine_prefill_logits, full_logits
+from triage.baseline.quality import LogitError, compare_logits, engine_prefill_logits
 from triage.baseline.results import AblationRow, Better, measured, skipped
 from triage.baseline.workloads import Driver, fit_tokens, greedy, make_engine, peak_memory, synthetic_prompt
 
@@ -90,7 +90,7 @@ def weights(ctx: Context) -> list[AblationRow]:
     base = engine.runner.model
     prompts = [synthetic_prompt(cfg.quality_prompt_tokens, mc.vocab_size, seed=200 + i)
                for i in range(cfg.quality_num_prompts)]
-    ref_logits = [full_logits(base, p) for p in prompts]
+    ref_logits = [base.forward_full(p) for p in prompts]
     base_name = engine.stats().dtype
     results: dict[str, dict] = {base_name: {"weight_bytes": model_weight_bytes(base), "paths": {},
                                             "decode_tok_s": _decode_tok_s(engine, mc.vocab_size, cfg.quant_decode_tokens),
@@ -103,7 +103,7 @@ def weights(ctx: Context) -> list[AblationRow]:
         try:
             num = cfg.quant_fp8_decode_tokens if scheme == "fp8" else cfg.quant_decode_tokens
             tok_s = _decode_tok_s(engine, mc.vocab_size, num)
-            err = compare_logits(ref_logits, [full_logits(qmodel, p) for p in prompts])
+            err = compare_logits(ref_logits, [qmodel.forward_full(p) for p in prompts])
         finally:
             engine.runner.model = base
         results[scheme] = {"weight_bytes": summary.weight_bytes_after, "paths": summary.paths,
