@@ -116,6 +116,16 @@ class Driver:
             self.step()
 
 
+def blocks(tokens: int, block_size: int = 16) -> int:
+    """KV blocks that hold ``tokens`` tokens."""
+    return math.ceil(tokens / block_size)
+
+
+def warm(engine: LLMEngine, vocab_size: int) -> None:
+    """One short request first: kernel selection and allocator warm-up stay out of the timings."""
+    engine.generate([synthetic_prompt(8, vocab_size, seed=999)], greedy(2))
+
+
 def percentile(values: list[float], pct: float) -> float | None:
     """Linear-interpolated percentile; None for no values."""
     if not values:
