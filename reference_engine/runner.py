@@ -91,5 +91,4 @@ class ModelRunner:
 
     @torch.inference_mode()
     def sample(self, logits: torch.Tensor, seqs: list[Sequence], generators, banned) -> list[int]:
-        return sample(logits.cpu() if logits.device.type != "cpu" else logits,
-                      [s.params for s in seqs], generators, banned)
+        return sample(logits, [s.params for s in seqs], generators, banned)
