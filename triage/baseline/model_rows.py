@@ -137,8 +137,6 @@ def weights(ctx: Context) -> list[AblationRow]:
 def kv_fp8(ctx: Context) -> AblationRow:
     """base dtype → FP8 KV cache: bytes per token (so capacity at the same budget), and the logit error
     of prompts run through an e4m3 cache against the same engine with a full-precision cache."""
-    from reference_engine.quant.kv_engine import enable_fp8_kv_cache
-
     cfg, mc = ctx.cfg, ctx.model_config
     n_prompt = cfg.quality_prompt_tokens
     prompts = [synthetic_prompt(n_prompt, mc.vocab_size, seed=300 + i) for i in range(cfg.quality_num_prompts)]
@@ -147,11 +145,11 @@ def kv_fp8(ctx: Context) -> AblationRow:
     base_name = ""
     for kind in ("base", "fp8"):
         ctx.on_step(f"kv cache: {kind}")
+        # The same number of blocks in both formats: only the bytes per token and the cached values differ.
         engine = make_engine(cfg, max_num_seqs=1, max_model_len=n_prompt + 8, num_kv_blocks=blocks(n_prompt + 8) + 2,
-                             enable_prefix_caching=False, max_num_batched_tokens=max(256, n_prompt + 8))
+                             enable_prefix_caching=False, max_num_batched_tokens=max(256, n_prompt + 8),
+                             kv_cache_dtype="fp8" if kind == "fp8" else "auto")
         base_name = base_name or engine.stats().kv_cache_dtype
-        if kind == "fp8":
-            enable_fp8_kv_cache(engine)
         bytes_per_token[kind] = engine.runner.kv_cache_bytes / (engine.runner.num_blocks * engine.runner.block_size)
         logits[kind] = [engine_prefill_logits(engine, p) for p in prompts]
     err = compare_logits(logits["base"], logits["fp8"])
