@@ -178,16 +178,6 @@ class BlockManager(_BlockPool):
                 block.token_ids = tokens
                 self._hash_to_block[h] = block.block_id
 
-    def reset_prefix_cache(self) -> None:
-        """Forget every cached prefix (e.g. after the KV cache was re-allocated); blocks stay as they are."""
-        if self._live:
-            raise ValueError("cannot reset the prefix cache while sequences hold blocks")
-        self._hash_to_block.clear()
-        self._seq_hashes.clear()
-        for block in self.blocks:
-            block.block_hash = None
-            block.token_ids = None
-
     def free(self, seq: Sequence) -> None:
         """Drop the sequence's references. Blocks that reach zero go back to the pool; those holding
         cached prefixes go to the back (evicted last), the others to the front (reused first)."""
@@ -282,9 +272,6 @@ class ContiguousAllocator(_BlockPool):
 
     def get_computed_blocks(self, seq: Sequence) -> list[int]:
         return []
-
-    def reset_prefix_cache(self) -> None:
-        """The contiguous layout caches no prefixes."""
 
     def can_allocate(self, seq: Sequence, num_new_tokens: int, computed_blocks: list[int] = ()) -> bool:
         return bool(seq.block_table) or bool(self._free)

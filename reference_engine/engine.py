@@ -18,7 +18,7 @@ from reference_engine.attention import get_backend
 from reference_engine.block_manager import BlockManager, ContiguousAllocator
 from reference_engine.config import EngineConfig, ModelConfig, load_model_config, model_dir
 from reference_engine.detokenizer import IncrementalDetokenizer
-from reference_engine.kv_cache import KvFormat, make_kv_format
+from reference_engine.kv_cache import make_kv_format
 from reference_engine.loader import DTYPE_NAMES, TORCH_DTYPES, build_model, resolve_dtype
 from reference_engine.outputs import Completion, EngineStats, RequestOutput, StepStats
 from reference_engine.runner import ModelRunner
@@ -146,18 +146,6 @@ class LLMEngine:
         if available is not None:
             cap = min(cap, int(available * DEFAULT_CPU_KV_BUDGET_FRAC))
         return min(wanted, cap) // bytes_per_token
-
-    def set_kv_format(self, kv_format: KvFormat) -> None:
-        """Re-allocate the KV cache (same number of blocks) in another storage format. Only while no
-        request is in flight; cached prefixes are forgotten, since their KV is gone."""
-        if self.has_unfinished():
-            raise EngineError("change the KV cache format before adding requests: the cache is re-allocated")
-        self.allocator.reset_prefix_cache()
-        self.runner.set_kv_format(kv_format)
-        mc = self.model_config
-        self._kv_bytes_per_token = kv_format.bytes_per_token(mc.num_hidden_layers, mc.num_key_value_heads,
-                                                             mc.head_dim)
-        self.kv_cache_dtype = kv_format.name
 
     # -- requests --------------------------------------------------------------------------------
     def add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams,

@@ -82,14 +82,10 @@ class Fp8KvFormat:
     def dequantize_live_blocks(self, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
                                dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata]:
         """Dequantize the blocks ``meta`` references into a compact cache; return it with renumbered tables."""
-        live = sorted({b for table in meta.block_tables for b in table})
-        index = {b: i for i, b in enumerate(live)}
-        ids = torch.tensor(live, dtype=torch.long, device=k_cache.device)
+        ids, live_meta = meta.live_blocks(k_cache.device)
         k = self._codec.unpack_kv(k_cache.index_select(0, ids), dtype)
         v = self._codec.unpack_kv(v_cache.index_select(0, ids), dtype)
-        tables = [[index[b] for b in table] for table in meta.block_tables]
-        return k, v, AttentionMetadata(q_starts=meta.q_starts, q_lens=meta.q_lens, kv_lens=meta.kv_lens,
-                                       block_tables=tables, block_size=meta.block_size)
+        return k, v, live_meta
 
 
 KvFormat = PlainKvFormat | Fp8KvFormat

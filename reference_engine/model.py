@@ -177,7 +177,7 @@ class LlamaForCausalLM(nn.Module):
     @torch.inference_mode()
     def forward_full(self, input_ids: list[int] | torch.Tensor) -> torch.Tensor:
         """Reference: logits ``[T, vocab]`` for one sequence by a plain causal forward, no KV cache."""
-        device = self.lm_head.weight.device
+        device = self.model.embed_tokens.weight.device      # a quantized lm_head has no ``.weight``
         ids = torch.as_tensor(input_ids, dtype=torch.long, device=device)
         positions = torch.arange(ids.shape[0], device=device)
         return self.logits(self.hidden_states(ids, positions))

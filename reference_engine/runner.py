@@ -35,12 +35,6 @@ class ModelRunner:
         return self.kv_format.allocate(self.cfg.num_hidden_layers, self.num_blocks, self.block_size,
                                        self.cfg.num_key_value_heads, self.cfg.head_dim, self.device)
 
-    def set_kv_format(self, kv_format: KvFormat) -> None:
-        """Re-allocate the cache (same number of blocks) in another storage format; its contents are lost."""
-        self.kv_format = kv_format
-        self.kv_cache = torch.empty(0)          # free the old cache before allocating the new one
-        self.kv_cache = self._allocate()
-
     @property
     def kv_cache_bytes(self) -> int:
         return self.kv_cache.numel() * self.kv_cache.element_size()
@@ -91,5 +85,4 @@ class ModelRunner:
 
     @torch.inference_mode()
     def sample(self, logits: torch.Tensor, seqs: list[Sequence], generators, banned) -> list[int]:
-        return sample(logits.cpu() if logits.device.type != "cpu" else logits,
-                      [s.params for s in seqs], generators, banned)
+        return sample(logits, [s.params for s in seqs], generators, banned)

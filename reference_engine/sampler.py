@@ -20,18 +20,21 @@ def top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
 
 def sample(logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator | None],
            banned_token_ids: list[tuple[int, ...]]) -> list[int]:
-    """One token per row of ``logits`` ``[N, vocab]`` (float32). ``banned_token_ids[i]`` are masked
-    out first (EOS while ``min_tokens`` is not yet reached)."""
+    """One token per row of ``logits`` ``[N, vocab]`` (float32, on any device). ``banned_token_ids[i]``
+    are masked out first (EOS while ``min_tokens`` is not yet reached). The mask and the greedy argmax
+    run where the logits are; only the rows that sample move to the CPU, where the per-request seeded
+    generators live."""
     for row, banned in enumerate(banned_token_ids):
         if banned:
             logits[row, list(banned)] = float("-inf")
-    greedy = logits.argmax(dim=-1).tolist()
-    out: list[int] = []
-    for row, p in enumerate(params):
-        if p.greedy:
-            out.append(greedy[row])
-            continue
-        probs = torch.softmax(logits[row] / p.temperature, dim=-1)
-        probs = top_p_filter(probs, p.top_p)
-        out.append(int(torch.multinomial(probs, 1, generator=generators[row]).item()))
+    out = logits.argmax(dim=-1).tolist()
+    sampled = [row for row, p in enumerate(params) if not p.greedy]
+    if not sampled:
+        return out
+    rows = torch.tensor(sampled, dtype=torch.long, device=logits.device)
+    cpu_logits = logits.index_select(0, rows).cpu()
+    for i, row in enumerate(sampled):
+        p = params[row]
+        probs = top_p_filter(torch.softmax(cpu_logits[i] / p.temperature, dim=-1), p.top_p)
+        out[row] = int(torch.multinomial(probs, 1, generator=generators[row]).item())
     return out

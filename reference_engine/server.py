@@ -173,9 +173,12 @@ async def _generate(request: Request, worker: EngineWorker, model: ServedModel, 
     outputs, num_prompt_tokens = await worker.submit(rid, prompt, sampling, arrival_s)
     created = proto.now_unix_s()
     if req.stream:
-        body = _stream_chat if chat else _stream_completion
-        gen = body(worker, rid, model.name, created, outputs, num_prompt_tokens, req.include_usage,
-                   req.continuous_usage)
+        if chat:
+            build, usage_object, opening = proto.chat_chunk, "chat.completion.chunk", {"role": "assistant", "content": ""}
+        else:
+            build, usage_object, opening = _completion_chunk, "text_completion", None
+        gen = _stream(rid, model.name, created, outputs, num_prompt_tokens, req.include_usage,
+                      req.continuous_usage, build, usage_object, opening)
         return _AbortOnCloseStream(gen, on_close=lambda: worker.abort(rid), media_type="text/event-stream",
                                    headers={"Cache-Control": "no-cache", "X-Request-Id": rid})
     text, finish_reason, usage = await _collect_unless_disconnected(request, worker, rid, outputs,
@@ -260,62 +263,40 @@ async def _collect_unless_disconnected(request: Request, worker: EngineWorker, r
     return collecting.result()
 
 
-async def _stream_completion(worker: EngineWorker, rid: str, model: str, created: int,
-                             outputs: asyncio.Queue, num_prompt_tokens: int, include_usage: bool,
-                             continuous_usage: bool) -> AsyncIterator[bytes]:
-    usage = Usage(prompt_tokens=num_prompt_tokens)
-    finished = False
-    try:
-        async for out in _outputs(outputs):
-            usage = _usage(out, num_prompt_tokens)
-            finished = out.finished
-            if not out.text_delta and not out.finished:
-                continue
-            chunk = proto.completion_chunk(rid, model, created, out.text_delta,
-                                           out.finish_reason if out.finished else None,
-                                           usage if continuous_usage else None)
-            if include_usage and not continuous_usage:
-                chunk["usage"] = None
-            yield proto.sse(chunk)
-        if include_usage:
-            yield proto.sse(proto.usage_chunk(rid, model, created, "text_completion", usage))
-    except ApiError as e:
-        yield proto.sse(e.body())
-    finally:
-        if not finished:
-            worker.abort(rid)
-    yield proto.SSE_DONE
+ChunkBuilder = Callable[[str, str, int, dict[str, Any], str | None, Usage | None], dict[str, Any]]
 
 
-async def _stream_chat(worker: EngineWorker, rid: str, model: str, created: int, outputs: asyncio.Queue,
-                       num_prompt_tokens: int, include_usage: bool,
-                       continuous_usage: bool) -> AsyncIterator[bytes]:
+def _completion_chunk(rid: str, model: str, created: int, delta: dict[str, Any], finish_reason: str | None,
+                      usage: Usage | None) -> dict[str, Any]:
+    return proto.completion_chunk(rid, model, created, delta.get("content", ""), finish_reason, usage)
+
+
+async def _stream(rid: str, model: str, created: int, outputs: asyncio.Queue, num_prompt_tokens: int,
+                  include_usage: bool, continuous_usage: bool, build: ChunkBuilder, usage_object: str,
+                  opening_delta: dict[str, Any] | None = None) -> AsyncIterator[bytes]:
+    """SSE bytes of one streamed request: ``build`` shapes each chunk from a delta ``{"content": ...}``
+    (empty on a finish without text); ``opening_delta``, if given, is sent first (chat's role chunk).
+    Aborting the request when the stream ends early is _AbortOnCloseStream's job."""
     usage = Usage(prompt_tokens=num_prompt_tokens)
-    finished = False
 
     def chunk(delta: dict[str, Any], finish_reason: str | None) -> bytes:
-        body = proto.chat_chunk(rid, model, created, delta, finish_reason,
-                                usage if continuous_usage else None)
+        body = build(rid, model, created, delta, finish_reason, usage if continuous_usage else None)
         if include_usage and not continuous_usage:
             body["usage"] = None
         return proto.sse(body)
 
     try:
-        yield chunk({"role": "assistant", "content": ""}, None)
+        if opening_delta is not None:
+            yield chunk(opening_delta, None)
         async for out in _outputs(outputs):
             usage = _usage(out, num_prompt_tokens)
-            finished = out.finished
-            if out.finished:
-                yield chunk({"content": out.text_delta} if out.text_delta else {}, out.finish_reason)
-            elif out.text_delta:
-                yield chunk({"content": out.text_delta}, None)
+            if out.text_delta or out.finished:
+                yield chunk({"content": out.text_delta} if out.text_delta else {},
+                            out.finish_reason if out.finished else None)
         if include_usage:
-            yield proto.sse(proto.usage_chunk(rid, model, created, "chat.completion.chunk", usage))
+            yield proto.sse(proto.usage_chunk(rid, model, created, usage_object, usage))
     except ApiError as e:
         yield proto.sse(e.body())
-    finally:
-        if not finished:
-            worker.abort(rid)
     yield proto.SSE_DONE
 
 

@@ -13,10 +13,10 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from reference_engine.sampling import SamplingParams
 from reference_engine.server_metrics import EngineCounters, FinishedRequest, ServerMetrics
 from reference_engine.server_protocol import ApiError
 from triage.errors import TriageError
@@ -92,14 +92,9 @@ def encode_prompt(tokenizer: Any, text: str) -> list[int]:
 class EngineWorker:
     """Runs an LLMEngine on a background thread and routes its outputs to asyncio queues."""
 
-    def __init__(self, engine: Any, metrics: ServerMetrics | None = None,
-                 sampling_factory: Callable[..., Any] | None = None) -> None:
-        if sampling_factory is None:
-            from reference_engine.sampling import SamplingParams
-            sampling_factory = SamplingParams
+    def __init__(self, engine: Any, metrics: ServerMetrics | None = None) -> None:
         self._engine = engine
         self._metrics = metrics
-        self._make_params = sampling_factory
         self._commands: queue.SimpleQueue = queue.SimpleQueue()
         self._routes: dict[str, _Route] = {}      # touched by the engine thread only
         self._lock = threading.Lock()
@@ -207,9 +202,9 @@ class EngineWorker:
             ids = cmd.prompt if isinstance(cmd.prompt, list) else encode_prompt(engine.tokenizer, cmd.prompt)
             max_tokens = self._check_lengths(ids, cmd.sampling)
             s = cmd.sampling
-            params = self._make_params(max_tokens=max_tokens, temperature=s.temperature, top_p=s.top_p,
-                                       seed=s.seed, stop=s.stop, ignore_eos=s.ignore_eos,
-                                       min_tokens=s.min_tokens)
+            params = SamplingParams(max_tokens=max_tokens, temperature=s.temperature, top_p=s.top_p,
+                                    seed=s.seed, stop=s.stop, ignore_eos=s.ignore_eos,
+                                    min_tokens=s.min_tokens)
             engine.add_request(cmd.request_id, ids, params, arrival_time=cmd.arrival_s)
         except ApiError as e:
             _resolve(cmd.loop, cmd.accepted, error=e)

@@ -132,16 +132,3 @@ def test_contiguous_reserves_whole_slots():
     assert ca.allocate_slots(c, 1)
     ca.check_invariants()
 
-
-def test_reset_prefix_cache_forgets_cached_blocks_and_refuses_while_blocks_are_held():
-    bm = BlockManager(num_blocks=8, block_size=4)
-    a = _seq("a", list(range(9)))
-    _compute(bm, a, 9)
-    with pytest.raises(ValueError, match="hold blocks"):
-        bm.reset_prefix_cache()
-    bm.free(a)
-    assert len(bm.get_computed_blocks(_seq("b", list(range(9))))) == 2    # cached before the reset
-    bm.reset_prefix_cache()
-    assert bm.get_computed_blocks(_seq("c", list(range(9)))) == []
-    assert bm.num_free_blocks == 8 and bm.stats().num_blocks_cached_free == 0
-    bm.check_invariants()

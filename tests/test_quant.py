@@ -264,7 +264,6 @@ def test_awq_checkpoint_applied_to_the_engine_model_matches_its_dequantized_weig
     from reference_engine.config import PRESETS
     from reference_engine.loader import build_model
     from reference_engine.quant import apply_imported_checkpoint
-    from triage.baseline.quality import full_logits
 
     g = 32
     model = build_model(PRESETS["tiny"], torch.float32, "cpu", "dummy", None, seed=0)
@@ -288,7 +287,7 @@ def test_awq_checkpoint_applied_to_the_engine_model_matches_its_dequantized_weig
     assert summary.num_layers_converted == len(quantized_prefixes) == 7 * PRESETS["tiny"].num_hidden_layers
     assert isinstance(model.model.layers[0].mlp.down_proj, Int4Linear)
     ids = list(range(3, 40))
-    assert torch.allclose(full_logits(model, ids), full_logits(dense, ids), atol=1e-3, rtol=1e-3)
+    assert torch.allclose(model.forward_full(ids), dense.forward_full(ids), atol=1e-3, rtol=1e-3)
 
 
 def test_engine_serves_a_local_awq_checkpoint_like_its_dequantized_dense_twin(tmp_path):

@@ -8,9 +8,8 @@ import torch
 
 from reference_engine import EngineConfig, SamplingParams
 from reference_engine.engine import LLMEngine
-from reference_engine.quant.kv_engine import SCALE_BYTES, enable_fp8_kv_cache, pack_kv, unpack_kv
+from reference_engine.quant.kv_fp8 import SCALE_BYTES, pack_kv, unpack_kv
 from triage.baseline.quality import compare_logits, engine_prefill_logits
-from triage.errors import EngineError
 
 
 def _engine(**kw) -> LLMEngine:
@@ -34,9 +33,10 @@ def test_fp8_cache_bytes_and_logits_close_to_full_precision():
     prompt = list(range(10, 60))
     base = _engine()
     ref = engine_prefill_logits(base, prompt)
-    eng = _engine()
-    before = eng.runner.kv_cache_bytes
-    after = enable_fp8_kv_cache(eng)
+    before = base.runner.kv_cache_bytes
+    eng = _engine(kv_cache_dtype="fp8")                 # the same number of blocks, stored as e4m3
+    after = eng.runner.kv_cache_bytes
+    assert eng.runner.num_blocks == base.runner.num_blocks
     d = eng.model_config.head_dim
     assert after == before * (d + SCALE_BYTES) // (4 * d)   # fp32 cache -> 1 byte + 4-byte scale per head
     assert eng.stats().kv_cache_bytes == after
@@ -48,8 +48,7 @@ def test_fp8_cache_bytes_and_logits_close_to_full_precision():
 
 
 def test_fp8_cache_decodes_and_shares_prefix_blocks():
-    eng = _engine(enable_prefix_caching=True)
-    enable_fp8_kv_cache(eng)
+    eng = _engine(enable_prefix_caching=True, kv_cache_dtype="fp8")
     prefix = list(range(1, 49))  # three full 16-token blocks
     params = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
     first = eng.generate([prefix + [100]], params)[0]
@@ -57,17 +56,6 @@ def test_fp8_cache_decodes_and_shares_prefix_blocks():
     assert len(first.output_token_ids) == 6
     assert second.output_token_ids == first.output_token_ids   # cached fp8 blocks give the same tokens
     assert eng.stats().prefix_cache_hits_total >= 48
-
-
-def test_enable_fp8_refuses_a_busy_or_converted_engine():
-    eng = _engine()
-    eng.add_request("a", [1, 2, 3], SamplingParams(max_tokens=2))
-    with pytest.raises(EngineError, match="before adding requests"):
-        enable_fp8_kv_cache(eng)
-    eng2 = _engine()
-    enable_fp8_kv_cache(eng2)
-    with pytest.raises(EngineError, match="already"):
-        enable_fp8_kv_cache(eng2)
 
 
 @pytest.mark.parametrize("spelling", ["fp8", "fp8_e4m3"])
@@ -98,17 +86,6 @@ def test_engine_config_fp8_kv_cache_sizes_blocks_by_fp8_bytes_and_keeps_greedy_t
         assert own.tolist() == g
     assert agree / total >= 0.9
     assert eng.stats().num_kv_blocks_free == eng.stats().num_kv_blocks_total    # nothing leaked
-
-
-def test_enable_fp8_after_finished_requests_forgets_cached_prefixes():
-    eng = _engine(enable_prefix_caching=True)
-    prompt = list(range(1, 40))
-    eng.generate([prompt], SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True))
-    enable_fp8_kv_cache(eng)
-    hits_before = eng.stats().prefix_cache_hits_total
-    eng.generate([prompt], SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True))
-    assert eng.stats().prefix_cache_hits_total == hits_before     # the old float blocks are gone
-    assert eng.stats().kv_reserved_bytes == 0 and eng.stats().kv_cache_dtype == "fp8_e4m3"
 
 
 def test_the_engine_imports_no_quantization_code_unless_an_fp8_cache_is_asked_for():

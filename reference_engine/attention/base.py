@@ -11,8 +11,8 @@ to the cache, so ``kv_lens[i] >= q_lens[i]`` and query row ``r`` is context posi
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import torch
 
@@ -25,6 +25,9 @@ class AttentionMetadata:
     block_tables: list[list[int]]
     block_size: int
     block_tables_tensor: torch.Tensor | None = None   # [B, max_blocks] int64, padded with 0
+    # Built on first use by the first layer and reused by the others: they are the same for the whole step.
+    live_blocks_cache: tuple[torch.Tensor, AttentionMetadata] | None = field(default=None, repr=False)
+    decode_groups_cache: list[Any] | None = field(default=None, repr=False)   # SDPA's batched-decode groups
 
     @property
     def num_seqs(self) -> int:
@@ -44,6 +47,19 @@ class AttentionMetadata:
             rows = [t + [0] * (width - len(t)) for t in self.block_tables]
             self.block_tables_tensor = torch.tensor(rows, dtype=torch.long, device=device)
         return self.block_tables_tensor
+
+    def live_blocks(self, device: torch.device) -> tuple[torch.Tensor, AttentionMetadata]:
+        """The distinct blocks the batch references (sorted, ``[num_live]`` int64) and this metadata with
+        its tables renumbered into them: what a format that dequantizes only those blocks attends over."""
+        if self.live_blocks_cache is None:
+            live = sorted({b for table in self.block_tables for b in table})
+            index = {b: i for i, b in enumerate(live)}
+            tables = [[index[b] for b in table] for table in self.block_tables]
+            self.live_blocks_cache = (torch.tensor(live, dtype=torch.long, device=device),
+                                      AttentionMetadata(q_starts=self.q_starts, q_lens=self.q_lens,
+                                                        kv_lens=self.kv_lens, block_tables=tables,
+                                                        block_size=self.block_size))
+        return self.live_blocks_cache
 
 
 class AttentionBackend(Protocol):

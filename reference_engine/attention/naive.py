@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import torch
 
-from reference_engine.attention.base import AttentionMetadata, gather_kv, merge_gqa, split_gqa
+from reference_engine.attention.base import (
+    AttentionMetadata,
+    gather_kv,
+    lower_right_causal_mask,
+    merge_gqa,
+    split_gqa,
+)
 
 
 class NaiveAttention:
@@ -24,9 +30,8 @@ class NaiveAttention:
             vh = v.permute(1, 0, 2).unsqueeze(1)                   # [Hkv, 1, kv, d]
             scores = torch.matmul(qh.float(), kh.float()) * scale  # [Hkv, g, n, kv]
             if n > 1:
-                rows = torch.arange(kv_len - n, kv_len, device=q.device).unsqueeze(1)
-                cols = torch.arange(kv_len, device=q.device).unsqueeze(0)
-                scores = scores.masked_fill(cols > rows, float("-inf"))
+                allowed = lower_right_causal_mask(n, kv_len, q.device, q_offset=kv_len - n)
+                scores = scores.masked_fill(~allowed, float("-inf"))
             probs = torch.softmax(scores, dim=-1)
             out[s:s + n] = merge_gqa(torch.matmul(probs, vh.float())).to(q.dtype)
         return out

@@ -7,6 +7,8 @@ grouped by context length so that little of the gathered cache is padding.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
@@ -40,37 +42,55 @@ class SdpaAttention:
     def _batched_decode(self, q, k_cache, v_cache, meta, scale):
         """Decodes grouped by context length, so that padding each group to its longest context wastes
         at most ``1 - DECODE_BUCKET_FILL`` of the gathered keys; one SDPA call per group."""
-        order = sorted(range(meta.num_seqs), key=lambda i: meta.kv_lens[i], reverse=True)
+        if meta.decode_groups_cache is None:
+            meta.decode_groups_cache = _decode_groups(meta, q.device)
         out = torch.empty_like(q)
-        tables = meta.table_tensor(q.device)
-        start = 0
-        while start < len(order):
-            longest = meta.kv_lens[order[start]]
-            end = start + 1
-            while end < len(order) and meta.kv_lens[order[end]] >= DECODE_BUCKET_FILL * longest:
-                end += 1
-            rows = order[start:end]
-            idx = torch.tensor(rows, device=q.device)
-            out[idx] = self._decode_group(q[idx], k_cache, v_cache, tables[idx], [meta.kv_lens[i] for i in rows],
-                                          meta.block_size, scale)
-            start = end
+        for group in meta.decode_groups_cache:
+            out[group.rows] = self._decode_group(q[group.rows], k_cache, v_cache, group, meta.block_size, scale)
         return out
 
     @staticmethod
-    def _decode_group(q, k_cache, v_cache, tables, kv_lens, block_size, scale):
-        max_kv = max(kv_lens)
-        num_blocks = -(-max_kv // block_size)
+    def _decode_group(q, k_cache, v_cache, group: _DecodeGroup, block_size, scale):
+        max_kv = group.max_kv
+        num_blocks = group.tables.shape[1]
         b, hkv, d = q.shape[0], k_cache.shape[-2], k_cache.shape[-1]
         if num_blocks == 1:
-            k = k_cache[tables[:, 0], :max_kv]
-            v = v_cache[tables[:, 0], :max_kv]
+            k = k_cache[group.tables[:, 0], :max_kv]
+            v = v_cache[group.tables[:, 0], :max_kv]
         else:
-            tables = tables[:, :num_blocks]
-            k = k_cache[tables].reshape(b, num_blocks * block_size, hkv, d)[:, :max_kv]
-            v = v_cache[tables].reshape(b, num_blocks * block_size, hkv, d)[:, :max_kv]
-        lens = torch.tensor(kv_lens, device=q.device)
-        mask = (torch.arange(max_kv, device=q.device).unsqueeze(0) < lens.unsqueeze(1))[:, None, None, :]
+            k = k_cache[group.tables].reshape(b, num_blocks * block_size, hkv, d)[:, :max_kv]
+            v = v_cache[group.tables].reshape(b, num_blocks * block_size, hkv, d)[:, :max_kv]
         o = F.scaled_dot_product_attention(q.unsqueeze(2), k.to(q.dtype).transpose(1, 2),
-                                           v.to(q.dtype).transpose(1, 2), attn_mask=mask, scale=scale,
+                                           v.to(q.dtype).transpose(1, 2), attn_mask=group.mask, scale=scale,
                                            enable_gqa=True)
         return o.squeeze(2)
+
+
+@dataclass(frozen=True, slots=True)
+class _DecodeGroup:
+    rows: torch.Tensor      # the group's rows in the batch
+    tables: torch.Tensor    # [b, num_blocks] block tables, cut to the blocks of the longest context
+    max_kv: int
+    mask: torch.Tensor      # [b, 1, 1, max_kv], True where a key lies inside the row's context
+
+
+def _decode_groups(meta: AttentionMetadata, device: torch.device) -> list[_DecodeGroup]:
+    """Sequences by context length, longest first, cut into groups whose shortest context is at least
+    ``DECODE_BUCKET_FILL`` of their longest. The same for every layer of a step."""
+    order = sorted(range(meta.num_seqs), key=lambda i: meta.kv_lens[i], reverse=True)
+    tables = meta.table_tensor(device)
+    groups: list[_DecodeGroup] = []
+    start = 0
+    while start < len(order):
+        longest = meta.kv_lens[order[start]]
+        end = start + 1
+        while end < len(order) and meta.kv_lens[order[end]] >= DECODE_BUCKET_FILL * longest:
+            end += 1
+        rows = order[start:end]
+        idx = torch.tensor(rows, device=device)
+        num_blocks = -(-longest // meta.block_size)
+        lens = torch.tensor([meta.kv_lens[i] for i in rows], device=device)
+        mask = (torch.arange(longest, device=device).unsqueeze(0) < lens.unsqueeze(1))[:, None, None, :]
+        groups.append(_DecodeGroup(rows=idx, tables=tables[idx][:, :num_blocks], max_kv=longest, mask=mask))
+        start = end
+    return groups

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import torch
 
-from reference_engine.attention.base import AttentionMetadata, gather_kv, merge_gqa, split_gqa
+from reference_engine.attention.base import (
+    AttentionMetadata,
+    gather_kv,
+    lower_right_causal_mask,
+    merge_gqa,
+    split_gqa,
+)
 
 Q_TILE_TOKENS = 256
 KV_TILE_TOKENS = 512
@@ -42,9 +48,9 @@ class TiledAttention:
                     v = gather_kv(v_cache, table, meta.block_size, ks, ke).float()
                     scores = torch.matmul(qh, k.permute(1, 2, 0).unsqueeze(1))      # [Hkv, g, tq, tk]
                     if ke - 1 > q_pos_lo:                            # tile crosses the diagonal
-                        rows = torch.arange(q_pos_lo, q_pos_hi + 1, device=q.device).unsqueeze(1)
-                        cols = torch.arange(ks, ke, device=q.device).unsqueeze(0)
-                        scores = scores.masked_fill(cols > rows, float("-inf"))
+                        allowed = lower_right_causal_mask(qe - qs, kv_len, q.device, q_offset=q_pos_lo,
+                                                          k_offset=ks, k_len=ke - ks)
+                        scores = scores.masked_fill(~allowed, float("-inf"))
                     m_new = torch.maximum(m, scores.amax(dim=-1))
                     p = torch.exp(scores - m_new.unsqueeze(-1))
                     correction = torch.exp(m - m_new)

@@ -2,7 +2,7 @@
 ``full`` uses the issue's sizes (1K-token shared prefix, 4K+ long context, more requests)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 ROW_KEYS = ("offload", "batching", "kv-layout", "attention", "weights", "kv-fp8", "prefix-cache",
             "chunked-prefill", "roofline", "fp4", "cold-start")
@@ -81,3 +81,8 @@ _QUICK = dict(
     chunk_budget_tokens=128,
     roofline_batch_sizes=(1, 4, 16), roofline_decode_steps=8, roofline_dtypes=("bfloat16",),
 )
+
+
+def config_dict(cfg: BaselineConfig) -> dict:
+    """The config as JSON-ready values (tuples as lists)."""
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()}

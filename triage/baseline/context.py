@@ -25,6 +25,5 @@ class Context:
         return torch.cuda.is_available()
 
     def bandwidth_bytes_per_s(self) -> float | None:
-        kind = self.cfg.device.split(":")[0]
-        bw = next((b for b in self.microbench.bandwidth if b.device.split(":")[0] == kind), None)
+        bw = self.microbench.bandwidth_for(self.cfg.device.split(":")[0])   # measured per kind: "cpu", "cuda"
         return None if bw is None else bw.best_bytes_per_s

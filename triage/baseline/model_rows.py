@@ -3,22 +3,26 @@ decode roofline, and CPU → GPU FP8. Rows that cannot apply on this host say wh
 from __future__ import annotations
 
 import copy
-import math
 import time
 
 import torch
 
 from reference_engine.quant import model_weight_bytes, quantize_model
 from triage.baseline.context import Context
-from triage.baseline.quality import LogitError, compare_logits, engine_prefill_logits, full_logits
+from triage.baseline.quality import LogitError, compare_logits, engine_prefill_logits
 from triage.baseline.results import AblationRow, Better, measured, skipped
-from triage.baseline.workloads import Driver, fit_tokens, greedy, make_engine, peak_memory, synthetic_prompt
+from triage.baseline.workloads import (
+    Driver,
+    blocks,
+    fit_tokens,
+    greedy,
+    make_engine,
+    peak_memory,
+    synthetic_prompt,
+    warm,
+)
 
 WARM_DECODE_STEPS = 2
-
-
-def _blocks(tokens: int, block_size: int = 16) -> int:
-    return math.ceil(tokens / block_size)
 
 
 def attention(ctx: Context) -> list[AblationRow]:
@@ -44,7 +48,7 @@ def attention(ctx: Context) -> list[AblationRow]:
     for backend in backends:
         ctx.on_step(f"attention: {backend} @ {n} tokens")
         engine = make_engine(cfg, attention=backend, max_model_len=n + 8, max_num_seqs=1,
-                             num_kv_blocks=_blocks(n + 8) + 2, max_num_batched_tokens=n + 8,
+                             num_kv_blocks=blocks(n + 8) + 2, max_num_batched_tokens=n + 8,
                              enable_prefix_caching=False)
         engine.generate([synthetic_prompt(16, mc.vocab_size, seed=998)], greedy(1))
         drv = Driver(engine)
@@ -84,13 +88,13 @@ def weights(ctx: Context) -> list[AblationRow]:
     ctx.on_step("weights: baseline model")
     max_len = 32 + cfg.quant_decode_tokens + 16
     engine = make_engine(cfg, max_num_seqs=1, max_model_len=max(max_len, cfg.quality_prompt_tokens + 8),
-                         num_kv_blocks=_blocks(max(max_len, cfg.quality_prompt_tokens + 8)) + 2,
+                         num_kv_blocks=blocks(max(max_len, cfg.quality_prompt_tokens + 8)) + 2,
                          enable_prefix_caching=False)
-    engine.generate([synthetic_prompt(8, mc.vocab_size, seed=999)], greedy(2))
+    warm(engine, mc.vocab_size)
     base = engine.runner.model
     prompts = [synthetic_prompt(cfg.quality_prompt_tokens, mc.vocab_size, seed=200 + i)
                for i in range(cfg.quality_num_prompts)]
-    ref_logits = [full_logits(base, p) for p in prompts]
+    ref_logits = [base.forward_full(p) for p in prompts]
     base_name = engine.stats().dtype
     results: dict[str, dict] = {base_name: {"weight_bytes": model_weight_bytes(base), "paths": {},
                                             "decode_tok_s": _decode_tok_s(engine, mc.vocab_size, cfg.quant_decode_tokens),
@@ -103,7 +107,7 @@ def weights(ctx: Context) -> list[AblationRow]:
         try:
             num = cfg.quant_fp8_decode_tokens if scheme == "fp8" else cfg.quant_decode_tokens
             tok_s = _decode_tok_s(engine, mc.vocab_size, num)
-            err = compare_logits(ref_logits, [full_logits(qmodel, p) for p in prompts])
+            err = compare_logits(ref_logits, [qmodel.forward_full(p) for p in prompts])
         finally:
             engine.runner.model = base
         results[scheme] = {"weight_bytes": summary.weight_bytes_after, "paths": summary.paths,
@@ -133,8 +137,6 @@ def weights(ctx: Context) -> list[AblationRow]:
 def kv_fp8(ctx: Context) -> AblationRow:
     """base dtype → FP8 KV cache: bytes per token (so capacity at the same budget), and the logit error
     of prompts run through an e4m3 cache against the same engine with a full-precision cache."""
-    from reference_engine.quant.kv_engine import enable_fp8_kv_cache
-
     cfg, mc = ctx.cfg, ctx.model_config
     n_prompt = cfg.quality_prompt_tokens
     prompts = [synthetic_prompt(n_prompt, mc.vocab_size, seed=300 + i) for i in range(cfg.quality_num_prompts)]
@@ -143,11 +145,11 @@ def kv_fp8(ctx: Context) -> AblationRow:
     base_name = ""
     for kind in ("base", "fp8"):
         ctx.on_step(f"kv cache: {kind}")
-        engine = make_engine(cfg, max_num_seqs=1, max_model_len=n_prompt + 8, num_kv_blocks=_blocks(n_prompt + 8) + 2,
-                             enable_prefix_caching=False, max_num_batched_tokens=max(256, n_prompt + 8))
+        # The same number of blocks in both formats: only the bytes per token and the cached values differ.
+        engine = make_engine(cfg, max_num_seqs=1, max_model_len=n_prompt + 8, num_kv_blocks=blocks(n_prompt + 8) + 2,
+                             enable_prefix_caching=False, max_num_batched_tokens=max(256, n_prompt + 8),
+                             kv_cache_dtype="fp8" if kind == "fp8" else "auto")
         base_name = base_name or engine.stats().kv_cache_dtype
-        if kind == "fp8":
-            enable_fp8_kv_cache(engine)
         bytes_per_token[kind] = engine.runner.kv_cache_bytes / (engine.runner.num_blocks * engine.runner.block_size)
         logits[kind] = [engine_prefill_logits(engine, p) for p in prompts]
     err = compare_logits(logits["base"], logits["fp8"])
@@ -177,9 +179,9 @@ def roofline(ctx: Context) -> list[dict]:
     for dtype in dtypes:
         ctx.on_step(f"roofline: {dtype}")
         engine = make_engine(cfg, dtype=dtype, max_num_seqs=max_b, max_model_len=max_len,
-                             num_kv_blocks=(max_b + 1) * _blocks(max_len), enable_prefix_caching=False,
+                             num_kv_blocks=(max_b + 1) * blocks(max_len), enable_prefix_caching=False,
                              max_num_batched_tokens=max(2048, max_b * cfg.roofline_prompt_tokens))
-        engine.generate([synthetic_prompt(8, mc.vocab_size, seed=999)], greedy(2))
+        warm(engine, mc.vocab_size)
         model = engine.runner.model
         w_bytes = model_weight_bytes(model)
         if not mc.tie_word_embeddings:  # decode gathers B embedding rows, it does not stream the table
@@ -228,7 +230,7 @@ def offload(ctx: Context) -> AblationRow:
                              num_kv_blocks=8, enable_prefix_caching=False)
         if device == "cuda":
             quantize_model(engine.runner.model, "fp8")
-        engine.generate([synthetic_prompt(8, mc.vocab_size, seed=999)], greedy(2))
+        warm(engine, mc.vocab_size)
         tok_s[device] = _decode_tok_s(engine, mc.vocab_size, cfg.quant_decode_tokens)
     return measured("offload", change, claim, metric, "tok/s", Better.HIGHER, "cpu bf16", tok_s["cpu"],
                     "gpu fp8", tok_s["cuda"],

@@ -4,7 +4,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,18 +14,6 @@ class LogitError:
     num_prompts: int
     num_positions: int
     reference_logit_std: float      # the scale the errors should be read against
-
-
-@torch.inference_mode()
-def full_logits(model: nn.Module, token_ids: list[int]) -> torch.Tensor:
-    """[T, vocab] float32 logits of one sequence, by a plain causal forward with no KV cache.
-
-    Uses the model's ``hidden_states``/``logits`` directly: a quantized lm_head has no ``.weight``.
-    """
-    device = model.model.embed_tokens.weight.device
-    ids = torch.as_tensor(token_ids, dtype=torch.long, device=device)
-    positions = torch.arange(ids.shape[0], device=device)
-    return model.logits(model.hidden_states(ids, positions)).float()
 
 
 def compare_logits(reference: list[torch.Tensor], candidate: list[torch.Tensor]) -> LogitError:

@@ -111,6 +111,3 @@ def _run(cfg: BaselineConfig, model_config, on_step: Callable[[str], None],
         on_row_done(key)
     return build_section(cfg, ctx, rows, roofline_points, durations, time.perf_counter() - started)
 
-
-def config_dict(cfg: BaselineConfig) -> dict:
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(cfg).items()}

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from reference_engine.specs import GPU_SPECS
-from triage.baseline.config import BaselineConfig
+from triage.baseline.config import BaselineConfig, config_dict
 from triage.baseline.context import Context
 from triage.baseline.results import AblationRow, RowStatus, row_dict
 
@@ -215,7 +215,7 @@ def build_section(cfg: BaselineConfig, ctx: Context, rows: list[AblationRow], po
         "model": cfg.model,
         "device": cfg.device,
         "dtype": cfg.dtype,
-        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(cfg).items()},
+        "config": config_dict(cfg),
         "rows": [row_dict(r) for r in rows],
         "microbench": {"bandwidth": [dataclasses.asdict(b) for b in ctx.microbench.bandwidth],
                        "matmul": [dataclasses.asdict(m) for m in ctx.microbench.matmul],

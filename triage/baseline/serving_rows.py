@@ -2,7 +2,6 @@
 caching off → on, chunked prefill off → on. Each builds two engines that differ in one knob."""
 from __future__ import annotations
 
-import math
 import random
 import time
 
@@ -10,22 +9,15 @@ from triage.baseline.context import Context
 from triage.baseline.results import AblationRow, Better, measured
 from triage.baseline.workloads import (
     Driver,
+    blocks,
     fit_tokens,
     greedy,
     make_engine,
     mean,
     percentile,
     synthetic_prompt,
+    warm,
 )
-
-
-def _blocks(tokens: int, block_size: int = 16) -> int:
-    return math.ceil(tokens / block_size)
-
-
-def _warm(engine, vocab: int) -> None:
-    """One short request first: kernel selection and allocator warm-up stay out of the timings."""
-    engine.generate([synthetic_prompt(8, vocab, seed=999)], greedy(2))
 
 
 def batching(ctx: Context) -> AblationRow:
@@ -41,9 +33,9 @@ def batching(ctx: Context) -> AblationRow:
     for sched in ("static", "continuous"):
         ctx.on_step(f"batching: {sched}")
         engine = make_engine(cfg, scheduler=sched, max_num_seqs=cfg.batching_max_num_seqs, max_model_len=max_len,
-                             num_kv_blocks=(cfg.batching_max_num_seqs + 1) * _blocks(max_len),
+                             num_kv_blocks=(cfg.batching_max_num_seqs + 1) * blocks(max_len),
                              enable_prefix_caching=False)
-        _warm(engine, vocab)
+        warm(engine, vocab)
         drv = Driver(engine)
         t0 = time.perf_counter()
         for i, m in enumerate(lens):
@@ -105,8 +97,8 @@ def prefix_cache(ctx: Context) -> AblationRow:
         name = "on" if enabled else "off"
         ctx.on_step(f"prefix caching: {name}")
         engine = make_engine(cfg, enable_prefix_caching=enabled, max_model_len=max_len, max_num_seqs=4,
-                             num_kv_blocks=4 * _blocks(max_len), max_num_batched_tokens=max_len)
-        _warm(engine, vocab)
+                             num_kv_blocks=4 * blocks(max_len), max_num_batched_tokens=max_len)
+        warm(engine, vocab)
         ttfts = []
         for i in range(cfg.prefix_num_requests):
             drv = Driver(engine)
@@ -138,8 +130,8 @@ def chunked_prefill(ctx: Context) -> list[AblationRow]:
         budget = cfg.chunk_budget_tokens if enabled else long_len + cfg.chunk_num_decoding
         engine = make_engine(cfg, enable_chunked_prefill=enabled, max_num_batched_tokens=budget,
                              max_num_seqs=num_seqs, max_model_len=max_len, enable_prefix_caching=False,
-                             num_kv_blocks=(num_seqs + 1) * _blocks(max_len))
-        _warm(engine, vocab)
+                             num_kv_blocks=(num_seqs + 1) * blocks(max_len))
+        warm(engine, vocab)
         drv = Driver(engine)
         for i in range(cfg.chunk_num_decoding):
             drv.add(f"d{i}", synthetic_prompt(16, vocab, seed=i), greedy(cfg.chunk_decode_tokens))

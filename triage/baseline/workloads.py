@@ -8,7 +8,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -116,6 +116,16 @@ class Driver:
             self.step()
 
 
+def blocks(tokens: int, block_size: int = 16) -> int:
+    """KV blocks that hold ``tokens`` tokens."""
+    return math.ceil(tokens / block_size)
+
+
+def warm(engine: LLMEngine, vocab_size: int) -> None:
+    """One short request first: kernel selection and allocator warm-up stay out of the timings."""
+    engine.generate([synthetic_prompt(8, vocab_size, seed=999)], greedy(2))
+
+
 def percentile(values: list[float], pct: float) -> float | None:
     """Linear-interpolated percentile; None for no values."""
     if not values:
@@ -197,14 +207,3 @@ def peak_memory(device: str, interval_s: float = 0.002) -> Iterator[PeakMemory]:
         result.peak_extra_bytes = max(0, peak[0] - start)
         result.method = (f"process RSS sampled every {interval_s * 1e3:.0f} ms, above the start"
                          + (" (free heap returned to the OS first with malloc_trim)" if trimmed else ""))
-
-
-def timed(fn: Callable[[], object], device: str) -> float:
-    """Wall seconds of ``fn()``, synchronising CUDA around it."""
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    fn()
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    return time.perf_counter() - t0
