@@ -22,7 +22,7 @@ from rich.markup import escape
 from triage import __version__
 from triage.errors import EXIT_CANNOT, EXIT_INTERRUPTED, TriageError
 from triage.model import HostInfo, Report, ReportKind, Target
-from triage.redact import redact_argv
+from triage.redact import redact_argv, redact_text
 
 
 @dataclass
@@ -41,7 +41,8 @@ def console(stderr: bool = False, width: int | None = None) -> Console:
 
 
 def error(message: str) -> None:
-    console(stderr=True).print(f"[bold red]triage: error:[/] {escape(message)}", soft_wrap=True)
+    """One error line on stderr, with every secret we know the shape of (a URL's password, a key) redacted."""
+    console(stderr=True).print(f"[bold red]triage: error:[/] {escape(redact_text(message))}", soft_wrap=True)
 
 
 def warn(message: str) -> None:

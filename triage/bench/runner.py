@@ -22,7 +22,6 @@ from triage.bench.watch import GpuSampler, ServerWatcher
 from triage.bench.workload import PromptItem, TokenCalibration, build
 from triage.errors import TargetUnreachable, UsageError
 from triage.model import BenchLevel, BenchSection, ClientStats
-from triage.redact import redact_text
 
 PROBE_WORDS = (16, 80)  # two prompt sizes for the tokens-per-word fit
 SWEEP_SEED_STRIDE = 1_000_003  # seed offset between the prompt pools of an --input-len sweep's lengths
@@ -60,7 +59,7 @@ class ServerInfo:
 
 
 def _unreachable(url: str, exc: BaseException) -> TargetUnreachable:
-    return TargetUnreachable(f"cannot reach the server at {redact_text(url)} ({type(exc).__name__}: {exc}). Is it running? "
+    return TargetUnreachable(f"cannot reach the server at {url} ({type(exc).__name__}: {exc}). Is it running? "
                              "Check --url, or leave --url out to benchmark the bundled reference engine.")
 
 
