@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from triage.errors import UsageError
+from triage.model import level_name
 from triage.redact import REDACTED, redact_header, redact_text
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
@@ -41,8 +42,7 @@ class LevelSpec:
 
     @property
     def name(self) -> str:
-        load = f"c={self.concurrency}" if self.concurrency is not None else f"rate={self.request_rate:g}/s"
-        return load if self.input_len is None else f"{load} in={self.input_len}"
+        return level_name(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from triage.bench.saturation import level_name, load_series
+from triage.bench.saturation import load_series
 from triage.errors import UsageError
-from triage.model import BenchLevel, BenchSection, Report
+from triage.model import BenchLevel, BenchSection, Report, level_name
 
 STAT_KEYS = ("mean", "std", "min", "p50", "p90", "p95", "p99", "max")
 LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
@@ -75,8 +75,7 @@ def _context_sweep_plot(levels: list[BenchLevel], plt: Any) -> tuple[str, str] |
     lines: dict[str, list[BenchLevel]] = {}
     for lv in levels:
         if lv.input_len is not None and lv.input_tokens_mean and lv.ttft_ms.p50:
-            load = f"c={lv.concurrency}" if lv.concurrency is not None else f"rate={lv.request_rate:g}/s"
-            lines.setdefault(load, []).append(lv)
+            lines.setdefault(level_name(lv, with_input_len=False), []).append(lv)
     lines = {k: sorted(v, key=lambda lv: lv.input_tokens_mean) for k, v in lines.items() if len(v) >= 2}
     if not lines:
         return None

@@ -14,8 +14,7 @@ from triage.compare.significance import (
 )
 from triage.compare.thresholds import LATENCY_FAMILIES, Direction, MetricRule
 from triage.errors import ReportError
-from triage.model import BenchLevel, Report
-from triage.render.bench import level_name
+from triage.model import BenchLevel, Report, level_name
 
 
 class Verdict(str, enum.Enum):
