@@ -38,6 +38,12 @@ class ServerWatcher:
     texts: list[tuple[float, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     _task: asyncio.Task | None = None
+    # Each scrape parsed once, on first use, keyed by its perf_counter() time (the settle loop and the
+    # summary read the same scrapes).
+    _parsed: dict[float, EngineMetrics] = field(default_factory=dict)
+    # Each scrape parsed once, on first use, keyed by its perf_counter() time (the settle loop and the
+    # summary read the same scrapes).
+    _parsed: dict[float, EngineMetrics] = field(default_factory=dict)
 
     async def scrape(self) -> None:
         t = time.perf_counter()
@@ -57,7 +63,7 @@ class ServerWatcher:
             await self.scrape()
 
     async def start(self) -> None:
-        self.texts, self.errors = [], []
+        self.texts, self.errors, self._parsed = [], [], {}
         await self.scrape()
         self._task = asyncio.get_running_loop().create_task(self._loop())
 
@@ -83,33 +89,45 @@ class ServerWatcher:
         """Requests the server finished between the first and the last scrape (None if it does not say)."""
         if len(self.texts) < 2:
             return None
-        first, last = (normalise(parse_metrics(self.texts[i][1])).num_requests_finished_total for i in (0, -1))
+        first, last = (self._metrics(self.texts[i]).num_requests_finished_total for i in (0, -1))
         return last - first if first is not None and last is not None else None
+
+    def _metrics(self, scrape: tuple[float, str]) -> EngineMetrics:
+        t, text = scrape
+        if t not in self._parsed:
+            self._parsed[t] = normalise(parse_metrics(text))
+        return self._parsed[t]
 
     def summary(self, client_ttft_ms_mean: float | None) -> tuple[dict[str, Any] | None, str | None]:
         """(the level's `server` dict, or None with the reason)."""
-        return server_summary(self.texts, client_ttft_ms_mean, self.errors)
+        return summarize_scrapes([t for t, _ in self.texts], [self._metrics(s) for s in self.texts],
+                                 client_ttft_ms_mean, self.errors)
 
 
 def server_summary(texts: list[tuple[float, str]], client_ttft_ms_mean: float | None,
                    errors: list[str] = ()) -> tuple[dict[str, Any] | None, str | None]:
-    if len(texts) < 2:
+    """The level's `server` dict from raw /metrics texts, (perf_counter time, text) each."""
+    return summarize_scrapes([t for t, _ in texts], [normalise(parse_metrics(text)) for _, text in texts],
+                             client_ttft_ms_mean, errors)
+
+
+def summarize_scrapes(times_s: list[float], scrapes: list[EngineMetrics], client_ttft_ms_mean: float | None,
+                      errors: list[str] = ()) -> tuple[dict[str, Any] | None, str | None]:
+    """The level's `server` dict from parsed scrapes taken at `times_s`, or None with the reason."""
+    if len(scrapes) < 2:
         why = errors[0] if errors else "fewer than two scrapes"
         return None, f"server metrics unavailable: {why}"
-    scrapes: list[EngineMetrics] = [normalise(parse_metrics(text)) for _, text in texts]
     if all(m.engine is None for m in scrapes):
         return None, "server metrics unavailable: /metrics has no vLLM, SGLang or TGI metric names"
     before, after, seen = scrapes[0], scrapes[-1], scrapes[1:-1]
-    window_s = texts[-1][0] - texts[0][0]
+    window_s = times_s[-1] - times_s[0]
     delta = window_delta(before, after, window_s, seen)
     # Gauges: the scrapes taken while the level ran; the first and last bracket it and are often idle.
+    # Their max is window_delta's, over every scrape.
     during = seen or scrapes
 
     def gauge(attr: str) -> list[float]:
         return [v for v in (getattr(m, attr) for m in during) if v is not None]
-
-    def gauge_all(attr: str) -> list[float]:
-        return [v for v in (getattr(m, attr) for m in scrapes) if v is not None]
 
     hist = delta.get("histograms", {})
     ttft_h, queue_h = hist.get("ttft_s") or {}, hist.get("queue_time_s") or {}
@@ -117,11 +135,11 @@ def server_summary(texts: list[tuple[float, str]], client_ttft_ms_mean: float | 
     out = {
         "engine": after.engine,
         "kv_cache_usage_frac_mean": _mean(gauge("kv_cache_usage_frac")),
-        "kv_cache_usage_frac_max": _max(gauge_all("kv_cache_usage_frac")),
+        "kv_cache_usage_frac_max": delta.get("kv_cache_usage_frac_max"),
         "num_requests_running_mean": _mean(gauge("num_requests_running")),
-        "num_requests_running_max": _max(gauge_all("num_requests_running")),
+        "num_requests_running_max": delta.get("num_requests_running_max"),
         "num_requests_waiting_mean": _mean(gauge("num_requests_waiting")),
-        "num_requests_waiting_max": _max(gauge_all("num_requests_waiting")),
+        "num_requests_waiting_max": delta.get("num_requests_waiting_max"),
         "num_preemptions_delta": delta.get("num_preemptions_delta"),
         "prefix_cache_hit_rate": delta.get("prefix_cache_hit_rate"),
         "server_ttft_ms_mean": server_ttft_ms,
