@@ -9,11 +9,19 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from probes.nvml import (
+    GpuLost,
+    NvmlReader,
+    decode_clock_event_reasons,
+    read_clock_events,
+    read_utilization,
+)
 from probes.prom import EngineMetrics, normalise, parse_metrics, window_delta
 from triage.bench.aio import cancel_and_wait
 
@@ -161,18 +169,6 @@ def summarize_scrapes(times_s: list[float], scrapes: list[EngineMetrics], client
     return out, None
 
 
-# NVML clock-event (throttle) reason bits, as nvml.h defines them.
-CLOCK_EVENT_BITS = {
-    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
-    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
-}
-
-
-def clock_event_names(mask: int) -> list[str]:
-    return [name for bit, name in CLOCK_EVENT_BITS.items() if mask & bit]
-
-
 class GpuSampler:
     """Samples every GPU through NVML in a daemon thread. `nvml` is the pynvml module (injectable for tests).
     A field whose NVML call fails is left out of that sample; the others still count."""
@@ -184,6 +180,7 @@ class GpuSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._handles: list[Any] = []
+        self.lost: set[int] = set()
 
     @classmethod
     def create(cls, interval_s: float = 0.5, nvml: Any = None) -> tuple[GpuSampler | None, str | None]:
@@ -206,30 +203,32 @@ class GpuSampler:
         return sampler, None
 
     def _read(self, index: int, handle: Any) -> dict[str, Any]:
-        nv = self.nvml
-        sample: dict[str, Any] = {"index": index}
-        calls = {
-            "utilization_gpu_pct": lambda: float(nv.nvmlDeviceGetUtilizationRates(handle).gpu),
-            "memory_used_bytes": lambda: int(nv.nvmlDeviceGetMemoryInfo(handle).used),
-            "power_usage_w": lambda: nv.nvmlDeviceGetPowerUsage(handle) / 1000.0,
-            "sm_clock_mhz": lambda: float(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM)),
-            "clock_event_reasons": lambda: int(self._clock_reasons(handle)),
+        """One sample of one GPU through the gpu probe's readers: a field whose NVML call fails (NotSupported,
+        NoPermission, an old binding) is left out of the sample, the clock-event reasons fall back to the
+        older ThrottleReasons call, and a GPU that fell off the bus raises GpuLost."""
+        r = NvmlReader(self.nvml)
+        util_pct, _ = read_utilization(r, handle)
+        memory = r.call("memory_used_bytes", "nvmlDeviceGetMemoryInfo", handle)
+        power_mw = r.call("power_usage_w", "nvmlDeviceGetPowerUsage", handle)
+        sm_mhz = r.call("sm_clock_mhz", "nvmlDeviceGetClockInfo", handle, self.nvml.NVML_CLOCK_SM)
+        reasons, _source = read_clock_events(r, handle)
+        values = {
+            "utilization_gpu_pct": float(util_pct) if util_pct is not None else None,
+            "memory_used_bytes": int(memory.used) if memory is not None else None,
+            "power_usage_w": power_mw / 1000.0 if power_mw is not None else None,
+            "sm_clock_mhz": float(sm_mhz) if sm_mhz is not None else None,
+            "clock_event_reasons": reasons,
         }
-        for key, call in calls.items():
-            try:
-                sample[key] = call()
-            except Exception:  # NVMLError_NotSupported and friends: this field degrades alone
-                continue
-        return sample
-
-    def _clock_reasons(self, handle: Any) -> int:
-        fn = getattr(self.nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) \
-            or self.nvml.nvmlDeviceGetCurrentClocksThrottleReasons
-        return fn(handle)
+        return {"index": index, **{k: v for k, v in values.items() if v is not None}}
 
     def sample_once(self) -> None:
         for i, handle in enumerate(self._handles):
-            self.samples.append(self._read(i, handle))
+            if i in self.lost:
+                continue
+            try:
+                self.samples.append(self._read(i, handle))
+            except GpuLost:
+                self.lost.add(i)  # off the bus: its earlier samples stand, and the summary says it was lost
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -238,6 +237,7 @@ class GpuSampler:
 
     def start(self) -> None:
         self.samples = []
+        self.lost = set()
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="triage-nvml", daemon=True)
         self._thread.start()
@@ -247,11 +247,12 @@ class GpuSampler:
         if self._thread is not None:
             self._thread.join(timeout=5.0)
             self._thread = None
-        return gpu_summary(self.samples)
+        return gpu_summary(self.samples, self.lost)
 
 
-def gpu_summary(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The level's `gpu` dict over every sample of every GPU, or None when there were no samples."""
+def gpu_summary(samples: list[dict[str, Any]], lost: Collection[int] = ()) -> dict[str, Any] | None:
+    """The level's `gpu` dict over every sample of every GPU, or None when there were no samples. `lost`: the
+    GPUs that fell off the bus during the level (`lost_gpu_indices`, present only when there were any)."""
     if not samples:
         return None
 
@@ -260,8 +261,8 @@ def gpu_summary(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
 
     reasons: set[str] = set()
     for mask in values("clock_event_reasons"):
-        reasons.update(clock_event_names(int(mask)))
-    return {
+        reasons.update(decode_clock_event_reasons(int(mask)))
+    out = {
         "utilization_gpu_pct_mean": _mean(values("utilization_gpu_pct")),
         "utilization_gpu_pct_max": _max(values("utilization_gpu_pct")),
         "memory_used_bytes_max": _max(values("memory_used_bytes")),
@@ -271,3 +272,6 @@ def gpu_summary(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
         "num_samples": len(samples),
         "num_gpus": len({s["index"] for s in samples}),
     }
+    if lost:
+        out["lost_gpu_indices"] = sorted(lost)
+    return out
