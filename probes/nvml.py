@@ -78,7 +78,7 @@ def decode_clock_event_reasons(bitmask: int) -> list[str]:
     return names
 
 
-class _Reader:
+class NvmlReader:
     """Calls NVML functions by name; a failure gives None and names the field, a lost GPU raises."""
 
     def __init__(self, nvml: Any) -> None:
@@ -124,7 +124,7 @@ def _mib(value: Any) -> int | None:
     return int(value) if value is not None else None
 
 
-def _field_values(r: _Reader, handle: Any) -> dict[str, int | None] | None:
+def _field_values(r: NvmlReader, handle: Any) -> dict[str, int | None] | None:
     values = r.call("throttle_time_delta_us", "nvmlDeviceGetFieldValues", handle, list(THROTTLE_FIELDS.values()))
     if values is None:
         r.mark("throttle_time_frac")
@@ -145,7 +145,7 @@ def _pci_sysfs_name(bus_id: str) -> str:
     return f"{domain[-4:]}:{rest}" if rest else bus_id.lower()
 
 
-def _numa_node(r: _Reader, handle: Any, bus_id: str | None, sys_root: str) -> tuple[int | None, str | None]:
+def _numa_node(r: NvmlReader, handle: Any, bus_id: str | None, sys_root: str) -> tuple[int | None, str | None]:
     node = r.call("numa_node", "nvmlDeviceGetNumaNodeId", handle, record=False)
     if isinstance(node, int) and node >= 0:
         return node, "nvml"
@@ -167,7 +167,7 @@ def _numa_node(r: _Reader, handle: Any, bus_id: str | None, sys_root: str) -> tu
     return None, None
 
 
-def _nvlinks(r: _Reader, handle: Any) -> tuple[list[dict[str, Any]], dict[int, str]]:
+def _nvlinks(r: NvmlReader, handle: Any) -> tuple[list[dict[str, Any]], dict[int, str]]:
     """Active-or-not links with their error counters, and {link: remote PCI bus id} for active ones."""
     links: list[dict[str, Any]] = []
     remotes: dict[int, str] = {}
@@ -186,7 +186,7 @@ def _nvlinks(r: _Reader, handle: Any) -> tuple[list[dict[str, Any]], dict[int, s
     return links, remotes
 
 
-def _processes(r: _Reader, handle: Any) -> list[dict[str, Any]] | None:
+def _processes(r: NvmlReader, handle: Any) -> list[dict[str, Any]] | None:
     procs = r.call("compute_processes", "nvmlDeviceGetComputeRunningProcesses", handle)
     if procs is None:
         return None
@@ -205,7 +205,7 @@ def _processes(r: _Reader, handle: Any) -> list[dict[str, Any]] | None:
     return out
 
 
-def _static(r: _Reader, h: Any, index: int, sys_root: str) -> dict[str, Any]:
+def _static(r: NvmlReader, h: Any, index: int, sys_root: str) -> dict[str, Any]:
     nv = r.nvml
     pci = r.call("pci_bus_id", "nvmlDeviceGetPciInfo", h)
     bus_id = _text(pci.busId) if pci is not None else None
@@ -271,7 +271,8 @@ def _static(r: _Reader, h: Any, index: int, sys_root: str) -> dict[str, Any]:
     }
 
 
-def _clock_events(r: _Reader, h: Any) -> tuple[int | None, str | None]:
+def read_clock_events(r: NvmlReader, h: Any) -> tuple[int | None, str | None]:
+    """(the clock-event reasons bitmask, which call gave it): the newer ClocksEvent call, else ThrottleReasons."""
     value = r.call("clock_event_reasons", "nvmlDeviceGetCurrentClocksEventReasons", h, record=False)
     if value is not None:
         return int(value), "clocks_event"
@@ -279,17 +280,18 @@ def _clock_events(r: _Reader, h: Any) -> tuple[int | None, str | None]:
     return (int(value), "throttle_reasons") if value is not None else (None, None)
 
 
-def _utilization(r: _Reader, h: Any) -> tuple[int | None, int | None]:
+def read_utilization(r: NvmlReader, h: Any) -> tuple[int | None, int | None]:
+    """(GPU busy %, memory-controller busy %) over NVML's last sample period."""
     util = r.call("utilization_gpu_pct", "nvmlDeviceGetUtilizationRates", h)
     return (int(util.gpu), int(util.memory)) if util is not None else (None, None)
 
 
-def _moment(r: _Reader, h: Any) -> dict[str, Any]:
+def _moment(r: NvmlReader, h: Any) -> dict[str, Any]:
     """Values read at one instant, at the end of the window."""
     gen = r.call("pcie_link_gen_current", "nvmlDeviceGetCurrPcieLinkGeneration", h)
     width = r.call("pcie_link_width_current", "nvmlDeviceGetCurrPcieLinkWidth", h)
-    util_at_link, _ = _utilization(r, h)  # an idle GPU drops its link speed: say how busy it was
-    bitmask, source = _clock_events(r, h)
+    util_at_link, _ = read_utilization(r, h)  # an idle GPU drops its link speed: say how busy it was
+    bitmask, source = read_clock_events(r, h)
     power_mw = r.call("power_usage_w", "nvmlDeviceGetPowerUsage", h)
     return {
         "sm_clock_mhz": r.call("sm_clock_mhz", "nvmlDeviceGetClockInfo", h, _CLOCK_SM),
@@ -324,7 +326,7 @@ def _throttle_delta(before: dict | None, after: dict | None, window_s: float
 class _Gpu:
     def __init__(self, nvml: Any, index: int) -> None:
         self.index = index
-        self.reader = _Reader(nvml)
+        self.reader = NvmlReader(nvml)
         self.handle: Any = None
         self.data: dict[str, Any] = {"index": index}
         self.lost = False
@@ -341,7 +343,7 @@ class _Gpu:
             self.lost = True
 
     def sample_util(self) -> None:
-        gpu, mem = _utilization(self.reader, self.handle)
+        gpu, mem = read_utilization(self.reader, self.handle)
         if gpu is not None:
             self.util_samples.append(gpu)
         if mem is not None:
@@ -428,7 +430,7 @@ def probe_gpu(nvml: Any = None, window_s: float = 2.0, sys_root: str = "/sys",
         status, reason = _nvml_status(e)
         return done(status, reason)
     try:
-        system = _Reader(nvml)
+        system = NvmlReader(nvml)
         driver = system.call("driver_version", "nvmlSystemGetDriverVersion")
         cuda = system.call("cuda_driver_version", "nvmlSystemGetCudaDriverVersion")
         nvml_version = system.call("nvml_version", "nvmlSystemGetNVMLVersion")

@@ -262,3 +262,20 @@ def test_ctrl_c_writes_the_finished_levels_and_exits_130(tmp_path, report_valida
     assert [lv["concurrency"] for lv in data["bench"]["levels"]] == [1]
     assert data["bench"]["config"]["interrupted"] is True
     assert data["bench"]["levels"][0]["requests"]["completed"] == 3
+
+
+def test_an_error_message_never_shows_the_password_in_the_url():
+    url = free_port_refusing().replace("://", "://user:hunter2secret@")
+    result = invoke(["--url", url, "--concurrency", "1"])
+    assert result.exit_code == 2
+    assert "cannot reach the server" in result.output
+    assert "hunter2secret" not in result.output
+
+
+def test_the_api_key_comes_from_openai_api_key_in_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env-key-123456")
+    with FakeOpenAIServer(require_api_key="sk-env-key-123456") as srv:
+        result = invoke(["--url", srv.url, "--concurrency", "1", "--num-requests", "2", "--warmup", "0",
+                         "--input-len", "8", "--output-len", "4", "--json", str(tmp_path / "r.json")])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "r.json").read_text())["bench"]["levels"][0]["requests"]["completed"] == 2

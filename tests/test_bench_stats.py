@@ -179,3 +179,14 @@ def test_open_loop_arrivals_have_the_asked_rate_and_burstiness(burstiness):
     assert gaps.mean() == pytest.approx(1 / 8.0, rel=0.03)
     # gamma(shape k): coefficient of variation 1/sqrt(k); 1 is Poisson
     assert gaps.std() / gaps.mean() == pytest.approx(1 / np.sqrt(burstiness), rel=0.05)
+
+
+def test_a_repeat_summary_carries_every_metric_compare_can_judge():
+    from triage.bench.stats import repeat_summary
+    from triage.compare.thresholds import LATENCY_FAMILIES, LATENCY_STATS, THROUGHPUT_METRICS, repeat_key
+
+    lv = level(4, [10.0, 30.0], [2.0, 4.0], [100.0, 140.0], 50.0)
+    out = repeat_summary(lv)
+    metrics = [*THROUGHPUT_METRICS, *(f"{f}.{s}" for f in LATENCY_FAMILIES for s in LATENCY_STATS)]
+    assert set(out) == {repeat_key(m) for m in metrics}
+    assert out["ttft_ms_max"] == 30.0 and out["output_tokens_per_s"] == 50.0

@@ -26,8 +26,7 @@ from triage.compare import compare_reports
 from triage.compare.bench_diff import level_key
 from triage.compare.thresholds import parse_max_regression
 from triage.errors import ReportError, UsageError
-from triage.model import BenchSection
-from triage.render.bench import level_name
+from triage.model import BenchSection, level_name
 from triage.report_io import read_report, to_dict
 
 runner = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"})

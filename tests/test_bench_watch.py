@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from triage.bench.watch import GpuSampler, clock_event_names, gpu_summary, server_summary
+from probes.nvml import decode_clock_event_reasons as clock_event_names
+from triage.bench.watch import GpuSampler, gpu_summary, server_summary
 
 PROM = Path(__file__).parent / "fixtures" / "prom"
 
@@ -157,3 +158,40 @@ def test_last_scrape_waits_for_the_server_to_count_the_last_requests():
     server, reason = watcher.summary(None)
     assert reason is None and server["generation_tokens_delta"] == 48
     assert server["num_requests_finished_delta"] == 4
+
+
+class OldDriverNvml(FakeNvml):
+    """No ClocksEvent call (an old binding), ThrottleReasons instead; GPU 1 falls off the bus after one sample."""
+
+    nvmlDeviceGetCurrentClocksEventReasons = None
+
+    class NVMLError(Exception):
+        def __init__(self, value):
+            super().__init__(f"NVML error {value}")
+            self.value = value
+
+    def __init__(self):
+        super().__init__()
+        self.reads = 0
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):
+        return 0x8
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        if h == 1:
+            self.reads += 1
+            if self.reads > 1:
+                raise self.NVMLError(15)  # NVML_ERROR_GPU_IS_LOST
+        return super().nvmlDeviceGetUtilizationRates(h)
+
+
+def test_gpu_sampler_falls_back_to_throttle_reasons_and_stops_reading_a_lost_gpu():
+    nvml = OldDriverNvml()
+    sampler, reason = GpuSampler.create(nvml=nvml)
+    assert reason is None
+    for _ in range(3):
+        sampler.sample_once()
+    gpu = gpu_summary(sampler.samples, sampler.lost)
+    assert gpu["clock_event_reasons_seen"] == ["hw_slowdown"]
+    assert gpu["num_samples"] == 4 and gpu["lost_gpu_indices"] == [1]
+    assert nvml.reads == 2  # once lost, GPU 1 is not read again

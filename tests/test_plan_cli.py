@@ -98,3 +98,16 @@ def test_from_diagnose_through_the_cli(runner, report_validator, tmp_path):
 def test_checked_in_example_is_a_valid_plan_report(report_validator):
     data = report_validator(json.loads((REPO / "reports" / "examples" / "plan.json").read_text()))
     assert data["kind"] == "plan" and data["plan"]["tables"]
+
+
+@pytest.mark.parametrize("command", [["plan", "--model", "qwen3-0.6b", "--gpu", "l4"], ["bench"], ["baseline"]])
+def test_a_bad_format_is_refused_before_any_work(runner, command):
+    result = runner.invoke(app, [*command, "--format", "xml"])
+    assert result.exit_code == 2
+    assert "'xml' is not one of text, json, markdown" in result.output
+
+
+def test_compare_still_takes_junit_and_refuses_xml(runner, tmp_path):
+    result = runner.invoke(app, ["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--format", "xml"])
+    assert result.exit_code == 2
+    assert "'xml' is not one of text, markdown, json, junit" in result.output

@@ -16,3 +16,11 @@ def test_env_secrets_are_hidden_and_others_kept():
 def test_free_text_tokens_are_hidden():
     text = redact_text("Authorization: Bearer abcdefghijklmnop and sk-1234567890abcdef api_key=hunter22")
     assert "abcdefghijklmnop" not in text and "sk-1234567890abcdef" not in text and "hunter22" not in text
+
+
+def test_header_flags_with_secret_names_are_hidden_and_others_kept():
+    argv = ["triage", "bench", "--header", "Authorization: Bearer abc", "--header=Cookie: session=abcdef",
+            "--header", "X-Auth-Token:zzz", "--header", "X-Team: infra", "--header=X-Region: eu"]
+    assert redact_argv(argv) == ["triage", "bench", "--header", f"Authorization: {REDACTED}",
+                                 f"--header=Cookie: {REDACTED}", "--header", f"X-Auth-Token: {REDACTED}",
+                                 "--header", "X-Team: infra", "--header=X-Region: eu"]

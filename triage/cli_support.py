@@ -20,9 +20,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from triage import __version__
-from triage.errors import EXIT_CANNOT, EXIT_INTERRUPTED, TriageError, UsageError
+from triage.errors import EXIT_CANNOT, EXIT_INTERRUPTED, TriageError
 from triage.model import HostInfo, Report, ReportKind, Target
-from triage.redact import redact_argv
+from triage.redact import redact_argv, redact_text
 
 
 @dataclass
@@ -41,7 +41,8 @@ def console(stderr: bool = False, width: int | None = None) -> Console:
 
 
 def error(message: str) -> None:
-    console(stderr=True).print(f"[bold red]triage: error:[/] {escape(message)}", soft_wrap=True)
+    """One error line on stderr, with every secret we know the shape of (a URL's password, a key) redacted."""
+    console(stderr=True).print(f"[bold red]triage: error:[/] {escape(redact_text(message))}", soft_wrap=True)
 
 
 def warn(message: str) -> None:
@@ -101,7 +102,13 @@ def json_option() -> Any:
 
 
 def format_option(formats: tuple[str, ...] = FORMATS) -> Any:
-    return typer.Option("text", "--format", help=f"Output on stdout: {', '.join(formats)}.")
+    """The `--format` option, checked when the command line is parsed (before any work starts)."""
+    def check(value: str) -> str:
+        if value not in formats:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(formats)}")
+        return value
+
+    return typer.Option("text", "--format", callback=check, help=f"Output on stdout: {', '.join(formats)}.")
 
 
 def emit(report: Report, json_path: Path | None, fmt: str = "text",
@@ -112,8 +119,6 @@ def emit(report: Report, json_path: Path | None, fmt: str = "text",
     from triage import render
     from triage.report_io import dumps, write_report
 
-    if fmt not in FORMATS:
-        raise UsageError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
     if json_path is not None:
         write_report(report, json_path)
     if fmt == "json":

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from probes.base import ProbeResult
 
@@ -129,6 +129,24 @@ class ClientStats:
     achieved_concurrency: float | None
     valid: bool
     invalid_reason: str | None = None
+
+
+class LoadPoint(Protocol):
+    """What names a bench level: a bench LevelSpec (the runner's) or a BenchLevel (the report's)."""
+
+    @property
+    def concurrency(self) -> int | None: ...
+    @property
+    def request_rate(self) -> float | None: ...
+    @property
+    def input_len(self) -> int | None: ...
+
+
+def level_name(level: LoadPoint, with_input_len: bool = True) -> str:
+    """The one label of a bench level, everywhere (records, report, tables, plots, compare): c=4, rate=2/s,
+    rate=0.5/s; in an --input-len sweep with the prompt length too (c=1 in=2048) unless `with_input_len` is off."""
+    load = f"c={level.concurrency}" if level.concurrency is not None else f"rate={level.request_rate:g}/s"
+    return load if level.input_len is None or not with_input_len else f"{load} in={level.input_len}"
 
 
 @dataclass(frozen=True, slots=True)

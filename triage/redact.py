@@ -18,16 +18,46 @@ _SECRET_TEXT = [
 ]
 
 
+# Header names whose value is a secret: Authorization, Proxy-Authorization, Cookie, X-Api-Key, X-Auth-Token ...
+_SECRET_HEADER = re.compile(r"(auth|key|token|secret|cookie|password)", re.I)
+_HEADER_FLAG = "--header"
+
+
+def redact_header(name: str, value: str) -> str:
+    """A header's value as it may be written: masked whole when the header's name says it is a secret."""
+    return REDACTED if _SECRET_HEADER.search(name) else redact_text(value)
+
+
+def _redact_header_arg(text: str) -> str:
+    """`NAME:VALUE` (the value of --header) with the value masked when NAME is secret-like."""
+    name, sep, value = text.partition(":")
+    if sep and _SECRET_HEADER.search(name):
+        return f"{name}{sep} {REDACTED}"
+    return redact_text(text)
+
+
 def redact_argv(argv: Iterable[str]) -> list[str]:
     out: list[str] = []
     hide_next = False
+    header_next = False
     for arg in argv:
         arg = str(arg)
         if hide_next:
             out.append(REDACTED)
             hide_next = False
             continue
+        if header_next:
+            out.append(_redact_header_arg(arg))
+            header_next = False
+            continue
         flag, eq, _value = arg.partition("=")
+        if flag == _HEADER_FLAG:
+            if eq:
+                out.append(f"{flag}={_redact_header_arg(_value)}")
+            else:
+                out.append(arg)
+                header_next = True
+            continue
         if _SECRET_FLAG.match(flag):
             if eq:
                 out.append(f"{flag}={REDACTED}")

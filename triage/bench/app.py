@@ -16,7 +16,7 @@ from rich.console import Console
 
 from probes.base import Snapshot
 from rules import RulesConfig, bench_rule_codes, evaluate
-from triage.bench.config import BenchConfig, redact_header_args
+from triage.bench.config import BenchConfig
 from triage.bench.outputs import write_csv, write_html
 from triage.bench.records import RecordSink
 from triage.bench.runner import BenchRunner, Observer
@@ -136,7 +136,6 @@ def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_consol
                     model=runner.info.model if runner.info else cfg.model)
     report = new_report(ReportKind.BENCH, host_info(), target, bench=section, findings=findings,
                         skipped_rules=skipped)
-    report = dataclasses.replace(report, command=redact_header_args(report.command))
     if paths.csv is not None:
         write_csv(section, paths.csv)
     if paths.html is not None:

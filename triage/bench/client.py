@@ -26,26 +26,24 @@ class RequestOptions:
     endpoint: Endpoint
     model: str
     send_ignore_eos: bool = True  # ignore_eos + min_tokens, so outputs are as long as asked
-    include_usage: bool = True
     # vLLM's continuous_usage_stats: usage on every chunk, so a multi-token chunk's ITL is split by its real
     # token count (the preflight turns it off for a server that rejects it)
     continuous_usage: bool = True
 
 
-def build_payload(item: PromptItem, opts: RequestOptions, max_tokens: int | None = None) -> dict[str, Any]:
-    out_tokens = item.output_tokens if max_tokens is None else max_tokens
-    payload: dict[str, Any] = {"model": opts.model, "max_tokens": out_tokens, "stream": True, "temperature": 0.0}
+def build_payload(item: PromptItem, opts: RequestOptions) -> dict[str, Any]:
+    payload: dict[str, Any] = {"model": opts.model, "max_tokens": item.output_tokens, "stream": True,
+                               "temperature": 0.0}
     if opts.endpoint is Endpoint.CHAT:
         payload["messages"] = [{"role": "user", "content": item.prompt}]
     else:
         payload["prompt"] = item.prompt
-    if opts.include_usage:
-        payload["stream_options"] = {"include_usage": True}
-        if opts.continuous_usage:
-            payload["stream_options"]["continuous_usage_stats"] = True
+    payload["stream_options"] = {"include_usage": True}
+    if opts.continuous_usage:
+        payload["stream_options"]["continuous_usage_stats"] = True
     if opts.send_ignore_eos:
         payload["ignore_eos"] = True
-        payload["min_tokens"] = out_tokens
+        payload["min_tokens"] = item.output_tokens
     return payload
 
 
@@ -66,7 +64,7 @@ async def send(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, *, 
     """Send one streaming request and time it. `epoch` is the run's perf_counter() origin; `timeout_s` is how
     long the server may send nothing before the request counts as a timeout."""
     body = json.dumps(build_payload(item, opts)).encode()
-    pieces: list[tuple[float, bytes]] = []
+    body_bytes = b""
     status: int | None = None
     exc_kind: str | None = None
     exc_text: str | None = None
@@ -75,16 +73,16 @@ async def send(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, *, 
     parser = SseParser(chat=opts.endpoint is Endpoint.CHAT)
     try:
         response = await pool.post_stream(opts.endpoint.path, body, timeout_s, on_piece=parser.feed)
-        status, pieces = response.status, response.pieces
+        status, body_bytes = response.status, response.body
     except HttpError as e:
         exc_kind, exc_text = e.kind, str(e)[:300]
         if e.response is not None:
-            status, pieces = e.response.status, e.response.pieces
+            status, body_bytes = e.response.status, e.response.body
     if status is not None and status != 200:
         return RequestRecord(
             level=level, repeat=repeat, index=item.index, warmup=warmup, t0_s=t0 - epoch, end_s=perf() - t0,
             slot_wait_s=slot_wait_s, requested_output_tokens=item.output_tokens, http_status=status,
-            error_kind=f"http_{status}", error=_error_message(status, b"".join(p for _, p in pieces)))
+            error_kind=f"http_{status}", error=_error_message(status, body_bytes))
 
     result = parser.finish()
     error_kind, error = result.error_kind, result.error

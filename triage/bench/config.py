@@ -9,7 +9,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from triage.errors import UsageError
-from triage.redact import REDACTED, redact_text
+from triage.model import level_name
+from triage.redact import REDACTED, redact_header, redact_text
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 
@@ -41,8 +42,7 @@ class LevelSpec:
 
     @property
     def name(self) -> str:
-        load = f"c={self.concurrency}" if self.concurrency is not None else f"rate={self.request_rate:g}/s"
-        return load if self.input_len is None else f"{load} in={self.input_len}"
+        return level_name(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,28 +111,6 @@ class BenchConfig:
             "api_key": REDACTED if self.api_key else None,
             "headers": {k: redact_header(k, v) for k, v in self.headers.items()},
         }
-
-
-_SECRET_HEADER_WORDS = ("auth", "key", "token", "secret", "cookie", "password")
-
-
-def redact_header(name: str, value: str) -> str:
-    return REDACTED if any(w in name.lower() for w in _SECRET_HEADER_WORDS) else redact_text(value)
-
-
-def redact_header_args(argv: tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    """argv with the value of every `--header NAME:VALUE` masked the way the report's config masks it
-    (the generic argv redaction does not know that `X-Auth: abc` or `Cookie: s=1` is a secret)."""
-    out: list[str] = []
-    after_flag = False
-    for arg in argv:
-        if after_flag or arg.startswith("--header="):
-            prefix, text = ("", arg) if after_flag else ("--header=", arg[len("--header="):])
-            name, sep, value = text.partition(":")
-            arg = f"{prefix}{name}{sep} {redact_header(name.strip(), value.strip())}" if sep else arg
-        after_flag = arg == "--header"
-        out.append(arg)
-    return tuple(out)
 
 
 def parse_int_list(text: str, flag: str, example: str = "1,4,16,64") -> list[int]:

@@ -11,8 +11,7 @@ from rich.table import Table
 
 from triage.bench.config import LevelSpec
 from triage.bench.records import RequestRecord
-from triage.bench.saturation import level_name
-from triage.model import BenchLevel
+from triage.model import BenchLevel, level_name
 from triage.render.fmt import num
 
 

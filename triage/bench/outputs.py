@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from triage.bench.saturation import level_name, load_series
+from triage.bench.saturation import load_series
+from triage.compare.thresholds import LATENCY_FAMILIES, THROUGHPUT_METRICS
 from triage.errors import UsageError
-from triage.model import BenchLevel, BenchSection, Report
+from triage.model import BenchLevel, BenchSection, Report, level_name
 
 STAT_KEYS = ("mean", "std", "min", "p50", "p90", "p95", "p99", "max")
-LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 SERVER_KEYS = ("kv_cache_usage_frac_mean", "kv_cache_usage_frac_max", "num_requests_running_mean",
                "num_requests_waiting_mean", "num_preemptions_delta", "prefix_cache_hit_rate",
                "server_ttft_ms_mean", "server_queue_time_ms_mean", "client_minus_server_ttft_ms")
@@ -28,12 +28,11 @@ def level_row(level: BenchLevel) -> dict[str, Any]:
         "duration_s": level.duration_s, "completed": level.requests.completed, "failed": level.requests.failed,
         "errors_by_kind": ";".join(f"{k}={v}" for k, v in sorted(level.requests.errors_by_kind.items())),
     }
-    for name in LATENCIES:
+    for name in LATENCY_FAMILIES:
         stats = getattr(level, name)
         for key in STAT_KEYS:
             row[f"{name}_{key}"] = getattr(stats, key)
-    for key in ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "goodput_requests_per_s",
-                "slo_attainment_pct", "input_tokens_mean", "output_tokens_mean"):
+    for key in (*THROUGHPUT_METRICS, "slo_attainment_pct", "input_tokens_mean", "output_tokens_mean"):
         row[key] = getattr(level, key)
     row.update(client_cpu_pct=level.client.cpu_pct, client_event_loop_lag_ms_p99=level.client.event_loop_lag_ms_p99,
                client_achieved_concurrency=level.client.achieved_concurrency, client_valid=level.client.valid,
@@ -75,8 +74,7 @@ def _context_sweep_plot(levels: list[BenchLevel], plt: Any) -> tuple[str, str] |
     lines: dict[str, list[BenchLevel]] = {}
     for lv in levels:
         if lv.input_len is not None and lv.input_tokens_mean and lv.ttft_ms.p50:
-            load = f"c={lv.concurrency}" if lv.concurrency is not None else f"rate={lv.request_rate:g}/s"
-            lines.setdefault(load, []).append(lv)
+            lines.setdefault(level_name(lv, with_input_len=False), []).append(lv)
     lines = {k: sorted(v, key=lambda lv: lv.input_tokens_mean) for k, v in lines.items() if len(v) >= 2}
     if not lines:
         return None

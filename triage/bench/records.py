@@ -3,7 +3,6 @@ request finishes (so a crash or SIGKILL keeps every completed request)."""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -57,14 +56,11 @@ class RecordSink:
     """Appends records to a JSONL file, one line each, flushed to the kernel as each request finishes.
 
     A flush is enough for a crash of this process (SIGKILL included): the data is in the page cache.
-    `fsync=True` also survives a power loss, at a cost per request.
     """
 
-    def __init__(self, path: Path | None, fsync: bool = False):
+    def __init__(self, path: Path | None):
         self.path = path
-        self.fsync = fsync
         self._file: IO[str] | None = None
-        self.num_written = 0
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -77,9 +73,6 @@ class RecordSink:
             return
         self._file.write(record.to_json() + "\n")
         self._file.flush()
-        if self.fsync:
-            os.fsync(self._file.fileno())
-        self.num_written += 1
 
     def close(self) -> None:
         if self._file is not None:

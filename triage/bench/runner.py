@@ -16,13 +16,12 @@ from triage.bench.config import BenchConfig, LevelSpec
 from triage.bench.http import ConnectionPool
 from triage.bench.levels import LevelContext, LevelRun, run_closed, run_open
 from triage.bench.records import RecordSink, RequestRecord
-from triage.bench.stats import repeat_summary, summarize
+from triage.bench.stats import duration_s, repeat_summary, summarize
 from triage.bench.validity import ClientMeasurements, CpuMeter, LoopLagMonitor, verdict
 from triage.bench.watch import GpuSampler, ServerWatcher
 from triage.bench.workload import PromptItem, TokenCalibration, build
 from triage.errors import TargetUnreachable, UsageError
 from triage.model import BenchLevel, BenchSection, ClientStats
-from triage.redact import redact_text
 
 PROBE_WORDS = (16, 80)  # two prompt sizes for the tokens-per-word fit
 SWEEP_SEED_STRIDE = 1_000_003  # seed offset between the prompt pools of an --input-len sweep's lengths
@@ -60,7 +59,7 @@ class ServerInfo:
 
 
 def _unreachable(url: str, exc: BaseException) -> TargetUnreachable:
-    return TargetUnreachable(f"cannot reach the server at {redact_text(url)} ({type(exc).__name__}: {exc}). Is it running? "
+    return TargetUnreachable(f"cannot reach the server at {url} ({type(exc).__name__}: {exc}). Is it running? "
                              "Check --url, or leave --url out to benchmark the bundled reference engine.")
 
 
@@ -292,6 +291,7 @@ class BenchRunner:
             gpu.start()
         records: list[RequestRecord] = []
         per_repeat: list[BenchLevel] = []
+        durations_s: list[float] = []
         client_stats: list[ClientStats] = []
         notes: list[str] = []
         gpu_dict = None
@@ -316,24 +316,25 @@ class BenchRunner:
                     cpu_pct=cpu_pct, loop_lag_ms_p99=lag.p99_ms(), send_lag_ms=run.send_lag_ms,
                     num_slot_waits=run.num_slot_waits))
                 client_stats.append(stats)
-                per_repeat.append(summarize(spec, run.records, cfg.slo, stats, keep_samples=False))
+                if len(slices) > 1:
+                    per_repeat.append(summarize(spec, run.records, cfg.slo, stats, keep_samples=False))
+                durations_s.append(duration_s([r for r in run.records if not r.warmup]))
                 records.extend(run.records)
                 notes.extend(self._load_notes(spec, run))
         finally:
             await watcher.stop(expected_finished=sum(1 for r in records if r.ok))
             if gpu is not None:
                 gpu_dict = gpu.stop()
-        ok_ttft = [r.ttft_s * 1000.0 for r in records if r.ok and r.ttft_s is not None]
-        server, server_reason = watcher.summary(float(np.mean(ok_ttft)) if ok_ttft else None)
-        if server_reason:
-            notes.append(server_reason)
-        if len(per_repeat) > 1:
-            notes.append(f"{len(per_repeat)} repeats pooled; per-repeat numbers are in `repeats`")
-        level = summarize(spec, records, cfg.slo, _merge_client(client_stats), server=server, gpu=gpu_dict,
-                          notes=tuple(notes), duration_override_s=sum(lv.duration_s for lv in per_repeat))
-        if len(per_repeat) > 1:
-            level = dataclasses.replace(level, repeats=[repeat_summary(lv) for lv in per_repeat])
-        return level
+        level = summarize(spec, records, cfg.slo, _merge_client(client_stats), gpu=gpu_dict,
+                          notes=tuple(notes), duration_override_s=sum(durations_s))
+        server, server_reason = watcher.summary(level.ttft_ms.mean)
+        # The runner's notes come first, then the server's and the repeats', then summarize()'s own.
+        runner_notes = [server_reason] if server_reason else []
+        if per_repeat:
+            runner_notes.append(f"{len(per_repeat)} repeats pooled; per-repeat numbers are in `repeats`")
+        return dataclasses.replace(
+            level, server=server, notes=(*notes, *runner_notes, *level.notes[len(notes):]),
+            repeats=[repeat_summary(lv) for lv in per_repeat] if per_repeat else level.repeats)
 
     @staticmethod
     def _load_notes(spec: LevelSpec, run: LevelRun) -> list[str]:

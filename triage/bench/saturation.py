@@ -6,16 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from triage.model import BenchLevel
+from triage.model import BenchLevel, level_name
 
 MAX_THROUGHPUT_GAIN_FRAC = 0.10
 MIN_TTFT_P99_GROWTH_FRAC = 0.50
-
-
-def level_name(level: BenchLevel) -> str:
-    """The level's name as the runner's LevelSpec.name spells it (the records' `level` and the live view)."""
-    load = f"c={level.concurrency}" if level.concurrency is not None else f"rate={level.request_rate:g}/s"
-    return load if level.input_len is None else f"{load} in={level.input_len}"
 
 
 def load_series(levels: Sequence[BenchLevel]) -> list[tuple[str, int | None, list[BenchLevel]]]:

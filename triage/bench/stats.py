@@ -14,6 +14,7 @@ import numpy as np
 
 from triage.bench.config import LevelSpec
 from triage.bench.records import RequestRecord
+from triage.compare.thresholds import LATENCY_FAMILIES, LATENCY_STATS, THROUGHPUT_METRICS, repeat_key
 from triage.model import BenchLevel, ClientStats, LatencyStats, RequestCounts
 
 EMPTY_STATS = LatencyStats(None, None, None, None, None, None, None, None)
@@ -153,15 +154,11 @@ def summarize(spec: LevelSpec, records: list[RequestRecord], slo: dict[str, floa
     )
 
 
-REPEAT_LATENCY_STATS = ("mean", "p50", "p90", "p95", "p99")
-REPEAT_RATES = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "goodput_requests_per_s")
-
-
 def repeat_summary(level: BenchLevel) -> dict[str, float | None]:
-    """One repeat's numbers, which `compare` uses to judge noise: each rate, and each latency statistic keyed
-    FAMILY_STAT (ttft_ms_p99)."""
-    out: dict[str, float | None] = {key: getattr(level, key) for key in REPEAT_RATES}
-    for family in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
-        for stat in REPEAT_LATENCY_STATS:
-            out[f"{family}_{stat}"] = getattr(getattr(level, family), stat)
+    """One repeat's numbers, which `compare` uses to judge noise: every metric compare knows, keyed as compare
+    looks it up (repeat_key: ttft_ms.p99 -> ttft_ms_p99)."""
+    out: dict[str, float | None] = {repeat_key(m): getattr(level, m) for m in THROUGHPUT_METRICS}
+    for family in LATENCY_FAMILIES:
+        for stat in LATENCY_STATS:
+            out[repeat_key(f"{family}.{stat}")] = getattr(getattr(level, family), stat)
     return out

@@ -9,11 +9,19 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from probes.nvml import (
+    GpuLost,
+    NvmlReader,
+    decode_clock_event_reasons,
+    read_clock_events,
+    read_utilization,
+)
 from probes.prom import EngineMetrics, normalise, parse_metrics, window_delta
 from triage.bench.aio import cancel_and_wait
 
@@ -38,6 +46,12 @@ class ServerWatcher:
     texts: list[tuple[float, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     _task: asyncio.Task | None = None
+    # Each scrape parsed once, on first use, keyed by its perf_counter() time (the settle loop and the
+    # summary read the same scrapes).
+    _parsed: dict[float, EngineMetrics] = field(default_factory=dict)
+    # Each scrape parsed once, on first use, keyed by its perf_counter() time (the settle loop and the
+    # summary read the same scrapes).
+    _parsed: dict[float, EngineMetrics] = field(default_factory=dict)
 
     async def scrape(self) -> None:
         t = time.perf_counter()
@@ -57,7 +71,7 @@ class ServerWatcher:
             await self.scrape()
 
     async def start(self) -> None:
-        self.texts, self.errors = [], []
+        self.texts, self.errors, self._parsed = [], [], {}
         await self.scrape()
         self._task = asyncio.get_running_loop().create_task(self._loop())
 
@@ -83,33 +97,45 @@ class ServerWatcher:
         """Requests the server finished between the first and the last scrape (None if it does not say)."""
         if len(self.texts) < 2:
             return None
-        first, last = (normalise(parse_metrics(self.texts[i][1])).num_requests_finished_total for i in (0, -1))
+        first, last = (self._metrics(self.texts[i]).num_requests_finished_total for i in (0, -1))
         return last - first if first is not None and last is not None else None
+
+    def _metrics(self, scrape: tuple[float, str]) -> EngineMetrics:
+        t, text = scrape
+        if t not in self._parsed:
+            self._parsed[t] = normalise(parse_metrics(text))
+        return self._parsed[t]
 
     def summary(self, client_ttft_ms_mean: float | None) -> tuple[dict[str, Any] | None, str | None]:
         """(the level's `server` dict, or None with the reason)."""
-        return server_summary(self.texts, client_ttft_ms_mean, self.errors)
+        return summarize_scrapes([t for t, _ in self.texts], [self._metrics(s) for s in self.texts],
+                                 client_ttft_ms_mean, self.errors)
 
 
 def server_summary(texts: list[tuple[float, str]], client_ttft_ms_mean: float | None,
                    errors: list[str] = ()) -> tuple[dict[str, Any] | None, str | None]:
-    if len(texts) < 2:
+    """The level's `server` dict from raw /metrics texts, (perf_counter time, text) each."""
+    return summarize_scrapes([t for t, _ in texts], [normalise(parse_metrics(text)) for _, text in texts],
+                             client_ttft_ms_mean, errors)
+
+
+def summarize_scrapes(times_s: list[float], scrapes: list[EngineMetrics], client_ttft_ms_mean: float | None,
+                      errors: list[str] = ()) -> tuple[dict[str, Any] | None, str | None]:
+    """The level's `server` dict from parsed scrapes taken at `times_s`, or None with the reason."""
+    if len(scrapes) < 2:
         why = errors[0] if errors else "fewer than two scrapes"
         return None, f"server metrics unavailable: {why}"
-    scrapes: list[EngineMetrics] = [normalise(parse_metrics(text)) for _, text in texts]
     if all(m.engine is None for m in scrapes):
         return None, "server metrics unavailable: /metrics has no vLLM, SGLang or TGI metric names"
     before, after, seen = scrapes[0], scrapes[-1], scrapes[1:-1]
-    window_s = texts[-1][0] - texts[0][0]
+    window_s = times_s[-1] - times_s[0]
     delta = window_delta(before, after, window_s, seen)
     # Gauges: the scrapes taken while the level ran; the first and last bracket it and are often idle.
+    # Their max is window_delta's, over every scrape.
     during = seen or scrapes
 
     def gauge(attr: str) -> list[float]:
         return [v for v in (getattr(m, attr) for m in during) if v is not None]
-
-    def gauge_all(attr: str) -> list[float]:
-        return [v for v in (getattr(m, attr) for m in scrapes) if v is not None]
 
     hist = delta.get("histograms", {})
     ttft_h, queue_h = hist.get("ttft_s") or {}, hist.get("queue_time_s") or {}
@@ -117,11 +143,11 @@ def server_summary(texts: list[tuple[float, str]], client_ttft_ms_mean: float | 
     out = {
         "engine": after.engine,
         "kv_cache_usage_frac_mean": _mean(gauge("kv_cache_usage_frac")),
-        "kv_cache_usage_frac_max": _max(gauge_all("kv_cache_usage_frac")),
+        "kv_cache_usage_frac_max": delta.get("kv_cache_usage_frac_max"),
         "num_requests_running_mean": _mean(gauge("num_requests_running")),
-        "num_requests_running_max": _max(gauge_all("num_requests_running")),
+        "num_requests_running_max": delta.get("num_requests_running_max"),
         "num_requests_waiting_mean": _mean(gauge("num_requests_waiting")),
-        "num_requests_waiting_max": _max(gauge_all("num_requests_waiting")),
+        "num_requests_waiting_max": delta.get("num_requests_waiting_max"),
         "num_preemptions_delta": delta.get("num_preemptions_delta"),
         "prefix_cache_hit_rate": delta.get("prefix_cache_hit_rate"),
         "server_ttft_ms_mean": server_ttft_ms,
@@ -143,18 +169,6 @@ def server_summary(texts: list[tuple[float, str]], client_ttft_ms_mean: float | 
     return out, None
 
 
-# NVML clock-event (throttle) reason bits, as nvml.h defines them.
-CLOCK_EVENT_BITS = {
-    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
-    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
-}
-
-
-def clock_event_names(mask: int) -> list[str]:
-    return [name for bit, name in CLOCK_EVENT_BITS.items() if mask & bit]
-
-
 class GpuSampler:
     """Samples every GPU through NVML in a daemon thread. `nvml` is the pynvml module (injectable for tests).
     A field whose NVML call fails is left out of that sample; the others still count."""
@@ -166,6 +180,7 @@ class GpuSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._handles: list[Any] = []
+        self.lost: set[int] = set()
 
     @classmethod
     def create(cls, interval_s: float = 0.5, nvml: Any = None) -> tuple[GpuSampler | None, str | None]:
@@ -188,30 +203,32 @@ class GpuSampler:
         return sampler, None
 
     def _read(self, index: int, handle: Any) -> dict[str, Any]:
-        nv = self.nvml
-        sample: dict[str, Any] = {"index": index}
-        calls = {
-            "utilization_gpu_pct": lambda: float(nv.nvmlDeviceGetUtilizationRates(handle).gpu),
-            "memory_used_bytes": lambda: int(nv.nvmlDeviceGetMemoryInfo(handle).used),
-            "power_usage_w": lambda: nv.nvmlDeviceGetPowerUsage(handle) / 1000.0,
-            "sm_clock_mhz": lambda: float(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM)),
-            "clock_event_reasons": lambda: int(self._clock_reasons(handle)),
+        """One sample of one GPU through the gpu probe's readers: a field whose NVML call fails (NotSupported,
+        NoPermission, an old binding) is left out of the sample, the clock-event reasons fall back to the
+        older ThrottleReasons call, and a GPU that fell off the bus raises GpuLost."""
+        r = NvmlReader(self.nvml)
+        util_pct, _ = read_utilization(r, handle)
+        memory = r.call("memory_used_bytes", "nvmlDeviceGetMemoryInfo", handle)
+        power_mw = r.call("power_usage_w", "nvmlDeviceGetPowerUsage", handle)
+        sm_mhz = r.call("sm_clock_mhz", "nvmlDeviceGetClockInfo", handle, self.nvml.NVML_CLOCK_SM)
+        reasons, _source = read_clock_events(r, handle)
+        values = {
+            "utilization_gpu_pct": float(util_pct) if util_pct is not None else None,
+            "memory_used_bytes": int(memory.used) if memory is not None else None,
+            "power_usage_w": power_mw / 1000.0 if power_mw is not None else None,
+            "sm_clock_mhz": float(sm_mhz) if sm_mhz is not None else None,
+            "clock_event_reasons": reasons,
         }
-        for key, call in calls.items():
-            try:
-                sample[key] = call()
-            except Exception:  # NVMLError_NotSupported and friends: this field degrades alone
-                continue
-        return sample
-
-    def _clock_reasons(self, handle: Any) -> int:
-        fn = getattr(self.nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) \
-            or self.nvml.nvmlDeviceGetCurrentClocksThrottleReasons
-        return fn(handle)
+        return {"index": index, **{k: v for k, v in values.items() if v is not None}}
 
     def sample_once(self) -> None:
         for i, handle in enumerate(self._handles):
-            self.samples.append(self._read(i, handle))
+            if i in self.lost:
+                continue
+            try:
+                self.samples.append(self._read(i, handle))
+            except GpuLost:
+                self.lost.add(i)  # off the bus: its earlier samples stand, and the summary says it was lost
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -220,6 +237,7 @@ class GpuSampler:
 
     def start(self) -> None:
         self.samples = []
+        self.lost = set()
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="triage-nvml", daemon=True)
         self._thread.start()
@@ -229,11 +247,12 @@ class GpuSampler:
         if self._thread is not None:
             self._thread.join(timeout=5.0)
             self._thread = None
-        return gpu_summary(self.samples)
+        return gpu_summary(self.samples, self.lost)
 
 
-def gpu_summary(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The level's `gpu` dict over every sample of every GPU, or None when there were no samples."""
+def gpu_summary(samples: list[dict[str, Any]], lost: Collection[int] = ()) -> dict[str, Any] | None:
+    """The level's `gpu` dict over every sample of every GPU, or None when there were no samples. `lost`: the
+    GPUs that fell off the bus during the level (`lost_gpu_indices`, present only when there were any)."""
     if not samples:
         return None
 
@@ -242,8 +261,8 @@ def gpu_summary(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
 
     reasons: set[str] = set()
     for mask in values("clock_event_reasons"):
-        reasons.update(clock_event_names(int(mask)))
-    return {
+        reasons.update(decode_clock_event_reasons(int(mask)))
+    out = {
         "utilization_gpu_pct_mean": _mean(values("utilization_gpu_pct")),
         "utilization_gpu_pct_max": _max(values("utilization_gpu_pct")),
         "memory_used_bytes_max": _max(values("memory_used_bytes")),
@@ -253,3 +272,6 @@ def gpu_summary(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
         "num_samples": len(samples),
         "num_gpus": len({s["index"] for s in samples}),
     }
+    if lost:
+        out["lost_gpu_indices"] = sorted(lost)
+    return out

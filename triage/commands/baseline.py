@@ -9,7 +9,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from probes.host import host_info
 from triage.baseline.config import ROW_KEYS, BaselineConfig
 from triage.baseline.runner import num_steps, run_baseline
-from triage.cli_support import console, emit, funnel, new_report
+from triage.cli_support import console, emit, format_option, funnel, json_option, new_report
 from triage.errors import UsageError
 from triage.model import ReportKind, Target
 
@@ -28,8 +28,8 @@ def baseline(
                                 "the report notes the choice."),
     rows: str = typer.Option("all", "--rows",
                              help=f"'all', or comma-separated rows: {', '.join(ROW_KEYS)}."),
-    json_path: Path = typer.Option(None, "--json", help="Also write the report JSON here."),
-    fmt: str = typer.Option("text", "--format", help="text, json or markdown on stdout."),
+    json_path: Path = json_option(),
+    fmt: str = format_option(),
 ) -> int:
     selected = ROW_KEYS if rows.strip() == "all" else tuple(r.strip() for r in rows.split(",") if r.strip())
     if not selected:

@@ -1,7 +1,6 @@
 """`triage bench`: load-test an OpenAI-compatible endpoint (or, with no --url, the bundled reference engine)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import typer
@@ -55,7 +54,7 @@ def bench(
     cfg = config_from_flags(
         url=url, model=model, concurrency=concurrency, rate=rate, burstiness=burstiness,
         num_requests=num_requests, duration=duration, warmup=warmup, repeat=repeat, seed=seed, endpoint=endpoint,
-        api_key=api_key or os.environ.get("OPENAI_API_KEY"), header=header, timeout=timeout, input_len=input_len,
+        api_key=api_key, header=header, timeout=timeout, input_len=input_len,
         output_len=output_len, len_dist=len_dist, shared_prefix_len=shared_prefix_len, dataset=dataset, slo=slo,
         max_in_flight=max_in_flight, defaults=EMBEDDED_DEFAULTS if embedded else URL_DEFAULTS)
     paths = OutputPaths.resolve(output_dir, json_path, jsonl, csv, html)

@@ -7,7 +7,7 @@ import typer
 
 from probes.host import host_info
 from reference_engine.specs import spec_keys
-from triage.cli_support import emit, funnel, new_report
+from triage.cli_support import emit, format_option, funnel, json_option, new_report
 from triage.model import ReportKind, Target
 from triage.plan import RawOptions, plan_section
 from triage.plan.inputs import KV_CACHE_DTYPES, WEIGHT_DTYPES
@@ -58,8 +58,8 @@ def plan(
     mfu: float = typer.Option(None, "--mfu", help="Share of spec FLOP/s prefill reaches [default: 0.5]."),
     from_diagnose: Path = typer.Option(None, "--from-diagnose", help="Fill GPU and server settings from a "
                                        "diagnose report; flags given here win."),
-    json_path: Path = typer.Option(None, "--json", help="Also write the plan report JSON here."),
-    fmt: str = typer.Option("text", "--format", help="text, json or markdown on stdout."),
+    json_path: Path = json_option(),
+    fmt: str = format_option(),
 ) -> int:
     """Does the model fit, how much KV cache is left, how fast can it go, and how many GPUs for a QPS.
 

@@ -12,10 +12,9 @@ from triage.compare.significance import (
     mann_whitney_p_greater,
     welch_change_pct,
 )
-from triage.compare.thresholds import LATENCY_FAMILIES, Direction, MetricRule
+from triage.compare.thresholds import LATENCY_FAMILIES, Direction, MetricRule, repeat_key
 from triage.errors import ReportError
-from triage.model import BenchLevel, Report
-from triage.render.bench import level_name
+from triage.model import BenchLevel, Report, level_name
 
 
 class Verdict(str, enum.Enum):
@@ -64,11 +63,6 @@ def _value(level: BenchLevel, metric: str) -> float | None:
     if family in LATENCY_FAMILIES:
         return getattr(getattr(level, family), stat)
     return getattr(level, metric)
-
-
-def repeat_key(metric: str) -> str:
-    """The key of a metric in a level's `repeats` entries: ttft_ms.p99 -> ttft_ms_p99."""
-    return metric.replace(".", "_")
 
 
 def _repeat_values(level: BenchLevel, metric: str) -> list[float]:

@@ -5,7 +5,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from triage.model import BenchLevel, BenchSection
+from triage.model import BenchLevel, BenchSection, level_name
 from triage.render.fmt import md_table, num
 
 COLUMNS = ["level", "ok/fail", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms",
@@ -18,12 +18,6 @@ CONSOLE_HEADERS = ["level", "ok/\nfail", "TTFT\np50", "TTFT\np99", "TPOT\np50", 
 _LATENCY_PART = (0, 2, 3, 4, 5, 6, 7)
 _LOAD_PART = (0, 1, 8, 9, 10)
 _LEFT = ("level", "valid")
-
-
-def level_name(level: BenchLevel) -> str:
-    """c=4, rate=2.00/s; in an --input-len sweep with the prompt length too: c=1 in=2048."""
-    load = f"c={level.concurrency}" if level.concurrency is not None else f"rate={num(level.request_rate, 2)}/s"
-    return load if level.input_len is None else f"{load} in={level.input_len}"
 
 
 def row_cells(level: BenchLevel) -> list[str]:
