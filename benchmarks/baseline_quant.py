@@ -26,8 +26,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
-from reference_engine.quant import Fp8Linear, Int4Linear, quantize_model  # noqa: E402
-from reference_engine.threads import fit_num_threads  # noqa: E402
+from triage.reference_engine.quant import Fp8Linear, Int4Linear, quantize_model  # noqa: E402
+from triage.reference_engine.threads import fit_num_threads  # noqa: E402
 
 # (out, in) of the small preset: q, k/v, o, gate/up, down, lm_head (tied embedding).
 SMALL_SHAPES = [(768, 768), (256, 768), (2048, 768), (768, 2048), (32000, 768)]
@@ -83,8 +83,8 @@ def bench_layers(repeats: int, batch: int) -> list[dict]:
 
 
 def bench_model(decode_tokens: int) -> dict:
-    from reference_engine import EngineConfig, SamplingParams
-    from reference_engine.engine import LLMEngine
+    from triage.reference_engine import EngineConfig, SamplingParams
+    from triage.reference_engine.engine import LLMEngine
 
     out: dict[str, dict] = {}
     for name, dtype, scheme in (("bf16", "bfloat16", None), ("fp32", "float32", None),

@@ -293,7 +293,7 @@ def main() -> int:
     finally:
         server.terminate()
         server.wait(timeout=10)
-    from probes.host import cpu_model
+    from triage.probes.host import cpu_model
 
     report["host"]["cpu_model"] = cpu_model()
     args.out.parent.mkdir(parents=True, exist_ok=True)

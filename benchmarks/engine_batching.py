@@ -30,7 +30,7 @@ def workload(n: int, seed: int) -> list[tuple[list[int], int]]:
 def run(scheduler: str, reqs, args) -> dict:
     import torch
 
-    from reference_engine import EngineConfig, LLMEngine, SamplingParams
+    from triage.reference_engine import EngineConfig, LLMEngine, SamplingParams
 
     torch.set_num_threads(args.threads)
     engine = LLMEngine(EngineConfig(model=args.model, scheduler=scheduler, max_num_seqs=args.max_num_seqs,

@@ -36,7 +36,7 @@ def _mean(xs: list[float]) -> float | None:
 def run(layout: str, reqs, args) -> dict:
     import torch
 
-    from reference_engine import EngineConfig, LLMEngine, SamplingParams
+    from triage.reference_engine import EngineConfig, LLMEngine, SamplingParams
 
     torch.set_num_threads(args.threads)
     engine = LLMEngine(EngineConfig(model=args.model, kv_layout=layout, max_model_len=args.max_model_len,
@@ -81,7 +81,7 @@ def main() -> None:
     p.add_argument("--max-num-batched-tokens", type=int, default=4096)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
-    from reference_engine import load_model_config
+    from triage.reference_engine import load_model_config
 
     per_token = load_model_config(args.model).kv_bytes_per_token(4)
     if args.kv_cache_bytes is None:

@@ -21,7 +21,7 @@ def build(args):
     import torch
     import transformers
 
-    from reference_engine import EngineConfig, LLMEngine
+    from triage.reference_engine import EngineConfig, LLMEngine
 
     torch.set_num_threads(args.threads)
     engine = LLMEngine(EngineConfig(model=args.model, max_model_len=1024, num_kv_blocks=2048, seed=args.seed,
@@ -35,7 +35,7 @@ def build(args):
         tie_word_embeddings=mc.tie_word_embeddings, bos_token_id=mc.bos_token_id, eos_token_id=mc.eos_token_id,
         pad_token_id=0)
     hf = transformers.LlamaForCausalLM(hf_cfg).float().eval()
-    from reference_engine.model import hf_state_dict
+    from triage.reference_engine.model import hf_state_dict
 
     missing, unexpected = hf.load_state_dict(hf_state_dict(engine.runner.model), strict=False)
     tied = {"lm_head.weight"} if mc.tie_word_embeddings else set()
@@ -58,7 +58,7 @@ def hf_generate(hf, prompts: list[list[int]], max_new: int) -> tuple[list[list[i
 
 
 def ours_generate(engine, prompts, max_tokens: list[int]) -> tuple[list[list[int]], float]:
-    from reference_engine import SamplingParams
+    from triage.reference_engine import SamplingParams
 
     params = [SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True) for n in max_tokens]
     t0 = time.perf_counter()

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import psutil
 
-from probes.base import ProbeResult, ProbeStatus
-from probes.host import cpu_model
-from probes.sysfs import numa_nodes, read_text
+from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.probes.host import cpu_model
+from triage.probes.sysfs import numa_nodes, read_text
 
 
 def parse_proc_stat(text: str) -> dict[int, tuple[float, float]]:

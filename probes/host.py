@@ -8,7 +8,7 @@ from pathlib import Path
 
 import psutil
 
-from triage.model import GpuInfo, HostInfo
+from triage.core.report import GpuInfo, HostInfo
 
 
 def cpu_model(proc_root: str = "/proc") -> str | None:

@@ -9,8 +9,8 @@ import os
 import re
 import time
 
-from probes.base import ProbeResult, ProbeStatus
-from triage.redact import redact_text
+from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.core.redact import redact_text
 
 MAX_TAIL_BYTES = 64 * 2**20
 MAX_KEPT_LINES = 10

@@ -11,8 +11,8 @@ import statistics
 import time
 from collections.abc import Callable
 
-from probes.base import ProbeResult, ProbeStatus
-from probes.sysfs import read_text
+from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.probes.sysfs import read_text
 
 DEFAULT_BUFFER_BYTES = 64 * 2**20
 

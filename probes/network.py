@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from probes.base import ProbeResult, ProbeStatus
-from probes.discovery import is_local_host
-from probes.http import base_url
+from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.probes.discovery import is_local_host
+from triage.probes.http import base_url
 
 Resolver = Callable[..., list]
 

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from probes.base import ProbeResult, ProbeStatus
-from probes.sysfs import numa_nodes_of_cpus
+from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.probes.sysfs import numa_nodes_of_cpus
 
 # NVML return codes (nvml.h; the same numbers in pynvml).
 _ERROR_NOT_SUPPORTED = 3

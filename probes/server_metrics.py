@@ -8,9 +8,9 @@ import math
 import time
 from collections.abc import Callable
 
-from probes.base import ProbeResult, ProbeStatus
-from probes.http import HttpFailure, HttpGet, base_url, http_get
-from probes.prom import EngineMetrics, normalise, parse_metrics, window_delta
+from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.probes.http import HttpFailure, HttpGet, base_url, http_get
+from triage.probes.prom import EngineMetrics, normalise, parse_metrics, window_delta
 
 
 class _NoMetrics(Exception):

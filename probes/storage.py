@@ -11,8 +11,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from probes.base import ProbeResult, ProbeStatus
-from probes.sysfs import read_text
+from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.probes.sysfs import read_text
 
 NETWORK_FS = frozenset({
     "nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "lustre", "gpfs", "beegfs", "ceph", "fuse.ceph",

@@ -6,12 +6,12 @@ This package init stays torch-free (config, block manager and scheduler import w
 """
 from __future__ import annotations
 
-from reference_engine.config import PRESETS, EngineConfig, ModelConfig, load_model_config
-from reference_engine.sampling import SamplingParams
+from triage.reference_engine.config import PRESETS, EngineConfig, ModelConfig, load_model_config
+from triage.reference_engine.sampling import SamplingParams
 
-_LAZY = {"LLMEngine": "reference_engine.engine", "RequestOutput": "reference_engine.outputs",
-         "Completion": "reference_engine.outputs", "EngineStats": "reference_engine.outputs",
-         "StepStats": "reference_engine.outputs", "RequestTimes": "reference_engine.sequence"}
+_LAZY = {"LLMEngine": "triage.reference_engine.engine", "RequestOutput": "triage.reference_engine.outputs",
+         "Completion": "triage.reference_engine.outputs", "EngineStats": "triage.reference_engine.outputs",
+         "StepStats": "triage.reference_engine.outputs", "RequestTimes": "triage.reference_engine.sequence"}
 
 
 def __getattr__(name: str):

@@ -14,19 +14,19 @@ from pathlib import Path
 
 import torch
 
-from reference_engine.attention import get_backend
-from reference_engine.block_manager import BlockManager, ContiguousAllocator
-from reference_engine.config import EngineConfig, ModelConfig, load_model_config, model_dir
-from reference_engine.detokenizer import IncrementalDetokenizer
-from reference_engine.kv_cache import make_kv_format
-from reference_engine.loader import DTYPE_NAMES, TORCH_DTYPES, build_model, resolve_dtype
-from reference_engine.outputs import Completion, EngineStats, RequestOutput, StepStats
-from reference_engine.runner import ModelRunner
-from reference_engine.sampling import SamplingParams
-from reference_engine.scheduler import make_scheduler
-from reference_engine.sequence import RequestTimes, Sequence
-from reference_engine.tokenizer import load_tokenizer
-from triage.errors import EngineError
+from triage.reference_engine.attention import get_backend
+from triage.reference_engine.block_manager import BlockManager, ContiguousAllocator
+from triage.reference_engine.config import EngineConfig, ModelConfig, load_model_config, model_dir
+from triage.reference_engine.detokenizer import IncrementalDetokenizer
+from triage.reference_engine.kv_cache import make_kv_format
+from triage.reference_engine.loader import DTYPE_NAMES, TORCH_DTYPES, build_model, resolve_dtype
+from triage.reference_engine.outputs import Completion, EngineStats, RequestOutput, StepStats
+from triage.reference_engine.runner import ModelRunner
+from triage.reference_engine.sampling import SamplingParams
+from triage.reference_engine.scheduler import make_scheduler
+from triage.reference_engine.sequence import RequestTimes, Sequence
+from triage.reference_engine.tokenizer import load_tokenizer
+from triage.core.errors import EngineError
 
 log = logging.getLogger("triage.reference_engine")
 

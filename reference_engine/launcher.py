@@ -22,8 +22,8 @@ from pathlib import Path
 
 import httpx
 
-from triage.errors import EngineError
-from triage.redact import redact_text
+from triage.core.errors import EngineError
+from triage.core.redact import redact_text
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_STARTUP_TIMEOUT_S = 180.0

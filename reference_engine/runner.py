@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import torch
 
-from reference_engine.attention import get_backend
-from reference_engine.attention.base import AttentionMetadata
-from reference_engine.config import ModelConfig
-from reference_engine.kv_cache import KvFormat, PlainKvFormat
-from reference_engine.model import LlamaForCausalLM
-from reference_engine.sampler import sample
-from reference_engine.scheduler import ScheduledBatch
-from reference_engine.sequence import Sequence
+from triage.reference_engine.attention import get_backend
+from triage.reference_engine.attention.base import AttentionMetadata
+from triage.reference_engine.config import ModelConfig
+from triage.reference_engine.kv_cache import KvFormat, PlainKvFormat
+from triage.reference_engine.model import LlamaForCausalLM
+from triage.reference_engine.sampler import sample
+from triage.reference_engine.scheduler import ScheduledBatch
+from triage.reference_engine.sequence import Sequence
 
 
 class ModelRunner:

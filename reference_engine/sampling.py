@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from triage.errors import EngineError
+from triage.core.errors import EngineError
 
 
 @dataclass(frozen=True, slots=True)

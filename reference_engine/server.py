@@ -23,12 +23,12 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from reference_engine import server_protocol as proto
-from reference_engine.server_metrics import ServerMetrics
-from reference_engine.server_protocol import ApiError, Usage
-from reference_engine.server_worker import EngineFailure, EngineWorker, SamplingRequest
+from triage.reference_engine import server_protocol as proto
+from triage.reference_engine.server_metrics import ServerMetrics
+from triage.reference_engine.server_protocol import ApiError, Usage
+from triage.reference_engine.server_worker import EngineFailure, EngineWorker, SamplingRequest
 from triage import __version__
-from triage.errors import EngineError, UsageError
+from triage.core.errors import EngineError, UsageError
 
 log = logging.getLogger("triage.serve")
 
@@ -348,7 +348,7 @@ def log_startup(engine: Any, model: ServedModel, options: ServerOptions) -> None
 
 
 def _safe_argv() -> list[str]:
-    from triage.redact import redact_argv
+    from triage.core.redact import redact_argv
     return redact_argv(["triage", *sys.argv[1:]])
 
 
@@ -377,7 +377,7 @@ def run_server(engine_config: Any, options: ServerOptions) -> int:
     host, port = sock.getsockname()[:2]
     try:
         log.info("%s %s: %s", ENGINE_NAME, __version__, " ".join(_safe_argv()))
-        from reference_engine.engine import LLMEngine
+        from triage.reference_engine.engine import LLMEngine
         started_s = time.monotonic()
         try:
             engine = LLMEngine(engine_config)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from triage.errors import EngineError
+from triage.core.errors import EngineError
 
 
 class ByteTokenizer:

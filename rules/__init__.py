@@ -1,6 +1,6 @@
 """The rules engine: the symptom -> fix catalog as coded rules. Pure: no I/O, no pynvml/httpx/psutil.
 
-    from rules import evaluate, REGISTRY, RulesConfig, load_rules_config
+    from triage.rules import evaluate, REGISTRY, RulesConfig, load_rules_config
     result = evaluate(snapshot, bench=None, baseline=None, config=RulesConfig())
     result.findings   # tuple[Finding], most severe first
     result.skipped    # tuple[SkippedRule], each with the reason its inputs were missing
@@ -14,12 +14,12 @@ rules/gpu.py -> rules/evaluate.py (ranking and causal chains). Thresholds: rules
 from __future__ import annotations
 
 # Importing the rule modules registers their rules.
-from rules import bench, engine, gpu, host, kv_sched  # noqa: F401
-from rules.base import Hit, MissingInput, Rule, RuleDoc
-from rules.config import RulesConfig, load_rules_config
-from rules.evaluate import CAUSES, Evaluation, bench_rule_codes, evaluate
-from rules.registry import REGISTRY, rule
-from rules.thresholds import THRESHOLDS
+from triage.rules import bench, engine, gpu, host, kv_sched  # noqa: F401
+from triage.rules.base import Hit, MissingInput, Rule, RuleDoc
+from triage.rules.config import RulesConfig, load_rules_config
+from triage.rules.evaluate import CAUSES, Evaluation, bench_rule_codes, evaluate
+from triage.rules.registry import REGISTRY, rule
+from triage.rules.thresholds import THRESHOLDS
 
 __all__ = ["CAUSES", "REGISTRY", "THRESHOLDS", "Evaluation", "Hit", "MissingInput", "Rule", "RuleDoc",
            "RulesConfig", "bench_rule_codes", "evaluate", "load_rules_config", "rule"]

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from triage.model import Certainty, Fix, Severity
+from triage.core.report import Certainty, Fix, Severity
 
 if TYPE_CHECKING:
-    from rules.context import Context
+    from triage.rules.context import Context
 
 DOC_SECTIONS = ("what", "why", "example", "fix", "references")
 DOC_TITLES = {

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rules.thresholds import THRESHOLDS
-from triage.errors import UsageError
+from triage.rules.thresholds import THRESHOLDS
+from triage.core.errors import UsageError
 
 ENGINES = ("vllm", "sglang", "tgi", "reference", "ollama", "llama.cpp", "hf-generate", "openai-compatible")
 
@@ -94,7 +94,7 @@ def _codes(value: Any, where: str) -> frozenset[str]:
 
 def config_from_mapping(data: Mapping[str, Any], source: str = "triage.toml") -> RulesConfig:
     """Build and validate a RulesConfig from parsed TOML."""
-    from rules.registry import REGISTRY
+    from triage.rules.registry import REGISTRY
 
     allowed = {"rules", "thresholds", "target", "model"}
     extra = sorted(set(data) - allowed)

@@ -1,9 +1,9 @@
 """The rule reference as Markdown (docs/RULES.md is this output; a test keeps them in sync)."""
 from __future__ import annotations
 
-from rules.base import DOC_SECTIONS, DOC_TITLES
-from rules.registry import REGISTRY
-from rules.thresholds import THRESHOLDS
+from triage.rules.base import DOC_SECTIONS, DOC_TITLES
+from triage.rules.registry import REGISTRY
+from triage.rules.thresholds import THRESHOLDS
 
 
 def _fmt(value: float) -> str:
@@ -34,6 +34,6 @@ def render_markdown() -> str:
 if __name__ == "__main__":
     import sys
 
-    import rules  # noqa: F401  (registers every rule)
+    import triage.rules  # noqa: F401  (registers every rule)
 
     sys.stdout.write(render_markdown())

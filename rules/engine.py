@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reference_engine.roofline import decode_tokens_per_s_bound
-from reference_engine.specs import match_nvml_name
-from rules.base import Hit, MissingInput, RuleDoc
-from rules.context import Context, level_label
-from rules.engines import NON_BATCHING_ENGINES, engine_flags
-from rules.fmt import gib, pct
-from rules.registry import rule
-from triage.model import Certainty, Fix, Severity
+from triage.core.roofline import decode_tokens_per_s_bound
+from triage.core.specs import match_nvml_name
+from triage.rules.base import Hit, MissingInput, RuleDoc
+from triage.rules.context import Context, level_label
+from triage.rules.engines import NON_BATCHING_ENGINES, engine_flags
+from triage.rules.fmt import gib, pct
+from triage.rules.registry import rule
+from triage.core.report import Certainty, Fix, Severity
 
 _NO_QUANT = frozenset({"none", "null", ""})
 _SIXTEEN_BIT = frozenset({"auto", "float16", "bfloat16", "half", "fp16", "bf16"})
@@ -170,7 +170,7 @@ def eng002(ctx: Context) -> Hit | None:
     bws = [_spec_bandwidth_gbps(g) for g in gpus]
     if not bws or any(b is None for b in bws):
         raise MissingInput("the GPU's memory bandwidth is unknown (GPU not identified, or not in "
-                           "reference_engine/specs.py)")
+                           "triage/core/specs.py)")
     tp = ctx.opt("server_config", "tensor_parallel_size") or 1
     bw = min(bws) * tp
     roofline = decode_tokens_per_s_bound(batch_size=1, bandwidth_bytes_per_s=bw * 1e9, weight_bytes=weight,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv and install triage into it. Idempotent: a second run only re-installs
-# when pyproject.toml changed.
+# Create .venv and install triage (with every extra and the dev tools) into it. Idempotent: a
+# second run only re-installs when pyproject.toml's content changed.
 #
 # torch: on a host without an NVIDIA GPU we install the CPU build (TORCH_SPEC, default
 # torch==2.13.0) so pip never pulls the multi-GB CUDA wheels. On a GPU host, bring your own
@@ -15,7 +15,8 @@ stamp="$VENV/.triage-installed"
 # pip here warns about every find-links/index location a package is missing from; keep real errors.
 pip_install() { "$VENV/bin/python" -m pip install -q "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 
-if [ -f "$stamp" ] && [ "$stamp" -nt pyproject.toml ] && "$VENV/bin/python" -c "import triage, torch" 2>/dev/null; then
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VENV/bin/python" -c "import triage, torch" 2>/dev/null; then
   exit 0
 fi
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
@@ -29,4 +30,4 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
 fi
 echo "bootstrap: installing triage and its dev tools into $VENV" >&2
 pip_install -e ".[dev]"
-touch "$stamp"
+echo "$want" > "$stamp"

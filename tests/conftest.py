@@ -7,7 +7,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from triage.report_io import load_schema, to_dict
+from triage.core.report_io import load_schema, to_dict
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from triage.model import (
+from triage.core.report import (
     BenchLevel,
     BenchSection,
     ClientStats,

@@ -8,15 +8,15 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from reference_engine.roofline import decode_tokens_per_s_bound
+from triage.core.roofline import decode_tokens_per_s_bound
 from triage.baseline.config import ROW_KEYS, BaselineConfig
 from triage.baseline.results import Better, RowStatus, measured, skipped
 from triage.baseline.runner import ROWS, run_baseline
 from triage.baseline.workloads import RequestTrace, percentile
 from triage.cli import app
-from triage.cli_support import new_report
-from triage.model import ReportKind, Target
-from triage.report_io import to_dict
+from triage.core.report import new_report
+from triage.core.report import ReportKind, Target
+from triage.core.report_io import to_dict
 
 TINY = BaselineConfig(
     model="tiny", dtype="float32", num_threads=1, bandwidth_buffer_bytes=16 << 20, matmul_n=64,
@@ -48,7 +48,7 @@ def test_every_row_key_has_a_runner():
 
 @pytest.mark.slow
 def test_tiny_baseline_report_validates_and_tables_are_rectangular(tiny_section, report_validator):
-    from probes.host import host_info
+    from triage.probes.host import host_info
 
     report = new_report(ReportKind.BASELINE, host_info(), Target(engine="reference", model="tiny"),
                         baseline=tiny_section)
@@ -97,7 +97,7 @@ def test_quantized_weights_are_smaller_and_their_error_is_reported(tiny_section)
 @pytest.mark.slow
 def test_fp8_kv_cache_row_counts_bytes_per_token(tiny_section):
     row = _rows(tiny_section)["kv-fp8"]
-    from reference_engine.config import PRESETS
+    from triage.reference_engine.config import PRESETS
 
     mc = PRESETS["tiny"]
     per_layer_heads = 2 * mc.num_hidden_layers * mc.num_key_value_heads
@@ -206,8 +206,8 @@ def test_request_trace_tpot_and_itl():
 
 
 def test_section_dict_round_trips_through_report_io(tiny_section):
-    from probes.host import host_info
-    from triage.report_io import dumps, loads
+    from triage.probes.host import host_info
+    from triage.core.report_io import dumps, loads
 
     report = new_report(ReportKind.BASELINE, host_info(), Target(engine="reference", model="tiny"),
                         baseline=tiny_section)

@@ -20,7 +20,7 @@ from triage.bench.config import BenchConfig, Endpoint, LevelSpec
 from triage.bench.records import RecordSink, read_records
 from triage.bench.runner import BenchRunner
 from triage.cli import app
-from triage.report_io import read_report
+from triage.core.report_io import read_report
 
 REPO = Path(__file__).resolve().parent.parent
 MISBEHAVIOURS = ["http_500", "http_429", "drop", "reset", "garbage", "bad_json", "error_event", "stall"]

@@ -14,7 +14,7 @@ from triage.bench.live import LiveView
 from triage.bench.outputs import plots, render_html, write_csv
 from triage.bench.records import RequestRecord
 from triage.bench.saturation import summary
-from triage.model import BenchSection, ClientStats
+from triage.core.report import BenchSection, ClientStats
 from triage.render import markdown
 from triage.render.fmt import num
 

@@ -10,7 +10,7 @@ from triage.bench.records import RequestRecord
 from triage.bench.saturation import summary
 from triage.bench.stats import itl_ms, latency_stats, meets_slo, summarize, tpot_s
 from triage.bench.validity import ClientMeasurements, achieved_concurrency, verdict
-from triage.model import ClientStats
+from triage.core.report import ClientStats
 
 CLIENT = ClientStats(cpu_pct=10.0, event_loop_lag_ms_p99=0.5, achieved_concurrency=1.0, valid=True)
 
@@ -130,7 +130,7 @@ def test_verdict_flags_a_starved_closed_loop_and_a_lagging_loop():
 
 
 def test_loop_lag_and_cpu_use_the_same_thresholds_as_rule_bench001():
-    from rules.thresholds import THRESHOLDS
+    from triage.rules.thresholds import THRESHOLDS
     from triage.bench import validity
 
     assert validity.MAX_LOOP_LAG_MS == THRESHOLDS["BENCH001.max_loop_lag_ms"].value

@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from probes.base import Snapshot
-from rules import RulesConfig, evaluate
+from triage.core.snapshot import Snapshot
+from triage.rules import RulesConfig, evaluate
 from tests.factories import level
 from triage.bench.app import URL_DEFAULTS
 from triage.bench.config import LevelSpec, config_from_flags
@@ -25,9 +25,9 @@ from triage.cli import app
 from triage.compare import compare_reports
 from triage.compare.bench_diff import level_key
 from triage.compare.thresholds import parse_max_regression
-from triage.errors import ReportError, UsageError
-from triage.model import BenchSection, level_name
-from triage.report_io import read_report, to_dict
+from triage.core.errors import ReportError, UsageError
+from triage.core.report import BenchSection, level_name
+from triage.core.report_io import read_report, to_dict
 
 runner = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"})
 

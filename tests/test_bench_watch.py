@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from probes.nvml import decode_clock_event_reasons as clock_event_names
+from triage.probes.nvml import decode_clock_event_reasons as clock_event_names
 from triage.bench.watch import GpuSampler, gpu_summary, server_summary
 
 PROM = Path(__file__).parent / "fixtures" / "prom"

@@ -8,7 +8,7 @@ import pytest
 
 from triage.bench.config import BenchConfig, LenDist, parse_headers, parse_slo
 from triage.bench.workload import TokenCalibration, build, sample_lengths, synthetic
-from triage.errors import UsageError
+from triage.core.errors import UsageError
 
 
 @pytest.mark.parametrize("dist", list(LenDist))

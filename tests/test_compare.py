@@ -13,9 +13,9 @@ from triage.cli import app
 from triage.compare import compare_reports
 from triage.compare.bench_diff import Verdict
 from triage.compare.thresholds import parse_max_regression
-from triage.errors import ReportError
-from triage.model import Certainty, Finding, Fix, Report, ReportKind, Severity
-from triage.report_io import dumps, write_report
+from triage.core.errors import ReportError
+from triage.core.report import Certainty, Finding, Fix, Report, ReportKind, Severity
+from triage.core.report_io import dumps, write_report
 
 RULES = parse_max_regression(None)
 runner = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"})
@@ -108,7 +108,7 @@ def test_threshold_override():
 
 @pytest.mark.parametrize("spec", ["ttft_ms.p99", "ttft_ms.p42=5%", "nonsense=5%", "ttft_ms.p99=ten"])
 def test_bad_max_regression_is_a_usage_error(spec):
-    from triage.errors import UsageError
+    from triage.core.errors import UsageError
     with pytest.raises(UsageError):
         parse_max_regression(spec)
 

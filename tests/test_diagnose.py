@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from probes.base import ProbeResult, ProbeStatus, Snapshot
-from probes.http import HttpResponse
-from probes.nvml import probe_gpu
-from probes.runner import ProbeSpec, run_probe, run_probes
-from probes.server_metrics import probe_server_metrics
+from triage.core.snapshot import ProbeResult, ProbeStatus, Snapshot
+from triage.probes.http import HttpResponse
+from triage.probes.nvml import probe_gpu
+from triage.probes.runner import ProbeSpec, run_probe, run_probes
+from triage.probes.server_metrics import probe_server_metrics
 from tests.fixtures.nvml.fake_pynvml import load as load_nvml
-from triage.bundle import write_bundle
+from triage.diagnose.bundle import write_bundle
 from triage.cli import app
 from triage.diagnose import DiagnoseOptions, diagnose, load_snapshot
-from triage.report_io import read_report, to_dict
+from triage.core.report_io import read_report, to_dict
 
 REPO = Path(__file__).resolve().parent.parent
 FIX = Path(__file__).parent / "fixtures"
@@ -287,7 +287,7 @@ def test_snapshot_data_accessor_ignores_failed_probes():
 
 def test_bench_report_reaches_the_rules(tmp_path):
     from tests.factories import bench_report, level
-    from triage.report_io import write_report
+    from triage.core.report_io import write_report
 
     snap = _troubled_snapshot(tmp_path / "snap.json")
     bench_path = write_report(bench_report([level(1, [100] * 20, [20] * 20, [2000] * 20, 50.0),
@@ -323,8 +323,8 @@ def test_ctrl_c_during_the_probes_keeps_what_was_measured():
 
 def test_network_timings_run_alone_before_the_window(monkeypatch):
     """TTFB in milliseconds must not include waits on triage's own busy probe threads."""
-    import probes.cpu_numa
-    import probes.network
+    import triage.probes.cpu_numa
+    import triage.probes.network
 
     events: list[tuple[str, str]] = []
 
@@ -338,8 +338,8 @@ def test_network_timings_run_alone_before_the_window(monkeypatch):
         events.append(("cpu", "start"))
         return ProbeResult("cpu", ProbeStatus.OK, 0.0, None, {})
 
-    monkeypatch.setattr(probes.network, "probe_network", fake_network)
-    monkeypatch.setattr(probes.cpu_numa, "probe_cpu", fake_cpu)
+    monkeypatch.setattr(triage.probes.network, "probe_network", fake_network)
+    monkeypatch.setattr(triage.probes.cpu_numa, "probe_cpu", fake_cpu)
     result = diagnose(DiagnoseOptions(url="http://127.0.0.1:9", window_s=0, discover=False,
                                       skip=("storage", "kernel_log", "memory", "gpu")))
     assert events == [("network", "start"), ("network", "end"), ("cpu", "start")]

@@ -6,10 +6,10 @@ import threading
 import httpx
 import pytest
 
-from probes.discovery import find_serving_processes, process_for_port
+from triage.probes.discovery import find_serving_processes, process_for_port
 from triage.diagnose import DiagnoseOptions, diagnose
 
-launcher = pytest.importorskip("reference_engine.launcher")
+launcher = pytest.importorskip("triage.reference_engine.launcher")
 
 pytestmark = pytest.mark.slow
 

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from reference_engine import EngineConfig, LLMEngine, SamplingParams
-from reference_engine.detokenizer import IncrementalDetokenizer
-from reference_engine.tokenizer import ByteTokenizer
+from triage.reference_engine import EngineConfig, LLMEngine, SamplingParams
+from triage.reference_engine.detokenizer import IncrementalDetokenizer
+from triage.reference_engine.tokenizer import ByteTokenizer
 from tests.engine_helpers import one_torch_thread  # noqa: F401  (autouse fixture)
-from triage.errors import EngineError, TriageError
+from triage.core.errors import EngineError, TriageError
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +179,7 @@ def test_stop_string_split_across_tokens_is_held_back():
 def test_auto_dtype_upcasts_bf16_on_a_cpu_without_native_bf16():
     import torch as _torch
 
-    from reference_engine.loader import resolve_dtype
+    from triage.reference_engine.loader import resolve_dtype
 
     dtype, note = resolve_dtype("auto", "bfloat16", "cpu", flags={"avx2", "fma"})
     assert dtype is _torch.float32 and "no native bfloat16" in note
@@ -231,7 +231,7 @@ def test_static_running_count_excludes_padding_rows():
 def test_generation_config_eos_ids_are_added(tmp_path):
     import json
 
-    from reference_engine.engine import generation_config_eos
+    from triage.reference_engine.engine import generation_config_eos
 
     (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 7, 9]}))
     assert generation_config_eos(tmp_path, (2,)) == (7, 9)
@@ -241,7 +241,7 @@ def test_generation_config_eos_ids_are_added(tmp_path):
 
 
 def test_model_config_sizes_for_planning():
-    from reference_engine import PRESETS
+    from triage.reference_engine import PRESETS
 
     llama8b = PRESETS["llama-3.1-8b"]
     assert 8.0e9 < llama8b.num_params < 8.1e9                 # 8.03B

@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from reference_engine import EngineConfig, LLMEngine, SamplingParams
+from triage.reference_engine import EngineConfig, LLMEngine, SamplingParams
 from tests.engine_helpers import one_torch_thread  # noqa: F401  (autouse fixture)
 
 MAX_TOKENS = 12

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from reference_engine import EngineConfig, LLMEngine, SamplingParams
+from triage.reference_engine import EngineConfig, LLMEngine, SamplingParams
 
 pytestmark = pytest.mark.gpu
 

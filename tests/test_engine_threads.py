@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 
-from reference_engine import threads
+from triage.reference_engine import threads
 
 
 @pytest.mark.parametrize("cores,default,load,want", [

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from triage.model import ReportKind
-from triage.report_io import read_report
+from triage.core.report import ReportKind
+from triage.core.report_io import read_report
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
 FILES = sorted(EXAMPLES.glob("*.json"))

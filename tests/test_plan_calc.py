@@ -3,14 +3,14 @@ import math
 
 import pytest
 
-from probes.base import ProbeResult, ProbeStatus
+from triage.core.snapshot import ProbeResult, ProbeStatus
 from tests.factories import HOST
-from triage.errors import ReportError, UsageError
-from triage.model import Report, ReportKind
-from triage.plan import RawOptions, build_plan, plan_section, resolve_inputs
+from triage.core.errors import ReportError, UsageError
+from triage.core.report import Report, ReportKind
+from triage.plan.section import RawOptions, build_plan, plan_section, resolve_inputs
 from triage.plan.fleet import e2e_at_load
 from triage.plan.inputs import dtype_from_server
-from triage.report_io import write_report
+from triage.core.report_io import write_report
 
 GIB = 2**30
 

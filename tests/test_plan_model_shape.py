@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from triage.errors import UsageError
+from triage.core.errors import UsageError
 from triage.plan.model_shape import resolve_model, shape_from_hf_config
 from triage.plan.presets import PRESETS
 

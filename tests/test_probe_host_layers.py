@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from probes.base import ProbeStatus
-from probes.cpu_numa import per_core_util_pct, probe_cpu
-from probes.kernel_log import probe_kernel_log
-from probes.logs import probe_logs, read_tail
-from probes.memory import copy_bandwidth_gbps, probe_memory
-from probes.storage import fstype_of, parse_mounts, probe_storage
+from triage.core.snapshot import ProbeStatus
+from triage.probes.cpu_numa import per_core_util_pct, probe_cpu
+from triage.probes.kernel_log import probe_kernel_log
+from triage.probes.logs import probe_logs, read_tail
+from triage.probes.memory import copy_bandwidth_gbps, probe_memory
+from triage.probes.storage import fstype_of, parse_mounts, probe_storage
 
 FIX = Path(__file__).parent / "fixtures"
 PROC = FIX / "procfs" / "swapping_host"
@@ -128,7 +128,7 @@ def test_saved_kernel_log_has_no_ages_and_no_uptime_gives_none(tmp_path):
 
 
 def test_kmsg_records_keep_their_boot_stamp(tmp_path):
-    from probes.kernel_log import _read_kmsg
+    from triage.probes.kernel_log import _read_kmsg
 
     kmsg = tmp_path / "kmsg"
     kmsg.write_text("3,812,1234567900,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n")
@@ -213,7 +213,7 @@ def test_storage_probe_hub_id_in_cache(tmp_path):
 
 
 def test_storage_probe_unreadable_parts_are_unknown_not_zero_or_empty(tmp_path, monkeypatch):
-    import probes.storage
+    import triage.probes.storage
 
     model_dir = tmp_path / "m"
     model_dir.mkdir()
@@ -224,7 +224,7 @@ def test_storage_probe_unreadable_parts_are_unknown_not_zero_or_empty(tmp_path, 
     def denied(*a, **k):
         raise PermissionError("denied")
 
-    monkeypatch.setattr(probes.storage, "read_speed", denied)
+    monkeypatch.setattr(triage.probes.storage, "read_speed", denied)
     d = probe_storage(str(model_dir), env={"HF_HUB_CACHE": str(not_a_dir)}, proc_root="/proc").data
     assert d["read_bytes"] is None and d["read_gbps"] is None     # not "0 bytes read"
     assert d["hf_cache_empty"] is None                             # not "empty": NET002 must not fire on it

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from probes.base import ProbeStatus
-from probes.nvml import decode_clock_event_reasons, probe_gpu
+from triage.core.snapshot import ProbeStatus
+from triage.probes.nvml import decode_clock_event_reasons, probe_gpu
 from tests.fixtures.nvml.fake_pynvml import FakeNvml, load
 
 SYS = str(Path(__file__).parent / "fixtures" / "sysfs" / "two_node_powersave")
@@ -146,19 +146,19 @@ def test_decode_unknown_bits():
 
 def test_field_value_union_names_match_pynvml():
     pynvml = pytest.importorskip("pynvml")
-    from probes.nvml import _FIELD_VALUE_ATTR
+    from triage.probes.nvml import _FIELD_VALUE_ATTR
 
     union_fields = [name for name, _ in pynvml.c_nvmlValue_t._fields_]
     assert set(_FIELD_VALUE_ATTR.values()) <= set(union_fields)
     assert _FIELD_VALUE_ATTR[pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG] == "ullVal"
-    from probes.nvml import THROTTLE_FIELDS
+    from triage.probes.nvml import THROTTLE_FIELDS
     assert THROTTLE_FIELDS["power"] == pynvml.NVML_FI_DEV_PERF_POLICY_POWER
     assert THROTTLE_FIELDS["total_base_clocks"] == pynvml.NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS
 
 
 def test_hard_coded_nvml_constants_match_pynvml():
     pynvml = pytest.importorskip("pynvml")
-    from probes import nvml as probe
+    from triage.probes import nvml as probe
 
     assert (probe._CLOCK_SM, probe._CLOCK_MEM) == (pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_MEM)
     assert probe._TEMPERATURE_THRESHOLD_SLOWDOWN == pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from probes.prom import (
+from triage.probes.prom import (
     EngineMetrics,
     Histogram,
     detect_engine,

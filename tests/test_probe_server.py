@@ -17,13 +17,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from probes.base import ProbeStatus
-from probes.discovery import classify_cmdline, process_for_port
-from probes.http import HttpFailure, HttpResponse, base_url
-from probes.network import probe_network
-from probes.server_config import parse_flags, parse_human_int, probe_server_config
-from probes.server_metrics import probe_server_metrics
-from probes.server_process import probe_server_process
+from triage.core.snapshot import ProbeStatus
+from triage.probes.discovery import classify_cmdline, process_for_port
+from triage.probes.http import HttpFailure, HttpResponse, base_url
+from triage.probes.network import probe_network
+from triage.probes.server_config import parse_flags, parse_human_int, probe_server_config
+from triage.probes.server_metrics import probe_server_metrics
+from triage.probes.server_process import probe_server_process
 
 PROM = Path(__file__).parent / "fixtures" / "prom"
 SECRET_KEY = "sk-planted-secret-0123456789"
@@ -78,7 +78,7 @@ def test_a_failed_in_between_scrape_is_counted_not_fatal():
 
 
 def test_a_token_only_userinfo_is_redacted_in_probe_data():
-    from probes.runner import ProbeSpec, run_probe
+    from triage.probes.runner import ProbeSpec, run_probe
 
     text = HttpResponse(200, (PROM / "vllm_v1_two_engines_before.txt").read_text())
     get = fake_get({"/metrics": text})
@@ -306,8 +306,8 @@ def test_port_to_process_and_secrets_never_leak(fake_vllm):
 
 
 def test_probe_captures_every_variable_gpu011_judges():
-    from probes.server_process import DEBUG_ENV
-    from rules.gpu import _DEBUG_ENV
+    from triage.probes.server_process import DEBUG_ENV
+    from triage.rules.gpu import _DEBUG_ENV
     assert set(_DEBUG_ENV) <= set(DEBUG_ENV)
 
 

@@ -1,4 +1,4 @@
-from triage.redact import REDACTED, redact_argv, redact_env, redact_text
+from triage.core.redact import REDACTED, redact_argv, redact_env, redact_text
 
 
 def test_argv_flags_with_secrets_are_hidden():

@@ -3,11 +3,11 @@ import json
 import numpy as np
 import pytest
 
-from probes.base import ProbeResult, ProbeStatus
+from triage.core.snapshot import ProbeResult, ProbeStatus
 from tests.factories import HOST, bench_report, level
-from triage.errors import ReportError
-from triage.model import Certainty, Finding, Fix, Report, ReportKind, Severity
-from triage.report_io import dumps, loads, read_report, write_report
+from triage.core.errors import ReportError
+from triage.core.report import Certainty, Finding, Fix, Report, ReportKind, Severity
+from triage.core.report_io import dumps, loads, read_report, write_report
 
 
 def _diagnose() -> Report:

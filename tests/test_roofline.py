@@ -1,11 +1,11 @@
-"""reference_engine/roofline.py: the seeds' formulas, checked against hand-computed numbers."""
+"""triage/core/roofline.py: the seeds' formulas, checked against hand-computed numbers."""
 import math
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reference_engine import roofline
+from triage.core import roofline
 
 GIB = 2**30
 

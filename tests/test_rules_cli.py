@@ -5,7 +5,7 @@ import json
 
 from typer.testing import CliRunner
 
-from rules import REGISTRY
+from triage.rules import REGISTRY
 from triage.cli import app
 
 ENV = {"COLUMNS": "100", "NO_COLOR": "1"}

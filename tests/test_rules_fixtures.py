@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from rules import evaluate
+from triage.rules import evaluate
 from tests.rules_fixtures import CASES, FIXTURES, load_case
 
 FILES = sorted(FIXTURES.glob("*/*.json"))

@@ -5,10 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from reference_engine.block_manager import BlockManager, ContiguousAllocator
-from reference_engine.sampling import SamplingParams
-from reference_engine.scheduler import ContinuousScheduler, StaticScheduler
-from reference_engine.sequence import Sequence, SequenceStatus
+from triage.reference_engine.block_manager import BlockManager, ContiguousAllocator
+from triage.reference_engine.sampling import SamplingParams
+from triage.reference_engine.scheduler import ContinuousScheduler, StaticScheduler
+from triage.reference_engine.sequence import Sequence, SequenceStatus
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -119,8 +119,8 @@ def test_static_on_paged_reserves_prompt_plus_the_batch_max_tokens():
 
 def test_block_manager_and_scheduler_never_import_torch():
     code = ("import sys; import reference_engine.block_manager, reference_engine.scheduler, "
-            "reference_engine.config, reference_engine.sampling, reference_engine.detokenizer, "
-            "reference_engine.tokenizer, reference_engine.outputs; "
+            "triage.reference_engine.config, reference_engine.sampling, reference_engine.detokenizer, "
+            "triage.reference_engine.tokenizer, reference_engine.outputs; "
             "bad = [m for m in sys.modules if m == 'torch' or m.startswith('torch.')]; print(len(bad))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})

@@ -10,10 +10,10 @@ import openai
 import pytest
 from typer.testing import CliRunner
 
-from reference_engine import launcher
-from reference_engine.launcher import start_reference_server
+from triage.reference_engine import launcher
+from triage.reference_engine.launcher import start_reference_server
 from triage.cli import app
-from triage.errors import EngineError
+from triage.core.errors import EngineError
 
 SECRET = "sk-test-0123456789abcdef"
 

@@ -1,7 +1,7 @@
-"""reference_engine/specs.py: the spec-sheet table and NVML name matching."""
+"""triage/core/specs.py: the spec-sheet table and NVML name matching."""
 import pytest
 
-from reference_engine import specs
+from triage.core import specs
 
 REQUIRED = ("h100-sxm", "h100-pcie", "h200", "a100-40gb", "a100-80gb", "l40s", "l4", "rtx-4090",
             "rtx-5090", "b200")
@@ -82,5 +82,5 @@ def test_spec_table_and_rules_import_without_torch():
     """The rules read this table, and the rules are pure: importing either must not pull in torch."""
     import subprocess
     import sys
-    code = "import sys, rules, reference_engine.specs; sys.exit(1 if 'torch' in sys.modules else 0)"
+    code = "import sys, rules, triage.core.specs; sys.exit(1 if 'torch' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -20,9 +20,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from triage import __version__
-from triage.errors import EXIT_CANNOT, EXIT_INTERRUPTED, TriageError
-from triage.model import HostInfo, Report, ReportKind, Target
-from triage.redact import redact_argv, redact_text
+from triage.core.errors import EXIT_CANNOT, EXIT_INTERRUPTED, TriageError
+from triage.core.report import HostInfo, Report, ReportKind, Target
+from triage.core.redact import redact_argv, redact_text
 
 
 @dataclass
@@ -77,18 +77,6 @@ def funnel(fn: Callable[..., int | None]) -> Callable[..., None]:
     return wrapper
 
 
-def new_report(kind: ReportKind, host: HostInfo, target: Target | None = None, **fields: Any) -> Report:
-    return Report(
-        kind=kind,
-        triage_version=__version__,
-        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
-        command=tuple(redact_argv(["triage", *sys.argv[1:]])),
-        host=host,
-        target=target or Target(),
-        **fields,
-    )
-
-
 FORMATS = ("text", "json", "markdown")
 
 
@@ -117,7 +105,7 @@ def emit(report: Report, json_path: Path | None, fmt: str = "text",
     Then say where every file went: the report JSON and `other_files` ({"JSONL": path, ...}, written by the
     command). On stdout with text, on stderr otherwise (stdout then carries only the JSON or Markdown)."""
     from triage import render
-    from triage.report_io import dumps, write_report
+    from triage.core.report_io import dumps, write_report
 
     if json_path is not None:
         write_report(report, json_path)

@@ -3,8 +3,8 @@
 The model code never imports this package: ``quantize_model(model, "int4")`` replaces nn.Linear
 modules after loading, as gpt-fast's handlers do.
 """
-from reference_engine.quant.fp8 import Fp8Linear, dequantize_fp8, quantize_fp8_per_channel
-from reference_engine.quant.handlers import (
+from triage.reference_engine.quant.fp8 import Fp8Linear, dequantize_fp8, quantize_fp8_per_channel
+from triage.reference_engine.quant.handlers import (
     Fp8WeightOnlyHandler,
     Int4WeightOnlyHandler,
     QuantScheme,
@@ -14,7 +14,7 @@ from reference_engine.quant.handlers import (
     model_weight_bytes,
     quantize_model,
 )
-from reference_engine.quant.int4 import Int4Linear, Int4Weights, dequantize_int4, quantize_int4_groupwise
+from triage.reference_engine.quant.int4 import Int4Linear, Int4Weights, dequantize_int4, quantize_int4_groupwise
 
 __all__ = [
     "Fp8Linear", "Fp8WeightOnlyHandler", "Int4Linear", "Int4WeightOnlyHandler", "Int4Weights",

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from reference_engine.quant.awq_gptq import ImportedCheckpoint, QuantCheckpointError
-from reference_engine.quant.fp8 import Fp8Linear
-from reference_engine.quant.int4 import Int4Linear
+from triage.reference_engine.quant.awq_gptq import ImportedCheckpoint, QuantCheckpointError
+from triage.reference_engine.quant.fp8 import Fp8Linear
+from triage.reference_engine.quant.int4 import Int4Linear
 
 SkipFn = Callable[[str, nn.Linear], bool]
 
@@ -187,9 +187,9 @@ def load_quantized_engine(path: str, **engine_config):
     """An LLMEngine serving a local GPTQ/AWQ checkpoint: the engine is built from the directory's
     config.json with placeholder weights, then every packed layer is swapped for an Int4Linear and
     the dense tensors (embeddings, norms, an unquantized head) are loaded. Returns (engine, summary)."""
-    from reference_engine.config import EngineConfig
-    from reference_engine.engine import LLMEngine
-    from reference_engine.quant.awq_gptq import load_quantized_checkpoint
+    from triage.reference_engine.config import EngineConfig
+    from triage.reference_engine.engine import LLMEngine
+    from triage.reference_engine.quant.awq_gptq import load_quantized_checkpoint
 
     ckpt = load_quantized_checkpoint(path)
     engine = LLMEngine(EngineConfig(model=str(path), load_format="dummy", **engine_config))

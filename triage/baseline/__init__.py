@@ -2,8 +2,5 @@
 
 Reading order: config.py (sizes) → runner.py (the row registry) → serving_rows.py / model_rows.py
 (one function per ablation) → workloads.py (driving the engine) → section.py (report tables).
+The package import is light: runner.py (torch) is imported by whoever runs the rows.
 """
-from triage.baseline.config import ROW_KEYS, BaselineConfig
-from triage.baseline.runner import run_baseline
-
-__all__ = ["ROW_KEYS", "BaselineConfig", "run_baseline"]

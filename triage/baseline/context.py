@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from reference_engine.config import ModelConfig
-from reference_engine.microbench import MicrobenchResult
+from triage.reference_engine.config import ModelConfig
+from triage.reference_engine.microbench import MicrobenchResult
 from triage.baseline.config import BaselineConfig
 
 

@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from reference_engine.quant import model_weight_bytes, quantize_model
+from triage.reference_engine.quant import model_weight_bytes, quantize_model
 from triage.baseline.context import Context
 from triage.baseline.quality import LogitError, compare_logits, engine_prefill_logits
 from triage.baseline.results import AblationRow, Better, measured, skipped
@@ -34,13 +34,13 @@ def attention(ctx: Context) -> list[AblationRow]:
     method = ""
     backends = list(cfg.attention_backends)
     if cfg.device.startswith("cuda"):
-        from reference_engine.attention.triton_backend import register_triton_backend
+        from triage.reference_engine.attention.triton_backend import register_triton_backend
 
         triton_reason = register_triton_backend(cfg.device)
         ctx.extras["triton_reason"] = triton_reason
         if triton_reason is None:
             backends.append("triton")
-            from reference_engine.attention.triton_bench import time_prefill_vs_sdpa
+            from triage.reference_engine.attention.triton_bench import time_prefill_vs_sdpa
 
             ctx.on_step("attention: triton prefill vs sdpa @ 8K")
             ctx.extras["triton_prefill"] = time_prefill_vs_sdpa(
@@ -166,8 +166,8 @@ def kv_fp8(ctx: Context) -> AblationRow:
 def roofline(ctx: Context) -> list[dict]:
     """Decode tok/s at each batch size against B·BW / (W + B·ctx·kv_bytes). BW is re-measured (a large
     copy) just before each point, so that both sides of the ratio see the same load on a shared host."""
-    from reference_engine.microbench import MIB, measure_bandwidth
-    from reference_engine.roofline import decode_tokens_per_s_bound
+    from triage.reference_engine.microbench import MIB, measure_bandwidth
+    from triage.core.roofline import decode_tokens_per_s_bound
 
     cfg, mc = ctx.cfg, ctx.model_config
     gpu = cfg.device.startswith("cuda")

@@ -33,7 +33,7 @@ def engine_prefill_logits(engine, token_ids: list[int]) -> torch.Tensor:
     """[T, vocab] logits of a whole prompt computed through the engine's paged KV cache (K/V are
     written to the cache and read back by the attention backend). Needs prefix caching off and a
     token budget that prefills the prompt in one step."""
-    from reference_engine import SamplingParams
+    from triage.reference_engine import SamplingParams
 
     model = engine.runner.model
     captured: list[torch.Tensor] = []

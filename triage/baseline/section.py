@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from reference_engine.specs import GPU_SPECS
+from triage.core.specs import GPU_SPECS
 from triage.baseline.config import BaselineConfig, config_dict
 from triage.baseline.context import Context
 from triage.baseline.results import AblationRow, RowStatus, row_dict

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from reference_engine import EngineConfig, SamplingParams
-from reference_engine.engine import LLMEngine
+from triage.reference_engine import EngineConfig, SamplingParams
+from triage.reference_engine.engine import LLMEngine
 from triage.baseline.config import BaselineConfig
 
 

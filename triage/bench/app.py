@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import importlib.util
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,15 +15,15 @@ from typing import Any
 
 from rich.console import Console
 
-from probes.base import Snapshot
-from rules import RulesConfig, bench_rule_codes, evaluate
+from triage.core.snapshot import Snapshot
+from triage.rules import RulesConfig, bench_rule_codes, evaluate
 from triage.bench.config import BenchConfig
 from triage.bench.outputs import write_csv, write_html
 from triage.bench.records import RecordSink
 from triage.bench.runner import BenchRunner, Observer
-from triage.errors import EXIT_INTERRUPTED, EngineError, UsageError
-from triage.model import BenchSection, Finding, ReportKind, SkippedRule, Target
-from triage.redact import redact_text
+from triage.core.errors import EXIT_INTERRUPTED, EngineError, UsageError
+from triage.core.report import BenchSection, Finding, ReportKind, SkippedRule, Target
+from triage.core.redact import redact_text
 
 # The embedded default: small enough that `make demo` finishes in well under a minute on a 2-core CPU.
 EMBEDDED_MODEL = "tiny"
@@ -41,11 +42,14 @@ class OutputPaths:
     @classmethod
     def resolve(cls, output_dir: Path | None, json: Path | None, jsonl: Path | None, csv: Path | None,
                 html: Path | None) -> OutputPaths:
-        """--output-dir DIR fills in every path not given explicitly."""
+        """--output-dir DIR fills in every path not given explicitly (the HTML page only where the
+        'html' extra, matplotlib, is installed)."""
         if output_dir is None:
             return cls(json, jsonl, csv, html)
+        if html is None and importlib.util.find_spec("matplotlib") is not None:
+            html = output_dir / "report.html"
         return cls(json or output_dir / "bench.json", jsonl or output_dir / "requests.jsonl",
-                   csv or output_dir / "levels.csv", html or output_dir / "report.html")
+                   csv or output_dir / "levels.csv", html)
 
     def check_writable(self) -> None:
         """Fail before the run, not after it: a bench can take many minutes, and an unwritable --json at the
@@ -67,7 +71,7 @@ class OutputPaths:
 def embedded_server(model: str = EMBEDDED_MODEL) -> Iterator[Any]:
     """Start the bundled reference engine on a free loopback port for the length of the block."""
     try:
-        from reference_engine.launcher import start_reference_server
+        from triage.reference_engine.launcher import start_reference_server
     except ImportError as e:
         raise EngineError(f"the bundled reference engine is not available ({e}); pass --url to benchmark "
                           "a running server") from None
@@ -89,7 +93,7 @@ def evaluate_rules(section: BenchSection) -> tuple[tuple[Finding, ...], tuple[Sk
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    report: Any  # triage.model.Report
+    report: Any  # triage.core.report.Report
     exit_code: int
 
 
@@ -106,8 +110,8 @@ def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_consol
             nvml: Any = None) -> Outcome:
     """Run the bench and write the outputs. Interrupted (Ctrl-C): the levels that finished are still
     reported and written, and the exit code is 130."""
-    from probes.host import host_info
-    from triage.cli_support import new_report
+    from triage.probes.host import host_info
+    from triage.core.report import new_report
 
     paths.check_writable()
     with contextlib.ExitStack() as stack:

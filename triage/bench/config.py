@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from triage.errors import UsageError
-from triage.model import level_name
-from triage.redact import REDACTED, redact_header, redact_text
+from triage.core.errors import UsageError
+from triage.core.report import level_name
+from triage.core.redact import REDACTED, redact_header, redact_text
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from triage.bench.config import LevelSpec
 from triage.bench.records import RequestRecord
-from triage.model import BenchLevel, level_name
+from triage.core.report import BenchLevel, level_name
 from triage.render.fmt import num
 
 

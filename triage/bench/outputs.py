@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from triage.bench.saturation import load_series
-from triage.compare.thresholds import LATENCY_FAMILIES, THROUGHPUT_METRICS
-from triage.errors import UsageError
-from triage.model import BenchLevel, BenchSection, Report, level_name
+from triage.core.metric_names import LATENCY_FAMILIES, THROUGHPUT_METRICS
+from triage.core.errors import UsageError
+from triage.core.report import BenchLevel, BenchSection, Report, level_name
 
 STAT_KEYS = ("mean", "std", "min", "p50", "p90", "p95", "p99", "max")
 SERVER_KEYS = ("kv_cache_usage_frac_mean", "kv_cache_usage_frac_max", "num_requests_running_mean",

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from triage.errors import UsageError
+from triage.core.errors import UsageError
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,8 @@ from triage.bench.stats import duration_s, repeat_summary, summarize
 from triage.bench.validity import ClientMeasurements, CpuMeter, LoopLagMonitor, verdict
 from triage.bench.watch import GpuSampler, ServerWatcher
 from triage.bench.workload import PromptItem, TokenCalibration, build
-from triage.errors import TargetUnreachable, UsageError
-from triage.model import BenchLevel, BenchSection, ClientStats
+from triage.core.errors import TargetUnreachable, UsageError
+from triage.core.report import BenchLevel, BenchSection, ClientStats
 
 PROBE_WORDS = (16, 80)  # two prompt sizes for the tokens-per-word fit
 SWEEP_SEED_STRIDE = 1_000_003  # seed offset between the prompt pools of an --input-len sweep's lengths

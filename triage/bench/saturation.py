@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from triage.model import BenchLevel, level_name
+from triage.core.report import BenchLevel, level_name
 
 MAX_THROUGHPUT_GAIN_FRAC = 0.10
 MIN_TTFT_P99_GROWTH_FRAC = 0.50

@@ -14,8 +14,8 @@ import numpy as np
 
 from triage.bench.config import LevelSpec
 from triage.bench.records import RequestRecord
-from triage.compare.thresholds import LATENCY_FAMILIES, LATENCY_STATS, THROUGHPUT_METRICS, repeat_key
-from triage.model import BenchLevel, ClientStats, LatencyStats, RequestCounts
+from triage.core.metric_names import LATENCY_FAMILIES, LATENCY_STATS, THROUGHPUT_METRICS, repeat_key
+from triage.core.report import BenchLevel, ClientStats, LatencyStats, RequestCounts
 
 EMPTY_STATS = LatencyStats(None, None, None, None, None, None, None, None)
 

@@ -19,7 +19,7 @@ import psutil
 from triage.bench.aio import cancel_and_wait
 from triage.bench.config import LevelSpec
 from triage.bench.records import RequestRecord
-from triage.model import ClientStats
+from triage.core.report import ClientStats
 
 # Thresholds, in one place; the first three are the same as rule BENCH001's (rules/thresholds.py), so the
 # level's `valid` and the finding agree. A level is invalid when any is crossed.

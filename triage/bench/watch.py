@@ -15,14 +15,14 @@ from typing import Any
 
 import httpx
 
-from probes.nvml import (
+from triage.probes.nvml import (
     GpuLost,
     NvmlReader,
     decode_clock_event_reasons,
     read_clock_events,
     read_utilization,
 )
-from probes.prom import EngineMetrics, normalise, parse_metrics, window_delta
+from triage.probes.prom import EngineMetrics, normalise, parse_metrics, window_delta
 from triage.bench.aio import cancel_and_wait
 
 

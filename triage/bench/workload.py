@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from triage.bench.config import BenchConfig, LenDist
-from triage.errors import UsageError
+from triage.core.errors import UsageError
 
 # Short, common English words: one token each in the usual BPE vocabularies (with their leading space).
 WORDS = (

@@ -6,12 +6,12 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from probes.host import host_info
+from triage.probes.host import host_info
 from triage.baseline.config import ROW_KEYS, BaselineConfig
-from triage.baseline.runner import num_steps, run_baseline
-from triage.cli_support import console, emit, format_option, funnel, json_option, new_report
-from triage.errors import UsageError
-from triage.model import ReportKind, Target
+from triage.cli_support import console, emit, format_option, funnel, json_option
+from triage.core.report import new_report
+from triage.core.errors import UsageError, require_extra
+from triage.core.report import ReportKind, Target
 
 
 @funnel
@@ -34,6 +34,9 @@ def baseline(
     selected = ROW_KEYS if rows.strip() == "all" else tuple(r.strip() for r in rows.split(",") if r.strip())
     if not selected:
         raise UsageError("--rows is empty; name at least one row")
+    require_extra("engine", "triage baseline")
+    from triage.baseline.runner import num_steps, run_baseline
+
     make = BaselineConfig.quick if quick else BaselineConfig.full
     cfg = make(model=model, device=device, dtype=dtype, rows=selected, num_threads=threads)
     out = console(stderr=True)

@@ -5,9 +5,8 @@ from pathlib import Path
 
 import typer
 
-from triage.bench.app import EMBEDDED_DEFAULTS, URL_DEFAULTS, OutputPaths, execute
-from triage.bench.config import config_from_flags
 from triage.cli_support import console, emit, format_option, funnel, json_option, url_option
+from triage.core.errors import require_extra
 
 
 @funnel
@@ -51,6 +50,13 @@ def bench(
     """Load-test a server: closed-loop concurrency and open-loop rate levels, with goodput, server and GPU
     state per level, and a verdict on whether the client itself was the bottleneck."""
     embedded = url is None
+    if embedded:
+        require_extra("engine", "triage bench without --url (the bundled reference engine)")
+    if html is not None:
+        require_extra("html", "triage bench --html")
+    from triage.bench.app import EMBEDDED_DEFAULTS, URL_DEFAULTS, OutputPaths, execute
+    from triage.bench.config import config_from_flags
+
     cfg = config_from_flags(
         url=url, model=model, concurrency=concurrency, rate=rate, burstiness=burstiness,
         num_requests=num_requests, duration=duration, warmup=warmup, repeat=repeat, seed=seed, endpoint=endpoint,

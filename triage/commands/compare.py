@@ -7,15 +7,13 @@ from pathlib import Path
 
 import typer
 
-from probes.host import host_info
+from triage.probes.host import host_info
 from triage import render
-from triage.cli_support import emit, format_option, funnel, json_option, new_report, warn
-from triage.compare import compare_reports
-from triage.compare.outputs import junit, section
-from triage.compare.thresholds import parse_max_regression
-from triage.errors import UsageError
-from triage.model import ReportKind, Severity, Target
-from triage.report_io import read_report, write_report
+from triage.cli_support import emit, format_option, funnel, json_option, warn
+from triage.core.report import new_report
+from triage.core.errors import UsageError
+from triage.core.report import ReportKind, Severity, Target
+from triage.core.report_io import read_report, write_report
 
 FORMATS = ("text", "markdown", "json", "junit")
 
@@ -38,6 +36,10 @@ def compare(
         severity = Severity(fail_on)
     except ValueError:
         raise UsageError(f"--fail-on {fail_on!r} is not one of {', '.join(s.value for s in Severity)}") from None
+    from triage.compare import compare_reports
+    from triage.compare.outputs import junit, section
+    from triage.compare.thresholds import parse_max_regression
+
     rules = parse_max_regression(max_regression)
     base_report, cand_report = read_report(base), read_report(cand)
     result = compare_reports(base_report, cand_report, rules, fail_on=severity, seed=seed)

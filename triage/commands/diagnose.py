@@ -6,8 +6,8 @@ from pathlib import Path
 import typer
 
 from triage.cli_support import FORMATS, console, emit, funnel
-from triage.errors import EXIT_CANNOT, EXIT_INTERRUPTED, UsageError
-from triage.model import Severity
+from triage.core.errors import EXIT_CANNOT, EXIT_INTERRUPTED, UsageError
+from triage.core.report import Severity
 
 DEFAULT_CONFIG = "triage.toml"
 
@@ -51,11 +51,11 @@ def diagnose(
                                      help="A triage.toml with [rules] disable=[...] and [thresholds] overrides. "
                                           "Default: ./triage.toml when it exists."),
 ) -> int:
-    from rules import load_rules_config
-    from triage.bundle import write_bundle
+    from triage.rules import load_rules_config
+    from triage.diagnose.bundle import write_bundle
     from triage.diagnose import DiagnoseOptions, layer_summary, replay, unreachable_target
     from triage.diagnose import diagnose as run
-    from triage.report_io import read_report
+    from triage.core.report_io import read_report
 
     threshold = _fail_on(fail_on)
     if config_path is None and Path(DEFAULT_CONFIG).is_file():

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import typer
 
-from probes.host import host_info
-from reference_engine.specs import spec_keys
-from triage.cli_support import emit, format_option, funnel, json_option, new_report
-from triage.model import ReportKind, Target
-from triage.plan import RawOptions, plan_section
+from triage.probes.host import host_info
+from triage.core.specs import spec_keys
+from triage.cli_support import emit, format_option, funnel, json_option
+from triage.core.report import new_report
+from triage.core.report import ReportKind, Target
 from triage.plan.inputs import KV_CACHE_DTYPES, WEIGHT_DTYPES
 from triage.plan.presets import PRESETS
 
@@ -65,6 +65,8 @@ def plan(
 
     Arithmetic over spec-sheet figures (nothing is measured); every assumption is in the report.
     """
+    from triage.plan.section import RawOptions, plan_section
+
     section = plan_section(RawOptions(
         model=model, gpu=gpu, vram_gb=vram_gb, bandwidth_tbs=bandwidth_tbs, tflops=tflops, dtype=dtype,
         kv_cache_dtype=kv_cache_dtype, tp=tp, max_model_len=max_model_len,

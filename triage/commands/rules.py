@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from triage.cli_support import console, funnel
-from triage.errors import UsageError
+from triage.core.errors import UsageError
 
 app = typer.Typer(help="The rule registry: list the rules, or explain one (`triage rules explain KV001`).",
                   no_args_is_help=True)
@@ -20,7 +20,7 @@ DISABLE_OPT = typer.Option([], "--disable", metavar="CODE", help="Turn rules off
 
 
 def _config(config: Path | None, disable: list[str]):
-    from rules import REGISTRY, load_rules_config
+    from triage.rules import REGISTRY, load_rules_config
 
     # Repeatable, and comma-separated as `triage diagnose --disable` takes it.
     codes = [c for item in disable for c in item.split(",")]
@@ -37,7 +37,7 @@ def list_rules(
     disable: list[str] = DISABLE_OPT,
 ) -> int:
     """List every rule: code, name, default severity, inputs, and whether it is enabled."""
-    from rules import REGISTRY, THRESHOLDS
+    from triage.rules import REGISTRY, THRESHOLDS
 
     cfg = _config(config, disable)
     if as_json:
@@ -70,7 +70,7 @@ def explain(
     config: Path | None = CONFIG_OPT,
 ) -> int:
     """Print one rule's doc: what it checks, why it slows inference, example evidence, fix, references."""
-    from rules import REGISTRY, THRESHOLDS
+    from triage.rules import REGISTRY, THRESHOLDS
 
     rule = REGISTRY.get(code) or next((r for r in REGISTRY if r.name == code.strip().lower()), None)
     if rule is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import typer
 
 from triage.cli_support import funnel
-from triage.errors import UsageError
+from triage.core.errors import UsageError, require_extra
 
 _SCHEDULERS = ("continuous", "static")
 _ATTENTION = ("auto", "naive", "tiled", "sdpa", "triton")
@@ -65,8 +65,9 @@ def serve(
     Endpoints: /v1/completions, /v1/chat/completions (stream and non-stream), /v1/models, /health,
     /version, /metrics. Stops cleanly on Ctrl-C or SIGTERM.
     """
-    from reference_engine.config import EngineConfig
-    from reference_engine.server import ServerOptions, run_server
+    require_extra("engine", "triage serve")
+    from triage.reference_engine.config import EngineConfig
+    from triage.reference_engine.server import ServerOptions, run_server
 
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         raise UsageError(f"--log-level {log_level!r} is not one of debug, info, warning, error")

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from triage.compare.bench_diff import MetricComparison, Verdict, compare_bench
 from triage.compare.findings_diff import FindingsDiff, compare_findings
 from triage.compare.thresholds import MetricRule
-from triage.errors import EXIT_GATE, EXIT_OK, ReportError
-from triage.model import Report, ReportKind, Severity
+from triage.core.errors import EXIT_GATE, EXIT_OK, ReportError
+from triage.core.report import Report, ReportKind, Severity
 
 SUPPORTED_KINDS = (ReportKind.BENCH, ReportKind.DIAGNOSE)
 

@@ -13,8 +13,8 @@ from triage.compare.significance import (
     welch_change_pct,
 )
 from triage.compare.thresholds import LATENCY_FAMILIES, Direction, MetricRule, repeat_key
-from triage.errors import ReportError
-from triage.model import BenchLevel, Report, level_name
+from triage.core.errors import ReportError
+from triage.core.report import BenchLevel, Report, level_name
 
 
 class Verdict(str, enum.Enum):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from triage.model import Finding, Report, Severity
+from triage.core.report import Finding, Report, Severity
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from typing import Any
 
 from triage.compare import CompareResult
 from triage.compare.bench_diff import MetricComparison, Verdict
-from triage.model import Finding, ReportKind
+from triage.core.report import Finding, ReportKind
 
 
 def _pct(value: float | None) -> str:

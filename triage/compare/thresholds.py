@@ -5,16 +5,9 @@ import enum
 import re
 from dataclasses import dataclass
 
-from triage.errors import UsageError
+from triage.core.errors import UsageError
 
-LATENCY_FAMILIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
-LATENCY_STATS = ("mean", "p50", "p90", "p95", "p99", "max")
-THROUGHPUT_METRICS = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "goodput_requests_per_s")
-
-
-def repeat_key(metric: str) -> str:
-    """The key of a metric in a level's `repeats` entries: ttft_ms.p99 -> ttft_ms_p99."""
-    return metric.replace(".", "_")
+from triage.core.metric_names import LATENCY_FAMILIES, LATENCY_STATS, THROUGHPUT_METRICS, repeat_key  # noqa: F401
 
 
 DEFAULT_LATENCY_PCT = 10.0     # issue 2: latencies may get 10% worse before the gate trips

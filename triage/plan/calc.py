@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reference_engine import roofline, specs
+from triage.core import roofline, specs
 from triage.plan import assumptions as A
 from triage.plan import flags as F
 from triage.plan import memory, speed

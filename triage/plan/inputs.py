@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reference_engine import specs
-from reference_engine.specs import GpuSpec
-from triage.errors import UsageError
+from triage.core import specs
+from triage.core.specs import GpuSpec
+from triage.core.errors import UsageError
 from triage.plan import assumptions as A
 from triage.plan.model_shape import ModelShape, model_for_served_name, preset_names, resolve_model
 
@@ -113,7 +113,7 @@ def _gpu_from_probe(data: dict[str, Any]) -> tuple[GpuSpec | None, int | None, l
 
 
 def read_diagnose(path: Path) -> DiagnoseFacts:
-    from triage.report_io import read_report
+    from triage.core.report_io import read_report
 
     report = read_report(path)
     probes = {p.name: p for p in report.probes}

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from reference_engine import roofline
+from triage.core import roofline
 from triage.plan import assumptions as A
 from triage.plan.inputs import PlanInputs
 from triage.plan.model_shape import ModelShape

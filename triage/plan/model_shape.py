@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reference_engine import roofline
-from reference_engine.config import PRESETS as ENGINE_PRESETS
-from triage.errors import UsageError
+from triage.core import roofline
+from triage.reference_engine.config import PRESETS as ENGINE_PRESETS
+from triage.core.errors import UsageError
 from triage.plan.presets import PRESETS
 
 # config.json spells the same thing in several ways across model families.

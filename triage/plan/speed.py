@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from reference_engine import roofline, specs
+from triage.core import roofline, specs
 from triage.plan.inputs import PlanInputs
 from triage.plan.memory import kv_shards, model_weight_bytes, routed_expert_bytes
 from triage.plan.model_shape import ModelShape

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from triage.model import Report
+from triage.core.report import Report
 from triage.render import bench, findings, tables
 
 

@@ -5,7 +5,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from triage.model import BenchLevel, BenchSection, level_name
+from triage.core.report import BenchLevel, BenchSection, level_name
 from triage.render.fmt import md_table, num
 
 COLUMNS = ["level", "ok/fail", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms",

@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from triage.model import Report, Severity
+from triage.core.report import Report, Severity
 from triage.render.fmt import md_table, num
 
 _SEVERITY_STYLE = {

@@ -11,10 +11,10 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from triage.errors import ReportError
-from triage.model import SCHEMA_VERSION, Report
+from triage.core.errors import ReportError
+from triage.core.report import SCHEMA_VERSION, Report
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "reports" / "schema"
+SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 
 
 def to_dict(obj: Any) -> Any:

@@ -8,7 +8,7 @@ so `triage plan --from-diagnose` prefers the measured NVML total.
 GeForce cards (RTX 4090/5090) run FP16/BF16/FP8 tensor math at half rate when accumulating in FP32,
 which is what inference kernels do; their figures below are the FP32-accumulate ones.
 
-Pure data and lookups: nothing here touches a GPU. `reference_engine/roofline.py` turns these into
+Pure data and lookups: nothing here touches a GPU. `triage/core/roofline.py` turns these into
 bounds; measured host figures live next to them in the baseline report, never in this table.
 """
 from __future__ import annotations

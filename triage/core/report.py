@@ -1,7 +1,7 @@
 """The report model: frozen dataclasses that every command writes and `compare` reads.
 
 The JSON form is defined in ../shared/design/contract.md and checked by reports/schema/.
-Only triage/report_io.py turns these into JSON and back.
+Only triage/core/report_io.py turns these into JSON and back.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from probes.base import ProbeResult
+from triage.core.snapshot import ProbeResult
 
 SCHEMA_VERSION = "1.0"
 
@@ -202,3 +202,22 @@ class Report:
     plan: dict[str, Any] | None = None
     compare: dict[str, Any] | None = None
     schema_version: str = SCHEMA_VERSION
+
+
+def new_report(kind: ReportKind, host: HostInfo, target: Target | None = None, **fields: Any) -> Report:
+    """A report stamped with triage's version, the time (UTC) and the redacted command line."""
+    import sys
+    from datetime import datetime, timezone
+
+    from triage import __version__
+    from triage.core.redact import redact_argv
+
+    return Report(
+        kind=kind,
+        triage_version=__version__,
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        command=tuple(redact_argv(["triage", *sys.argv[1:]])),
+        host=host,
+        target=target or Target(),
+        **fields,
+    )

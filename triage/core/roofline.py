@@ -1,7 +1,7 @@
 """The roofline model of LLM inference: bytes and FLOPs of a model, and the speed they allow.
 
 Pure functions of numbers: nothing here measures anything. `triage plan` feeds them spec-sheet
-figures (reference_engine/specs.py); `triage baseline` feeds them what it measured on the host.
+figures (triage/core/specs.py); `triage baseline` feeds them what it measured on the host.
 
 The physics (seeds 001 and 004):
 - weights: bytes = params x bytes-per-param, with the embedding/LM head and norms kept in 16 bit

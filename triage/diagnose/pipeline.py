@@ -1,6 +1,6 @@
 """`triage diagnose` as a library: find the target, run the probes (through probes/runner.py, each in a
 thread with a timeout), make the Snapshot, run the rules, and assemble the report. Also the offline
-replay (`--from`); the one-file collector (`--bundle`) is triage/bundle.py.
+replay (`--from`); the one-file collector (`--bundle`) is triage/diagnose/bundle.py.
 
 Probes run in phases so the active measurements do not disturb the passive ones:
 0. `network` alone: its millisecond timings would otherwise include waits on triage's own probe threads;
@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from probes.base import ProbeResult, ProbeStatus, Snapshot
-from probes.discovery import cmdline_and_env
-from probes.host import host_info
-from probes.runner import ProbeSpec, run_probes
-from rules import RulesConfig, evaluate
-from triage.errors import ReportError, UsageError
-from triage.model import BenchSection, Finding, GpuInfo, Report, ReportKind, SkippedRule, Target
-from triage.redact import redact_text
+from triage.core.snapshot import ProbeResult, ProbeStatus, Snapshot
+from triage.probes.discovery import cmdline_and_env
+from triage.probes.host import host_info
+from triage.probes.runner import ProbeSpec, run_probes
+from triage.rules import RulesConfig, evaluate
+from triage.core.errors import ReportError, UsageError
+from triage.core.report import BenchSection, Finding, GpuInfo, Report, ReportKind, SkippedRule, Target
+from triage.core.redact import redact_text
 
 DEFAULT_WINDOW_S = 2.0
 PROBE_NAMES = ("server_config", "gpu", "cpu", "memory", "server_process", "server_metrics", "network",
@@ -85,8 +85,8 @@ class DiagnoseResult:
 
 
 def discover(url: str | None, look_locally: bool = True) -> Discovery:
-    from probes import discovery as d
-    from probes.http import base_url
+    from triage.probes import discovery as d
+    from triage.probes.http import base_url
 
     if url:
         base = base_url(url)
@@ -133,16 +133,16 @@ def discover(url: str | None, look_locally: bool = True) -> Discovery:
 
 
 def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
-    from probes.cpu_numa import probe_cpu
-    from probes.kernel_log import probe_kernel_log
-    from probes.logs import probe_logs
-    from probes.memory import probe_memory
-    from probes.network import probe_network
-    from probes.nvml import probe_gpu
-    from probes.server_config import probe_server_config
-    from probes.server_metrics import probe_server_metrics
-    from probes.server_process import probe_server_process
-    from probes.storage import probe_storage
+    from triage.probes.cpu_numa import probe_cpu
+    from triage.probes.kernel_log import probe_kernel_log
+    from triage.probes.logs import probe_logs
+    from triage.probes.memory import probe_memory
+    from triage.probes.network import probe_network
+    from triage.probes.nvml import probe_gpu
+    from triage.probes.server_config import probe_server_config
+    from triage.probes.server_metrics import probe_server_metrics
+    from triage.probes.server_process import probe_server_process
+    from triage.probes.storage import probe_storage
 
     if not (0 <= opts.window_s <= MAX_WINDOW_S):
         raise UsageError(f"--window-s {opts.window_s:g} is out of range; use 0 to {MAX_WINDOW_S:g} seconds")
@@ -241,7 +241,7 @@ def target_of(snapshot: Snapshot, found: Discovery) -> Target:
 
 
 def diagnose(opts: DiagnoseOptions, bench: BenchSection | None = None) -> DiagnoseResult:
-    from triage.cli_support import new_report
+    from triage.core.report import new_report
 
     found = discover(opts.url, opts.discover)
     interrupted = False
@@ -323,7 +323,7 @@ def _window_of(probes: Sequence[ProbeResult]) -> float | None:
 
 def load_snapshot(path: str | os.PathLike[str]) -> tuple[Snapshot, Report | None]:
     """A snapshot from a diagnose report (or a bare {"probes": [...]} file) for offline replay."""
-    from triage.report_io import from_dict, read_report
+    from triage.core.report_io import from_dict, read_report
 
     p = Path(path)
     try:
@@ -347,7 +347,7 @@ def load_snapshot(path: str | os.PathLike[str]) -> tuple[Snapshot, Report | None
 
 def replay(path: str | os.PathLike[str], bench: BenchSection | None = None,
            rules_config: RulesConfig | None = None) -> DiagnoseResult:
-    from triage.cli_support import new_report
+    from triage.core.report import new_report
 
     snapshot, old = load_snapshot(path)
     findings, skipped = run_rules(snapshot, bench, rules_config)
