@@ -13,9 +13,9 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+from triage.core.redact import redact_text
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.core.xid import XID_MEANINGS
-from triage.core.redact import redact_text
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)")
 _STAMP = re.compile(r"^\[\s*(\d+\.\d+)\]")   # dmesg's "[ 1234.567890]": seconds since boot

@@ -9,8 +9,8 @@ import os
 import re
 import time
 
-from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.core.redact import redact_text
+from triage.core.snapshot import ProbeResult, ProbeStatus
 
 MAX_TAIL_BYTES = 64 * 2**20
 MAX_KEPT_LINES = 10

@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.core.redact import redact_text
+from triage.core.snapshot import ProbeResult, ProbeStatus
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,10 +13,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from triage.core.redact import redact_argv
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.http import HttpFailure, HttpGet, base_url, http_get
 from triage.probes.prom import normalise, parse_metrics
-from triage.core.redact import redact_argv
 
 FIELDS = ("model", "max_model_len", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
           "enable_chunked_prefill", "enable_prefix_caching", "kv_cache_dtype", "dtype", "quantization",

@@ -12,9 +12,9 @@ from typing import Any
 
 import psutil
 
+from triage.core.redact import redact_argv, redact_env
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.sysfs import numa_nodes_of_cpus, parse_cpulist
-from triage.core.redact import redact_argv, redact_env
 
 # Environment variables that slow serving down or change how it runs, worth showing when set. The
 # debugging/profiling ones are what GPU011 (rules/gpu.py) judges; a test keeps that list inside this one.

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from triage.core.errors import EngineError
 from triage.reference_engine.attention import get_backend
 from triage.reference_engine.block_manager import BlockManager, ContiguousAllocator
 from triage.reference_engine.config import EngineConfig, ModelConfig, load_model_config, model_dir
@@ -26,7 +27,6 @@ from triage.reference_engine.sampling import SamplingParams
 from triage.reference_engine.scheduler import make_scheduler
 from triage.reference_engine.sequence import RequestTimes, Sequence
 from triage.reference_engine.tokenizer import load_tokenizer
-from triage.core.errors import EngineError
 
 log = logging.getLogger("triage.reference_engine")
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import torch
 
+from triage.core.errors import EngineError
 from triage.reference_engine.config import ModelConfig
 from triage.reference_engine.model import LlamaForCausalLM, hf_state_dict, rope_inv_freq
-from triage.core.errors import EngineError
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}

@@ -15,10 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from triage.core.errors import EngineError
 from triage.reference_engine.attention.base import AttentionBackend, AttentionMetadata
 from triage.reference_engine.config import ModelConfig
 from triage.reference_engine.kv_cache import KvFormat, PlainKvFormat
-from triage.core.errors import EngineError
 
 
 class RMSNorm(nn.Module):

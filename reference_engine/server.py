@@ -23,12 +23,12 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from triage import __version__
+from triage.core.errors import EngineError, UsageError
 from triage.reference_engine import server_protocol as proto
 from triage.reference_engine.server_metrics import ServerMetrics
 from triage.reference_engine.server_protocol import ApiError, Usage
 from triage.reference_engine.server_worker import EngineFailure, EngineWorker, SamplingRequest
-from triage import __version__
-from triage.core.errors import EngineError, UsageError
 
 log = logging.getLogger("triage.serve")
 

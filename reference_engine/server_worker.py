@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from triage.core.errors import TriageError
 from triage.reference_engine.sampling import SamplingParams
 from triage.reference_engine.server_metrics import EngineCounters, FinishedRequest, ServerMetrics
 from triage.reference_engine.server_protocol import ApiError
-from triage.core.errors import TriageError
 
 log = logging.getLogger("triage.serve")
 

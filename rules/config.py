@@ -22,8 +22,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from triage.rules.thresholds import THRESHOLDS
 from triage.core.errors import UsageError
+from triage.rules.thresholds import THRESHOLDS
 
 ENGINES = ("vllm", "sglang", "tgi", "reference", "ollama", "llama.cpp", "hf-generate", "openai-compatible")
 

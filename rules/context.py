@@ -6,11 +6,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from triage.core.report import BenchLevel, BenchSection
 from triage.core.snapshot import Snapshot
 from triage.rules.base import MissingInput
 from triage.rules.config import RulesConfig
 from triage.rules.engines import EngineInfo, normalise_engine, parse_version
-from triage.core.report import BenchLevel, BenchSection
 
 
 def metrics_kv_usage(metrics: dict[str, Any]) -> tuple[float | None, str]:

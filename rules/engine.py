@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from triage.core.report import Certainty, Fix, Severity
 from triage.core.roofline import decode_tokens_per_s_bound
 from triage.core.specs import match_nvml_name
 from triage.rules.base import Hit, MissingInput, RuleDoc
@@ -12,7 +13,6 @@ from triage.rules.context import Context, level_label
 from triage.rules.engines import NON_BATCHING_ENGINES, engine_flags
 from triage.rules.fmt import gib, pct
 from triage.rules.registry import rule
-from triage.core.report import Certainty, Fix, Severity
 
 _NO_QUANT = frozenset({"none", "null", ""})
 _SIXTEEN_BIT = frozenset({"auto", "float16", "bfloat16", "half", "fp16", "bf16"})

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from triage.core.report import BenchSection, Finding, SkippedRule
 from triage.core.snapshot import Snapshot
 from triage.rules.base import Hit, MissingInput, Rule
 from triage.rules.config import RulesConfig
 from triage.rules.context import Context
 from triage.rules.registry import REGISTRY
-from triage.core.report import BenchSection, Finding, SkippedRule
 
 # cause -> the findings it explains when both fire. Read as "KV001 explains SCHED003".
 CAUSES: dict[str, tuple[str, ...]] = {

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from triage.core.report import Certainty, Fix, Severity
 from triage.core.xid import XID_MEANINGS
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
 from triage.rules.engines import engine_flags
 from triage.rules.fmt import gib, pct
 from triage.rules.registry import rule
-from triage.core.report import Certainty, Fix, Severity
 
 
 def _gid(g: dict[str, Any]) -> str:

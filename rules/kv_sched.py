@@ -5,12 +5,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from triage.core.report import BenchLevel, Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label, metrics_kv_usage
 from triage.rules.engines import DISABLING_FLAGS, EngineInfo, engine_flags
 from triage.rules.fmt import ms, pct, pow2_at_least, round_up
 from triage.rules.registry import rule
-from triage.core.report import BenchLevel, Certainty, Fix, Severity
 
 
 def _kv003_context_cap(ctx: Context, observed_tokens: float) -> int:

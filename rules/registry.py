@@ -4,9 +4,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Iterator
 
+from triage.core.report import Severity
 from triage.rules.base import CODE_RE, DOC_SECTIONS, KNOWN_INPUTS, NAME_RE, Check, Rule, RuleDoc
 from triage.rules.thresholds import THRESHOLDS
-from triage.core.report import Severity
 
 
 class RegistryError(ValueError):

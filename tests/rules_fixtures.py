@@ -762,10 +762,10 @@ def write_all(root: Path = FIXTURES) -> int:
 # --- reading a fixture back ----------------------------------------------------------------------
 def load_case(path: Path):
     """(snapshot, bench, baseline, config, expect) from one fixture file."""
-    from triage.core.snapshot import ProbeResult, Snapshot
-    from triage.rules import RulesConfig
     from triage.core.report import BenchSection
     from triage.core.report_io import from_dict
+    from triage.core.snapshot import ProbeResult, Snapshot
+    from triage.rules import RulesConfig
 
     body = json.loads(path.read_text(encoding="utf-8"))
     snap = Snapshot(probes=tuple(from_dict(ProbeResult, p, "probe") for p in body["snapshot"]["probes"]))

@@ -6,10 +6,10 @@ import random
 import pytest
 import torch
 
+from triage.core.errors import EngineError
 from triage.reference_engine.attention import available_backends, get_backend
 from triage.reference_engine.attention.base import AttentionMetadata, lower_right_causal_mask
 from triage.reference_engine.attention.tiled import TiledAttention
-from triage.core.errors import EngineError
 
 BACKENDS = ["naive", "tiled", "sdpa"]
 

@@ -8,15 +8,14 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from triage.core.roofline import decode_tokens_per_s_bound
 from triage.baseline.config import ROW_KEYS, BaselineConfig
 from triage.baseline.results import Better, RowStatus, measured, skipped
 from triage.baseline.runner import ROWS, run_baseline
 from triage.baseline.workloads import RequestTrace, percentile
 from triage.cli import app
-from triage.core.report import new_report
-from triage.core.report import ReportKind, Target
+from triage.core.report import ReportKind, Target, new_report
 from triage.core.report_io import to_dict
+from triage.core.roofline import decode_tokens_per_s_bound
 
 TINY = BaselineConfig(
     model="tiny", dtype="float32", num_threads=1, bandwidth_buffer_bytes=16 << 20, matmul_n=64,
@@ -206,8 +205,8 @@ def test_request_trace_tpot_and_itl():
 
 
 def test_section_dict_round_trips_through_report_io(tiny_section):
-    from triage.probes.host import host_info
     from triage.core.report_io import dumps, loads
+    from triage.probes.host import host_info
 
     report = new_report(ReportKind.BASELINE, host_info(), Target(engine="reference", model="tiny"),
                         baseline=tiny_section)

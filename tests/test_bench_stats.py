@@ -130,8 +130,8 @@ def test_verdict_flags_a_starved_closed_loop_and_a_lagging_loop():
 
 
 def test_loop_lag_and_cpu_use_the_same_thresholds_as_rule_bench001():
-    from triage.rules.thresholds import THRESHOLDS
     from triage.bench import validity
+    from triage.rules.thresholds import THRESHOLDS
 
     assert validity.MAX_LOOP_LAG_MS == THRESHOLDS["BENCH001.max_loop_lag_ms"].value
     assert validity.MAX_CPU_PCT == THRESHOLDS["BENCH001.max_client_cpu_pct"].value

@@ -11,8 +11,6 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from triage.core.snapshot import Snapshot
-from triage.rules import RulesConfig, evaluate
 from tests.factories import level
 from triage.bench.app import URL_DEFAULTS
 from triage.bench.config import LevelSpec, config_from_flags
@@ -28,6 +26,8 @@ from triage.compare.thresholds import parse_max_regression
 from triage.core.errors import ReportError, UsageError
 from triage.core.report import BenchSection, level_name
 from triage.core.report_io import read_report, to_dict
+from triage.core.snapshot import Snapshot
+from triage.rules import RulesConfig, evaluate
 
 runner = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"})
 

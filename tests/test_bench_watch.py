@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from triage.probes.nvml import decode_clock_event_reasons as clock_event_names
 from triage.bench.watch import GpuSampler, gpu_summary, server_summary
+from triage.probes.nvml import decode_clock_event_reasons as clock_event_names
 
 PROM = Path(__file__).parent / "fixtures" / "prom"
 

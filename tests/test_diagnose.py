@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.fixtures.nvml.fake_pynvml import load as load_nvml
+from triage.cli import app
+from triage.core.report_io import read_report, to_dict
 from triage.core.snapshot import ProbeResult, ProbeStatus, Snapshot
+from triage.diagnose import DiagnoseOptions, diagnose, load_snapshot
+from triage.diagnose.bundle import write_bundle
 from triage.probes.http import HttpResponse
 from triage.probes.nvml import probe_gpu
 from triage.probes.runner import ProbeSpec, run_probe, run_probes
 from triage.probes.server_metrics import probe_server_metrics
-from tests.fixtures.nvml.fake_pynvml import load as load_nvml
-from triage.diagnose.bundle import write_bundle
-from triage.cli import app
-from triage.diagnose import DiagnoseOptions, diagnose, load_snapshot
-from triage.core.report_io import read_report, to_dict
 
 REPO = Path(__file__).resolve().parent.parent
 FIX = Path(__file__).parent / "fixtures"

@@ -6,8 +6,8 @@ import threading
 import httpx
 import pytest
 
-from triage.probes.discovery import find_serving_processes, process_for_port
 from triage.diagnose import DiagnoseOptions, diagnose
+from triage.probes.discovery import find_serving_processes, process_for_port
 
 launcher = pytest.importorskip("triage.reference_engine.launcher")
 

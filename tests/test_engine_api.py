@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
+from tests.engine_helpers import one_torch_thread  # noqa: F401  (autouse fixture)
+from triage.core.errors import EngineError, TriageError
 from triage.reference_engine import EngineConfig, LLMEngine, SamplingParams
 from triage.reference_engine.detokenizer import IncrementalDetokenizer
 from triage.reference_engine.tokenizer import ByteTokenizer
-from tests.engine_helpers import one_torch_thread  # noqa: F401  (autouse fixture)
-from triage.core.errors import EngineError, TriageError
 
 
 @pytest.fixture(scope="module")

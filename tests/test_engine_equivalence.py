@@ -6,8 +6,8 @@ import random
 import pytest
 import torch
 
-from triage.reference_engine import EngineConfig, LLMEngine, SamplingParams
 from tests.engine_helpers import one_torch_thread  # noqa: F401  (autouse fixture)
+from triage.reference_engine import EngineConfig, LLMEngine, SamplingParams
 
 MAX_TOKENS = 12
 

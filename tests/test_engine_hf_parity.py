@@ -10,9 +10,9 @@ import json
 import pytest
 import torch
 
-from triage.reference_engine import EngineConfig, LLMEngine, SamplingParams, load_model_config
 from tests.engine_helpers import one_torch_thread  # noqa: F401  (autouse fixture)
 from triage.core.errors import EngineError
+from triage.reference_engine import EngineConfig, LLMEngine, SamplingParams, load_model_config
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.slow          # importing transformers alone takes several seconds

@@ -3,14 +3,14 @@ import math
 
 import pytest
 
-from triage.core.snapshot import ProbeResult, ProbeStatus
 from tests.factories import HOST
 from triage.core.errors import ReportError, UsageError
 from triage.core.report import Report, ReportKind
-from triage.plan.section import RawOptions, build_plan, plan_section, resolve_inputs
+from triage.core.report_io import write_report
+from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.plan.fleet import e2e_at_load
 from triage.plan.inputs import dtype_from_server
-from triage.core.report_io import write_report
+from triage.plan.section import RawOptions, build_plan, plan_section, resolve_inputs
 
 GIB = 2**30
 

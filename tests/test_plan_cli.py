@@ -4,12 +4,12 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from triage.core.snapshot import ProbeResult, ProbeStatus
 from tests.conftest import REPO
 from tests.factories import HOST
 from triage.cli import app
 from triage.core.report import Report, ReportKind
 from triage.core.report_io import read_report, write_report
+from triage.core.snapshot import ProbeResult, ProbeStatus
 
 
 @pytest.fixture

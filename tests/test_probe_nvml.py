@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.nvml.fake_pynvml import FakeNvml, load
 from triage.core.snapshot import ProbeStatus
 from triage.probes.nvml import decode_clock_event_reasons, probe_gpu
-from tests.fixtures.nvml.fake_pynvml import FakeNvml, load
 
 SYS = str(Path(__file__).parent / "fixtures" / "sysfs" / "two_node_powersave")
 

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from triage.baseline.quality import compare_logits, engine_prefill_logits
 from triage.reference_engine import EngineConfig, SamplingParams
 from triage.reference_engine.engine import LLMEngine
 from triage.reference_engine.quant.kv_fp8 import SCALE_BYTES, pack_kv, unpack_kv
-from triage.baseline.quality import compare_logits, engine_prefill_logits
 
 
 def _engine(**kw) -> LLMEngine:

@@ -3,11 +3,11 @@ import json
 import numpy as np
 import pytest
 
-from triage.core.snapshot import ProbeResult, ProbeStatus
 from tests.factories import HOST, bench_report, level
 from triage.core.errors import ReportError
 from triage.core.report import Certainty, Finding, Fix, Report, ReportKind, Severity
 from triage.core.report_io import dumps, loads, read_report, write_report
+from triage.core.snapshot import ProbeResult, ProbeStatus
 
 
 def _diagnose() -> Report:

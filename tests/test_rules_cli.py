@@ -5,8 +5,8 @@ import json
 
 from typer.testing import CliRunner
 
-from triage.rules import REGISTRY
 from triage.cli import app
+from triage.rules import REGISTRY
 
 ENV = {"COLUMNS": "100", "NO_COLOR": "1"}
 

@@ -5,14 +5,14 @@ import json
 
 import pytest
 
-from triage.core.snapshot import ProbeResult, ProbeStatus, Snapshot
-from triage.rules import REGISTRY, RulesConfig, bench_rule_codes, evaluate, load_rules_config
-from triage.rules.engines import EngineInfo, engine_flags, parse_version
 from tests.factories import HOST
 from tests.rules_fixtures import FIXTURES, bench, load_case, snapshot
 from triage.core.errors import UsageError
 from triage.core.report import BenchSection, Report, ReportKind, Severity
 from triage.core.report_io import from_dict
+from triage.core.snapshot import ProbeResult, ProbeStatus, Snapshot
+from triage.rules import REGISTRY, RulesConfig, bench_rule_codes, evaluate, load_rules_config
+from triage.rules.engines import EngineInfo, engine_flags, parse_version
 
 
 def _snap(d) -> Snapshot:

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from triage.rules import evaluate
 from tests.rules_fixtures import CASES, FIXTURES, load_case
+from triage.rules import evaluate
 
 FILES = sorted(FIXTURES.glob("*/*.json"))
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.rules_fixtures import FIXTURES
+from triage.core.report import Severity
 from triage.rules import CAUSES, REGISTRY, THRESHOLDS
 from triage.rules.base import DOC_TITLES, Rule, RuleDoc
 from triage.rules.docs import render_markdown
 from triage.rules.registry import Registry, RegistryError, declaration_problems
-from tests.rules_fixtures import FIXTURES
-from triage.core.report import Severity
 
 REPO = Path(__file__).resolve().parent.parent
 CATALOG = REPO / "tests" / "fixtures" / "rules-catalog.md"

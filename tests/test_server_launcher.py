@@ -10,10 +10,10 @@ import openai
 import pytest
 from typer.testing import CliRunner
 
-from triage.reference_engine import launcher
-from triage.reference_engine.launcher import start_reference_server
 from triage.cli import app
 from triage.core.errors import EngineError
+from triage.reference_engine import launcher
+from triage.reference_engine.launcher import start_reference_server
 
 SECRET = "sk-test-0123456789abcdef"
 

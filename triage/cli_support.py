@@ -10,7 +10,6 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from triage import __version__
 from triage.core.errors import EXIT_CANNOT, EXIT_INTERRUPTED, TriageError
-from triage.core.report import HostInfo, Report, ReportKind, Target
-from triage.core.redact import redact_argv, redact_text
+from triage.core.redact import redact_text
+from triage.core.report import Report
 
 
 @dataclass

@@ -7,11 +7,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from triage.core.errors import EngineError
 from triage.reference_engine.attention.base import AttentionBackend, AttentionMetadata
 from triage.reference_engine.attention.naive import NaiveAttention
 from triage.reference_engine.attention.sdpa import SdpaAttention
 from triage.reference_engine.attention.tiled import TiledAttention
-from triage.core.errors import EngineError
 
 log = logging.getLogger("triage.reference_engine")
 

@@ -14,7 +14,12 @@ from triage.reference_engine.quant.handlers import (
     model_weight_bytes,
     quantize_model,
 )
-from triage.reference_engine.quant.int4 import Int4Linear, Int4Weights, dequantize_int4, quantize_int4_groupwise
+from triage.reference_engine.quant.int4 import (
+    Int4Linear,
+    Int4Weights,
+    dequantize_int4,
+    quantize_int4_groupwise,
+)
 
 __all__ = [
     "Fp8Linear", "Fp8WeightOnlyHandler", "Int4Linear", "Int4WeightOnlyHandler", "Int4Weights",

@@ -7,13 +7,13 @@ from typing import Any
 
 from rich.console import Console
 
-from triage.core.snapshot import ProbeResult, Snapshot
-from triage.rules import RulesConfig, evaluate
 from tests.factories import HOST
 from tests.rules_fixtures import bench, snapshot
 from triage import render
 from triage.core.report import BenchSection, Report, ReportKind, Target
 from triage.core.report_io import dumps, from_dict
+from triage.core.snapshot import ProbeResult, Snapshot
+from triage.rules import RulesConfig, evaluate
 
 CREATED_AT = "2026-01-01T00:00:00Z"
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from triage.baseline.config import BaselineConfig
 from triage.reference_engine.config import ModelConfig
 from triage.reference_engine.microbench import MicrobenchResult
-from triage.baseline.config import BaselineConfig
 
 
 @dataclass(slots=True)

@@ -7,7 +7,6 @@ import time
 
 import torch
 
-from triage.reference_engine.quant import model_weight_bytes, quantize_model
 from triage.baseline.context import Context
 from triage.baseline.quality import LogitError, compare_logits, engine_prefill_logits
 from triage.baseline.results import AblationRow, Better, measured, skipped
@@ -21,6 +20,7 @@ from triage.baseline.workloads import (
     synthetic_prompt,
     warm,
 )
+from triage.reference_engine.quant import model_weight_bytes, quantize_model
 
 WARM_DECODE_STEPS = 2
 
@@ -166,8 +166,8 @@ def kv_fp8(ctx: Context) -> AblationRow:
 def roofline(ctx: Context) -> list[dict]:
     """Decode tok/s at each batch size against B·BW / (W + B·ctx·kv_bytes). BW is re-measured (a large
     copy) just before each point, so that both sides of the ratio see the same load on a shared host."""
-    from triage.reference_engine.microbench import MIB, measure_bandwidth
     from triage.core.roofline import decode_tokens_per_s_bound
+    from triage.reference_engine.microbench import MIB, measure_bandwidth
 
     cfg, mc = ctx.cfg, ctx.model_config
     gpu = cfg.device.startswith("cuda")

@@ -7,15 +7,15 @@ from collections.abc import Callable
 
 import torch
 
-from triage.reference_engine.config import load_model_config
-from triage.reference_engine.microbench import run_microbench
-from triage.reference_engine.threads import fit_num_threads
 from triage.baseline import model_rows, serving_rows
 from triage.baseline.config import ROW_KEYS, BaselineConfig
 from triage.baseline.context import Context
 from triage.baseline.results import AblationRow, failed
 from triage.baseline.section import build_section
 from triage.core.errors import EngineError, UsageError
+from triage.reference_engine.config import load_model_config
+from triage.reference_engine.microbench import run_microbench
+from triage.reference_engine.threads import fit_num_threads
 
 # key -> (function, change, seed claim, metric): the order of seed 000's table, then the extras.
 ROWS: dict[str, tuple[Callable, str, str | None, str]] = {

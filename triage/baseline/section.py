@@ -6,10 +6,10 @@ from typing import Any
 
 import torch
 
-from triage.core.specs import GPU_SPECS
 from triage.baseline.config import BaselineConfig, config_dict
 from triage.baseline.context import Context
 from triage.baseline.results import AblationRow, RowStatus, row_dict
+from triage.core.specs import GPU_SPECS
 
 GB = 1e9
 

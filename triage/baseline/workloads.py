@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from triage.baseline.config import BaselineConfig
 from triage.reference_engine import EngineConfig, SamplingParams
 from triage.reference_engine.engine import LLMEngine
-from triage.baseline.config import BaselineConfig
 
 
 def make_engine(cfg: BaselineConfig, **overrides) -> LLMEngine:

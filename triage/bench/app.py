@@ -15,15 +15,15 @@ from typing import Any
 
 from rich.console import Console
 
-from triage.core.snapshot import Snapshot
-from triage.rules import RulesConfig, bench_rule_codes, evaluate
 from triage.bench.config import BenchConfig
 from triage.bench.outputs import write_csv, write_html
 from triage.bench.records import RecordSink
 from triage.bench.runner import BenchRunner, Observer
 from triage.core.errors import EXIT_INTERRUPTED, EngineError, UsageError
-from triage.core.report import BenchSection, Finding, ReportKind, SkippedRule, Target
 from triage.core.redact import redact_text
+from triage.core.report import BenchSection, Finding, ReportKind, SkippedRule, Target
+from triage.core.snapshot import Snapshot
+from triage.rules import RulesConfig, bench_rule_codes, evaluate
 
 # The embedded default: small enough that `make demo` finishes in well under a minute on a 2-core CPU.
 EMBEDDED_MODEL = "tiny"
@@ -110,8 +110,8 @@ def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_consol
             nvml: Any = None) -> Outcome:
     """Run the bench and write the outputs. Interrupted (Ctrl-C): the levels that finished are still
     reported and written, and the exit code is 130."""
-    from triage.probes.host import host_info
     from triage.core.report import new_report
+    from triage.probes.host import host_info
 
     paths.check_writable()
     with contextlib.ExitStack() as stack:

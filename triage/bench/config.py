@@ -9,8 +9,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from triage.core.errors import UsageError
-from triage.core.report import level_name
 from triage.core.redact import REDACTED, redact_header, redact_text
+from triage.core.report import level_name
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 

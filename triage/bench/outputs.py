@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from triage.bench.saturation import load_series
-from triage.core.metric_names import LATENCY_FAMILIES, THROUGHPUT_METRICS
 from triage.core.errors import UsageError
+from triage.core.metric_names import LATENCY_FAMILIES, THROUGHPUT_METRICS
 from triage.core.report import BenchLevel, BenchSection, Report, level_name
 
 STAT_KEYS = ("mean", "std", "min", "p50", "p90", "p95", "p99", "max")

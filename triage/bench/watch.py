@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from triage.bench.aio import cancel_and_wait
 from triage.probes.nvml import (
     GpuLost,
     NvmlReader,
@@ -23,7 +24,6 @@ from triage.probes.nvml import (
     read_utilization,
 )
 from triage.probes.prom import EngineMetrics, normalise, parse_metrics, window_delta
-from triage.bench.aio import cancel_and_wait
 
 
 def _mean(values: list[float]) -> float | None:

@@ -6,12 +6,11 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from triage.probes.host import host_info
 from triage.baseline.config import ROW_KEYS, BaselineConfig
 from triage.cli_support import console, emit, format_option, funnel, json_option
-from triage.core.report import new_report
 from triage.core.errors import UsageError, require_extra
-from triage.core.report import ReportKind, Target
+from triage.core.report import ReportKind, Target, new_report
+from triage.probes.host import host_info
 
 
 @funnel

@@ -7,13 +7,12 @@ from pathlib import Path
 
 import typer
 
-from triage.probes.host import host_info
 from triage import render
 from triage.cli_support import emit, format_option, funnel, json_option, warn
-from triage.core.report import new_report
 from triage.core.errors import UsageError
-from triage.core.report import ReportKind, Severity, Target
+from triage.core.report import ReportKind, Severity, Target, new_report
 from triage.core.report_io import read_report, write_report
+from triage.probes.host import host_info
 
 FORMATS = ("text", "markdown", "json", "junit")
 

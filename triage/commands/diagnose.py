@@ -51,11 +51,11 @@ def diagnose(
                                      help="A triage.toml with [rules] disable=[...] and [thresholds] overrides. "
                                           "Default: ./triage.toml when it exists."),
 ) -> int:
-    from triage.rules import load_rules_config
-    from triage.diagnose.bundle import write_bundle
+    from triage.core.report_io import read_report
     from triage.diagnose import DiagnoseOptions, layer_summary, replay, unreachable_target
     from triage.diagnose import diagnose as run
-    from triage.core.report_io import read_report
+    from triage.diagnose.bundle import write_bundle
+    from triage.rules import load_rules_config
 
     threshold = _fail_on(fail_on)
     if config_path is None and Path(DEFAULT_CONFIG).is_file():

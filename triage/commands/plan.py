@@ -5,13 +5,12 @@ from pathlib import Path
 
 import typer
 
-from triage.probes.host import host_info
-from triage.core.specs import spec_keys
 from triage.cli_support import emit, format_option, funnel, json_option
-from triage.core.report import new_report
-from triage.core.report import ReportKind, Target
+from triage.core.report import ReportKind, Target, new_report
+from triage.core.specs import spec_keys
 from triage.plan.inputs import KV_CACHE_DTYPES, WEIGHT_DTYPES
 from triage.plan.presets import PRESETS
+from triage.probes.host import host_info
 
 _TRAFFIC = "Traffic"
 _GPU = "GPU"

@@ -8,16 +8,16 @@ import tarfile
 import time
 from pathlib import Path
 
-from triage.diagnose.pipeline import DiagnoseResult
 from triage.core.errors import ReportError
 from triage.core.redact import redact_text
+from triage.diagnose.pipeline import DiagnoseResult
 
 
 def write_bundle(path: str | os.PathLike[str], result: DiagnoseResult, log_path: str | None = None,
                  max_log_bytes: int = 16 * 2**20) -> Path:
     """report.json, snapshot.json, the redacted log tail and a README, in one .tar.gz."""
-    from triage.probes.logs import read_tail
     from triage.core.report_io import dumps, to_dict
+    from triage.probes.logs import read_tail
 
     out = Path(path)
     files: dict[str, str] = {

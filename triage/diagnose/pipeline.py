@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from triage.core.errors import ReportError, UsageError
+from triage.core.redact import redact_text
+from triage.core.report import BenchSection, Finding, GpuInfo, Report, ReportKind, SkippedRule, Target
 from triage.core.snapshot import ProbeResult, ProbeStatus, Snapshot
 from triage.probes.discovery import cmdline_and_env
 from triage.probes.host import host_info
 from triage.probes.runner import ProbeSpec, run_probes
 from triage.rules import RulesConfig, evaluate
-from triage.core.errors import ReportError, UsageError
-from triage.core.report import BenchSection, Finding, GpuInfo, Report, ReportKind, SkippedRule, Target
-from triage.core.redact import redact_text
 
 DEFAULT_WINDOW_S = 2.0
 PROBE_NAMES = ("server_config", "gpu", "cpu", "memory", "server_process", "server_metrics", "network",

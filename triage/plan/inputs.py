@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from triage.core import specs
-from triage.core.specs import GpuSpec
 from triage.core.errors import UsageError
+from triage.core.specs import GpuSpec
 from triage.plan import assumptions as A
 from triage.plan.model_shape import ModelShape, model_for_served_name, preset_names, resolve_model
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from triage.core import roofline
-from triage.reference_engine.config import PRESETS as ENGINE_PRESETS
 from triage.core.errors import UsageError
 from triage.plan.presets import PRESETS
+from triage.reference_engine.config import PRESETS as ENGINE_PRESETS
 
 # config.json spells the same thing in several ways across model families.
 _ALIASES: dict[str, tuple[str, ...]] = {
