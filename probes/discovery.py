@@ -48,6 +48,12 @@ def classify_cmdline(argv: list[str]) -> str | None:
             return "ollama"
         if base in ("llama-server", "llama.cpp-server"):
             return "llama.cpp"
+        if base in ("transformers", "transformers-cli") and nxt == "serve":
+            return "transformers"
+        if base == "lmdeploy" and nxt == "serve":
+            return "lmdeploy"
+        if base == "trtllm-serve":
+            return "trtllm"
     return None
 
 

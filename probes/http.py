@@ -1,8 +1,8 @@
 """Tiny HTTP helpers for probes: one base-URL normaliser and one bounded GET. Injectable in tests."""
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -15,6 +15,7 @@ MAX_BODY_BYTES = 16 * 2**20
 class HttpResponse:
     status_code: int
     text: str
+    headers: Mapping[str, str] = field(default_factory=dict)   # lower-cased names
 
 
 class HttpFailure(Exception):
@@ -49,7 +50,7 @@ def http_get(url: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> HttpResponse:
                         raise HttpFailure(f"{url}: response larger than {MAX_BODY_BYTES} bytes")
                     chunks.append(chunk)
                 body = b"".join(chunks).decode(resp.encoding or "utf-8", errors="replace")
-                return HttpResponse(resp.status_code, body)
+                return HttpResponse(resp.status_code, body, {k.lower(): v for k, v in resp.headers.items()})
     except httpx.TimeoutException:
         raise HttpFailure(f"{url}: no answer within {timeout_s:g} s") from None
     except httpx.ConnectError as e:

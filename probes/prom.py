@@ -81,6 +81,7 @@ class EngineMetrics:
     spec_decode_acceptance_rate_gauge: float | None = None
     spec_decode_mean_accept_length: float | None = None  # SGLang's spec_accept_length gauge
     kv_cache_capacity_tokens: float | None = None
+    batch_occupancy_mean: float | None = None            # llama.cpp: busy slots per decode call
     histograms: Mapping[str, Histogram] = field(default_factory=dict)
     cache_config: Mapping[str, Any] = field(default_factory=dict)
 
@@ -136,7 +137,7 @@ _V1_ONLY = ("vllm:kv_cache_usage_perc", "vllm:prefix_cache_queries_total",
 
 
 def detect_engine(sample: MetricsSample) -> str | None:
-    """"vllm" (V1) | "vllm-v0" | "sglang" | "tgi", or None when no known name is present."""
+    """"vllm" (V1) | "vllm-v0" | "sglang" | "tgi" | "llama.cpp" | "lmdeploy" | "trtllm", or None."""
     names = sample.names()
     if any(n.startswith("vllm:") for n in names):
         has_engine_label = any("engine" in s.labels for s in sample.samples if s.name.startswith("vllm:"))
@@ -147,6 +148,11 @@ def detect_engine(sample: MetricsSample) -> str | None:
         return "sglang"
     if any(n.startswith("tgi_") for n in names):
         return "tgi"
+    from triage.probes.prom_more_engines import NORMALISERS
+
+    for prefix, engine, _ in NORMALISERS:
+        if any(n.startswith(prefix) for n in names):
+            return engine
     return None
 
 
@@ -330,6 +336,11 @@ def normalise(sample: MetricsSample) -> EngineMetrics:
         return _sglang(sample)
     if engine == "tgi":
         return _tgi(sample)
+    from triage.probes.prom_more_engines import NORMALISERS
+
+    for _, name, normaliser in NORMALISERS:
+        if engine == name:
+            return normaliser(sample)
     return EngineMetrics(engine=None)
 
 

@@ -1,0 +1,134 @@
+"""Which engine serves this URL, and which version: from the command line when the process is local,
+and from what the server itself says over HTTP (its Server header, /version, /api/version, /props,
+/openapi.json, /v1/models and its metric names). Every signal comes from the engine's own source;
+see triage/core/engine_signals.py.
+
+`identify()` is pure: it takes the answers already fetched. `fetch_signals()` does the GETs, each
+bounded, and a path the server does not have is simply absent.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from triage.core.engine_signals import ENGINES
+from triage.probes.http import DEFAULT_TIMEOUT_S, HttpFailure, HttpGet, HttpResponse, base_url, http_get
+
+PATHS = ("/version", "/api/version", "/props", "/openapi.json", "/v1/models", "/info")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineIdentity:
+    engine: str | None                 # an ENGINES key, or None when nothing identified it
+    version: str | None = None
+    evidence: tuple[str, ...] = ()     # what said so, in words ("Server: llama.cpp", ...)
+
+
+@dataclass(frozen=True, slots=True)
+class HttpSignals:
+    """The server's answers: path -> parsed JSON (2xx only), plus the response headers seen."""
+
+    json_by_path: Mapping[str, Any] = field(default_factory=dict)
+    server_header: str | None = None
+
+
+def _json(resp: HttpResponse) -> Any:
+    if not 200 <= resp.status_code < 300:
+        return None
+    try:
+        return json.loads(resp.text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def fetch_signals(url: str, get: HttpGet = http_get, timeout_s: float = DEFAULT_TIMEOUT_S) -> HttpSignals:
+    """GET each identity path once; failures and non-JSON answers are left out, never raised."""
+    base = base_url(url)
+    found: dict[str, Any] = {}
+    server: str | None = None
+    for path in PATHS:
+        try:
+            resp = get(base + path, timeout_s)
+        except HttpFailure:
+            continue
+        server = server or resp.headers.get("server")
+        body = _json(resp)
+        if body is not None:
+            found[path] = body
+    return HttpSignals(found, server)
+
+
+def _version_of(body: Any) -> str | None:
+    if isinstance(body, Mapping) and isinstance(body.get("version"), (str, int, float)):
+        return str(body["version"])[:64]
+    return None
+
+
+def _from_http(sig: HttpSignals) -> list[tuple[str, str | None, str]]:
+    """(engine, version, evidence) for every HTTP signal that names one engine."""
+    out: list[tuple[str, str | None, str]] = []
+    by_path = sig.json_by_path
+    for name, eng in ENGINES.items():
+        if eng.server_header and sig.server_header == eng.server_header:
+            out.append((name, None, f"Server: {sig.server_header}"))
+    props = by_path.get("/props")
+    if isinstance(props, Mapping) and "total_slots" in props and "default_generation_settings" in props:
+        build = props.get("build_info")
+        out.append(("llama.cpp", str(build) if build else None, "/props has total_slots (llama-server)"))
+    version = by_path.get("/version")
+    if isinstance(version, Mapping) and version.get("engine") == "triage-reference":
+        out.append(("reference", _version_of(version), "/version says engine=triage-reference"))
+    api_version = by_path.get("/api/version")
+    if _version_of(api_version) is not None:
+        out.append(("ollama", _version_of(api_version), "/api/version answers (Ollama's native API)"))
+    info = by_path.get("/info")
+    if isinstance(info, Mapping) and "model_id" in info and ("router" in info or "max_batch_total_tokens" in info):
+        out.append(("tgi", _version_of(info), "/info has TGI's router fields"))
+    openapi = by_path.get("/openapi.json")
+    paths = set(openapi.get("paths", {})) if isinstance(openapi, Mapping) and isinstance(
+        openapi.get("paths"), Mapping) else set()
+    for name, eng in ENGINES.items():
+        hit = paths.intersection(eng.openapi_paths)
+        if hit:
+            out.append((name, None, f"/openapi.json serves {sorted(hit)[0]}"))
+    models = by_path.get("/v1/models")
+    data = models.get("data") if isinstance(models, Mapping) else None
+    owners = {str(m.get("owned_by")) for m in data if isinstance(m, Mapping)} if isinstance(data, list) else set()
+    for name, eng in ENGINES.items():
+        if eng.owned_by and eng.owned_by in owners:
+            out.append((name, None, f"/v1/models owned_by={eng.owned_by}"))
+    return out
+
+
+def _from_metrics(metric_names: Iterable[str]) -> list[tuple[str, str | None, str]]:
+    names = list(metric_names)
+    out = []
+    for name, eng in ENGINES.items():
+        for prefix in eng.metric_prefixes:
+            if name != "reference" and any(n.startswith(prefix) for n in names):
+                out.append((name, None, f"/metrics has {prefix}* names"))
+                break
+    return out
+
+
+def identify(cmdline_engine: str | None = None, http: HttpSignals | None = None,
+             metric_names: Iterable[str] = ()) -> EngineIdentity:
+    """The engine the signals agree on. The command line wins (it is what was launched); then the
+    most specific HTTP signal; then metric names. Versions come from whichever signal carries one."""
+    found = _from_http(http) if http is not None else []
+    found += _from_metrics(metric_names)
+    if cmdline_engine and cmdline_engine != "unknown":
+        found.insert(0, (cmdline_engine, None, f"command line launches {cmdline_engine}"))
+    if not found:
+        return EngineIdentity(None)
+    engine = found[0][0]
+    # The reference engine exports vLLM's metric names on purpose; its /version says what it is.
+    if engine == "vllm" and any(e == "reference" for e, _, _ in found):
+        engine = "reference"
+    version = next((v for e, v, _ in found if e == engine and v), None)
+    if version is None and http is not None and engine in ("vllm", "trtllm", "reference"):
+        version = _version_of(http.json_by_path.get("/version"))
+    evidence = tuple(dict.fromkeys(ev for e, _, ev in found if e == engine))
+    return EngineIdentity(engine, version, evidence)
