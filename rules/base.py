@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from triage.core.report import Certainty, Fix, Severity
+from triage.core.report import Certainty, FindingKind, Fix, Severity
 
 if TYPE_CHECKING:
     from triage.rules.context import Context
@@ -68,6 +68,7 @@ class Hit:
     certainty: Certainty = Certainty.LIKELY
     severity: Severity | None = None        # None: the rule's default severity
     impact: float = 0.5                     # 0..1 estimated share of performance at stake (ranking only)
+    kind: FindingKind = FindingKind.PROBLEM  # OPPORTUNITY: a better config with no symptom; capped at LOW
 
 
 Check = Callable[["Context"], "Hit | None"]

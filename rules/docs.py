@@ -12,8 +12,16 @@ def _fmt(value: float) -> str:
 
 def render_markdown() -> str:
     lines = ["# triage rules", "",
-             "Generated from the registry by `python -m rules.docs > docs/RULES.md`; "
+             "Generated from the registry by `python -m triage.rules.docs > docs/RULES.md`; "
              "`triage rules explain CODE` prints one rule. Codes never change meaning and are never reused.",
+             "", "## Severity policy", "",
+             "A finding above LOW needs evidence of a symptom on this deployment: latency or throughput "
+             "(from a bench or the server's histograms), queueing (waiting or deferred requests), memory "
+             "pressure (KV usage, preemptions, OOM), errors, or a hardware fault. A better configuration "
+             "with no symptom (FP8 on Hopper, one llama.cpp slot on an idle server) is an *opportunity*: "
+             "the finding carries `kind: opportunity`, its severity is capped at LOW by the rules engine "
+             "(`rules/evaluate.py`), and the renderers list it in its own section. A healthy deployment "
+             "shows nothing above LOW; `tests/test_severity_policy.py` checks both.",
              "", "| code | name | default severity | inputs | what it checks |", "|---|---|---|---|---|"]
     for r in REGISTRY:
         lines.append(f"| [{r.code}](#{r.code.lower()}) | {r.name} | {r.severity.value} | "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from triage.core.report import BenchSection, Finding, SkippedRule
+from triage.core.report import BenchSection, Finding, FindingKind, Severity, SkippedRule
 from triage.core.snapshot import Snapshot
 from triage.rules.base import Hit, MissingInput, Rule
 from triage.rules.config import RulesConfig
@@ -115,17 +115,25 @@ def evaluate(snapshot: Snapshot, bench: BenchSection | None = None, baseline: di
         elif outcome is not None:
             hits.append((r, outcome))
     fired = {r.code for r, _ in hits}
-    ranked = sorted(hits, key=lambda rh: ((rh[1].severity or rh[0].severity).rank, rh[1].certainty.rank,
+    ranked = sorted(hits, key=lambda rh: (severity_of(*rh).rank, rh[1].certainty.rank,
                                           -rh[1].impact, rh[0].code))
     findings = tuple(_finding(r, h, fired) for r, h in ranked)
     return Evaluation(findings=findings, skipped=tuple(skipped))
 
 
+def severity_of(r: Rule, h: Hit) -> Severity:
+    """The severity policy: an opportunity (no symptom on this deployment) is never above LOW."""
+    severity = h.severity or r.severity
+    if h.kind is FindingKind.OPPORTUNITY and severity.rank < Severity.LOW.rank:
+        return Severity.LOW
+    return severity
+
+
 def _finding(r: Rule, h: Hit, fired: set[str]) -> Finding:
     explains = tuple(c for c in CAUSES.get(r.code, ()) if c in fired and c != r.code)
-    f = Finding(code=r.code, name=r.name, severity=h.severity or r.severity, certainty=h.certainty,
+    f = Finding(code=r.code, name=r.name, severity=severity_of(r, h), certainty=h.certainty,
                 title=h.title, message=h.message, evidence=dict(h.evidence), fix=h.fix,
-                references=r.doc.references, explains=explains)
+                references=r.doc.references, explains=explains, kind=h.kind)
     if explains:
         f = replace(f, message=f"{h.message} This likely explains {', '.join(explains)}.")
     return f

@@ -126,7 +126,7 @@ def test_explain_prints_every_section():
 
 def test_docs_rules_md_is_generated_from_the_registry():
     assert (REPO / "docs" / "RULES.md").read_text() == render_markdown(), \
-        "regenerate: python -m rules.docs > docs/RULES.md"
+        "regenerate: python -m triage.rules.docs > docs/RULES.md"
 
 
 # --- purity: rules/ reads nothing from the system ---------------------------------------------------

@@ -82,6 +82,15 @@ class Fix:
     commands: tuple[str, ...] = ()
 
 
+class FindingKind(str, enum.Enum):
+    """A problem has a symptom on this deployment (latency, throughput, queueing, memory pressure,
+    errors, a hardware fault). An opportunity is a better configuration with no symptom seen: it is
+    never above LOW (docs/RULES.md, "Severity policy")."""
+
+    PROBLEM = "problem"
+    OPPORTUNITY = "opportunity"
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     code: str
@@ -95,6 +104,7 @@ class Finding:
     references: tuple[str, ...] = ()
     # Codes of findings that this one explains (a causal chain, e.g. KV001 explains SCHED003).
     explains: tuple[str, ...] = ()
+    kind: FindingKind = FindingKind.PROBLEM
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from triage.core.report import Report, Severity
+from triage.core.report import Finding, FindingKind, Report, Severity
 from triage.render.fmt import md_table, num
 
 _SEVERITY_STYLE = {
@@ -49,10 +49,26 @@ def probes_console(report: Report, out: Console) -> None:
     out.print(table)
 
 
+def _split(report: Report) -> tuple[list[Finding], list[Finding]]:
+    problems = [f for f in report.findings if f.kind is not FindingKind.OPPORTUNITY]
+    return problems, [f for f in report.findings if f.kind is FindingKind.OPPORTUNITY]
+
+
 def findings_console(report: Report, out: Console) -> None:
-    if not report.findings:
-        out.print("[green]No findings.[/] Nothing triage checks looks wrong on what it could see.")
-    for f in report.findings:
+    problems, opportunities = _split(report)
+    if not problems:
+        out.print("[green]No problems found.[/] Nothing triage checks looks wrong on what it could see.")
+    _findings_block(problems, out)
+    if opportunities:
+        out.print("\n[bold]Opportunities[/] [dim](a better configuration; no symptom seen on this deployment)[/]")
+        _findings_block(opportunities, out)
+    if report.skipped_rules:
+        out.print(f"\n[dim]{len(report.skipped_rules)} rules skipped for missing inputs "
+                  "(see the JSON report's skipped_rules).[/]")
+
+
+def _findings_block(findings: list[Finding], out: Console) -> None:
+    for f in findings:
         style = _SEVERITY_STYLE[f.severity]
         out.print(f"\n[{style}]{f.severity.value.upper()}[/] [bold]{f.code}[/] {f.title} "
                   f"[dim]({f.certainty.value})[/]")
@@ -64,13 +80,17 @@ def findings_console(report: Report, out: Console) -> None:
             out.print(f"    $ {cmd}", markup=False)
         if f.explains:
             out.print(f"  explains: {', '.join(f.explains)}", markup=False)
-    if report.skipped_rules:
-        out.print(f"\n[dim]{len(report.skipped_rules)} rules skipped for missing inputs "
-                  "(see the JSON report's skipped_rules).[/]")
 
 
 def findings_markdown(report: Report) -> str:
-    if not report.findings:
-        return "### Findings\n\nNo findings."
-    rows = [[f.severity.value, f.code, f.title, f.certainty.value, f.fix.text] for f in report.findings]
-    return "### Findings\n\n" + md_table(["severity", "code", "title", "certainty", "fix"], rows)
+    problems, opportunities = _split(report)
+    head = ["severity", "code", "title", "certainty", "fix"]
+    out = "### Findings\n\n" + (md_table(head, [_row(f) for f in problems]) if problems else "No problems found.")
+    if opportunities:
+        out += ("\n\n### Opportunities\n\nA better configuration; no symptom seen on this deployment.\n\n"
+                + md_table(head, [_row(f) for f in opportunities]))
+    return out
+
+
+def _row(f: Finding) -> list[str]:
+    return [f.severity.value, f.code, f.title, f.certainty.value, f.fix.text]
