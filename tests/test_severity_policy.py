@@ -6,8 +6,8 @@ import io
 
 from rich.console import Console
 
-from triage.core.report import Certainty, Finding, FindingKind, Fix, Severity
 from tests.factories import bench_report
+from triage.core.report import Certainty, Finding, FindingKind, Fix, Severity
 from triage.core.report_io import dumps, loads
 from triage.render.findings import findings_console, findings_markdown
 from triage.rules.base import Hit, Rule, RuleDoc
