@@ -47,4 +47,5 @@ def report_validator():
     return validate
 
 
+from tests.live_engines import transformers_server  # noqa: E402, F401
 from tests.server_fixture import reference_server  # noqa: E402, F401

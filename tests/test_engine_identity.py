@@ -130,3 +130,10 @@ def test_batching_knobs_from_argv_and_env():
 def test_reference_server_names_itself(reference_server):
     who = identify(None, fetch_signals(reference_server.url))
     assert who.engine == "reference" and who.version
+
+
+def test_live_transformers_serve_is_named(transformers_server):
+    """A real `transformers serve`: named from its own /openapi.json, and from its command line."""
+    who = identify(None, fetch_signals(transformers_server.url))
+    assert who.engine == "transformers", who
+    assert classify_cmdline(list(transformers_server.argv)) == "transformers"
