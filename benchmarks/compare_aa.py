@@ -107,7 +107,7 @@ def resample_aa(paths: list[Path], splits: int, seed: int) -> list:
     return results
 
 
-def _slowdown_pct(base: list[Path], cand: list[Path], metric: str) -> float:
+def _slowdown_pct(base: list[Path], cand: list[Path], metric: str) -> float | None:
     """The mean relative change of `metric` (the worse direction positive) from delay 0 to this delay."""
     def mean_value(paths):
         values = []
@@ -115,8 +115,11 @@ def _slowdown_pct(base: list[Path], cand: list[Path], metric: str) -> float:
             for lv in read_report(p).bench.levels:
                 fam, _, stat = metric.partition(".")
                 values.append(getattr(getattr(lv, fam), stat) if stat else getattr(lv, metric))
-        return float(np.mean(values))
+        values = [v for v in values if v is not None]
+        return float(np.mean(values)) if values else None
     b, c = mean_value(base), mean_value(cand)
+    if b is None or c is None or b == 0:
+        return None
     change = 100.0 * (c - b) / b
     return change if "." in metric else -change
 
