@@ -83,7 +83,7 @@ def _rates(results: list) -> dict[str, dict[str, float]]:
 def _half(report, idx_by_level):
     """The report with each level's per-request samples cut to `idx` and its stats recomputed; no repeats."""
     levels = []
-    for lv, idx in zip(report.bench.levels, idx_by_level):
+    for lv, idx in zip(report.bench.levels, idx_by_level, strict=False):
         samples = {k: [v[i] for i in idx if i < len(v)] for k, v in (lv.samples or {}).items()}
         stats = {k: stats_of(v) for k, v in samples.items() if k in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")}
         levels.append(dataclasses.replace(lv, samples=samples, repeats=None, **stats))

@@ -279,7 +279,7 @@ def test_text_output_at_80_columns_is_compact_and_splits_no_word(tmp_path):
     verdicts = {v.value for v in Verdict} | {v.value.upper() for v in Verdict}
     rows = [ln for ln in lines if ln.startswith("  ") and ln.split()[0] in verdicts]
     assert len(rows) == len(compared.metrics)
-    for m, line in zip(compared.metrics, rows):
+    for m, line in zip(compared.metrics, rows, strict=False):
         assert line.split()[:2] == [verdict_text(compared, m), m.metric], line
         for part in (pct(m.change_pct), interval_text(m)):
             assert part in line, (part, line)

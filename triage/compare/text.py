@@ -36,7 +36,7 @@ def _full(result: CompareResult) -> list[str]:
     widths = [max(len(c) for c in [h, *(r[i] for r in rows)]) for i, h in enumerate(COLUMNS)]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if i in _RIGHT else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(c.rjust(w) if i in _RIGHT else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=False))).rstrip()
 
     return [line(COLUMNS), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 

@@ -46,13 +46,13 @@ def convert(data: dict[str, Any]) -> Report:
     def kept(values: list | None) -> list | None:
         if not isinstance(values, list):
             return None
-        return [v for v, good in zip(values, ok) if good] if ok and len(ok) == len(values) else values
+        return [v for v, good in zip(values, ok, strict=False) if good] if ok and len(ok) == len(values) else values
 
     ttfts, lats = kept(data.get("ttfts")), kept(data.get("latencies"))
     outs, itls = kept(data.get("output_lens")), kept(data.get("itls"))
     samples: dict[str, list[float]] = {"ttft_ms": _ms(ttfts or []), "e2e_ms": _ms(lats or [])}
     if ttfts and lats and isinstance(outs, list) and len(outs) == len(ttfts) == len(lats):
-        samples["tpot_ms"] = [1000.0 * (lat - t) / (n - 1) for t, lat, n in zip(ttfts, lats, outs)
+        samples["tpot_ms"] = [1000.0 * (lat - t) / (n - 1) for t, lat, n in zip(ttfts, lats, outs, strict=False)
                               if isinstance(n, int) and n > 1]
     if isinstance(itls, list):
         samples["itl_ms"] = [1000.0 * v for per in itls if isinstance(per, list) for v in per]
