@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from triage.core import engine_truth
+import triage.core.engine_truth as engine_truth
 
 LAUNCHERS = {
     "vllm": "vllm serve",
