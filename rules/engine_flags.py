@@ -74,6 +74,8 @@ KNOBS: dict[str, dict[str, Knob | NoEquivalent]] = {
     "api_server_count": {"vllm": Knob("--api-server-count")},
     "tokenizer_mode_auto": {"vllm": Knob("--tokenizer-mode", "auto"), "sglang": Knob("--tokenizer-mode", "auto")},
     "numa_bind": {"vllm": Knob("--numa-bind", None)},
+    "speculative_config": {"vllm": Knob("--speculative-config")},  # JSON; vLLM < 0.8 has no such flag
+    "speculative_num_draft_tokens": {"sglang": Knob("--speculative-num-draft-tokens")},
 }
 
 # Flags that turn a default-on feature off: the fix is to remove them. Checked by the conformance test.

@@ -36,7 +36,8 @@ TGI_TAGS = ("v2.4.1", "v3.3.7")
 # Files read per engine (suffix match inside the archive).
 VLLM_FILES = (
     "vllm/engine/arg_utils.py", "vllm/config.py", "vllm/config/", "vllm/envs.py",
-    "vllm/entrypoints/openai/cli_args.py", "vllm/entrypoints/common/cli_args.py", "vllm/entrypoints/cli/serve.py",
+    "vllm/entrypoints/openai/cli_args.py", "vllm/entrypoints/common/cli_args.py",
+    "vllm/entrypoints/launchers/cli_args.py", "vllm/entrypoints/cli/serve.py",
     "vllm/entrypoints/openai/api_server.py",
     "vllm/engine/metrics.py", "vllm/v1/metrics/loggers.py", "vllm/v1/spec_decode/metrics.py",
     "vllm/attention/utils/fa_utils.py", "vllm/v1/attention/backends/fa_utils.py",
@@ -600,7 +601,7 @@ def vllm_table(version: str, archive: Path, sha: str) -> dict[str, Any]:
     for rel in order:
         sym.add(rel, files[rel])
     parser_files = [r for r in ("vllm/engine/arg_utils.py", "vllm/entrypoints/openai/cli_args.py",
-                                "vllm/entrypoints/common/cli_args.py",
+                                "vllm/entrypoints/common/cli_args.py", "vllm/entrypoints/launchers/cli_args.py",
                                 "vllm/entrypoints/cli/serve.py") if r in files]
     flags, unresolved = extract_argparse(sym, parser_files)
     for cls in ("BaseFrontendArgs", "FrontendArgs"):

@@ -47,6 +47,8 @@ class FlagSpec:
     def accepts(self, value: Any) -> str | None:
         """None when `value` is accepted; otherwise why not."""
         if not self.takes_value:
+            if self.type == "bool_value" and str(value).lower() in ("true", "false"):
+                return None
             return None if value in (None, True, "") else f"{self.name} takes no value"
         if value is None:
             return f"{self.name} needs a value"
@@ -57,7 +59,9 @@ class FlagSpec:
                 return f"{self.name}: {text!r} is not one of {', '.join(allowed)}"
             return None
         try:
-            if self.type == "int":
+            if self.type == "json":
+                json.loads(text.strip("'"))
+            elif self.type == "int":
                 int(text)
             elif self.type == "float":
                 float(text)
@@ -92,7 +96,8 @@ class Table:
         if canonical is None:
             return None
         raw = self._flags[canonical]
-        is_bool = raw.get("type") == "bool" and raw.get("action") in ("store_true", "store_false", "bool_optional")
+        is_bool = (raw.get("type") == "bool" and raw.get("action") in ("store_true", "store_false", "bool_optional")) \
+            or (raw.get("type") == "bool_value" and raw.get("nargs") == "?")  # vLLM 0.6's StoreBoolean
         choices = raw.get("choices")
         return FlagSpec(canonical, raw.get("type"), tuple(choices) if choices is not None else None,
                         raw.get("default"), tuple(raw.get("aliases", ())), tuple(raw.get("env", ())),
