@@ -372,7 +372,7 @@ def _argparse_spec(sym: Symbols, call: ast.Call, kwargs_vars: dict[str, str]) ->
     for kw in list(keywords):  # **{**scheduler_kwargs["max_num_seqs"], "default": None}
         if kw.arg is None and isinstance(kw.value, ast.Dict):
             keywords.remove(kw)
-            for k, v in zip(kw.value.keys, kw.value.values):
+            for k, v in zip(kw.value.keys, kw.value.values, strict=True):
                 if k is None:
                     keywords.append(ast.keyword(arg=None, value=v))
                 elif isinstance(k, ast.Constant) and isinstance(k.value, str):
@@ -574,7 +574,7 @@ def vllm_env_vars(sym: Symbols) -> dict[str, str | None]:
             target = node.target.id
         if target != "environment_variables" or not isinstance(node.value, ast.Dict):
             continue
-        for k, v in zip(node.value.keys, node.value.values):
+        for k, v in zip(node.value.keys, node.value.values, strict=True):
             if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
                 continue
             default = None

@@ -94,6 +94,17 @@ def test_every_knob_renders_a_flag_the_version_accepts(engine, version):
         assert problems_in(r.text, engine, version) == [], (knob, engine, version)
 
 
+def test_every_knob_flag_exists_in_the_newest_release():
+    """A knob's flag may be missing from old releases (the fix then says so), never from the newest."""
+    for knob, per_engine in KNOBS.items():
+        for engine, spec in per_engine.items():
+            if isinstance(spec, Knob):
+                t = et.table(engine)
+                assert t.flag(spec.flag) is not None, f"{knob}: {spec.flag} is not a {engine} {t.version} flag"
+                value = None if spec.value is None else spec.value.format(v=SAMPLE.get(knob, 1))
+                assert t.check(spec.flag, value) is None, (knob, engine, t.check(spec.flag, value))
+
+
 def test_disabling_flags_exist_where_they_are_named():
     for feature, per_engine in DISABLING_FLAGS.items():
         for engine, text in per_engine.items():
