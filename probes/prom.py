@@ -292,6 +292,7 @@ def _sglang(sample: MetricsSample) -> EngineMetrics:
         generation_tokens_total=_sum(sample, [s + "generation_tokens_total"]),
         num_requests_finished_total=_sum(sample, [s + "num_requests_total"]),
         spec_decode_mean_accept_length=_mean(sample, [s + "spec_accept_length"]),
+        spec_decode_acceptance_rate_gauge=_mean(sample, [s + "spec_accept_rate"]),  # metrics/collector.py
         kv_cache_capacity_tokens=_sum(sample, [s + "max_total_num_tokens"]),
         histograms=_present({
             "ttft_s": _histogram(sample, [s + "time_to_first_token_seconds"]),

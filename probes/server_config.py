@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import triage.core.engine_truth as engine_truth
 from triage.core.redact import redact_argv
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.http import HttpFailure, HttpGet, base_url, http_get
@@ -51,25 +52,61 @@ _SGLANG_FLAGS = {
     "--pp-size": ("pipeline_parallel_size", "int"), "--dp-size": ("data_parallel_size", "int"),
     "--disable-cuda-graph": ("enforce_eager", "bool"), "--speculative-algorithm": ("speculative_config", "str"),
     "--page-size": ("block_size", "int"),
+    # Newer ServerArgs (sglang/srt/arg_groups/fields/exec_.py) turn decode CUDA graphs off with these.
+    "--disable-decode-cuda-graph": ("enforce_eager", "bool"),
+    "--cuda-graph-backend-decode": ("enforce_eager", "eager_if_disabled"),
 }
 _TGI_FLAGS = {
     "--model-id": ("model", "str"), "--max-total-tokens": ("max_model_len", "int"),
-    "--max-concurrent-requests": ("max_num_seqs", "int"),
+    "--max-batch-size": ("max_num_seqs", "int"), "--cuda-memory-fraction": ("gpu_memory_utilization", "float"),
+    "--max-batch-total-tokens": ("max_batch_total_tokens", "int"),
     "--max-batch-prefill-tokens": ("max_num_batched_tokens", "int"), "--quantize": ("quantization", "str"),
     "--num-shard": ("tensor_parallel_size", "int"), "--dtype": ("dtype", "str"),
     "--kv-cache-dtype": ("kv_cache_dtype", "str"), "--speculate": ("speculative_config", "str"),
 }
 FLAG_TABLES = {"vllm": _VLLM_FLAGS, "reference": _VLLM_FLAGS, "sglang": _SGLANG_FLAGS, "tgi": _TGI_FLAGS}
 
-# Defaults that have held across releases; anything version-dependent is left unknown.
+
+def _with_aliases(engine: str, table: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    """Add every spelling the engine's own parser accepts (aliases, `--no-` forms; all tabled versions)."""
+    out = dict(table)
+    for version in engine_truth.versions(engine):
+        t = engine_truth.table(engine, version)
+        for spelling, canonical in t.spellings().items():  # type: ignore[union-attr]
+            if spelling in out or canonical not in table:
+                continue
+            field, kind = table[canonical]
+            if spelling.startswith("--no-") and kind == "bool":
+                kind = "nobool"
+            out[spelling] = (field, kind)
+    return out
+
+
+FLAG_TABLES = {e: _with_aliases("vllm" if e == "reference" else e, t) for e, t in FLAG_TABLES.items()}
+# TGI reads each launcher flag from the environment too (clap `env`): MAX_BATCH_SIZE=64 == --max-batch-size 64.
+_TGI_ENV = {env: flag for flag in _TGI_FLAGS
+            for env in (engine_truth.flag("tgi", flag).env if engine_truth.flag("tgi", flag) else ())}
+
+# Defaults that have held across releases; version-dependent ones come from the truth tables
+# (`_versioned_defaults`): vLLM's gpu_memory_utilization is 0.9 up to 0.18 and 0.92 from 0.31 on.
 _DEFAULTS = {
-    "vllm": {"gpu_memory_utilization": 0.9, "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
+    "vllm": {"tensor_parallel_size": 1, "pipeline_parallel_size": 1,
              "data_parallel_size": 1, "enforce_eager": False, "kv_cache_dtype": "auto", "dtype": "auto",
              "quantization": None, "speculative_config": None},
     "sglang": {"tensor_parallel_size": 1, "pipeline_parallel_size": 1, "data_parallel_size": 1,
                "enforce_eager": False, "kv_cache_dtype": "auto", "dtype": "auto", "enable_prefix_caching": True},
     "tgi": {"tensor_parallel_size": 1},
 }
+_VERSIONED = {"vllm": ("gpu_memory_utilization",), "tgi": ("gpu_memory_utilization",)}
+
+
+def _versioned_defaults(engine: str, version: str | None) -> tuple[dict[str, Any], str]:
+    """Defaults read from the engine's own source at that version (the newest table when unknown)."""
+    t = engine_truth.table(engine, version)
+    if t is None:
+        return {}, "default"
+    values = {k: t.defaults.get(k) for k in _VERSIONED.get(engine, ()) if t.defaults.get(k) is not None}
+    return values, f"default ({t.label})"
 # vLLM V1 (what the `engine` label in /metrics reveals) turned both on by default.
 _VLLM_V1_DEFAULTS = {"enable_chunked_prefill": True, "enable_prefix_caching": True}
 
@@ -88,6 +125,8 @@ def parse_human_int(text: str) -> int:
 
 
 def _convert(kind: str, raw: str | None) -> Any:
+    if kind == "eager_if_disabled":
+        return raw is not None and raw.strip().lower() == "disabled"
     if kind == "bool":
         return True if raw is None else raw.strip().lower() not in ("false", "0", "no")
     if kind == "nobool":
@@ -121,6 +160,9 @@ def parse_flags(argv: Sequence[str], engine: str) -> tuple[dict[str, Any], list[
             field, kind = table[flag_norm]
             raw: str | None = inline if eq else None
             takes_value = kind not in ("bool", "nobool")
+            if kind == "bool" and not eq and i + 1 < len(args) and args[i + 1].lower() in ("true", "false"):
+                raw = args[i + 1]  # SGLang/TGI style `--flag true`
+                i += 1
             if takes_value and not eq:
                 raw = args[i + 1] if i + 1 < len(args) else None
                 i += 1
@@ -135,12 +177,59 @@ def parse_flags(argv: Sequence[str], engine: str) -> tuple[dict[str, Any], list[
             if arg == "serve" and not args[j + 1].startswith("-"):
                 out["model"] = args[j + 1]
                 break
+    if engine in ("vllm", "reference") and "--config" in args[:-1]:
+        _merge_yaml_config(args[args.index("--config") + 1], table, out, bad)
     if engine == "sglang" and "max_num_batched_tokens" in out:
         # --chunked-prefill-size -1 turns chunking off; it is then no token budget at all.
         out["enable_chunked_prefill"] = out["max_num_batched_tokens"] > 0
         if not out["enable_chunked_prefill"]:
             del out["max_num_batched_tokens"]
     return out, bad
+
+
+def _merge_yaml_config(path: str, table: dict[str, tuple[str, str]], out: dict[str, Any], bad: list[str]) -> None:
+    """vLLM's `--config file.yaml`: keys are flag names without dashes; the command line wins."""
+    try:
+        import yaml
+    except ImportError:
+        bad.append("--config (PyYAML is not installed)")
+        return
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except (OSError, yaml.YAMLError) as e:
+        bad.append(f"--config ({type(e).__name__})")
+        return
+    if not isinstance(data, dict):
+        return
+    for key, value in data.items():
+        flag = "--" + str(key).replace("_", "-")
+        if flag not in table:
+            continue
+        field, kind = table[flag]
+        if field in out:
+            continue
+        try:
+            out[field] = _convert(kind, None if kind in ("bool", "nobool") and value is True else str(value)) \
+                if not (kind == "bool" and value is False) else False
+        except ValueError:
+            bad.append(flag)
+
+
+def parse_env(env: dict[str, str], engine: str) -> dict[str, Any]:
+    """Settings an engine takes from the environment: TGI's clap `env` twins of its flags."""
+    out: dict[str, Any] = {}
+    if engine == "tgi":
+        for name, flag in _TGI_ENV.items():
+            if name in env and flag in _TGI_FLAGS:
+                field, kind = _TGI_FLAGS[flag]
+                try:
+                    out[field] = _convert(kind, env[name])
+                except ValueError:
+                    continue
+        if env.get("PREFIX_CACHING") in ("0", "false"):
+            out["enable_prefix_caching"] = False
+    return out
 
 
 def _get_json(get: HttpGet, url: str, timeout_s: float) -> Any:
@@ -158,7 +247,7 @@ def _get_json(get: HttpGet, url: str, timeout_s: float) -> Any:
 
 def probe_server_config(url: str | None, cmdline: Sequence[str] | None = None, engine: str | None = None,
                         metrics_engine: str | None = None, get: HttpGet = http_get,
-                        timeout_s: float = 3.0) -> ProbeResult:
+                        timeout_s: float = 3.0, environ: dict[str, str] | None = None) -> ProbeResult:
     """`cmdline`: the server's argv (redacted here again); `engine`: from the process (vllm|sglang|tgi|reference)."""
     start = time.perf_counter()
     values: dict[str, Any] = {}
@@ -212,10 +301,17 @@ def probe_server_config(url: str | None, cmdline: Sequence[str] | None = None, e
         parsed, bad_flags = parse_flags(argv, engine or "vllm")
         for field, value in parsed.items():
             put(field, value, "cmdline")
+    if environ and engine:
+        for field, value in parse_env(environ, engine).items():
+            put(field, value, "environment")
     for field, value in _DEFAULTS.get("vllm" if engine == "reference" else engine or "", {}).items():
         if field not in sources:
             values[field] = value
             sources[field] = "default"
+    if engine in _VERSIONED:
+        versioned, label = _versioned_defaults(engine, values.get("engine_version"))
+        for field, value in versioned.items():
+            put(field, value, label)
     if metrics_engine == "vllm":
         for field, value in _VLLM_V1_DEFAULTS.items():
             put(field, value, "default")

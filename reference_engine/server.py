@@ -47,6 +47,7 @@ class ServerOptions:
     access_log: bool = False
     log_level: str = "info"
     graceful_shutdown_s: float = 5.0
+    inject_delay_ms: float = 0.0  # a known slowdown for compare's A/A benchmark: sleep before each generation
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +143,8 @@ def create_app(worker: EngineWorker, model: ServedModel, metrics: ServerMetrics 
         req = proto.parse_request(await read_body(request), kind)
         check_model(req.model)
         req.check_supported()
+        if options.inject_delay_ms > 0:
+            await asyncio.sleep(options.inject_delay_ms / 1000.0)
         return req
 
     @app.post("/v1/completions")

@@ -217,11 +217,9 @@ def eng003(ctx: Context) -> Hit | None:
     if n:
         k = max(1, int(n) // 2)
         new = {**spec, "num_speculative_tokens": k}
-        engine = ctx.engine().name
-        if engine == "vllm":
-            cmds = (f"--speculative-config '{json.dumps(new, sort_keys=True)}'",)
-        elif engine == "sglang":
-            cmds = (f"--speculative-num-draft-tokens {k}",)
+        info = ctx.engine()
+        cmds, _ = engine_flags({"speculative_config": f"'{json.dumps(new, sort_keys=True)}'",
+                                "speculative_num_draft_tokens": k}, info)
     return Hit(
         title="Speculative decoding rejects most draft tokens",
         message=f"Only {pct(rate)} of draft tokens are accepted: speculation costs more than it saves.",

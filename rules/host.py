@@ -179,9 +179,10 @@ def mem001(ctx: Context) -> Hit | None:
     why="The engine needs host memory for pinned transfer buffers, CPU KV swap and the tokenizer; near the "
         "limit the kernel reclaims page cache and may OOM-kill the server.",
     example="memory.available_pct = 4.2, memory.total_bytes = 2.7e11",
-    fix="Free memory on the host, or lower the engine's CPU offload / swap space (`--swap-space`, "
-        "`--cpu-offload-gb`).",
-    references=("seed 001 (leave headroom: memory pressure shows as slow, random requests)",),
+    fix="Free memory on the host, or lower the engine's CPU offload (`--cpu-offload-gb`). vLLM's "
+        "`--swap-space` was removed in 0.18 (PR #36216) and did nothing under V1, so triage never suggests it.",
+    references=("seed 001 (leave headroom: memory pressure shows as slow, random requests)",
+                "vLLM engine/arg_utils.py: --swap-space present up to 0.17.1, gone from 0.18.0 (engine truth)"),
 ), thresholds=("MEM002.available_pct",))
 def mem002(ctx: Context) -> Hit | None:
     avail = ctx.value("memory", "available_pct")
@@ -193,8 +194,8 @@ def mem002(ctx: Context) -> Hit | None:
         evidence={"memory.available_pct": avail, "memory.available_bytes": ctx.opt("memory", "available_bytes"),
                   "memory.total_bytes": ctx.opt("memory", "total_bytes")},
         certainty=Certainty.CONFIRMED, impact=0.4,
-        fix=Fix("Free host memory (other jobs, page-cache hogs), or lower the engine's CPU offload and swap "
-                "space; see what holds it with the command below.", ("ps aux --sort=-rss | head",)),
+        fix=Fix("Free host memory (other jobs, page-cache hogs), or lower the engine's CPU offload "
+                "(--cpu-offload-gb); see what holds it with the command below.", ("ps aux --sort=-rss | head",)),
     )
 
 

@@ -738,9 +738,10 @@ def sched004(ctx: Context) -> Hit | None:
     why="Decode steps are many small kernels; without CUDA graphs each is launched from Python, and launch "
         "overhead becomes a large share of TPOT, most of all at small batch (seed 002 lessons).",
     example="server_config.enforce_eager = true",
-    fix="Remove `--enforce-eager` and keep `--max-num-seqs` a power of two so the captured graph sizes cover "
-        "the batch.",
-    references=("seed 002 lessons (CUDA graph capture; set max_num_seqs to a power of 2)",),
+    fix="Remove `--enforce-eager`. vLLM captures batch sizes 1, 2, 4 and then every 8 up to 256, so "
+        "`--max-num-seqs` needs no power of two (seed 002 says it does; the source does not).",
+    references=("seed 002 lessons (CUDA graph capture; set max_num_seqs to a power of 2: not supported by the "
+                "source)", "vLLM config/compilation.py cudagraph_capture_sizes: 1, 2, 4, then steps of 8"),
 ))
 def sched005(ctx: Context) -> Hit | None:
     eager = ctx.cfg("enforce_eager")
@@ -751,9 +752,6 @@ def sched005(ctx: Context) -> Hit | None:
     seqs = ctx.opt("server_config", "max_num_seqs")
     extra = ""
     cmds: tuple[str, ...] = ()
-    if seqs is not None and seqs & (seqs - 1):
-        cmds, _ = engine_flags({"max_num_seqs": pow2_at_least(seqs)}, engine.name)
-        extra = f" Also round max_num_seqs {seqs} up to {pow2_at_least(seqs)}."
     return Hit(
         title="CUDA graphs are disabled (eager mode)",
         message="The server runs in eager mode: every decode kernel is launched from Python.",

@@ -61,7 +61,7 @@ def test_7b_fp16_is_14_gb_and_fits_a_4090():
 def test_kv_capacity_matches_the_budget_arithmetic():
     p = plan(model="llama-3.1-8b", gpu="h100-sxm")
     m = p["memory"]
-    budget = 0.9 * 80 * GIB
+    budget = 0.92 * 80 * GIB  # vLLM 0.31+ default (vllm/config/cache.py), the newest tabled release
     assert m["budget_bytes_per_gpu"] == pytest.approx(budget)
     kv_room = budget - m["weight_bytes_per_gpu"] - m["activation_bytes_per_gpu"] - m["overhead_bytes_per_gpu"]
     assert m["kv_budget_bytes_per_gpu"] == pytest.approx(kv_room)

@@ -217,7 +217,7 @@ def test_unknown_engine_gets_a_line_per_engine():
     assert cmds == ("vllm serve ... --max-model-len 5120",
                     "python -m sglang.launch_server ... --context-length 5120",
                     "text-generation-launcher ... --max-total-tokens 5120")
-    assert note == ""
+    assert note == " Flags as of vLLM 0.33.0, SGLang 0.5.23, TGI 3.3.7 (engine unknown)."
     cmds, note = engine_flags({"max_model_len": 5120}, "tgi")
     assert cmds == ("--max-total-tokens 5120",) and "vLLM: --max-model-len 5120" in note
 

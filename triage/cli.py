@@ -38,6 +38,7 @@ from triage.commands import baseline as _baseline  # noqa: E402
 from triage.commands import bench as _bench  # noqa: E402
 from triage.commands import compare as _compare  # noqa: E402
 from triage.commands import diagnose as _diagnose  # noqa: E402
+from triage.commands import import_cmd as _import  # noqa: E402
 from triage.commands import plan as _plan  # noqa: E402
 from triage.commands import rules as _rules  # noqa: E402
 from triage.commands import serve as _serve  # noqa: E402
@@ -46,6 +47,8 @@ app.command("diagnose", help="Run every probe and the rules; print ranked findin
     _diagnose.diagnose)
 app.command("bench", help="Load-test an OpenAI-compatible server (or the bundled reference engine).")(_bench.bench)
 app.command("compare", help="The CI gate: compare two reports; exit 1 on a regression.")(_compare.compare)
+app.command("import", help="Convert a vLLM, AIPerf or GuideLLM result file into a triage bench report.")(
+    _import.import_file)
 app.command("serve", help="Serve the reference engine: OpenAI-compatible API, vLLM-named /metrics.")(_serve.serve)
 app.add_typer(_rules.app, name="rules", help="The rule registry: `list`, or `explain CODE`.")
 app.command("baseline", help="Measure seed 000's before/after table on this host with the reference engine.")(_baseline.baseline)

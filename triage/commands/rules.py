@@ -88,6 +88,11 @@ def explain(
             note = "" if value == t.value else f" (default {t.value:g}, set in {config})"
             out.print(f"- {key} = {value:g} {t.unit}{note}: {t.meaning}. Source: {t.source}.", markup=False,
                       soft_wrap=True)
+    from triage.rules.engine_flags import PRETTY, checked_versions
+    out.print("\n## Fix flags checked against (tests/test_engine_conformance.py)\n", markup=False)
+    for engine, versions in checked_versions().items():
+        out.print(f"- {PRETTY[engine]}: {', '.join(versions)} (unknown version: the newest, named in the fix)",
+                  markup=False, soft_wrap=True)
     if not cfg.is_enabled(rule.code):
         out.print(f"\nThis rule is disabled by {config}.", markup=False)
     return 0

@@ -59,6 +59,8 @@ def serve(
                                                help="Larger bodies get HTTP 413."),
     access_log: bool = typer.Option(False, "--access-log/--no-access-log", help="Log every HTTP request."),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+    inject_delay_ms: float = typer.Option(0.0, "--inject-delay-ms", min=0.0,
+                                          help="Test hook: sleep this long before each generation (a known slowdown)."),
 ) -> int:
     """Serve the reference engine with an OpenAI-compatible API and vLLM-named /metrics.
 
@@ -89,5 +91,6 @@ def serve(
         raise UsageError(f"invalid engine settings: {e}") from None
     options = ServerOptions(host=host, port=port, served_model_name=served_model_name,
                             api_key=api_key or None, max_request_body_bytes=max_request_body_bytes,
-                            access_log=access_log, log_level=log_level.lower())
+                            access_log=access_log, log_level=log_level.lower(),
+                            inject_delay_ms=inject_delay_ms)
     return run_server(config, options)

@@ -1,16 +1,31 @@
-"""`triage compare`: the CI gate. Bench reports are judged metric by metric (threshold AND
-significance); diagnose reports by new findings."""
+"""`triage compare`: the CI gate. Bench reports: comparability first (workload, model; what else changed),
+then one decision rule per metric × level (regression / pass / inconclusive from the interval of the
+relative change). Diagnose reports: new findings."""
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
-from triage.compare.bench_diff import MetricComparison, Verdict, compare_bench
+from triage.compare.bench_diff import WITHIN_RUN, MetricComparison, Verdict, compare_bench
+from triage.compare.comparability import Difference, check_comparable
 from triage.compare.findings_diff import FindingsDiff, compare_findings
 from triage.compare.thresholds import MetricRule
-from triage.core.errors import EXIT_GATE, EXIT_OK, ReportError
+from triage.core.errors import EXIT_GATE, EXIT_OK, ReportError, UsageError
 from triage.core.report import Report, ReportKind, Severity
 
 SUPPORTED_KINDS = (ReportKind.BENCH, ReportKind.DIAGNOSE)
+
+
+class InconclusivePolicy(str, enum.Enum):
+    PASS = "pass"      # the default: the gate fails on regressions it can show; inconclusive rows are listed
+    FAIL = "fail"      # a strict gate: an interval that reaches past the limit fails too
+
+    @classmethod
+    def parse(cls, value: str) -> InconclusivePolicy:
+        try:
+            return cls(value)
+        except ValueError:
+            raise UsageError(f"--inconclusive {value!r} is not one of pass, fail") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,11 +35,20 @@ class CompareResult:
     findings: FindingsDiff | None = None
     fail_on: Severity = Severity.HIGH
     notes: tuple[str, ...] = ()
+    changed: tuple[Difference, ...] = ()
+    policy: InconclusivePolicy = InconclusivePolicy.PASS
+
+    def failed(self, m: MetricComparison) -> bool:
+        return m.verdict is Verdict.REGRESSION or (
+            m.verdict is Verdict.INCONCLUSIVE and self.policy is InconclusivePolicy.FAIL)
+
+    def count(self, verdict: Verdict) -> int:
+        return sum(1 for m in self.metrics if m.verdict is verdict)
 
     @property
     def failures(self) -> int:
         if self.kind is ReportKind.BENCH:
-            return sum(1 for m in self.metrics if m.failed)
+            return sum(1 for m in self.metrics if self.failed(m))
         return len(self.findings.gate(self.fail_on)) if self.findings else 0
 
     @property
@@ -33,19 +57,25 @@ class CompareResult:
 
 
 def compare_reports(base: Report, cand: Report, rules: tuple[MetricRule, ...],
-                    fail_on: Severity = Severity.HIGH, seed: int = 0) -> CompareResult:
+                    fail_on: Severity = Severity.HIGH, seed: int = 0,
+                    allow: frozenset[str] = frozenset(),
+                    policy: InconclusivePolicy = InconclusivePolicy.PASS) -> CompareResult:
     if base.kind is not cand.kind:
         raise ReportError(f"cannot compare a {base.kind.value} report with a {cand.kind.value} report")
     if base.kind not in SUPPORTED_KINDS:
         raise ReportError(f"compare reads bench and diagnose reports, not {base.kind.value} reports")
     if base.kind is ReportKind.DIAGNOSE:
         return CompareResult(ReportKind.DIAGNOSE, findings=compare_findings(base, cand), fail_on=fail_on)
-    rows = tuple(compare_bench(base, cand, rules, seed))
+    changed = check_comparable(base, cand, allow)
+    rows, only = compare_bench(base, cand, rules, seed)
     notes = []
-    if any(m.note and "threshold alone" in m.note for m in rows):
-        notes.append("Some metrics had no per-request samples or repeats in both reports: they were judged "
-                     "on the threshold alone, without a significance test.")
-    if any(m.verdict is Verdict.WITHIN_NOISE for m in rows):
-        notes.append("within_noise: past the threshold, but neither the 95% interval of the change nor the one-sided "
-                     "test (p < 0.05) shows the candidate is worse.")
-    return CompareResult(ReportKind.BENCH, metrics=rows, fail_on=fail_on, notes=tuple(notes))
+    if only:
+        notes.append(f"levels in one report only, not compared: {', '.join(only)}")
+    if any(m.note == WITHIN_RUN for m in rows):
+        notes.append("Intervals from per-request samples see within-run noise only; run both benches with "
+                     "--repeat 3 for run-to-run noise.")
+    if any(m.verdict is Verdict.INCONCLUSIVE for m in rows):
+        notes.append(f"inconclusive: the interval straddles the limit; --inconclusive {policy.value} "
+                     f"{'fails' if policy is InconclusivePolicy.FAIL else 'passes'} them.")
+    return CompareResult(ReportKind.BENCH, metrics=tuple(rows), fail_on=fail_on, notes=tuple(notes),
+                         changed=tuple(changed), policy=policy)

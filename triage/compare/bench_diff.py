@@ -1,27 +1,36 @@
-"""Compare the levels of two bench reports metric by metric."""
+"""Compare the levels of two bench reports metric by metric, with one decision rule.
+
+For each metric × level, the 95% interval of the relative change decides, against the metric's limit L
+(worse direction positive):
+- regression: the whole interval is worse than L (low > L);
+- pass: the whole interval is within L (high <= L);
+- inconclusive: it straddles L. Whether that fails the gate is the `--inconclusive` policy.
+
+The interval comes from the repeats when both reports have them (run-to-run noise), else from the
+per-request samples of each run (within-run noise only: the note says so)."""
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
 
 from triage.compare.significance import (
-    ALPHA,
-    MIN_SAMPLES,
     Interval,
     bootstrap_change_pct,
     mann_whitney_p_greater,
+    needed_to_settle,
     welch_change_pct,
 )
 from triage.compare.thresholds import LATENCY_FAMILIES, Direction, MetricRule, repeat_key
 from triage.core.errors import ReportError
 from triage.core.report import BenchLevel, Report, level_name
 
+WITHIN_RUN = "per-request samples of one run: within-run noise only (use --repeat 3 for run-to-run noise)"
+
 
 class Verdict(str, enum.Enum):
     REGRESSION = "regression"
-    WITHIN_NOISE = "within_noise"          # past the threshold, but not statistically significant
-    OK = "ok"                              # within the threshold
-    IMPROVED = "improved"
+    PASS = "pass"
+    INCONCLUSIVE = "inconclusive"
     NOT_MEASURED = "not_measured"          # missing on one side
 
 
@@ -34,15 +43,18 @@ class MetricComparison:
     cand: float | None
     change_pct: float | None               # + means the candidate's number is larger
     max_regression_pct: float
-    interval: Interval | None
+    interval: Interval | None              # of change_pct (same sign convention)
     verdict: Verdict
     note: str | None = None
-    # One-sided Mann–Whitney p-value that the candidate is worse (None without samples).
-    p_value_worse: float | None = None
+    p_value_worse: float | None = None     # for the record only; the interval decides
+    source: str | None = None              # "repeats", "samples", "e2e samples (Little's law)"
+    settle: str | None = None              # for inconclusive rows: what would settle it
 
     @property
-    def failed(self) -> bool:
-        return self.verdict is Verdict.REGRESSION
+    def worse_pct(self) -> float | None:
+        if self.change_pct is None:
+            return None
+        return self.change_pct if self.direction is Direction.LOWER_IS_BETTER else -self.change_pct
 
 
 LevelKey = tuple[str, float, int | None]
@@ -70,39 +82,53 @@ def _repeat_values(level: BenchLevel, metric: str) -> list[float]:
     return [r[key] for r in (level.repeats or []) if isinstance(r, dict) and r.get(key) is not None]
 
 
-def _evidence(base_lv: BenchLevel, cand_lv: BenchLevel, metric: str) -> tuple[list[float], list[float], str, str] | None:
-    """What the significance test compares: (base values, candidate values, statistic, source).
+def _samples(level: BenchLevel, family: str) -> list[float]:
+    return list((level.samples or {}).get(family) or [])
 
-    Repeats (--repeat K, K >= 2 on both sides) come first: run-to-run spread is the noise a CI gate meets
-    (host load, clocks, caches), and per-request samples from one run cannot see it. Without repeats,
-    per-request samples judge latencies against within-run noise only, and the note says so."""
+
+def _interval(base_lv: BenchLevel, cand_lv: BenchLevel, metric: str, change: float,
+              seed: int) -> tuple[Interval | None, float | None, str | None]:
+    """(interval of the change in %, one-sided p that the candidate's number is larger, source)."""
     base_r, cand_r = _repeat_values(base_lv, metric), _repeat_values(cand_lv, metric)
     if len(base_r) >= 2 and len(cand_r) >= 2:
-        return base_r, cand_r, "mean", "repeats"
+        welch = welch_change_pct(base_r, cand_r)
+        if welch is not None:
+            return welch[0], welch[1], "repeats"
     family, _, stat = metric.partition(".")
     if family in LATENCY_FAMILIES:
-        base_s, cand_s = (base_lv.samples or {}).get(family), (cand_lv.samples or {}).get(family)
-        if base_s and cand_s:
-            return base_s, cand_s, stat, "samples"
-    return None
+        b, c = _samples(base_lv, family), _samples(cand_lv, family)
+        interval = bootstrap_change_pct(b, c, stat, seed)
+        return (interval, mann_whitney_p_greater(b, c), "samples") if interval else (None, None, None)
+    # A throughput at a concurrency level, without repeats: a closed loop of C clients completes C / mean(E2E)
+    # requests a second (Little's law), so the sampling noise of mean E2E is the noise of the rate. The
+    # interval is that of the rate implied by mean E2E, shifted onto the measured change.
+    if base_lv.concurrency is None or cand_lv.concurrency is None:
+        return None, None, None
+    b, c = _samples(base_lv, "e2e_ms"), _samples(cand_lv, "e2e_ms")
+
+    def implied(sb, sc):
+        return 100.0 * (sb / sc - 1.0)
+
+    interval = bootstrap_change_pct(b, c, "mean", seed, transform=implied)
+    if interval is None or not b or not c:
+        return None, None, None
+    shift = change - implied(sum(b) / len(b), sum(c) / len(c))
+    p_lower = mann_whitney_p_greater(b, c)            # candidate's E2E larger = its rate lower
+    return (Interval(interval.low_pct + shift, interval.high_pct + shift, interval.method, interval.n_base,
+                     interval.n_cand), None if p_lower is None else 1.0 - p_lower, "e2e samples (Little's law)")
 
 
-def _test(base_s: list[float], cand_s: list[float], stat: str, lower_better: bool,
-          seed: int) -> tuple[Interval | None, float | None]:
-    """(CI of the relative change, one-sided p that the candidate is worse). Many values a side: bootstrap of
-    the statistic + Mann–Whitney. A few (repeats): Welch's t on the means."""
-    if len(base_s) >= MIN_SAMPLES and len(cand_s) >= MIN_SAMPLES:
-        interval = bootstrap_change_pct(base_s, cand_s, stat, seed)
-        p_worse = mann_whitney_p_greater(base_s, cand_s) if lower_better else mann_whitney_p_greater(cand_s, base_s)
-        return interval, p_worse
-    welch = welch_change_pct(base_s, cand_s) if stat == "mean" else None
-    if welch is None:
-        return None, None
-    interval, p_cand_larger = welch
-    return interval, (p_cand_larger if lower_better else 1.0 - p_cand_larger)
+def _settle(interval: Interval, source: str, low_w: float, high_w: float, limit: float) -> str:
+    n = needed_to_settle(interval, low_w, high_w, limit)
+    if n is None:
+        return "the change sits on the limit: no sample size settles it"
+    unit = "repeats" if source == "repeats" else "requests"
+    have = max(interval.n_base, interval.n_cand)
+    return f"about {n} {unit} a side would settle it (have {have})" + (
+        "; or run both with --repeat 3" if source != "repeats" else "")
 
 
-def _judge(level: str, rule: MetricRule, base_lv: BenchLevel, cand_lv: BenchLevel, seed: int) -> MetricComparison:
+def judge(level: str, rule: MetricRule, base_lv: BenchLevel, cand_lv: BenchLevel, seed: int = 0) -> MetricComparison:
     base, cand = _value(base_lv, rule.metric), _value(cand_lv, rule.metric)
     if base is None or cand is None:
         return MetricComparison(level, rule.metric, rule.direction, base, cand, None, rule.max_regression_pct,
@@ -111,46 +137,33 @@ def _judge(level: str, rule: MetricRule, base_lv: BenchLevel, cand_lv: BenchLeve
         change = 0.0 if cand == 0 else float("inf") * (1 if cand > 0 else -1)
     else:
         change = 100.0 * (cand - base) / abs(base)
-    # Positive "worse" means the candidate moved in the bad direction.
-    worse_pct = change if rule.direction is Direction.LOWER_IS_BETTER else -change
-    evidence = _evidence(base_lv, cand_lv, rule.metric)
-    interval = p_worse = None
-    if evidence is not None:
-        base_s, cand_s, stat, source = evidence
-        interval, p_worse = _test(base_s, cand_s, stat, rule.direction is Direction.LOWER_IS_BETTER, seed)
-    tested = interval is not None or p_worse is not None
-    if not tested:
-        note = "no per-request samples or repeats: judged on the threshold alone"
-    elif source == "samples":
-        note = "per-request samples of one run: within-run noise only (use --repeat for run-to-run noise)"
+    lower_better = rule.direction is Direction.LOWER_IS_BETTER
+    interval, p_larger, source = _interval(base_lv, cand_lv, rule.metric, change, seed)
+    limit = rule.max_regression_pct
+    p_worse = None if p_larger is None else (p_larger if lower_better else 1.0 - p_larger)
+    if interval is None:
+        worse = change if lower_better else -change
+        # No spread can be estimated: the measured change is the whole interval. Past the limit that is not
+        # shown to be real, so it is inconclusive; --repeat 3 on both sides would settle it.
+        if worse > limit:
+            return MetricComparison(level, rule.metric, rule.direction, base, cand, change, limit, None,
+                                    Verdict.INCONCLUSIVE, "no per-request samples or repeats: no interval",
+                                    None, None, "run both with --repeat 3 for an interval")
+        return MetricComparison(level, rule.metric, rule.direction, base, cand, change, limit, None, Verdict.PASS,
+                                "no per-request samples or repeats: no interval", None, None)
+    low_w, high_w = ((interval.low_pct, interval.high_pct) if lower_better
+                     else (-interval.high_pct, -interval.low_pct))
+    settle = None
+    if low_w > limit:
+        verdict = Verdict.REGRESSION
+    elif high_w <= limit:
+        verdict = Verdict.PASS
     else:
-        note = None
-    if worse_pct > rule.max_regression_pct:
-        if not tested:
-            verdict = Verdict.REGRESSION
-        else:
-            ci_bad = interval is not None and (
-                interval.low_pct > 0 if rule.direction is Direction.LOWER_IS_BETTER else interval.high_pct < 0)
-            rank_bad = p_worse is not None and p_worse < ALPHA
-            verdict = Verdict.REGRESSION if (ci_bad or rank_bad) else Verdict.WITHIN_NOISE
-    elif worse_pct < -rule.max_regression_pct:
-        verdict = Verdict.IMPROVED
-    else:
-        verdict = Verdict.OK
-    return MetricComparison(level, rule.metric, rule.direction, base, cand, change, rule.max_regression_pct,
-                            interval, verdict, note, p_worse)
-
-
-def _describe_model(report: Report) -> str:
-    return report.target.model or "unknown model"
-
-
-def check_comparable(base: Report, cand: Report) -> None:
-    if base.bench is None or cand.bench is None:
-        raise ReportError("a bench report without a bench section cannot be compared")
-    if base.target.model and cand.target.model and base.target.model != cand.target.model:
-        raise ReportError(f"the reports benchmark different models: base {_describe_model(base)!r}, "
-                          f"candidate {_describe_model(cand)!r}")
+        verdict = Verdict.INCONCLUSIVE
+        settle = _settle(interval, source, low_w, high_w, limit)
+    note = WITHIN_RUN if source != "repeats" else None
+    return MetricComparison(level, rule.metric, rule.direction, base, cand, change, limit, interval, verdict,
+                            note, p_worse, source, settle)
 
 
 def _levels_by_key(report: Report, which: str) -> dict[LevelKey, BenchLevel]:
@@ -164,8 +177,9 @@ def _levels_by_key(report: Report, which: str) -> dict[LevelKey, BenchLevel]:
     return out
 
 
-def compare_bench(base: Report, cand: Report, rules: tuple[MetricRule, ...], seed: int = 0) -> list[MetricComparison]:
-    check_comparable(base, cand)
+def compare_bench(base: Report, cand: Report, rules: tuple[MetricRule, ...],
+                  seed: int = 0) -> tuple[list[MetricComparison], list[str]]:
+    """(rows for the levels both reports have, the names of levels only one of them has)."""
     base_levels, cand_levels = _levels_by_key(base, "base"), _levels_by_key(cand, "candidate")
     shared = [k for k in base_levels if k in cand_levels]
     if not shared:
@@ -173,9 +187,11 @@ def compare_bench(base: Report, cand: Report, rules: tuple[MetricRule, ...], see
             return ", ".join(level_name(lv) for lv in levels.values()) or "none"
         raise ReportError(f"no bench level appears in both reports (base: {names(base_levels)}; "
                           f"candidate: {names(cand_levels)})")
+    only = [f"{level_name(lv)} (base only)" for k, lv in base_levels.items() if k not in cand_levels]
+    only += [f"{level_name(lv)} (candidate only)" for k, lv in cand_levels.items() if k not in base_levels]
     rows = []
     for key in shared:
         name = level_name(base_levels[key])
         for rule in rules:
-            rows.append(_judge(name, rule, base_levels[key], cand_levels[key], seed))
-    return rows
+            rows.append(judge(name, rule, base_levels[key], cand_levels[key], seed))
+    return rows, only

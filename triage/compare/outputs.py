@@ -1,4 +1,5 @@
-"""A CompareResult as a report section (text/markdown/json) and as JUnit XML."""
+"""A CompareResult as a report section (JSON, Markdown: failing rows first) and as JUnit XML
+(inconclusive rows skipped, with the reason, unless the policy fails them)."""
 from __future__ import annotations
 
 import math
@@ -10,7 +11,7 @@ from triage.compare.bench_diff import MetricComparison, Verdict
 from triage.core.report import Finding, ReportKind
 
 
-def _pct(value: float | None) -> str:
+def pct(value: float | None) -> str:
     if value is None:
         return "n/a"
     if math.isinf(value):
@@ -18,28 +19,61 @@ def _pct(value: float | None) -> str:
     return f"{value:+.1f}%"
 
 
-def _interval(m: MetricComparison) -> str:
+def interval_text(m: MetricComparison) -> str:
     if m.verdict is Verdict.NOT_MEASURED:
         return "-"
-    if m.interval is None and m.p_value_worse is None:
-        return "threshold only"
-    ci = f"[{m.interval.low_pct:+.1f}%, {m.interval.high_pct:+.1f}%]" if m.interval else "n/a"
-    return ci if m.p_value_worse is None else f"{ci} p={m.p_value_worse:.2g}"
+    if m.interval is None:
+        return "no interval"
+    return f"[{m.interval.low_pct:+.1f}%, {m.interval.high_pct:+.1f}%]"
 
 
-def _method(m: MetricComparison) -> str:
-    if m.interval is not None and m.interval.method == "welch-t":
-        return "welch-t (repeats)"
-    return "bootstrap+mann-whitney" if m.interval or m.p_value_worse is not None else "threshold"
+def evidence(m: MetricComparison) -> str:
+    if m.interval is None:
+        return "none"
+    n = f"{m.interval.n_base}+{m.interval.n_cand}"
+    return {"repeats": f"{n} repeats", "samples": f"{n} requests"}.get(m.source or "", f"{n} requests (E2E)")
 
 
-def metric_row(m: MetricComparison) -> list[Any]:
-    return [m.level, m.metric, m.base, m.cand, _pct(m.change_pct), f"{m.max_regression_pct:g}%",
-            _interval(m), m.verdict.value.upper() if m.failed else m.verdict.value]
+def verdict_text(result: CompareResult, m: MetricComparison) -> str:
+    return m.verdict.value.upper() if result.failed(m) else m.verdict.value
+
+
+def _rank(result: CompareResult, m: MetricComparison) -> int:
+    if result.failed(m):
+        return 0
+    return {Verdict.INCONCLUSIVE: 1, Verdict.PASS: 2}.get(m.verdict, 3)
+
+
+def failing_first(result: CompareResult) -> list[MetricComparison]:
+    """Failing rows, then inconclusive, pass, not measured; the level order kept within each group."""
+    return sorted(result.metrics, key=lambda m: _rank(result, m))
+
+
+def headline(result: CompareResult) -> str:
+    if result.kind is not ReportKind.BENCH:
+        return f"compare: {'FAIL' if result.failures else 'PASS'} ({result.failures} new finding(s) at or " \
+               f"above {result.fail_on.value})"
+    reg, inc = result.count(Verdict.REGRESSION), result.count(Verdict.INCONCLUSIVE)
+    return (f"compare: {'FAIL' if result.failures else 'PASS'} ({reg} regression(s), {inc} inconclusive, "
+            f"--inconclusive {result.policy.value})")
+
+
+def settle_lines(result: CompareResult) -> list[str]:
+    return [f"{m.level} {m.metric}: {m.settle}" for m in result.metrics
+            if m.verdict is Verdict.INCONCLUSIVE and m.settle]
+
+
+def metric_row(result: CompareResult, m: MetricComparison) -> list[Any]:
+    return [m.level, m.metric, m.base, m.cand, pct(m.change_pct), f"{m.max_regression_pct:g}%",
+            interval_text(m), evidence(m), verdict_text(result, m)]
 
 
 def _finding_rows(label: str, findings: tuple[Finding, ...]) -> list[list[Any]]:
     return [[label, f.severity.value, f.code, f.title] for f in findings]
+
+
+def _finite(v: float | None) -> float | None:
+    return None if v is None or math.isinf(v) else v
 
 
 def section(result: CompareResult) -> dict[str, Any]:
@@ -47,25 +81,35 @@ def section(result: CompareResult) -> dict[str, Any]:
     summary = {"kind": result.kind.value, "failures": result.failures,
                "verdict": "fail" if result.failures else "pass"}
     if result.kind is ReportKind.BENCH:
-        columns = ["level", "metric", "base", "cand", "change", "limit", "95% CI of change, p(worse)", "verdict"]
         data = [{"level": m.level, "metric": m.metric, "direction": m.direction.value, "base": m.base,
-                 "candidate": m.cand, "change_pct": None if m.change_pct is None or math.isinf(m.change_pct)
-                 else m.change_pct, "max_regression_pct": m.max_regression_pct,
+                 "candidate": m.cand, "change_pct": _finite(m.change_pct),
+                 "max_regression_pct": m.max_regression_pct,
                  "ci_low_pct": m.interval.low_pct if m.interval else None,
                  "ci_high_pct": m.interval.high_pct if m.interval else None,
-                 "p_value_worse": m.p_value_worse,
-                 "method": _method(m),
-                 "verdict": m.verdict.value,
-                 "note": m.note} for m in result.metrics]
-        table = {"title": f"compare: {summary['verdict'].upper()} ({result.failures} regression(s))",
-                 "columns": columns, "rows": [metric_row(m) for m in result.metrics], "notes": list(result.notes)}
-        return {**summary, "metrics": data, "tables": [table]}
+                 "method": m.interval.method if m.interval else None,
+                 "interval_from": m.source, "n_base": m.interval.n_base if m.interval else None,
+                 "n_candidate": m.interval.n_cand if m.interval else None,
+                 "p_value_worse": m.p_value_worse, "verdict": m.verdict.value, "failed": result.failed(m),
+                 "settle": m.settle, "note": m.note} for m in result.metrics]
+        tables = []
+        if result.changed:
+            tables.append({"title": "what changed", "columns": ["what", "key", "base", "candidate"],
+                           "rows": [[d.category, d.key, str(d.base), str(d.cand)] for d in result.changed]})
+        tables.append({"title": headline(result),
+                       "columns": ["level", "metric", "base", "cand", "change", "limit", "95% CI of change",
+                                   "interval from", "verdict"],
+                       "rows": [metric_row(result, m) for m in failing_first(result)],
+                       "notes": list(result.notes) + settle_lines(result)})
+        return {**summary, "inconclusive_policy": result.policy.value,
+                "regressions": result.count(Verdict.REGRESSION),
+                "inconclusive": result.count(Verdict.INCONCLUSIVE),
+                "changed": [{"what": d.category, "key": d.key, "base": d.base, "candidate": d.cand}
+                            for d in result.changed],
+                "metrics": data, "tables": tables}
     diff = result.findings
     rows = (_finding_rows("new", diff.new) + _finding_rows("resolved", diff.resolved)
             + _finding_rows("unchanged", diff.unchanged))
-    table = {"title": f"compare: {summary['verdict'].upper()} ({result.failures} new finding(s) at or above "
-                      f"{result.fail_on.value})",
-             "columns": ["change", "severity", "code", "title"], "rows": rows, "notes": []}
+    table = {"title": headline(result), "columns": ["change", "severity", "code", "title"], "rows": rows, "notes": []}
     return {**summary, "fail_on": result.fail_on.value,
             "new": [f.code for f in diff.new], "resolved": [f.code for f in diff.resolved],
             "unchanged": [f.code for f in diff.unchanged], "tables": [table]}
@@ -74,16 +118,23 @@ def section(result: CompareResult) -> dict[str, Any]:
 def junit(result: CompareResult) -> str:
     """One testcase per metric × level (bench) or per new finding (diagnose)."""
     suite = ET.Element("testsuite", name="triage.compare")
-    cases = 0
+    cases = skipped = 0
     if result.kind is ReportKind.BENCH:
-        for m in result.metrics:
+        for m in failing_first(result):
             case = ET.SubElement(suite, "testcase", classname=f"triage.compare.{m.level}", name=m.metric)
             cases += 1
-            if m.failed:
-                failure = ET.SubElement(case, "failure", message=f"{m.metric} regressed {_pct(m.change_pct)} "
-                                        f"(max {m.max_regression_pct:g}%) at {m.level}")
-                failure.text = f"base={m.base} candidate={m.cand} 95% CI of change {_interval(m)}"
+            if result.failed(m):
+                failure = ET.SubElement(case, "failure", message=f"{m.metric} {m.verdict.value} at {m.level}: "
+                                        f"{pct(m.change_pct)}, 95% CI {interval_text(m)} (max "
+                                        f"{m.max_regression_pct:g}%)")
+                failure.text = f"base={m.base} candidate={m.cand} interval from {evidence(m)}" + (
+                    f"; {m.settle}" if m.settle else "")
+            elif m.verdict is Verdict.INCONCLUSIVE:
+                skipped += 1
+                ET.SubElement(case, "skipped", message=f"inconclusive: 95% CI {interval_text(m)} straddles the "
+                              f"{m.max_regression_pct:g}% limit; {m.settle or 'more data would settle it'}")
             elif m.verdict is Verdict.NOT_MEASURED:
+                skipped += 1
                 ET.SubElement(case, "skipped", message=m.note or "not measured")
     else:
         gated = set(id(f) for f in result.findings.gate(result.fail_on))
@@ -98,5 +149,6 @@ def junit(result: CompareResult) -> str:
             cases += 1
     suite.set("tests", str(cases))
     suite.set("failures", str(result.failures))
+    suite.set("skipped", str(skipped))
     suite.set("errors", "0")
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"

@@ -5,10 +5,14 @@ rests on. Where a flag can override one, the flag is named.
 """
 from __future__ import annotations
 
+import triage.core.engine_truth as engine_truth
+
 GIB = 2**30
 
-# vLLM's own default for --gpu-memory-utilization.
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.90
+# vLLM's own default for --gpu-memory-utilization, from the newest tabled release's source
+# (vllm/config/cache.py: 0.9 up to 0.18, 0.92 from 0.31; triage/core/engine_truth).
+PLAN_VLLM_VERSION = engine_truth.newest("vllm")
+DEFAULT_GPU_MEMORY_UTILIZATION = float(engine_truth.default("vllm", "gpu_memory_utilization")[0] or 0.9)
 # vLLM V1's default --max-num-seqs; the planned batch never exceeds it unless --concurrency says so.
 DEFAULT_MAX_NUM_SEQS = 256
 # Tokens one scheduler step may carry (--max-num-batched-tokens); vLLM sizes its activation

@@ -38,7 +38,8 @@ def _warnings(inputs: PlanInputs, fit: memory.TpFit, fits: list[memory.TpFit], c
     out: list[str] = []
     if not any(f.can_start for f in fits):
         out.append(f"{m.name} at {inputs.dtype} does not fit on up to {max(f.tp for f in fits)} x {gpu.key} "
-                   "at this context: use a smaller dtype (--dtype fp8 or int4), --kv-cache-dtype fp8, a "
+                   "at this context: quantize (--quantization fp8, or an INT4 AWQ/GPTQ checkpoint; vLLM's --dtype has "
+                   "no fp8), --kv-cache-dtype fp8, a "
                    "shorter --max-model-len, a bigger GPU, or pipeline parallelism across nodes.")
     elif chosen_by_user and not fit.can_start:
         out.append(f"--tp {fit.tp} does not fit: {fit.reason}. The smallest TP that does is "

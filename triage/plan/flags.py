@@ -3,10 +3,34 @@ from __future__ import annotations
 
 import shlex
 
+import triage.core.engine_truth as engine_truth
 from triage.plan import assumptions as A
 from triage.plan.inputs import PlanInputs
 
 _VLLM_DTYPE = {"fp16": "float16"}
+# triage's short names -> vLLM's spellings (vllm/config/cache.py CacheDType: "bf16" is rejected).
+_VLLM_KV_DTYPE = {"bf16": "bfloat16", "fp16": "float16"}
+
+
+def checked(flags: list[str], version: str | None = None) -> tuple[list[str], list[str]]:
+    """(the flags vLLM `version` accepts, why each dropped one was dropped). Pairs: flag, value."""
+    t = engine_truth.table("vllm", version)
+    if t is None:
+        return flags, []
+    kept: list[str] = []
+    dropped: list[str] = []
+    i = 0
+    while i < len(flags):
+        name = flags[i]
+        spec = t.flag(name)
+        value = flags[i + 1] if spec is not None and spec.takes_value and i + 1 < len(flags) else None
+        problem = t.check(name, value)
+        if problem is None:
+            kept += [name] + ([value] if value is not None else [])
+        else:
+            dropped.append(problem)
+        i += 2 if value is not None else 1
+    return kept, dropped
 
 
 def suggested_max_num_seqs(kv_capacity_seqs: int, cap: int) -> int:
@@ -23,8 +47,9 @@ def vllm_flags(inputs: PlanInputs, tp: int, max_model_len: int, max_num_seqs: in
     ]
     if inputs.dtype == "fp8":
         flags += ["--quantization", "fp8"]
-    if inputs.kv_cache_dtype != "auto":
-        flags += ["--kv-cache-dtype", inputs.kv_cache_dtype]
+    kv = _VLLM_KV_DTYPE.get(inputs.kv_cache_dtype, inputs.kv_cache_dtype)
+    if kv != "auto" and kv != _VLLM_DTYPE.get(inputs.dtype, "bfloat16"):
+        flags += ["--kv-cache-dtype", kv]
     flags += [
         "--max-model-len", str(max_model_len),
         "--gpu-memory-utilization", f"{inputs.gpu_memory_utilization:g}",
@@ -32,12 +57,15 @@ def vllm_flags(inputs: PlanInputs, tp: int, max_model_len: int, max_num_seqs: in
         "--max-num-batched-tokens", str(A.DEFAULT_MAX_NUM_BATCHED_TOKENS),
     ]
     # Prefix caching and chunked prefill are on by default since vLLM 0.8 (the V1 engine): the command
-    # does not repeat defaults; flag_notes() names them for older versions.
-    return flags
+    # does not repeat defaults; flag_notes() names them for older versions. Every flag is checked
+    # against the newest tabled vLLM release (flag_notes() names it).
+    return checked(flags, A.PLAN_VLLM_VERSION)[0]
 
 
 def flag_notes(inputs: PlanInputs) -> list[str]:
-    notes = ["Prefix caching and chunked prefill are on by default in vLLM >= 0.8; on an older vLLM add "
+    notes = [f"Flags checked against vLLM {A.PLAN_VLLM_VERSION}'s own argument parser.",
+             "Prefix caching and chunked prefill are on by default in vLLM >= 0.8 (prefix caching per model "
+             "in newer releases: hybrid and pooling models differ); on an older vLLM add "
              "--enable-prefix-caching --enable-chunked-prefill."]
     if inputs.dtype == "int4":
         notes.append("int4: serve an AWQ or GPTQ 4-bit checkpoint of this model; vLLM reads the "

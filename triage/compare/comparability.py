@@ -1,0 +1,127 @@
+"""Can two bench reports be compared at all? Checked before any statistics.
+
+- The workload (every key of the bench config section except the level set and the run's bookkeeping:
+  endpoint, lengths and their distribution, dataset or trace, shared prefix or prefix groups, turns, ramp,
+  burstiness, SLO, and keys added later) and the model must match: a difference is refused (exit 2) unless
+  `--allow-different workload|model` says it is intended.
+- The engine and its version, the server flags that change performance, and the hardware (GPU model and
+  count; the CPU when there is no GPU) may differ: that is what people compare. They are listed as
+  "what changed".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from triage.core.errors import ReportError, UsageError
+from triage.core.report import Report
+
+BLOCKING = ("workload", "model")
+ALLOWED = ("engine", "server_flags", "hardware")
+CATEGORIES = BLOCKING + ALLOWED
+
+# Config keys that are not the workload: the level set (levels are matched, not compared), how long or how
+# often it ran, the client's own settings and what the client learned about the server.
+NOT_WORKLOAD = frozenset({
+    "url", "model", "concurrency", "request_rate", "num_requests", "duration_s", "warmup", "repeat", "seed",
+    "timeout_s", "max_in_flight", "api_key", "headers", "notes", "ignore_eos_sent", "continuous_usage_sent",
+    "usage_reported", "tokens_per_word", "prompt_lengths_calibrated", "max_model_len", "server_flags",
+    "server_args", "source", "missing_fields",
+})
+# Config keys that are server settings a peer or the bench recorded.
+SERVER_KEYS = ("max_model_len",)
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    category: str        # one of CATEGORIES
+    key: str
+    base: Any
+    cand: Any
+
+    def describe(self) -> str:
+        return f"{self.key}: {_show(self.base)} -> {_show(self.cand)}"
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value)) or "[]"
+    return str(value)
+
+
+def parse_allow(spec: str | None) -> frozenset[str]:
+    allowed = frozenset(s.strip() for s in (spec or "").split(",") if s.strip())
+    unknown = sorted(allowed - set(CATEGORIES))
+    if unknown:
+        raise UsageError(f"--allow-different: unknown {', '.join(unknown)}; use a comma list of "
+                         f"{', '.join(CATEGORIES)}")
+    return allowed
+
+
+def _config(report: Report) -> dict[str, Any]:
+    cfg = report.bench.config if report.bench is not None else {}
+    return cfg if isinstance(cfg, dict) else {}
+
+
+def _workload(base: dict[str, Any], cand: dict[str, Any]) -> list[Difference]:
+    out = []
+    for key in sorted(set(base) | set(cand)):
+        if key in NOT_WORKLOAD:
+            continue
+        b, c = base.get(key), cand.get(key)
+        if key == "input_len" and (isinstance(b, list) or isinstance(c, list)):
+            continue                  # an --input-len sweep: its lengths are levels, matched one by one
+        if b != c:
+            out.append(Difference("workload", key, b, c))
+    return out
+
+
+def _gpus(report: Report) -> str:
+    gpus = report.host.gpus
+    if not gpus:
+        return f"no GPU ({report.host.cpu_model or 'unknown CPU'}, {report.host.num_cpus or '?'} CPUs)"
+    names = sorted({g.name for g in gpus})
+    return f"{len(gpus)}x {' + '.join(names)}"
+
+
+def _flags(cfg: dict[str, Any]) -> dict[str, Any]:
+    flags = {k: cfg.get(k) for k in SERVER_KEYS if k in cfg}
+    for key in ("server_flags", "server_args"):
+        if isinstance(cfg.get(key), dict):
+            flags.update(cfg[key])
+    return flags
+
+
+def differences(base: Report, cand: Report) -> list[Difference]:
+    """Every difference between the two reports that comparability cares about, blocking ones first."""
+    bc, cc = _config(base), _config(cand)
+    diffs = _workload(bc, cc)
+    if base.target.model != cand.target.model:
+        diffs.append(Difference("model", "model", base.target.model, cand.target.model))
+    for key in ("engine", "engine_version"):
+        b, c = getattr(base.target, key), getattr(cand.target, key)
+        if b != c:
+            diffs.append(Difference("engine", key, b, c))
+    bf, cf = _flags(bc), _flags(cc)
+    for key in sorted(set(bf) | set(cf)):
+        if bf.get(key) != cf.get(key):
+            diffs.append(Difference("server_flags", key, bf.get(key), cf.get(key)))
+    if _gpus(base) != _gpus(cand):
+        diffs.append(Difference("hardware", "gpus", _gpus(base), _gpus(cand)))
+    return diffs
+
+
+def check_comparable(base: Report, cand: Report, allow: frozenset[str] = frozenset()) -> list[Difference]:
+    """The differences to list as "what changed"; raises ReportError (exit 2) on a blocking one not allowed."""
+    if base.bench is None or cand.bench is None:
+        raise ReportError("a bench report without a bench section cannot be compared")
+    diffs = differences(base, cand)
+    refused = [d for d in diffs if d.category in BLOCKING and d.category not in allow]
+    if refused:
+        cats = sorted({d.category for d in refused})
+        what = "; ".join(f"{d.category} {d.describe()}" for d in refused)
+        raise ReportError(f"the reports measure a different {' and '.join(cats)} ({what}); compare like with like, "
+                          f"or pass --allow-different {','.join(cats)} if this is intended")
+    return diffs
