@@ -26,6 +26,9 @@ _CUDA_GRAPH = re.compile(r"CUDA graph|cuda_graph|Graph capturing|capturing CUDA"
 _NCCL_ERROR = re.compile(r"NCCL.*(error|WARN|failed|timeout)|(error|failed).*NCCL", re.I)
 _SHM_STALL = re.compile(r"No available shared memory broadcast block", re.I)
 _OOM = re.compile(r"CUDA out of memory|OutOfMemoryError", re.I)
+# vLLM model_executor/model_loader/weight_utils.py logs this when fetching the weights took > 0.5 s:
+# "Time spent downloading weights for <model>: 508.576789 seconds"
+_DOWNLOAD = re.compile(r"Time spent downloading weights for \S+: ([\d.]+) seconds")
 
 def scan_lines(lines: list[str]) -> dict:
     out = {
@@ -33,6 +36,7 @@ def scan_lines(lines: list[str]) -> dict:
         "kv_cache_tokens": None, "num_gpu_blocks": None, "max_concurrency": None,
         "max_concurrency_tokens_per_request": None, "cuda_graph_hints": [], "num_nccl_errors": 0,
         "num_shm_broadcast_stalls": 0, "num_oom_lines": 0, "preemption_examples": [],
+        "weights_download_s": None,
     }
     for line in lines:
         if _PREEMPT.search(line):
@@ -56,6 +60,10 @@ def scan_lines(lines: list[str]) -> dict:
             out["num_shm_broadcast_stalls"] += 1
         if _OOM.search(line):
             out["num_oom_lines"] += 1
+        if m := _DOWNLOAD.search(line):
+            seconds = float(m.group(1))
+            if seconds < 1e7:
+                out["weights_download_s"] = max(seconds, out["weights_download_s"] or 0.0)
     return out
 
 

@@ -107,17 +107,46 @@ def read_speed(model_dir: str, max_bytes: int, budget_s: float, proc_root: str =
     return gbps, done, warm
 
 
+def _in_server_fs(path: str, root: str | None) -> str:
+    """`path` as the serving process sees it: under /proc/PID/root when we look from outside its mount
+    namespace (a container), else unchanged."""
+    if root is None or not os.path.isabs(path):
+        return path
+    return os.path.join(root, path.lstrip("/"))
+
+
+def _as_server_sees(path: str, root: str | None) -> str:
+    """The inverse of _in_server_fs: a path under /proc/PID/root back to the server's own spelling."""
+    if root is not None and path.startswith(root.rstrip("/") + "/"):
+        return "/" + os.path.relpath(path, root)
+    return path
+
+
 def probe_storage(model: str | None = None, env: Mapping[str, str] | None = None, proc_root: str = "/proc",
-                  max_read_bytes: int = DEFAULT_MAX_READ_BYTES, read_budget_s: float = 1.5) -> ProbeResult:
-    """`model`: the served model (a path or a hub id); `env`: the server's environment (for HF_HOME)."""
+                  max_read_bytes: int = DEFAULT_MAX_READ_BYTES, read_budget_s: float = 1.5,
+                  pid: int | None = None) -> ProbeResult:
+    """`model`: the served model (a path or a hub id). With `pid`, everything is read from the serving
+    process's own view: its environment `env` (HF_HOME, HF_HUB_CACHE, ...; None = not readable by us),
+    its mount table (/proc/PID/mounts) and its filesystem (/proc/PID/root/...). Without `pid` (a local
+    --model PATH, or no server), the model files are timed but no Hugging Face cache is judged: triage's
+    own cache says nothing about a server's."""
     start = time.perf_counter()
-    env = dict(os.environ if env is None else env)
-    mounts = parse_mounts(read_text(proc_root, "mounts") or "")
-    cache = hf_cache_dir(env)
-    model_dir, is_hub_id = resolve_model_dir(model, cache)
+    root = os.path.join(proc_root, str(pid), "root") if pid is not None else None
+    if root is not None and not os.access(root, os.R_OK | os.X_OK):
+        root = None                        # not ours to enter: paths as seen from here
+    mounts = parse_mounts(read_text(proc_root, str(pid) if pid is not None else "self", "mounts") or "")
     unsupported: list[str] = []
-    fstype = fstype_of(model_dir, mounts) if model_dir and mounts else None
-    cache_fstype = fstype_of(cache, mounts) if mounts else None
+    reasons: list[str] = []
+    cache: str | None = None
+    if pid is not None and env is not None:
+        cache = hf_cache_dir(env)
+    elif pid is not None:
+        reasons.append(f"the server's environment (/proc/{pid}/environ) is not readable by this user, so its "
+                       "Hugging Face cache is unknown")
+    model_here = _in_server_fs(model, root) if model else model
+    model_dir, is_hub_id = resolve_model_dir(model_here, _in_server_fs(cache, root) if cache else "")
+    fstype = fstype_of(_as_server_sees(model_dir, root), mounts) if model_dir and mounts else None
+    cache_fstype = fstype_of(cache, mounts) if mounts and cache else None
     if not mounts:
         unsupported += ["model_dir_fstype", "hf_cache_fstype"]
     read_gbps: float | None = None
@@ -128,13 +157,15 @@ def probe_storage(model: str | None = None, env: Mapping[str, str] | None = None
             read_gbps, read_bytes, warm = read_speed(model_dir, max_read_bytes, read_budget_s, proc_root)
         except OSError:   # unreadable files: unmeasured, not "0 bytes read"
             unsupported += ["read_gbps", "read_bytes"]
-    cache_empty: bool | None
-    try:
-        cache_empty = not any(p.name.startswith("models--") for p in Path(cache).iterdir())
-    except FileNotFoundError:
-        cache_empty = True    # no cache directory at all: nothing was ever downloaded
-    except OSError:
-        cache_empty = None    # there, but not ours to list: unknown, not "empty"
+    cache_empty: bool | None = None
+    if cache is not None:
+        try:
+            cache_empty = not any(p.name.startswith("models--") for p in Path(_in_server_fs(cache, root)).iterdir())
+        except FileNotFoundError:
+            cache_empty = True    # no cache directory at all: nothing was ever downloaded
+        except OSError:
+            cache_empty = None    # there, but not ours to list: unknown, not "empty"
+    if cache_empty is None:
         unsupported.append("hf_cache_empty")
     data = {
         "model": model,
@@ -149,8 +180,12 @@ def probe_storage(model: str | None = None, env: Mapping[str, str] | None = None
         "hf_cache_fstype": cache_fstype,
         "hf_cache_persistent": (cache_fstype not in EPHEMERAL_FS) if cache_fstype else None,
         "hf_cache_empty": cache_empty,
-        "hf_home_set": bool(env.get("HF_HOME") or env.get("HF_HUB_CACHE")),
+        "hf_home_set": bool(env.get("HF_HOME") or env.get("HF_HUB_CACHE")) if env is not None else None,
         "serves_hub_model_id": is_hub_id,
+        "seen_from": "server" if pid is not None else "triage",
         "unsupported_fields": unsupported,
     }
+    if pid is not None and env is None:
+        return ProbeResult("storage", ProbeStatus.PERMISSION_DENIED, time.perf_counter() - start,
+                           "; ".join(reasons), data)
     return ProbeResult("storage", ProbeStatus.OK, time.perf_counter() - start, None, data)

@@ -238,38 +238,47 @@ def net001(ctx: Context) -> Hit | None:
 
 
 # ------------------------------------------------------------------------------------------------
-@rule("NET002", "model-redownloaded-on-start", Severity.MEDIUM, ("storage",), RuleDoc(
-    what="A hub model id is served while the Hugging Face cache is ephemeral (tmpfs, a container layer) or "
-         "empty.",
+@rule("NET002", "model-redownloaded-on-start", Severity.MEDIUM, ("storage|logs",), RuleDoc(
+    what="A hub model id is served and there is positive evidence that its weights are fetched at start: "
+         "the serving process's own Hugging Face cache sits on an ephemeral filesystem (tmpfs, an overlay "
+         "container layer), or its log shows the weights being downloaded.",
     why="Every cold start then downloads the weights again: 20 minutes instead of 30 seconds for a large "
         "model (seed 000's before/after table), paid in GPU time and in scale-out lag.",
     example="storage.serves_hub_model_id = true, storage.hf_cache_fstype = 'overlay', "
-            "storage.hf_cache_persistent = false",
+            "storage.hf_cache_persistent = false; or logs.weights_download_s = 508.6",
     fix="Mount a persistent volume for the cache and set HF_HOME to it (or `--download-dir`), or serve from a "
         "local path.",
-    references=("seed 000 §6 (model download on every cold start)",),
+    references=("seed 000 §6 (model download on every cold start)",
+                "vLLM model_executor/model_loader/weight_utils.py ('Time spent downloading weights for ...')",
+                "An empty cache alone is not evidence: it may be another user's, or read from outside the "
+                "server's mount namespace; triage reads the serving process's own environment and mounts"),
 ))
 def net002(ctx: Context) -> Hit | None:
-    hub = ctx.value("storage", "serves_hub_model_id")
-    if not hub:
+    downloaded = ctx.opt("logs", "weights_download_s")
+    hub = ctx.opt("storage", "serves_hub_model_id")
+    persistent = ctx.opt("storage", "hf_cache_persistent")
+    if downloaded is None and (not hub or persistent is not False):
+        if not ctx.has("storage") and not ctx.has("logs"):
+            raise MissingInput("neither the server's storage view nor its log was read")
         return None
-    persistent, empty = ctx.opt("storage", "hf_cache_persistent"), ctx.opt("storage", "hf_cache_empty")
-    if persistent is None and empty is None:
-        raise MissingInput("storage.hf_cache_persistent and storage.hf_cache_empty were not measured")
-    if persistent is not False and not empty:
-        return None
-    reason = "ephemeral" if persistent is False else "empty"
+    evidence: dict[str, Any] = {}
+    if hub:
+        evidence.update({"storage.serves_hub_model_id": True,
+                         "storage.hf_cache_dir": ctx.opt("storage", "hf_cache_dir"),
+                         "storage.hf_cache_fstype": ctx.opt("storage", "hf_cache_fstype"),
+                         "storage.hf_cache_persistent": persistent})
+    if downloaded is not None:
+        evidence["logs.weights_download_s"] = downloaded
+    why = (f"its log shows {downloaded:.0f} s spent downloading the weights" if downloaded is not None else
+           f"its Hugging Face cache is on {ctx.opt('storage', 'hf_cache_fstype')}, which does not survive a restart")
     return Hit(
-        title="Hub weights are downloaded again on every start",
-        message=f"The server loads a hub model id and its Hugging Face cache is {reason}: each cold start "
-                "downloads the weights.",
-        evidence={"storage.serves_hub_model_id": True, "storage.hf_cache_dir": ctx.opt("storage", "hf_cache_dir"),
-                  "storage.hf_cache_fstype": ctx.opt("storage", "hf_cache_fstype"),
-                  "storage.hf_cache_persistent": persistent, "storage.hf_cache_empty": empty},
-        certainty=Certainty.LIKELY, impact=0.2,
+        title="Hub weights are downloaded again on start",
+        message=f"The server fetches its weights from the hub when it starts: {why}.",
+        evidence=evidence, certainty=Certainty.CONFIRMED if downloaded is not None else Certainty.LIKELY,
+        impact=0.2,
         fix=Fix("Mount a persistent volume for the Hugging Face cache and point HF_HOME at it (vLLM also takes "
-                "--download-dir).", ("export HF_HOME=/mnt/persistent/hf",
-                                     "vllm serve <model> --download-dir /mnt/persistent/hf")),
+                "--download-dir), or serve from a local path.",
+                ("export HF_HOME=/mnt/persistent/hf", "vllm serve <model> --download-dir /mnt/persistent/hf")),
     )
 
 

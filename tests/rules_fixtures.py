@@ -125,7 +125,7 @@ def healthy_probes() -> dict[str, dict[str, Any]]:
         "logs": {"path": "/var/log/vllm.log", "truncated": False, "num_lines": 5200, "slow_tokenizer": False,
                  "num_preemption_lines": 0, "kv_cache_tokens": 480000, "num_gpu_blocks": 30000, "max_concurrency": 58.6,
                  "max_concurrency_tokens_per_request": 8192, "cuda_graph_hints": [], "num_nccl_errors": 0,
-                 "num_shm_broadcast_stalls": 0, "num_oom_lines": 0},
+                 "num_shm_broadcast_stalls": 0, "num_oom_lines": 0, "weights_download_s": None},
     })
 
 
@@ -428,6 +428,12 @@ def _define() -> None:
     case("NET002", "negative_persistent", "Persistent, warm cache", PASSES, snapshot())
     case("NET002", "negative_local_path", "A local model path never downloads", PASSES,
          snapshot({"storage.serves_hub_model_id": False, "storage.hf_cache_persistent": False}))
+    case("NET002", "positive_download_in_log", "vLLM logged 508 s downloading the weights at start",
+         {**FIRES, "certainty": "confirmed", "evidence_keys": ["logs.weights_download_s"]},
+         snapshot({"logs.weights_download_s": 508.6}))
+    case("NET002", "negative_empty_cache_is_not_evidence", "An empty cache on a persistent disk (someone "
+         "else's, or not yet used) is no evidence of a download on every start", PASSES,
+         snapshot({"storage.hf_cache_empty": True, "storage.hf_cache_persistent": True}))
     # NET003
     case("NET003", "positive_slow_loopback", "3.4 ms TCP connect on the same host",
          {**FIRES, "severity": "medium", "evidence_keys": ["network.tcp_connect_ms_p50"]},

@@ -1,6 +1,8 @@
 """cpu, memory, kernel_log, storage and logs probes on captured-format /proc, /sys and log fixtures."""
 from __future__ import annotations
 
+import os
+
 import shutil
 from pathlib import Path
 
@@ -181,11 +183,11 @@ def test_storage_probe_nfs_model_and_tmpfs_cache(tmp_path):
     cache = tmp_path / "hf"
     (cache / "hub").mkdir(parents=True)
     proc = tmp_path / "proc"
-    proc.mkdir()
-    (proc / "mounts").write_text(f"rootfs / ext4 rw 0 0\nsrv:/m {tmp_path / 'models'} nfs4 rw 0 0\n"
-                                 f"tmpfs {cache} tmpfs rw 0 0\n")
+    (proc / "4242").mkdir(parents=True)            # the server's /proc entry, its root not enterable
+    (proc / "4242" / "mounts").write_text(f"rootfs / ext4 rw 0 0\nsrv:/m {tmp_path / 'models'} nfs4 rw 0 0\n"
+                                          f"tmpfs {cache} tmpfs rw 0 0\n")
     r = probe_storage(str(model_dir), env={"HF_HOME": str(cache)}, proc_root=str(proc),
-                      max_read_bytes=2 * 2**20, read_budget_s=5.0)
+                      max_read_bytes=2 * 2**20, read_budget_s=5.0, pid=4242)
     assert r.status is ProbeStatus.OK
     d = r.data
     assert d["model_dir_fstype"] == "nfs4" and d["model_dir_is_network_fs"] is True
@@ -201,11 +203,12 @@ def test_storage_probe_hub_id_in_cache(tmp_path):
     snap = tmp_path / "hf" / "hub" / "models--org--tiny" / "snapshots" / "abc123"
     snap.mkdir(parents=True)
     (snap / "model.safetensors").write_bytes(b"\x00" * 4096)
+    # Our own pid: /proc/PID/root is "/", entered as the server's root.
     r = probe_storage("org/tiny", env={"HF_HOME": str(tmp_path / "hf")}, proc_root="/proc",
-                      max_read_bytes=2**20, read_budget_s=1.0)
+                      max_read_bytes=2**20, read_budget_s=1.0, pid=os.getpid())
     d = r.data
     assert d["serves_hub_model_id"] is True
-    assert d["model_dir"] == str(snap)
+    assert d["model_dir"].endswith(str(snap))
     assert d["read_bytes"] == 4096
     assert d["hf_cache_empty"] is False
     # The real /proc has an io file: the 4 KiB just written sits in the page cache.
@@ -225,9 +228,47 @@ def test_storage_probe_unreadable_parts_are_unknown_not_zero_or_empty(tmp_path, 
         raise PermissionError("denied")
 
     monkeypatch.setattr(triage.probes.storage, "read_speed", denied)
-    d = probe_storage(str(model_dir), env={"HF_HUB_CACHE": str(not_a_dir)}, proc_root="/proc").data
+    d = probe_storage(str(model_dir), env={"HF_HUB_CACHE": str(not_a_dir)}, proc_root="/proc",
+                      pid=os.getpid()).data
     assert d["read_bytes"] is None and d["read_gbps"] is None     # not "0 bytes read"
     assert d["hf_cache_empty"] is None                             # not "empty": NET002 must not fire on it
     assert {"read_bytes", "read_gbps", "hf_cache_empty"} <= set(d["unsupported_fields"])
-    missing = probe_storage(None, env={"HF_HUB_CACHE": str(tmp_path / "never-created")}, proc_root="/proc").data
+    missing = probe_storage(None, env={"HF_HUB_CACHE": str(tmp_path / "never-created")}, proc_root="/proc",
+                            pid=os.getpid()).data
     assert missing["hf_cache_empty"] is True and missing["read_bytes"] is None
+
+
+# --- the server's own view (issue: NET002 judged triage's own empty cache) -------------------------
+def _container_proc(tmp_path, fs_of_data: str):
+    """A fake /proc for a containerised server (pid 4242): its root is a directory tree of its own,
+    its mount table says what /data is, and its environment points HF_HOME there."""
+    proc = tmp_path / "proc"
+    root = proc / "4242" / "root"
+    (root / "data" / "hf" / "hub" / "models--org--tiny" / "snapshots" / "s1").mkdir(parents=True)
+    (root / "data" / "hf" / "hub" / "models--org--tiny" / "snapshots" / "s1" / "model.safetensors").write_bytes(
+        b"\x00" * 8192)
+    (proc / "4242" / "mounts").write_text(f"overlay / overlay rw 0 0\n{fs_of_data} /data {fs_of_data} rw 0 0\n")
+    return proc
+
+
+def test_storage_reads_the_servers_own_cache_and_mounts(tmp_path):
+    proc = _container_proc(tmp_path, "tmpfs")
+    d = probe_storage("org/tiny", env={"HF_HOME": "/data/hf"}, proc_root=str(proc), pid=4242,
+                      max_read_bytes=2**20, read_budget_s=1.0).data
+    assert d["seen_from"] == "server" and d["hf_cache_dir"] == "/data/hf/hub"
+    assert d["serves_hub_model_id"] is True and d["hf_cache_empty"] is False
+    assert d["hf_cache_fstype"] == "tmpfs" and d["hf_cache_persistent"] is False
+    assert d["read_bytes"] == 8192                       # read through /proc/4242/root
+    persistent = probe_storage("org/tiny", env={"HF_HOME": "/data/hf"}, proc_root=str(_container_proc(
+        tmp_path / "b", "ext4")), pid=4242).data
+    assert persistent["hf_cache_persistent"] is True
+
+
+def test_storage_without_the_servers_environment_judges_no_cache(tmp_path):
+    proc = _container_proc(tmp_path, "ext4")
+    r = probe_storage("org/tiny", env=None, proc_root=str(proc), pid=4242)
+    assert r.status is ProbeStatus.PERMISSION_DENIED and "environ" in r.reason
+    assert r.data["hf_cache_dir"] is None and r.data["hf_cache_empty"] is None
+    # No server process at all (a local --model PATH): triage's own cache is never judged.
+    own = probe_storage("org/tiny", env={"HF_HOME": str(tmp_path / "mine")}, proc_root="/proc").data
+    assert own["hf_cache_dir"] is None and own["hf_cache_empty"] is None and own["seen_from"] == "triage"

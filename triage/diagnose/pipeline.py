@@ -188,7 +188,7 @@ def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
                                    "the server's process is not visible from here (another host or a container), "
                                    "so its model files and cache cannot be read; pass --model PATH to time a "
                                    "local copy")
-            return probe_storage(model, env, opts.proc_root, opts.max_read_bytes, opts.read_budget_s)
+            return probe_storage(model, env, opts.proc_root, opts.max_read_bytes, opts.read_budget_s, pid=found.pid)
 
         phase3 = [ProbeSpec("storage", storage, opts.read_budget_s + grace)]
         run_probes([s for s in phase3 if s.name in wanted], results)
