@@ -9,6 +9,7 @@ bounded, and a path the server does not have is simply absent.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -132,3 +133,40 @@ def identify(cmdline_engine: str | None = None, http: HttpSignals | None = None,
         version = _version_of(http.json_by_path.get("/version"))
     evidence = tuple(dict.fromkeys(ev for e, _, ev in found if e == engine))
     return EngineIdentity(engine, version, evidence)
+
+
+def probe_engine_identity(url: str | None, cmdline_engine: str | None = None, argv: list[str] | None = None,
+                          env: Mapping[str, str] | None = None, get: HttpGet = http_get) -> ProbeResult:
+    """The `engine_identity` probe: which engine, which version, on what evidence; for llama.cpp its
+    slots (/props, /slots); and the batching settings its command line and environment give."""
+    from triage.core.snapshot import ProbeResult, ProbeStatus
+    from triage.probes.batching_config import read_batching
+    from triage.probes.llamacpp import read_slots
+    from triage.probes.prom import parse_metrics
+
+    start = time.perf_counter()
+    if url is None and cmdline_engine is None:
+        return ProbeResult("engine_identity", ProbeStatus.UNSUPPORTED, 0.0, "no server to identify")
+    signals = fetch_signals(url, get) if url else HttpSignals()
+    names: set[str] = set()
+    if url:
+        try:
+            resp = get(base_url(url) + "/metrics", DEFAULT_TIMEOUT_S)
+            if 200 <= resp.status_code < 300:
+                names = parse_metrics(resp.text).names()
+        except HttpFailure:
+            pass
+    who = identify(cmdline_engine, signals, names)
+    data: dict[str, Any] = {"engine": who.engine, "version": who.version, "evidence": list(who.evidence),
+                            "server_header": signals.server_header}
+    batching = read_batching(who.engine, argv or [], env or {})
+    data["batching"] = {"slots": batching.slots, "continuous": batching.continuous,
+                        "ctx_tokens": batching.ctx_tokens, "max_queue": batching.max_queue,
+                        "evidence": list(batching.evidence), "from_cmdline": argv is not None}
+    if who.engine == "llama.cpp" and url:
+        slots = read_slots(url, get)
+        if slots is not None:
+            data["llamacpp"] = {"total_slots": slots.total_slots, "busy_slots": slots.busy_slots,
+                                "ctx_per_slot_tokens": slots.ctx_per_slot_tokens, "build_info": slots.build_info}
+    reason = None if who.engine else "no command line, header, endpoint or metric name identified the engine"
+    return ProbeResult("engine_identity", ProbeStatus.OK, time.perf_counter() - start, reason, data)

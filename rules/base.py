@@ -31,7 +31,7 @@ NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 # Input names a rule may declare: probe names from docs/SNAPSHOT.md, plus the bench report and the
 # earlier report used as a baseline. "a|b" means either one is enough.
 KNOWN_INPUTS = frozenset({
-    "gpu", "kernel_log", "cpu", "server_process", "memory", "storage", "network",
+    "gpu", "kernel_log", "cpu", "server_process", "memory", "storage", "network", "engine_identity",
     "server_metrics", "server_config", "logs", "bench", "baseline",
 })
 

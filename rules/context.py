@@ -124,11 +124,13 @@ class Context:
         cfg = self.snapshot.data("server_config") or {}
         metrics = self.snapshot.data("server_metrics") or {}
         proc = self.snapshot.data("server_process") or {}
-        name = (self.config.target_engine or cfg.get("engine") or metrics.get("engine") or proc.get("engine"))
+        ident = self.snapshot.data("engine_identity") or {}
+        name = (self.config.target_engine or cfg.get("engine") or ident.get("engine") or metrics.get("engine")
+                or proc.get("engine"))
         if name is None and self.bench is not None:
             name = next((lv.server.get("engine") for lv in self.bench.levels if lv.server and lv.server.get("engine")),
                         None)
-        version = self.config.target_engine_version or cfg.get("engine_version")
+        version = self.config.target_engine_version or cfg.get("engine_version") or ident.get("version")
         engine = normalise_engine(name)
         v = parse_version(version)
         metrics_engine = cfg.get("metrics_engine") or metrics.get("engine") or name or ""

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from triage.core.report import Certainty, Fix, Severity
+from triage.core.report import Certainty, FindingKind, Fix, Severity
 from triage.core.roofline import decode_tokens_per_s_bound
 from triage.core.specs import match_nvml_name
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
-from triage.rules.engines import NON_BATCHING_ENGINES, engine_flags
+from triage.rules.engines import engine_flags
 from triage.rules.fmt import gib, pct
 from triage.rules.registry import rule
 
@@ -43,7 +43,8 @@ def _spec_bandwidth_gbps(gpu: dict) -> float | None:
 # ------------------------------------------------------------------------------------------------
 @rule("QUANT001", "fp16-on-fp8-hardware", Severity.MEDIUM, ("server_config", "gpu"), RuleDoc(
     what="The model is served in fp16/bf16 without quantization on a Hopper or Blackwell GPU (compute "
-         "capability >= 9.0), which runs FP8 natively.",
+         "capability >= 9.0), which runs FP8 natively. An opportunity (LOW) unless a symptom shows on this "
+         "deployment: memory pressure (KV usage >= 90% or preemptions) or decode slower than the bench's TPOT SLO.",
     why="Decode is memory-bound: FP8 weights halve the bytes read per token, for 1.5-2x throughput with "
         "< 1-2% quality loss, and free VRAM for KV (seed 000 §3).",
     example="server_config.dtype = 'bfloat16', server_config.quantization = null, gpu.gpus[0].compute_capability = [9, 0]",
@@ -64,7 +65,10 @@ def quant001(ctx: Context) -> Hit | None:
         return None
     explicit = ctx.cfg_source("quantization") not in (None, "default")
     cmds, note = engine_flags({"quantization_fp8": None}, ctx.engine().name)
+    symptom = _fp8_symptom(ctx)
     return Hit(
+        kind=FindingKind.PROBLEM if symptom else FindingKind.OPPORTUNITY,
+        severity=None if symptom else Severity.LOW,
         title="16-bit weights on a GPU with native FP8",
         message=(f"The model is served as {dtype} with no quantization on a compute-capability {cc[0]}.{cc[1]} GPU: "
                  "FP8 would halve the bytes each decode step reads." if explicit else
@@ -73,11 +77,31 @@ def quant001(ctx: Context) -> Hit | None:
                  "step reads (a pre-quantized checkpoint needs no flag: check the model's config.json)."),
         evidence={"server_config.dtype": dtype, "server_config.quantization": quant,
                   "server_config.sources.quantization": ctx.cfg_source("quantization"),
-                  "gpu.compute_capability": list(cc)},
+                  "gpu.compute_capability": list(cc), **symptom},
         certainty=Certainty.LIKELY if explicit else Certainty.POSSIBLE, impact=0.5,
         fix=Fix("Serve FP8 weights (dynamic FP8 quantization, or an FP8 checkpoint); check quality on your own "
                 "eval set. Note: `--dtype fp8` is not accepted, use `--quantization fp8`." + note, cmds),
     )
+
+
+def _fp8_symptom(ctx: Context) -> dict[str, Any]:
+    """Evidence that 16-bit weights hurt this deployment: memory pressure, or decode slower than the SLO."""
+    ev: dict[str, Any] = {}
+    kv, preempt = ctx.opt("server_metrics", "kv_cache_usage_frac_max"), ctx.opt("server_metrics", "num_preemptions_delta")
+    if kv is not None and kv >= 0.9:
+        ev["server_metrics.kv_cache_usage_frac_max"] = kv
+    if preempt:
+        ev["server_metrics.num_preemptions_delta"] = preempt
+    if ctx.bench is not None:
+        slo_tpot = ((ctx.bench.config or {}).get("slo") or {}).get("tpot_ms")
+        for lv in ctx.bench.levels:
+            server = lv.server or {}
+            if (server.get("kv_cache_usage_frac_max") or 0) >= 0.9 or server.get("num_preemptions_delta"):
+                ev[f"{level_label(lv)}.server.kv_cache_usage_frac_max"] = server.get("kv_cache_usage_frac_max")
+            if slo_tpot and lv.tpot_ms.p50 and lv.tpot_ms.p50 > slo_tpot:
+                ev[f"{level_label(lv)}.tpot_ms.p50"] = lv.tpot_ms.p50
+                ev["bench.config.slo.tpot_ms"] = slo_tpot
+    return ev
 
 
 # ------------------------------------------------------------------------------------------------
@@ -108,39 +132,6 @@ def quant002(ctx: Context) -> Hit | None:
         certainty=Certainty.CONFIRMED, impact=1.0,
         fix=Fix(f"Quantize the weights, add tensor parallelism, or cap the context at {fit_len} tokens; `triage "
                 "plan` computes the fit." + note, cmds + ("triage plan",)),
-    )
-
-
-# ------------------------------------------------------------------------------------------------
-@rule("ENG001", "non-batching-engine-in-production", Severity.HIGH, ("server_process|server_config|bench",), RuleDoc(
-    what="The endpoint is Ollama, a llama.cpp server or a bare Hugging Face `generate()` wrapper, under "
-         "concurrent load (without a bench showing load, it is reported as possible).",
-    why="These serve one request (or a fixed batch) at a time: the GPU idles between requests and throughput "
-        "stays flat as users are added (seed 000 §7: 'Ollama for local, not production traffic').",
-    example="server_process.engine = 'ollama', bench.c16.output_tokens_per_s = 48, bench.c1.output_tokens_per_s = 44",
-    fix="Serve with vLLM, SGLang, TGI or TensorRT-LLM; they speak the same OpenAI API, so clients do not change.",
-    references=("seed 000 §7 (wrong inference engine for the workload)", "seed 002 (naive FastAPI + generate())"),
-))
-def eng001(ctx: Context) -> Hit | None:
-    engine = ctx.identified_engine()
-    if engine.name not in NON_BATCHING_ENGINES:
-        return None
-    evidence: dict[str, Any] = {"server_process.engine": ctx.opt("server_process", "engine") or engine.name}
-    loaded = []
-    if ctx.bench is not None:
-        loaded = [lv for lv in ctx.bench.levels if (lv.concurrency or 0) >= 2 or (lv.request_rate or 0) > 0]
-        for lv in loaded:
-            evidence[f"{level_label(lv)}.output_tokens_per_s"] = lv.output_tokens_per_s
-    model = ctx.opt("server_config", "model") or "<hf-model-id-or-path>"
-    return Hit(
-        title=f"A non-batching engine ({engine.name}) serves this endpoint",
-        message=(f"The endpoint is {engine.name}, which does not batch concurrent requests"
-                 + (", and it was load-tested with concurrent requests." if loaded else
-                    "; if it serves concurrent production traffic, requests wait for each other.")),
-        evidence=evidence, severity=Severity.HIGH if loaded else Severity.MEDIUM,
-        certainty=Certainty.CONFIRMED if loaded else Certainty.POSSIBLE, impact=0.9,
-        fix=Fix("Serve the model with a continuous-batching engine; the OpenAI-compatible API stays the same.",
-                (f"vllm serve {model}", f"python -m sglang.launch_server --model-path {model}")),
     )
 
 

@@ -19,11 +19,8 @@ from dataclasses import dataclass
 
 from triage.rules.engine_flags import DISABLING_FLAGS, KNOBS, LAUNCHERS, Knob, engine_flags, render
 
-__all__ = ["BATCHING_ENGINES", "DISABLING_FLAGS", "FLAGS", "LAUNCHERS", "NON_BATCHING_ENGINES", "EngineInfo",
+__all__ = ["DISABLING_FLAGS", "FLAGS", "LAUNCHERS", "EngineInfo",
            "engine_flags", "flag", "normalise_engine", "parse_version"]
-
-BATCHING_ENGINES = frozenset({"vllm", "sglang", "tgi", "reference"})
-NON_BATCHING_ENGINES = frozenset({"ollama", "llama.cpp", "hf-generate"})
 
 # Flag knowledge lives in triage.rules.engine_flags (checked against triage/core/engine_truth).
 FLAGS = {knob: {e: (k.flag if k.value is None else f"{k.flag} {k.value}") for e, k in per.items()

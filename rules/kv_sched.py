@@ -7,6 +7,7 @@ from typing import Any
 
 from triage.core.report import BenchLevel, Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
+from triage.rules.batching import flat_scaling
 from triage.rules.context import Context, level_label, metrics_kv_usage
 from triage.rules.engines import DISABLING_FLAGS, EngineInfo, engine_flags
 from triage.rules.fmt import ms, pct, pow2_at_least, round_up
@@ -680,11 +681,16 @@ def sched003(ctx: Context) -> Hit | None:
         return None
     message = (f"Requests spend {pct(worst)} of their TTFT waiting in the server's queue." if worst else
                "TTFT grows in step with concurrency while TPOT stays flat: requests wait for a slot, not compute.")
+    fix = Fix("Add capacity: free the cap named by KV001/SCHED002 if they fire, otherwise add replicas behind "
+              "a least-pending-requests load balancer (not round-robin), and rate-limit at the gateway.", ())
+    if flat_scaling(ctx) is not None:
+        # Replicas of a server that runs one request at a time multiply the waste: batching comes first.
+        fix = Fix("First make the server batch (ENG001: its throughput does not grow with concurrency, so "
+                  "requests queue for one slot); only if requests still queue after that, add replicas behind a "
+                  "least-pending-requests load balancer.", ())
     return Hit(
         title="Queueing dominates time to first token",
-        message=message, evidence=evidence, certainty=Certainty.LIKELY, impact=0.7,
-        fix=Fix("Add capacity: free the cap named by KV001/SCHED002 if they fire, otherwise add replicas behind "
-                "a least-pending-requests load balancer (not round-robin), and rate-limit at the gateway.", ()),
+        message=message, evidence=evidence, certainty=Certainty.LIKELY, impact=0.7, fix=fix,
     )
 
 

@@ -29,8 +29,10 @@ class Scaling:
 
 
 def throughput_scaling(levels: Sequence[BenchLevel]) -> Scaling | None:
-    """The lowest valid closed-loop level against the highest one with >= 4x its concurrency, or None
-    when the bench has no such pair (open-loop levels and levels without throughput do not count)."""
+    """The lowest valid closed-loop level against the best-throughput level among those with >= 4x its
+    concurrency (so a server that batches but saturates, or thrashes its KV cache at the top level, is not
+    mistaken for one that does not batch), or None when the bench has no such pair (open-loop levels and
+    levels without throughput do not count)."""
     usable = sorted((lv for lv in levels if lv.concurrency and lv.output_tokens_per_s
                      and lv.output_tokens_per_s > 0 and lv.client.valid
                      and lv.requests.completed > 0), key=lambda lv: lv.concurrency or 0)
@@ -40,6 +42,6 @@ def throughput_scaling(levels: Sequence[BenchLevel]) -> Scaling | None:
     high = [lv for lv in usable if (lv.concurrency or 0) >= MIN_CONCURRENCY_RATIO * (low.concurrency or 1)]
     if not high:
         return None
-    top = high[-1]
+    top = max(high, key=lambda lv: (lv.output_tokens_per_s, -(lv.concurrency or 0)))
     return Scaling(low, top, top.output_tokens_per_s / low.output_tokens_per_s,
                    (top.concurrency or 1) / (low.concurrency or 1))

@@ -77,6 +77,10 @@ THRESHOLDS: dict[str, Threshold] = {
     "SCHED003.max_tpot_growth": _T(1.25, "x", "004 §10", "TPOT growth across the sweep that still counts as flat"),
     "SCHED003.min_ttft_growth_frac_of_linear": _T(0.75, "fraction", "004 §10",
                                                   "TTFT growth as a share of the concurrency growth that counts as linear"),
+    "ENG001.min_throughput_gain_x": _T(1.6, "x", "000 §4 (throughput should scale with concurrency), 004 §1 "
+                                       "(decode is memory-bound: batching multiplies tokens/s)",
+                                       "best throughput gain at >= 4x the lowest concurrency below which the server "
+                                       "does not batch (40% of linear at 4x; one-at-a-time serving gives ~1x)"),
     "SCHED004.min_scaling_x": _T(2.0, "x", "000 §4 and quick reference", "throughput gain from c=1 to c=16 below which it fires"),
     "SCHED004.high_concurrency": _T(16.0, "requests", "catalog (1 -> 16)", "the concurrency compared with c=1"),
     "SCHED006.min_context_tokens": _T(8192.0, "tokens", "000 §5 (beyond 8K at batch 1)", "prompt length from which growth is judged"),

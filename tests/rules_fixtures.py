@@ -122,6 +122,10 @@ def healthy_probes() -> dict[str, dict[str, Any]]:
                         "max_num_seqs": "default", "enforce_eager": "default", "dtype": "default",
                         "tensor_parallel_size": "default"},
         },
+        "engine_identity": {"engine": "vllm", "version": "0.11.2", "server_header": "uvicorn",
+                            "evidence": ["command line launches vllm", "/metrics has vllm:* names"],
+                            "batching": {"slots": None, "continuous": None, "ctx_tokens": None, "max_queue": None,
+                                         "evidence": [], "from_cmdline": True}},
         "logs": {"path": "/var/log/vllm.log", "truncated": False, "num_lines": 5200, "slow_tokenizer": False,
                  "num_preemption_lines": 0, "kv_cache_tokens": 480000, "num_gpu_blocks": 30000, "max_concurrency": 58.6,
                  "max_concurrency_tokens_per_request": 8192, "cuda_graph_hints": [], "num_nccl_errors": 0,
@@ -593,6 +597,12 @@ def _define() -> None:
          snapshot(drop=("server_metrics",)),
          bench({**{f"levels.{i}.server": None for i in range(4)}, "levels.3.ttft_ms.p50": 456.0,
                 "levels.3.tpot_ms.p50": 10.5}))
+    case("SCHED003", "positive_one_at_a_time_server", "TTFT grows 24x from c=1 to c=4 on a server whose throughput "
+         "is flat (transformers serve, live): batching is the first fix, not replicas",
+         {**FIRES, "text_contains": ["ENG001"]}, snapshot(drop=("server_metrics",)),
+         bench({"levels.0.output_tokens_per_s": 271.0, "levels.1.output_tokens_per_s": 314.0,
+                "levels.0.ttft_ms.p50": 12.3, "levels.1.ttft_ms.p50": 290.5, "levels.0.tpot_ms.p50": 3.4,
+                "levels.1.tpot_ms.p50": 3.0}, concurrencies=(1, 4)))
     case("SCHED003", "negative_tiny_queue", "Queue 3.6 of 5.9 ms server TTFT (a real reference-engine run): too "
          "small to matter next to a 40 ms client TTFT", PASSES, snapshot(),
          bench({"levels.1.server.server_queue_time_ms_mean": 3.63, "levels.1.server.server_ttft_ms_mean": 5.89}))
@@ -621,9 +631,16 @@ def _define() -> None:
     case("SCHED006", "skipped_no_sweep", "One prompt length only",
          {"fires": False, "skipped_reason": "context sweep"}, snapshot(), bench())
     # QUANT001
-    case("QUANT001", "positive_bf16_h100", "bf16, no quantization flag, on an H100",
-         {**FIRES, "commands": ["--quantization fp8"], "text_contains": ["`--dtype fp8` is not accepted"]},
+    case("QUANT001", "opportunity_bf16_h100_healthy", "bf16, no quantization flag, on a healthy H100: an "
+         "opportunity, not a problem", {**FIRES, "severity": "low", "kind": "opportunity",
+                                        "commands": ["--quantization fp8"],
+                                        "text_contains": ["`--dtype fp8` is not accepted"]},
          snapshot({"server_config.quantization": None, "server_config.sources.quantization": "cmdline"}))
+    case("QUANT001", "positive_bf16_h100_kv_pressure", "bf16 on an H100 whose KV cache is 97% full",
+         {**FIRES, "severity": "medium", "kind": "problem",
+          "evidence_keys": ["server_metrics.kv_cache_usage_frac_max"]},
+         snapshot({"server_config.quantization": None, "server_config.sources.quantization": "cmdline",
+                   "server_metrics.kv_cache_usage_frac_max": 0.97}))
     case("QUANT001", "positive_no_flag_seen_hedges", "Quantization only assumed (engine default): possible, hedged",
          {**FIRES, "certainty": "possible", "text_contains": ["pre-quantized checkpoint needs no flag"]},
          snapshot({"server_config.quantization": None, "server_config.sources.quantization": "default"}))
@@ -646,12 +663,42 @@ def _define() -> None:
     # ENG001
     ollama = {"server_process.engine": "ollama", "server_config.engine": "ollama", "server_config.engine_version": "0.3.12",
               }
-    case("ENG001", "positive_ollama_under_load", "Ollama load-tested at c=16",
-         {**FIRES, "severity": "high", "certainty": "confirmed"},
-         snapshot(ollama, drop=("server_metrics",)), bench({"levels.2.output_tokens_per_s": 48.0}))
-    case("ENG001", "positive_ollama_no_bench", "Ollama seen, load unknown",
-         {**FIRES, "severity": "medium", "certainty": "possible"}, snapshot(ollama, drop=("server_metrics",)))
+    flat = {"levels.1.output_tokens_per_s": 126.0, "levels.2.output_tokens_per_s": 131.0,
+            "levels.3.output_tokens_per_s": 133.0}
+    case("ENG001", "positive_flat_from_load_alone", "Throughput 120 -> 133 tok/s from c=1 to c=64, engine unknown",
+         {**FIRES, "severity": "high", "certainty": "confirmed", "kind": "problem",
+          "evidence_keys": ["derived.throughput_x", "derived.concurrency_x"]},
+         snapshot(drop=("server_config", "server_metrics", "engine_identity", "server_process")), bench(flat))
+    tfs = {"engine_identity.engine": "transformers", "engine_identity.batching.continuous": False,
+           "server_config.engine": None, "server_config.model": "Qwen/Qwen3-0.6B"}
+    case("ENG001", "positive_transformers_serve_flat", "transformers serve, as tried live: 26.8 -> 24.3 tok/s at "
+         "c=1 -> 4", {**FIRES, "severity": "high", "text_contains": ["transformers", "--continuous-batching"],
+                      "commands": ["transformers serve Qwen/Qwen3-0.6B --continuous-batching"]},
+         snapshot(tfs, drop=("server_metrics",)),
+         bench({"levels.0.output_tokens_per_s": 26.8, "levels.1.output_tokens_per_s": 24.3}, concurrencies=(1, 4)))
+    lcpp = {"engine_identity.engine": "llama.cpp", "engine_identity.version": "b0-unknown",
+            "engine_identity.llamacpp": {"total_slots": 1, "busy_slots": 1, "ctx_per_slot_tokens": 2048,
+                                         "build_info": "b0-unknown"},
+            "server_config.engine": None, "server_config.engine_version": None, "server_config.model": "tiny.gguf"}
+    case("ENG001", "positive_llamacpp_one_slot_deferred", "llama-server --parallel 1 with requests deferred "
+         "(the real capture under load)", {**FIRES, "severity": "medium", "kind": "problem",
+                                           "evidence_keys": ["server_metrics.num_requests_waiting_max"],
+                                           "commands": ["llama-server -m tiny.gguf --parallel 4 -c 8192"]},
+         snapshot({**lcpp, "server_metrics.num_requests_waiting_max": 1, "server_metrics.engine": "llama.cpp"}))
+    case("ENG001", "opportunity_llamacpp_one_slot_idle", "llama-server --parallel 1 at rest: an opportunity only",
+         {**FIRES, "severity": "low", "kind": "opportunity", "text_contains": ["--parallel"]},
+         snapshot({**lcpp, "server_metrics.num_requests_waiting_max": 0, "server_metrics.engine": "llama.cpp"}))
+    case("ENG001", "negative_llamacpp_four_slots", "llama-server with 4 slots batches", PASSES,
+         snapshot({**lcpp, "engine_identity.llamacpp": {**lcpp["engine_identity.llamacpp"], "total_slots": 4},
+                   "server_metrics.num_requests_waiting_max": 2}))
+    case("ENG001", "positive_ollama_one_parallel_under_load", "Ollama with OLLAMA_NUM_PARALLEL=1, load-tested",
+         {**FIRES, "severity": "high", "commands": ["OLLAMA_NUM_PARALLEL=16 ollama serve"]},
+         snapshot({"engine_identity.engine": "ollama", "engine_identity.batching.slots": 1,
+                   "server_config.engine": None}, drop=("server_metrics",)), bench(flat))
     case("ENG001", "negative_vllm", "vLLM batches", PASSES, snapshot(), bench())
+    case("ENG001", "skipped_nothing_known", "No bench pair and no engine identified",
+         {"fires": False, "skipped_reason": "needs engine_identity"},
+         snapshot(drop=("server_config", "server_metrics", "engine_identity", "server_process")))
     # ENG002
     case("ENG002", "positive_far_below", "8B FP8 (8.5 GB) on an H100: 26 tok/s at c=1 vs a 394 tok/s roofline",
          {**FIRES, "evidence_keys": ["derived.roofline_frac", "config.model.weight_bytes"]},

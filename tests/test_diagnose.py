@@ -83,8 +83,8 @@ def test_full_diagnose_on_this_host_is_fast_and_clean(tmp_path, report_validator
     assert elapsed < 10, f"diagnose took {elapsed:.1f} s"
     data = report_validator(json.loads(out.read_text()))
     probes = {p["name"]: p for p in data["probes"]}
-    assert set(probes) == {"server_config", "gpu", "cpu", "memory", "server_process", "server_metrics",
-                           "network", "kernel_log", "logs", "storage"}
+    assert set(probes) == {"server_config", "engine_identity", "gpu", "cpu", "memory", "server_process",
+                           "server_metrics", "network", "kernel_log", "logs", "storage"}
     import torch
 
     if not torch.cuda.is_available():
@@ -343,7 +343,8 @@ def test_network_timings_run_alone_before_the_window(monkeypatch):
     result = diagnose(DiagnoseOptions(url="http://127.0.0.1:9", window_s=0, discover=False,
                                       skip=("storage", "kernel_log", "memory", "gpu")))
     assert events == [("network", "start"), ("network", "end"), ("cpu", "start")]
-    assert [p.name for p in result.snapshot.probes][:3] == ["server_config", "cpu", "server_process"]
+    assert [p.name for p in result.snapshot.probes][:4] == ["server_config", "engine_identity", "cpu",
+                                                             "server_process"]
 
 
 def test_layer_summary_never_calls_an_unmeasured_layer_clean():

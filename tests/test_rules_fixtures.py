@@ -30,6 +30,8 @@ def test_rule_fixture(path):
             assert f.severity.value == expect["severity"]
         if "certainty" in expect:
             assert f.certainty.value == expect["certainty"]
+        if "kind" in expect:
+            assert f.kind.value == expect["kind"]
         for key in expect.get("evidence_keys", []):
             assert key in f.evidence, f"evidence lacks {key}: {sorted(f.evidence)}"
         for cmd in expect.get("commands", []):

@@ -62,6 +62,9 @@ def _non_batching() -> tuple[dict, dict, RulesConfig]:
     """Ollama behind an OpenAI-compatible endpoint under c=1..64: throughput flat, GPU idle, TTFT climbing."""
     snap = snapshot({
         "server_process.engine": "ollama", "server_process.cmdline": ["ollama", "serve"],
+        "engine_identity.engine": "ollama", "engine_identity.version": "0.3.12",
+        "engine_identity.evidence": ["command line launches ollama", "/api/version answers (Ollama's native API)"],
+        "engine_identity.batching.slots": 1, "engine_identity.batching.evidence": ["OLLAMA_NUM_PARALLEL=1"],
         "server_process.processes": [{"pid": 1234, "name": "ollama", "cpu_pct": 30.0, "num_threads": 20,
                                       "rss_bytes": 2 * 2**30},
                                      {"pid": 1235, "name": "ollama_llama_server", "cpu_pct": 55.0,

@@ -89,7 +89,8 @@ def diagnose(
         says.print(f"diagnosing the {found.engine} server found on this host: pid {found.pid}, {found.url}",
                    markup=False)
     elif found.how == "--url":
-        says.print(f"diagnosing {found.url}" + (f" ({found.engine} pid {found.pid})" if found.pid else ""),
+        engine = result.report.target.engine or found.engine or "an unidentified server"
+        says.print(f"diagnosing {found.url}" + (f" ({engine}, pid {found.pid})" if found.pid else f" ({engine})"),
                    markup=False)
     elif found.how == "none":
         says.print("no server to diagnose: host and GPU probes only", markup=False)

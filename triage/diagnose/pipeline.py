@@ -28,7 +28,7 @@ from triage.probes.runner import ProbeSpec, run_probes
 from triage.rules import RulesConfig, evaluate
 
 DEFAULT_WINDOW_S = 2.0
-PROBE_NAMES = ("server_config", "gpu", "cpu", "memory", "server_process", "server_metrics", "network",
+PROBE_NAMES = ("server_config", "engine_identity", "gpu", "cpu", "memory", "server_process", "server_metrics", "network",
                "kernel_log", "logs", "storage")
 PROBE_GRACE_S = 6.0   # time a probe may take beyond its window before it is reported as timed out
 MAX_WINDOW_S = 600.0
@@ -134,6 +134,8 @@ def discover(url: str | None, look_locally: bool = True) -> Discovery:
 
 def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
     from triage.probes.cpu_numa import probe_cpu
+    from triage.probes.engine_identity import probe_engine_identity
+    from triage.probes.http import DEFAULT_TIMEOUT_S
     from triage.probes.kernel_log import probe_kernel_log
     from triage.probes.logs import probe_logs
     from triage.probes.memory import probe_memory
@@ -159,7 +161,9 @@ def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
     try:
         phase0 = [ProbeSpec("network", lambda: probe_network(found.url), grace)]
         run_probes([s for s in phase0 if s.name in wanted], results)
-        phase1 = [ProbeSpec("server_config", lambda: probe_server_config(found.url, argv, found.engine), grace)]
+        phase1 = [ProbeSpec("server_config", lambda: probe_server_config(found.url, argv, found.engine), grace),
+                  ProbeSpec("engine_identity", lambda: probe_engine_identity(found.url, found.engine, argv, env),
+                            grace + 6 * DEFAULT_TIMEOUT_S)]
         run_probes([s for s in phase1 if s.name in wanted], results)
         config = next((r.data for r in results if r.name == "server_config" and r.data), {})
 
@@ -230,14 +234,15 @@ def gpus_of(snapshot: Snapshot) -> tuple[GpuInfo, ...]:
 def target_of(snapshot: Snapshot, found: Discovery) -> Target:
     cfg = snapshot.data("server_config") or {}
     metrics = snapshot.data("server_metrics") or {}
-    engine = found.engine or cfg.get("engine")
+    ident = snapshot.data("engine_identity") or {}
+    engine = found.engine or cfg.get("engine") or ident.get("engine")
     if engine is None and metrics.get("engine"):
         engine = "vllm" if str(metrics["engine"]).startswith("vllm") else metrics["engine"]
     if engine is None and found.url:
         engine = "openai-compatible"
     model = cfg.get("served_model_name") or cfg.get("model") or metrics.get("model_name")
-    return Target(url=redact_text(found.url) if found.url else None, engine=engine, engine_version=cfg.get("engine_version"),
-                  model=model)
+    return Target(url=redact_text(found.url) if found.url else None, engine=engine,
+                  engine_version=cfg.get("engine_version") or ident.get("version"), model=model)
 
 
 def diagnose(opts: DiagnoseOptions, bench: BenchSection | None = None) -> DiagnoseResult:
@@ -264,7 +269,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("CPU", ("cpu", "server_process"), ("CPU",)),
     ("memory", ("memory",), ("MEM",)),
     ("network & storage", ("network", "storage"), ("NET",)),
-    ("server & config", ("server_metrics", "server_config", "logs"), ("KV", "SCHED", "ENG", "QUANT")),
+    ("server & config", ("server_metrics", "server_config", "engine_identity", "logs"), ("KV", "SCHED", "ENG", "QUANT")),
     ("bench", (), ("BENCH",)),
 )
 

@@ -1,0 +1,141 @@
+"""ENG001: a server that does not batch concurrent requests, named from the load alone (throughput
+flat under 4x the concurrency) or from its own configuration (one llama.cpp slot, Ollama with one
+parallel request, `transformers serve` without continuous batching), with that engine's own knob as
+the fix. Per the severity policy, a one-request-at-a-time configuration with no symptom is an
+opportunity, not a problem."""
+from __future__ import annotations
+
+from typing import Any
+
+from triage.core.engine_signals import signals
+from triage.core.report import Certainty, FindingKind, Fix, Severity
+from triage.rules.base import Hit, MissingInput, RuleDoc
+from triage.rules.context import Context, level_label
+from triage.rules.registry import rule
+from triage.rules.scaling import Scaling, throughput_scaling
+
+BATCHING_ENGINES = frozenset({"vllm", "sglang", "tgi", "reference", "lmdeploy", "trtllm"})
+
+
+def flat_scaling(ctx: Context) -> Scaling | None:
+    """The bench's scaling when it is below ENG001's threshold (the server does not batch), else None."""
+    if ctx.bench is None or not ctx.bench.levels:
+        return None
+    s = throughput_scaling(ctx.bench.levels)
+    return s if s is not None and s.throughput_x < ctx.th("ENG001.min_throughput_gain_x") else None
+
+
+def _one_at_a_time(ctx: Context, engine: str | None) -> tuple[str | None, dict[str, Any]]:
+    """Why this engine's own configuration serves one request at a time (None when it does not)."""
+    ident = ctx.snapshot.data("engine_identity") or {}
+    batching = ident.get("batching") or {}
+    lcpp = ident.get("llamacpp") or {}
+    if engine == "llama.cpp":
+        slots = lcpp.get("total_slots") or batching.get("slots")
+        if slots == 1:
+            key = "engine_identity.llamacpp.total_slots" if lcpp.get("total_slots") else "engine_identity.batching.slots"
+            return "llama-server runs one slot (--parallel 1): it decodes one request at a time", {key: 1}
+    if engine == "ollama" and batching.get("slots") == 1:
+        return "Ollama runs with OLLAMA_NUM_PARALLEL=1", {"engine_identity.batching.slots": 1}
+    if engine in ("transformers", "hf-generate") and batching.get("continuous") is not True:
+        what = ("`transformers serve` runs without --continuous-batching (its default)" if engine == "transformers"
+                else "a Hugging Face generate() wrapper serves one request at a time")
+        return what, {"engine_identity.batching.continuous": False}
+    return None, {}
+
+
+def _queueing(ctx: Context) -> dict[str, Any]:
+    """Requests waiting (vLLM/SGLang/TGI) or deferred (llama.cpp) during the window or under the bench."""
+    ev: dict[str, Any] = {}
+    waiting = ctx.opt("server_metrics", "num_requests_waiting_max")
+    if waiting:
+        ev["server_metrics.num_requests_waiting_max"] = waiting
+    if ctx.bench is not None:
+        for lv in ctx.bench.levels:
+            w = (lv.server or {}).get("num_requests_waiting_max")
+            if w:
+                ev[f"{level_label(lv)}.server.num_requests_waiting_max"] = w
+    return ev
+
+
+def _fix(engine: str | None, ctx: Context, target_slots: int) -> Fix:
+    model = ctx.opt("server_config", "model") or "<model>"
+    knob = signals(engine).knob if signals(engine) else None
+    if engine == "llama.cpp":
+        ident = ctx.snapshot.data("engine_identity") or {}
+        per_slot = (ident.get("llamacpp") or {}).get("ctx_per_slot_tokens")
+        ctx_arg = f" -c {per_slot * target_slots}" if per_slot else ""
+        return Fix(f"Give llama-server {target_slots} slots with --parallel (-np); -c is split over the slots, so "
+                   "raise -c with it to keep each request's context" + (f" ({per_slot} tokens per slot now)"
+                                                                        if per_slot else "") + f". [{knob.source}]",
+                   (f"llama-server -m {model} --parallel {target_slots}{ctx_arg}",))
+    if engine == "ollama":
+        return Fix(f"Let Ollama run requests in parallel per model with OLLAMA_NUM_PARALLEL (default: {knob.default}). "
+                   f"[{knob.source}]", (f"OLLAMA_NUM_PARALLEL={target_slots} ollama serve",))
+    if engine == "transformers":
+        return Fix("Start `transformers serve` with continuous batching (paged attention; tune with --cb-* flags), "
+                   f"or serve with vLLM or SGLang for production traffic. [{knob.source}]",
+                   (f"transformers serve {model} --continuous-batching", f"vllm serve {model}"))
+    if engine in BATCHING_ENGINES:
+        return Fix(f"{engine} batches by itself, so something caps it at one request: check the batch cap "
+                   "(SCHED004 names it when the config was read) and any proxy or worker pool in front that "
+                   "forwards one request at a time.", ())
+    return Fix("Serve with a continuous-batching engine (vLLM, SGLang, TGI); the OpenAI-compatible API stays the "
+               "same, so clients do not change.", (f"vllm serve {model}", f"python -m sglang.launch_server "
+                                                   f"--model-path {model}"))
+
+
+@rule("ENG001", "non-batching-engine-in-production", Severity.HIGH,
+      ("engine_identity|server_process|server_config|bench",), RuleDoc(
+    what="The server does not batch concurrent requests: throughput stays flat (< 1.6x at its best) when the "
+         "concurrency grows at least 4x (from any two valid bench levels, whatever the engine), or its own configuration serves one "
+         "request at a time (llama.cpp with one `--parallel` slot, Ollama with OLLAMA_NUM_PARALLEL=1, "
+         "`transformers serve` without continuous batching, a bare generate() wrapper) and requests queue.",
+    why="A server that runs one request at a time leaves the GPU idle between requests: users added to it only "
+        "wait, TTFT grows with the queue, and throughput stays where it was (seed 000 §4 and §7). Adding replicas "
+        "multiplies that waste; the engine's own batching knob is the first fix.",
+    example="bench.c1.output_tokens_per_s = 26.8, bench.c4.output_tokens_per_s = 24.3, engine_identity.engine = "
+            "'transformers'",
+    fix="That engine's own knob first (llama.cpp `--parallel N`, Ollama OLLAMA_NUM_PARALLEL, `transformers serve "
+        "--continuous-batching`), else a continuous-batching engine (vLLM, SGLang, TGI, TensorRT-LLM). With no "
+        "symptom (an idle one-slot server) it is an opportunity at LOW.",
+    references=("seed 000 §4 (throughput doesn't scale with concurrency) and §7 (wrong engine for the workload)",
+                "seed 000's engine table says llama.cpp has no continuous batching; llama-server's source says "
+                "otherwise (slots with continuous batching, -cb on by default): triage follows the source",
+                "llama.cpp common/arg.cpp (--parallel), ollama envconfig/config.go, transformers cli/serve.py"),
+), thresholds=("ENG001.min_throughput_gain_x",))
+def eng001(ctx: Context) -> Hit | None:
+    engine = ctx.engine().name
+    flat = flat_scaling(ctx)
+    why_config, config_ev = _one_at_a_time(ctx, engine)
+    if flat is None and why_config is None:
+        if engine is None and (ctx.bench is None or throughput_scaling(ctx.bench.levels) is None):
+            raise MissingInput("no two bench levels >= 4x apart in concurrency, and the engine was not identified")
+        return None
+    name = engine or "the server"
+    evidence: dict[str, Any] = {"engine_identity.engine": engine, **config_ev}
+    queue = _queueing(ctx)
+    target = 4
+    if flat is not None:
+        lo, hi = flat.low, flat.high
+        evidence.update({f"{level_label(lo)}.output_tokens_per_s": lo.output_tokens_per_s,
+                         f"{level_label(hi)}.output_tokens_per_s": hi.output_tokens_per_s,
+                         "derived.throughput_x": round(flat.throughput_x, 2),
+                         "derived.concurrency_x": round(flat.concurrency_x, 2)})
+        target = min(max(target, hi.concurrency or 4), 16)   # more slots split -c further; 16 is plenty to start
+        message = (f"Throughput grew {flat.throughput_x:.1f}x while concurrency grew {flat.concurrency_x:.0f}x "
+                   f"({lo.output_tokens_per_s:.0f} -> {hi.output_tokens_per_s:.0f} output tokens/s): {name} "
+                   "serves requests one at a time." + (f" Its configuration says why: {why_config}." if why_config
+                                                       else ""))
+        return Hit(title=f"{name} does not batch concurrent requests", message=message, evidence=evidence,
+                   severity=Severity.HIGH, certainty=Certainty.CONFIRMED, impact=0.9, fix=_fix(engine, ctx, target))
+    if queue:
+        evidence.update(queue)
+        return Hit(title=f"{name} serves one request at a time and requests queue",
+                   message=f"{why_config}, and requests were waiting for it.", evidence=evidence,
+                   severity=Severity.MEDIUM, certainty=Certainty.LIKELY, impact=0.8, fix=_fix(engine, ctx, target))
+    return Hit(title=f"{name} is configured to serve one request at a time",
+               message=f"{why_config}. Nothing queued while triage looked, so this costs nothing yet; under "
+                       "concurrent load requests would wait for each other.", evidence=evidence,
+               severity=Severity.LOW, certainty=Certainty.POSSIBLE, impact=0.3, kind=FindingKind.OPPORTUNITY,
+               fix=_fix(engine, ctx, target))
