@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from triage.core.engine_signals import ENGINES
+from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.http import DEFAULT_TIMEOUT_S, HttpFailure, HttpGet, HttpResponse, base_url, http_get
 
 PATHS = ("/version", "/api/version", "/props", "/openapi.json", "/v1/models", "/info")
@@ -139,7 +140,6 @@ def probe_engine_identity(url: str | None, cmdline_engine: str | None = None, ar
                           env: Mapping[str, str] | None = None, get: HttpGet = http_get) -> ProbeResult:
     """The `engine_identity` probe: which engine, which version, on what evidence; for llama.cpp its
     slots (/props, /slots); and the batching settings its command line and environment give."""
-    from triage.core.snapshot import ProbeResult, ProbeStatus
     from triage.probes.batching_config import read_batching
     from triage.probes.llamacpp import read_slots
     from triage.probes.prom import parse_metrics

@@ -661,8 +661,6 @@ def _define() -> None:
                    "server_metrics.kv_cache_capacity_tokens": 6000, "server_metrics.cache_config": {}}, drop=("logs",)))
     case("QUANT002", "negative_fits", "480K KV tokens for an 8K context", PASSES, snapshot())
     # ENG001
-    ollama = {"server_process.engine": "ollama", "server_config.engine": "ollama", "server_config.engine_version": "0.3.12",
-              }
     flat = {"levels.1.output_tokens_per_s": 126.0, "levels.2.output_tokens_per_s": 131.0,
             "levels.3.output_tokens_per_s": 133.0}
     case("ENG001", "positive_flat_from_load_alone", "Throughput 120 -> 133 tok/s from c=1 to c=64, engine unknown",

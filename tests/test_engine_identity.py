@@ -137,3 +137,33 @@ def test_live_transformers_serve_is_named(transformers_server):
     who = identify(None, fetch_signals(transformers_server.url))
     assert who.engine == "transformers", who
     assert classify_cmdline(list(transformers_server.argv)) == "transformers"
+
+
+@pytest.mark.slow
+def test_live_transformers_serve_under_load_is_named_as_not_batching(transformers_server, tmp_path):
+    """The issue's live case: `transformers serve` at c=1,4. triage bench measures it, triage diagnose
+    --bench names the engine and says it does not batch, with the engine's own flag in the fix, and
+    SCHED003 does not lead with "add replicas"."""
+    import subprocess
+    import sys
+
+    bench_json, diag_json = tmp_path / "bench.json", tmp_path / "diagnose.json"
+    run = [sys.executable, "-m", "triage"]
+    b = subprocess.run(run + ["bench", "--url", transformers_server.url, "--model", transformers_server.model,
+                              "--concurrency", "1,4", "--num-requests", "16", "--input-len", "16",
+                              "--output-len", "24", "--endpoint", "chat", "--json", str(bench_json),
+                              "--format", "json"], capture_output=True, text=True, timeout=300)
+    assert b.returncode in (0, 1), b.stderr[-2000:]
+    d = subprocess.run(run + ["diagnose", "--url", transformers_server.url, "--bench", str(bench_json),
+                              "--window-s", "0.5", "--skip", "storage,kernel_log,memory,gpu", "--json",
+                              str(diag_json), "--format", "json"], capture_output=True, text=True, timeout=300)
+    assert d.returncode in (0, 1), d.stderr[-2000:]
+    report = json.loads(diag_json.read_text())
+    assert report["target"]["engine"] == "transformers"
+    by = {f["code"]: f for f in report["findings"]}
+    assert "ENG001" in by, [f["code"] for f in report["findings"]]
+    eng = by["ENG001"]
+    assert "transformers" in eng["title"] and "does not batch" in eng["title"]
+    assert any("--continuous-batching" in c for c in eng["fix"]["commands"])
+    if "SCHED003" in by:
+        assert "add replicas" not in by["SCHED003"]["fix"]["text"].split(";")[0]
