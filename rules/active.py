@@ -113,8 +113,8 @@ def pcie_measured(ctx: Context) -> Hit | None | object:
     w = served_weight_bytes(ctx)
     if w is not None and worst_rate is not None:
         healthy = worst_rate[1] * HEALTHY_PCIE_EFFICIENCY
-        cost = (f" Loading the served model's {gib(w[0])} of weights over it takes {w[0] / (worst_rate[0] * 1e9):.0f} s "
-                f"instead of about {w[0] / (healthy * 1e9):.0f} s, and every host<->GPU copy (inputs, sampled tokens, "
+        cost = (f" Loading the served model's {gib(w[0])} of weights over it takes {w[0] / (worst_rate[0] * 1e9):.1f} s "
+                f"instead of about {w[0] / (healthy * 1e9):.1f} s, and every host<->GPU copy (inputs, sampled tokens, "
                 "swapped or offloaded KV) is as much slower.")
         evidence[w[1]] = w[0]
     return Hit(

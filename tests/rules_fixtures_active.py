@@ -57,7 +57,7 @@ def define(case: Callable[..., None], snapshot: Callable[..., dict[str, Any]], p
         return base
 
     idle = {g + "pcie_link_gen_current": 1, g + "pcie_read_utilization_gpu_pct": 0.0, g + "utilization_gpu_pct": 0.0}
-    weights = {"model_weight_bytes": 16.06e9}
+    weights = {"model_weight_bytes": 8.5e9}
     # GPU004, by measurement
     case("GPU004", "positive_measured_gen3_x8_speed",
          "Gen5 x16 slot whose pinned copies measure at Gen3 x8 speed (about an eighth); the idle link read by NVML "
@@ -98,7 +98,7 @@ def define(case: Callable[..., None], snapshot: Callable[..., dict[str, Any]], p
     case("GPU014", "positive_hbm_half_spec", "H100 SXM copies 1450 GB/s of 3350 (power-capped memory clock)",
          {**FIRES, "severity": "high", "certainty": "confirmed",
           "evidence_keys": ["hbm.gpus[0].copy_bandwidth_gbps", "derived.decode_tokens_per_s_bound_measured"],
-          "text_contains": ["batch-1 decode ceiling falls from 209 to 90 tokens/s"]},
+          "text_contains": ["batch-1 decode ceiling falls from 394 to 171 tokens/s"]},
          snap({"hbm.gpus.0.copy_bandwidth_gbps": 1450.0, "hbm.gpus.0.share_of_spec": 0.433}), config=weights)
     case("GPU014", "positive_no_weights_says_how", "Slow HBM, model size unknown: the message says how to get the cost",
          {**FIRES, "text_contains": ["[model] weight_bytes"]},

@@ -29,7 +29,10 @@ from triage.core.snapshot import ProbeResult, ProbeStatus
 MIB = 2**20
 GLOO_BYTES = 32 * MIB
 NCCL_BYTES = 256 * MIB
-DEFAULT_BUDGET_S = 12.0
+DEFAULT_BUDGET_S = 8.0
+# Allowance for each rank's interpreter to start and import torch (seconds on a loaded host), on top of
+# the timed part: a slow start is not a slow all-reduce, but a hung rendezvous must still end.
+STARTUP_S = 45.0
 
 
 def bus_bandwidth_factor(world_size: int) -> float:
@@ -190,9 +193,9 @@ def probe_allreduce(budget_s: float = DEFAULT_BUDGET_S, gloo_bytes: int = GLOO_B
         return ProbeResult("allreduce", ProbeStatus.UNSUPPORTED, time.perf_counter() - start,
                            "torch is not installed: pip install 'triage[engine]'", {})
     if gloo_ok:
-        gloo_budget = budget_s * (1 - nccl_share)
+        time_s = min(2.0, budget_s * (1 - nccl_share) / 2)
         try:
-            data["gloo"] = run_ranks("gloo", 2, gloo_bytes, time_s=min(2.0, gloo_budget / 4), timeout_s=gloo_budget)
+            data["gloo"] = run_ranks("gloo", 2, gloo_bytes, time_s=time_s, timeout_s=time_s * 3 + STARTUP_S)
         except (RuntimeError, OSError, ValueError) as e:
             data["gloo"], data["gloo_reason"] = None, str(e)
             unsupported.append("gloo")
@@ -201,8 +204,8 @@ def probe_allreduce(budget_s: float = DEFAULT_BUDGET_S, gloo_bytes: int = GLOO_B
         unsupported.append("gloo")
     if nccl_why is None:
         try:
-            data["nccl"] = run_ranks("nccl", n_gpus, nccl_bytes, time_s=min(3.0, budget_s * nccl_share / 3),
-                                     timeout_s=budget_s * nccl_share + 10)
+            time_s = min(3.0, budget_s * nccl_share / 2)
+            data["nccl"] = run_ranks("nccl", n_gpus, nccl_bytes, time_s=time_s, timeout_s=time_s * 3 + STARTUP_S)
         except (RuntimeError, OSError, ValueError) as e:
             data["nccl"], data["nccl_reason"] = None, str(e)
             unsupported.append("nccl")

@@ -24,7 +24,6 @@ def _one_gpu(torch: Any, i: int, buffer_bytes: int, budget_s: float) -> dict[str
         src = torch.ones(size, dtype=torch.uint8, device=dev)
         dst = torch.empty_like(src)
         times = time_cuda(torch, lambda: dst.copy_(src), num_repeats=20, max_time_s=budget_s, inner=2)
-        del src, dst
     rates = [2 * size / t for t in times if t > 0]
     spec = spec_of(info)
     spec_gbps = gbps(spec.hbm_bandwidth_bytes_per_s) if spec else None

@@ -38,7 +38,6 @@ def _one_gpu(torch: Any, i: int, n: int, budget_s: float) -> dict[str, Any]:
         a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
         b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
         out["bf16_tflops"] = _tflops(time_cuda(torch, lambda: a @ b, 20, budget_s / 2, inner=5), n)
-        del a, b
         why = fp8_reason(torch, info["compute_capability"])
         if why is None:
             try:
@@ -48,7 +47,6 @@ def _one_gpu(torch: Any, i: int, n: int, budget_s: float) -> dict[str, Any]:
                 out["fp8_tflops"] = _tflops(time_cuda(
                     torch, lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
                     20, budget_s / 2, inner=5), n)
-                del a8, b8
             except RuntimeError as e:
                 why = f"{type(e).__name__}: {e}"[:200]
         if why is not None:

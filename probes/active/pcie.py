@@ -52,7 +52,6 @@ def _one_gpu(torch: Any, i: int, buffer_bytes: int, budget_s: float) -> dict[str
             rates = [buffer_bytes / t for t in times if t > 0]
             out[key] = gbps(max(rates)) if rates else None
             out[key + "_median"] = gbps(statistics.median(rates)) if rates else None
-        del d, pageable, pinned
     gen, width = out.get("pcie_link_gen_max"), out.get("pcie_link_width_max")
     link = pcie_bytes_per_s(gen, width) if gen and width else None
     if link is None:

@@ -10,10 +10,11 @@ from triage.core.snapshot import ProbeResult
 from triage.probes.runner import ProbeSpec, run_probes
 
 ACTIVE_PROBE_NAMES = ("host_memory", "pcie", "hbm", "matmul", "allreduce")
-BUDGETS_S = {"host_memory": 4.0, "pcie": 5.0, "hbm": 2.0, "matmul": 3.0, "allreduce": 10.0}
-GRACE_S = 15.0          # CUDA start-up, allocation and process spawn on top of each probe's timed budget
+BUDGETS_S = {"host_memory": 4.0, "pcie": 5.0, "hbm": 2.0, "matmul": 3.0, "allreduce": 8.0}
+GRACE_S = 15.0          # CUDA start-up and allocation on top of each probe's timed budget
+ALLREDUCE_GRACE_S = 2 * 45.0 + 10   # two rank launches (gloo, then NCCL), each with its start-up allowance
 NOTICE = ("--active: measuring host memory, PCIe, GPU memory, matmul and all-reduce bandwidth; this loads the "
-          f"CPU and GPUs for up to ~{sum(BUDGETS_S.values()) + 6:.0f} s")
+          f"CPU and GPUs for about {sum(BUDGETS_S.values()) + 6:.0f} s")
 
 
 def active_specs(sys_root: str = "/sys") -> list[ProbeSpec]:
@@ -30,7 +31,8 @@ def active_specs(sys_root: str = "/sys") -> list[ProbeSpec]:
         "matmul": lambda: probe_matmul(BUDGETS_S["matmul"]),
         "allreduce": lambda: probe_allreduce(BUDGETS_S["allreduce"]),
     }
-    return [ProbeSpec(name, fns[name], BUDGETS_S[name] + GRACE_S) for name in ACTIVE_PROBE_NAMES]
+    return [ProbeSpec(name, fns[name], BUDGETS_S[name] + (ALLREDUCE_GRACE_S if name == "allreduce" else GRACE_S))
+            for name in ACTIVE_PROBE_NAMES]
 
 
 def run_active(wanted: Sequence[str], results: list[ProbeResult], sys_root: str = "/sys") -> None:
