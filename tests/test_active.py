@@ -252,3 +252,28 @@ def test_diagnose_active_cannot_replay(tmp_path):
 def test_skip_names_active_probes_only_with_active():
     res = cli("diagnose", "--no-discover", "--window-s", "0", "--skip", "pcie")
     assert res.exit_code == 2 and "no such probe" in res.output
+
+
+# -- the NVML capture the GPU validation run saves as a fixture ----------------------------------------
+
+@pytest.mark.parametrize("name", ["h100_x2_healthy_nvlink.json", "a100_power_capped_pcie_gen3x8.json",
+                                  "rtx4090_not_supported_fields.json"])
+def test_nvml_capture_replays_to_the_same_probe_data(name):
+    """capture(fake) -> scenario -> FakeNvml(scenario) gives the gpu probe the same answers as the original:
+    the capture writes what fake_pynvml replays (so a real capture is a usable fixture)."""
+    from tests.fixtures.nvml.capture import capture
+    from tests.fixtures.nvml.fake_pynvml import FakeNvml, load
+    from triage.probes.nvml import probe_gpu
+
+    def stable(result):
+        gpus = [{k: v for k, v in g.items() if k not in ("utilization_gpu_pct", "utilization_gpu_pct_max",
+                                                         "throttle_time_delta_us", "throttle_time_frac",
+                                                         "compute_processes", "uuid", "pcie_read_utilization_gpu_pct")}
+                for g in result.data["gpus"]]
+        return result.status, gpus, result.data.get("topology")
+
+    original = probe_gpu(nvml=load(name), window_s=0)
+    scenario = capture(load(name))
+    assert all(g["uuid"].startswith("GPU-0000000") for g in scenario["gpus"])
+    replayed = probe_gpu(nvml=FakeNvml(json.loads(json.dumps(scenario))), window_s=0)
+    assert stable(replayed) == stable(original)
