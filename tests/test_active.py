@@ -277,3 +277,41 @@ def test_nvml_capture_replays_to_the_same_probe_data(name):
     assert all(g["uuid"].startswith("GPU-0000000") for g in scenario["gpus"])
     replayed = probe_gpu(nvml=FakeNvml(json.loads(json.dumps(scenario))), window_s=0)
     assert stable(replayed) == stable(original)
+
+
+# -- the GPU validation command ----------------------------------------------------------------------
+
+def _gpu_validation(*args: str):
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    return subprocess.run([sys.executable, str(repo / "benchmarks" / "gpu_validation.py"), *args],
+                          capture_output=True, text=True, timeout=600, cwd=repo)
+
+
+def test_gpu_validation_dry_run_writes_its_json(tmp_path):
+    p = _gpu_validation(str(tmp_path / "out"), "--dry-run")
+    assert p.returncode == 0, p.stderr
+    body = json.loads((tmp_path / "out" / "gpu_validation.json").read_text())
+    assert list(body["steps"]) == ["gpu_tests", "diagnose_active", "nvml_capture", "triton_attention",
+                                   "engine_roofline"]
+    assert all(s["status"] == "skipped" and s["reason"] == "dry run" for s in body["steps"].values())
+
+
+@pytest.mark.skipif(_cuda(), reason="checks the no-GPU answers")
+def test_gpu_validation_without_a_gpu_skips_with_reasons(tmp_path):
+    fixtures = tmp_path / "fixtures"
+    p = _gpu_validation(str(tmp_path / "out"), "--steps", "nvml_capture,triton_attention,engine_roofline",
+                        "--fixture-dir", str(fixtures))
+    assert p.returncode == 0, p.stderr
+    body = json.loads((tmp_path / "out" / "gpu_validation.json").read_text())
+    assert set(body["steps"]) == {"nvml_capture", "triton_attention", "engine_roofline"}
+    for step in body["steps"].values():
+        assert step["status"] == "skipped" and "no CUDA GPU" in step["reason"]
+    assert "no CUDA GPU on this host" in body["note"] and not fixtures.exists()
+
+
+def test_gpu_validation_rejects_unknown_steps(tmp_path):
+    p = _gpu_validation(str(tmp_path), "--steps", "gpu_tests,warp_drive")
+    assert p.returncode == 2 and "warp_drive" in p.stderr
