@@ -315,3 +315,21 @@ def test_gpu_validation_without_a_gpu_skips_with_reasons(tmp_path):
 def test_gpu_validation_rejects_unknown_steps(tmp_path):
     p = _gpu_validation(str(tmp_path), "--steps", "gpu_tests,warp_drive")
     assert p.returncode == 2 and "warp_drive" in p.stderr
+
+
+def test_measured_rows_put_each_figure_next_to_its_spec():
+    from tests.rules_fixtures_active import healthy_active
+    from triage.core.snapshot import ProbeResult
+    from triage.diagnose.active import measured_rows
+
+    probes = [ProbeResult(n, ProbeStatus.OK, 1.0, None, d) for n, d in healthy_active().items()]
+    rows = {r["measure"]: r for r in measured_rows(probes, weight_bytes=8.5e9)}
+    pcie = rows["GPU 0 PCIe H2D pinned"]
+    assert (pcie["measured"], pcie["expected"], pcie["share"]) == ("53.6 GB/s", "Gen5 x16 63.0 GB/s", "85%")
+    hbm = rows["GPU 0 memory copy (D2D)"]
+    assert hbm["share"] == "87%" and "batch-1 decode <= 342 tok/s measured, 394 at spec" in hbm["note"]
+    assert rows["GPU 0 bf16 matmul"]["expected"] == "989.4 TFLOP/s spec"
+    assert rows["  NUMA node 1 copy"]["measured"] == "152.0 GB/s"
+    assert rows["all-reduce nccl"]["measured"] == "unsupported" and "two or more" in rows["all-reduce nccl"]["note"]
+    gone = measured_rows([ProbeResult("pcie", ProbeStatus.UNSUPPORTED, 0.0, "no CUDA")])
+    assert gone == [{"measure": "pcie", "measured": "unsupported", "expected": "-", "share": "-", "note": "no CUDA"}]

@@ -115,7 +115,7 @@ def diagnose(
                        soft_wrap=True)
     if fmt == "text" and any(p.name in ACTIVE_PROBE_NAMES for p in result.report.probes):
         says.print("Measured against the spec (--active):", markup=False)
-        for row in measured_rows(result.report.probes):
+        for row in measured_rows(result.report.probes, rules_config.model_weight_bytes):
             says.print(f"  {row['measure']:<26} {row['measured']:>16}  {row['expected']:<26} {row['share']:>5}  "
                        f"{row['note']}".rstrip(), markup=False, soft_wrap=True)
     if bundle is not None:

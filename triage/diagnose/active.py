@@ -54,8 +54,11 @@ def _num(v: float | None, unit: str) -> str:
     return "-" if v is None else f"{v:,.1f} {unit}"
 
 
-def measured_rows(probes: Sequence[ProbeResult]) -> list[dict[str, Any]]:
-    """One row per measured figure: what, measured, expected (and from where), share of it."""
+def measured_rows(probes: Sequence[ProbeResult], weight_bytes: float | None = None) -> list[dict[str, Any]]:
+    """One row per measured figure: what, measured, expected (and from where), share of it. With the served
+    model's `weight_bytes`, the GPU memory rows also say the batch-1 decode ceiling both figures allow."""
+    from triage.core.roofline import decode_tokens_per_s_bound
+
     by = {p.name: p for p in probes}
     rows: list[dict[str, Any]] = []
 
@@ -93,8 +96,13 @@ def measured_rows(probes: Sequence[ProbeResult]) -> list[dict[str, Any]]:
                         f"Gen{g['pcie_link_gen_under_load']} x{g.get('pcie_link_width_under_load')}",
                         f"Gen{g.get('pcie_link_gen_max')} x{g.get('pcie_link_width_max')}")
             elif name == "hbm":
-                row(f"{gid} memory copy (D2D)", _num(g.get("copy_bandwidth_gbps"), "GB/s"),
-                    _num(g.get("spec_bandwidth_gbps"), "GB/s spec"), g.get("share_of_spec"), g.get("name") or "")
+                note = g.get("name") or ""
+                bw, spec = g.get("copy_bandwidth_gbps"), g.get("spec_bandwidth_gbps")
+                if weight_bytes and bw and spec:
+                    at = [decode_tokens_per_s_bound(1, v * 1e9, weight_bytes, 0.0, 0.0) for v in (bw, spec)]
+                    note += f"; batch-1 decode <= {at[0]:,.0f} tok/s measured, {at[1]:,.0f} at spec"
+                row(f"{gid} memory copy (D2D)", _num(bw, "GB/s"), _num(spec, "GB/s spec"), g.get("share_of_spec"),
+                    note)
             elif name == "matmul":
                 row(f"{gid} bf16 matmul", _num(g.get("bf16_tflops"), "TFLOP/s"),
                     _num(g.get("bf16_spec_tflops"), "TFLOP/s spec"), g.get("bf16_share_of_spec"), f"n={g.get('n')}")
