@@ -235,9 +235,14 @@ def probe_host_memory(budget_s: float = DEFAULT_BUDGET_S, sys_root: str = "/sys"
     llc = last_level_cache_bytes(sys_root)
     size = buffer_bytes or default_buffer_bytes(sys_root, llc)
     allowed = set(allowed_cpus())
-    nodes = [n for n in numa_nodes(sys_root) if allowed & set(n["cpus"])]
+    all_nodes = numa_nodes(sys_root)
+    nodes = [n for n in all_nodes if allowed & set(n["cpus"])]
     unsupported: list[str] = []
     notes: list[str] = []
+    outside = [n["node"] for n in all_nodes if n not in nodes and n["cpus"]]
+    if outside:
+        notes.append(f"node(s) {', '.join(map(str, outside))} not measured: none of their CPUs is in this "
+                     "process's affinity (run triage unbound to measure every node)")
     slots = 1 + (len(nodes) if len(nodes) > 1 else 0)
     per_s = max(0.3, budget_s / slots / 2)          # half for timing, half for allocation and warm-up
     try:
