@@ -1,13 +1,12 @@
 """The `memory` probe: RAM and swap from /proc, swap traffic over the window, and a ~1 s host copy bandwidth.
 
-The bandwidth is a numpy copy between two buffers much larger than the caches; each copy reads and
-writes the buffer, so bytes moved = 2 x buffer size. It runs after the window so it does not load
+The bandwidth is the host copy of probes/active/host_memory.py (numpy, one thread per CPU) between two
+buffers larger than the caches; each copy reads and writes the buffer, so bytes moved = 2 x buffer size. It runs after the window so it does not load
 the CPU while the other probes watch it. Keys: docs/SNAPSHOT.md, section `memory`.
 """
 from __future__ import annotations
 
 import os
-import statistics
 import time
 from collections.abc import Callable
 
@@ -38,22 +37,13 @@ def parse_vmstat(text: str) -> dict[str, int]:
 
 
 def copy_bandwidth_gbps(budget_s: float = 0.8, buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> float | None:
-    """Median GB/s (1e9 bytes, read + write) of repeated numpy copies; `budget_s` bounds the whole
-    measurement, buffer allocation included (at least two timed copies are always made)."""
-    import numpy as np
+    """Median copy GB/s (1e9 bytes, read + write) from the one host-bandwidth implementation
+    (probes/active/host_memory.py, also behind `triage baseline` and `diagnose --active`); `budget_s`
+    bounds the timed copies (at least two are always made)."""
+    from triage.probes.active.host_memory import measure_host_bandwidth
 
-    deadline = time.perf_counter() + budget_s
-    src = np.ones(buffer_bytes // 8, dtype=np.float64)
-    dst = np.empty_like(src)
-    np.copyto(dst, src)  # touch both buffers so page faults are not timed
-    rates = []
-    while len(rates) < 2 or (time.perf_counter() < deadline and len(rates) < 200):
-        t0 = time.perf_counter()
-        np.copyto(dst, src)
-        dt = time.perf_counter() - t0
-        if dt > 0:
-            rates.append(2 * src.nbytes / dt / 1e9)
-    return round(statistics.median(rates), 2) if rates else None
+    bw = measure_host_bandwidth(buffer_bytes=buffer_bytes, max_time_s=budget_s, read=False)
+    return round(bw.copy_median_bytes_per_s / 1e9, 2)
 
 
 def probe_memory(window_s: float = 2.0, proc_root: str = "/proc", bandwidth_budget_s: float = 0.8,

@@ -151,9 +151,12 @@ def available_devices() -> list[str]:
 
 def run_microbench(devices: list[str] | None = None, quick: bool = False,
                    on_step: Callable[[str], None] | None = None, buffer_bytes: int | None = None,
-                   matmul_n: int | None = None) -> MicrobenchResult:
+                   matmul_n: int | None = None,
+                   host_bandwidth: Callable[[int, int, float], BandwidthResult] | None = None) -> MicrobenchResult:
     """Bandwidth and matmul FLOP/s on each device. ``quick`` uses smaller sizes and fewer repeats;
-    ``buffer_bytes``/``matmul_n`` override the sizes (tests use tiny ones)."""
+    ``buffer_bytes``/``matmul_n`` override the sizes (tests use tiny ones). ``host_bandwidth(buffer_bytes,
+    num_repeats, max_time_s)`` measures the CPU's memory instead of the torch copy: `triage baseline` passes
+    the host probe's implementation (triage/baseline/host_bandwidth.py), so there is one host figure."""
     devices = devices or available_devices()
     notes: list[str] = []
     bw: list[BandwidthResult] = []
@@ -167,7 +170,11 @@ def run_microbench(devices: list[str] | None = None, quick: bool = False,
         if on_step:
             on_step(f"{d}: memory bandwidth")
         buf = buffer_bytes or (2048 if gpu else 512 if quick else 1024) * MIB
-        bw.append(measure_bandwidth(dev, buf, num_repeats=3 if quick else 10, max_time_s=1.0 if quick else 5.0))
+        repeats, max_t = (3, 1.0) if quick else (10, 5.0)
+        if host_bandwidth is not None and not gpu:
+            bw.append(host_bandwidth(buf, repeats, max_t))
+        else:
+            bw.append(measure_bandwidth(dev, buf, num_repeats=repeats, max_time_s=max_t))
         n = matmul_n or (4096 if gpu else (512 if quick else 1024))
         for dtype in ("fp32", "bf16", "fp8"):
             if on_step:

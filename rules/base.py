@@ -33,6 +33,7 @@ NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 KNOWN_INPUTS = frozenset({
     "gpu", "kernel_log", "cpu", "server_process", "memory", "storage", "network", "engine_identity",
     "server_metrics", "server_config", "logs", "bench", "baseline",
+    "host_memory", "pcie", "hbm", "matmul", "allreduce",        # `diagnose --active` (probes/active/)
 })
 
 

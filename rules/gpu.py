@@ -5,6 +5,7 @@ from typing import Any
 
 from triage.core.report import Certainty, Fix, Severity
 from triage.core.xid import XID_MEANINGS
+from triage.rules.active import NOT_MEASURED, allreduce_hit, allreduce_measured, pcie_measured
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
 from triage.rules.engines import engine_flags
@@ -216,9 +217,11 @@ def gpu003(ctx: Context) -> Hit | None:
 
 
 # ------------------------------------------------------------------------------------------------
-@rule("GPU004", "pcie-link-degraded", Severity.HIGH, ("gpu",), RuleDoc(
+@rule("GPU004", "pcie-link-degraded", Severity.HIGH, ("gpu|pcie",), RuleDoc(
     what="The PCIe link runs at a lower generation or width than the card supports **while the GPU is busy**. "
-         "An idle GPU downshifts its link on purpose to save power; that is not counted.",
+         "An idle GPU downshifts its link on purpose to save power; that is not counted. With `diagnose "
+         "--active` it is measured: pinned copies below 60% of the link's rate, or a link that trains below its "
+         "maximum under the copy's load, confirm it (rules/active.py).",
     why="Host-device copies (inputs, sampled tokens, offloaded or swapped KV), weight loading and, without "
         "NVLink, tensor-parallel all-reduces all cross PCIe. A Gen3 x8 link has an eighth of Gen5 x16 "
         "bandwidth: in seed 003's case TTFT p99 rose from 1.2 s to 3.5 s at 80% SM utilization.",
@@ -227,8 +230,11 @@ def gpu003(ctx: Context) -> Hit | None:
             "gpu.gpus[0].pcie_read_utilization_gpu_pct = 85",
     fix="Reseat the card, check the riser and the slot, and the BIOS lane settings (bifurcation, Gen speed).",
     references=("seed 003 case 1 (PCIe bottleneck, Gen3 x8 instead of Gen5 x16)", "nvidia-smi -q -d PCIE"),
-), thresholds=("common.gpu_busy_util_pct",))
+), thresholds=("common.gpu_busy_util_pct", "GPU004.min_pcie_link_frac"))
 def gpu004(ctx: Context) -> Hit | None:
+    measured = pcie_measured(ctx)          # --active: a measurement settles it either way
+    if measured is not NOT_MEASURED:
+        return measured  # type: ignore[return-value]
     busy = ctx.th("common.gpu_busy_util_pct")
     evidence: dict[str, Any] = {}
     severity = None
@@ -553,7 +559,8 @@ _PCIE_ONLY = frozenset({"hostbridge", "node", "system"})
 
 @rule("GPU010", "tp-without-nvlink", Severity.HIGH, ("gpu", "server_config"), RuleDoc(
     what="Tensor parallelism > 1 over GPUs with no NVLink between them whose common ancestor is a PCIe host "
-         "bridge, the NUMA node or the system (SMP interconnect).",
+         "bridge, the NUMA node or the system (SMP interconnect); with `diagnose --active`, also an NCCL "
+         "all-reduce measured below 25% of NVLink's rate (rules/active.py).",
     why="Tensor parallelism all-reduces after every layer. NVLink moves 600-900 GB/s; PCIe through the host "
         "bridge or across sockets moves a few tens of GB/s, so communication eats the gain (seed 002 step 6).",
     example="server_config.tensor_parallel_size = 2, gpu.topology[0] = {gpu_a: 0, gpu_b: 1, "
@@ -562,29 +569,36 @@ _PCIE_ONLY = frozenset({"hostbridge", "node", "system"})
         "parallelism across PCIe.",
     references=("seed 002 step 6 (PCIe interconnect negates TP gains)", "seed 004 §9 (TP needs NVLink)",
                 "nvidia-smi topo -m"),
-))
+), thresholds=("GPU010.min_nvlink_busbw_frac",))
 def gpu010(ctx: Context) -> Hit | None:
     tp = ctx.cfg("tensor_parallel_size")
     if tp <= 1:
         return None
+    measured = allreduce_measured(ctx)     # --active: NCCL all-reduce against NVLink's rate
     topology = ctx.probe("gpu").get("topology")
     if topology is None:
+        if measured is not None and measured.low:
+            return allreduce_hit(ctx, tp, measured, nvlink_seen=False)
         raise MissingInput("gpu.topology was not measured")
     serving = {g.get("index") for g in ctx.serving_gpus()}
     pairs = [t for t in topology if t.get("gpu_a") in serving and t.get("gpu_b") in serving]
     if not pairs:
+        if measured is not None and measured.low:
+            return allreduce_hit(ctx, tp, measured, nvlink_seen=False)
         raise MissingInput("no topology entry links two of the serving GPUs")
     bad = [t for t in pairs if not t.get("nvlink") and t.get("common_ancestor") in _PCIE_ONLY]
     if not bad:
+        if measured is not None and measured.low:
+            return allreduce_hit(ctx, tp, measured, nvlink_seen=any(t.get("nvlink") for t in pairs))
         return None
-    evidence: dict[str, Any] = {"server_config.tensor_parallel_size": tp}
+    evidence: dict[str, Any] = {"server_config.tensor_parallel_size": tp, **(measured.evidence if measured else {})}
     for t in bad:
         evidence[f"gpu.topology[{t['gpu_a']},{t['gpu_b']}].common_ancestor"] = t.get("common_ancestor")
     cmds, note = engine_flags({"tensor_parallel_size": max(1, tp // 2)}, ctx.engine().name)
     return Hit(
         title="Tensor parallelism runs over PCIe, without NVLink",
         message=f"TP={tp} all-reduces every layer over PCIe ({', '.join(sorted({t['common_ancestor'] for t in bad}))}) "
-                "instead of NVLink.",
+                "instead of NVLink." + (measured.note() if measured else ""),
         evidence=evidence, certainty=Certainty.CONFIRMED, impact=0.5,
         fix=Fix("Put the TP group on NVLink-connected GPUs (see `nvidia-smi topo -m`), or lower the TP and add "
                 "replicas, or use pipeline parallelism across PCIe." + note, ("nvidia-smi topo -m",) + cmds),

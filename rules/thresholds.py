@@ -46,6 +46,25 @@ THRESHOLDS: dict[str, Threshold] = {
                           "distance below the slowdown temperature that counts as close"),
     "GPU009.foreign_bytes": _T(float(2**30), "bytes", "vLLM log 'Free memory on device ... less than desired'",
                                "memory held by another process that fires"),
+    # --- measured by `diagnose --active` (rules/active.py) ---------------------------------------
+    "GPU004.min_pcie_link_frac": _T(0.60, "fraction", "CUDA bandwidthTest: pinned copies on a healthy link reach "
+                                    "~80-90% of its one-direction rate (about 50 of 63 GB/s on Gen5 x16; seed 003 "
+                                    "PCIe step, bandwidthTest)", "measured pinned copy share of the link's "
+                                    "theoretical rate below which the link counts as degraded"),
+    "GPU010.min_nvlink_busbw_frac": _T(0.25, "fraction", "nccl-tests doc/PERFORMANCE.md (busbw tracks the slowest "
+                                       "link); NVLink per direction = half the spec's bidirectional figure; a PCIe "
+                                       "Gen5 x16 path carries at most ~63 GB/s, under 15% of H100's 450 GB/s",
+                                       "all-reduce busbw share of NVLink's per-direction rate below which traffic "
+                                       "is taken to go over PCIe or the host"),
+    "GPU014.min_hbm_spec_frac": _T(0.60, "fraction", "STREAM-style device copies (BabelStream, nvbandwidth, DCGM "
+                                   "memory bandwidth plugin) reach ~80-90% of spec on a healthy GPU",
+                                   "measured device copy share of spec HBM bandwidth below which it fires"),
+    "GPU015.min_matmul_spec_frac": _T(0.45, "fraction", "large cuBLAS bf16/fp8 GEMMs reach ~60-80% of the dense "
+                                      "tensor-core peak on a healthy GPU (DCGM targeted stress, vendor GEMM "
+                                      "results)", "measured matmul share of the dense spec peak below which it fires"),
+    "MEM003.min_node_frac_of_best": _T(0.60, "fraction", "003 memory layer (mbw) and CPU layer (numactl): nodes "
+                                       "with the same DIMM population measure within a few tens of percent",
+                                       "a node's copy bandwidth share of the best node's below which it fires"),
     # --- CPU, memory, storage, network -----------------------------------------------------------
     "CPU003.thread_busy_pct": _T(95.0, "%", "003 CPU layer (mpstat single-thread bottleneck), 002 lessons", "one thread's CPU share that counts as saturated"),
     "CPU003.gpu_waiting_util_pct": _T(60.0, "%", "003 CPU layer", "GPU utilization below which the GPU waits on the CPU"),

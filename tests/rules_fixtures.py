@@ -793,7 +793,15 @@ def _define() -> None:
          {"fires": False, "skipped_reason": "no SLO"}, snapshot(), bench({"config.endpoint": "completions"}))
 
 
+
+def _define_active() -> None:
+    from tests.rules_fixtures_active import define
+
+    define(case, snapshot, patched, FIRES, PASSES)
+
+
 _define()
+_define_active()
 
 
 def write_all(root: Path = FIXTURES) -> int:

@@ -166,6 +166,7 @@ def kv_fp8(ctx: Context) -> AblationRow:
 def roofline(ctx: Context) -> list[dict]:
     """Decode tok/s at each batch size against B·BW / (W + B·ctx·kv_bytes). BW is re-measured (a large
     copy) just before each point, so that both sides of the ratio see the same load on a shared host."""
+    from triage.baseline.host_bandwidth import host_bandwidth
     from triage.core.roofline import decode_tokens_per_s_bound
     from triage.reference_engine.microbench import MIB, measure_bandwidth
 
@@ -195,7 +196,8 @@ def roofline(ctx: Context) -> list[dict]:
                         greedy(cfg.roofline_decode_steps + 1 + WARM_DECODE_STEPS))
             while any(not t.token_times_s for t in drv.traces.values()):
                 drv.step()
-            bw = measure_bandwidth(cfg.device, buffer_bytes, num_repeats=3, max_time_s=1.0).best_bytes_per_s
+            bw = (measure_bandwidth(cfg.device, buffer_bytes, num_repeats=3, max_time_s=1.0) if gpu
+                  else host_bandwidth(buffer_bytes, 3, 1.0)).best_bytes_per_s
             for _ in range(WARM_DECODE_STEPS):  # the copy evicted the caches: time steady-state decode only
                 drv.step()
             t0 = time.perf_counter()

@@ -10,6 +10,7 @@ import torch
 from triage.baseline import model_rows, serving_rows
 from triage.baseline.config import ROW_KEYS, BaselineConfig
 from triage.baseline.context import Context
+from triage.baseline.host_bandwidth import host_bandwidth
 from triage.baseline.results import AblationRow, failed
 from triage.baseline.section import build_section
 from triage.core.errors import EngineError, UsageError
@@ -87,7 +88,8 @@ def _run(cfg: BaselineConfig, model_config, on_step: Callable[[str], None],
     on_step("microbenchmarks")
     devices = ["cpu"] + (["cuda"] if cfg.device.startswith("cuda") else [])
     micro = run_microbench(devices, quick=cfg.bandwidth_buffer_bytes is not None, on_step=on_step,
-                           buffer_bytes=cfg.bandwidth_buffer_bytes, matmul_n=cfg.matmul_n)
+                           buffer_bytes=cfg.bandwidth_buffer_bytes, matmul_n=cfg.matmul_n,
+                           host_bandwidth=host_bandwidth)
     on_row_done("microbench")
     ctx = Context(cfg=cfg, model_config=model_config, microbench=micro, on_step=on_step)
     rows: list[AblationRow] = []

@@ -6,7 +6,7 @@ from pathlib import Path
 import typer
 
 from triage.cli_support import FORMATS, console, emit, funnel
-from triage.core.errors import EXIT_CANNOT, EXIT_INTERRUPTED, UsageError
+from triage.core.errors import EXIT_CANNOT, EXIT_INTERRUPTED, UsageError, require_extra
 from triage.core.report import Severity
 
 DEFAULT_CONFIG = "triage.toml"
@@ -50,10 +50,15 @@ def diagnose(
     config_path: Path = typer.Option(None, "--config", envvar="TRIAGE_CONFIG",
                                      help="A triage.toml with [rules] disable=[...] and [thresholds] overrides. "
                                           "Default: ./triage.toml when it exists."),
+    active: bool = typer.Option(False, "--active",
+                                help="Also measure what the host moves: host memory (per NUMA node), PCIe both "
+                                     "ways, GPU memory, bf16/fp8 matmul and all-reduce bandwidth, against the "
+                                     "spec. Loads the CPU and GPUs for up to ~30 s. Needs triage[engine]."),
 ) -> int:
     from triage.core.report_io import read_report
     from triage.diagnose import DiagnoseOptions, layer_summary, replay, unreachable_target
     from triage.diagnose import diagnose as run
+    from triage.diagnose.active import ACTIVE_PROBE_NAMES, measured_rows
     from triage.diagnose.bundle import write_bundle
     from triage.rules import load_rules_config
 
@@ -71,6 +76,10 @@ def diagnose(
         bench = read_report(bench_path).bench
         if bench is None:
             raise UsageError(f"--bench {bench_path}: not a bench report (it has no bench section)")
+    if active:
+        if from_path is not None:
+            raise UsageError("--active measures this host now; it cannot be combined with --from")
+        require_extra("engine", "triage diagnose --active (torch)")
     if from_path is not None:
         if url or log or kernel_log:
             raise UsageError("--from replays a saved snapshot; it cannot be combined with --url, --log or --kernel-log")
@@ -80,7 +89,10 @@ def diagnose(
                                kernel_log_path=str(kernel_log) if kernel_log else None, model=model,
                                discover=not no_discover,
                                skip=tuple(s.strip() for s in (skip or "").split(",") if s.strip()),
-                               rules_config=rules_config)
+                               rules_config=rules_config, active=active)
+        if active:
+            from triage.diagnose.active import NOTICE
+            console(stderr=True).print(NOTICE, markup=False)
         result = run(opts, bench)
 
     found = result.discovery
@@ -102,6 +114,11 @@ def diagnose(
         for row in layer_summary(result.report):
             says.print(f"  {row['layer']:<18} {row['verdict']:<28} ({row['probes']})", markup=False,
                        soft_wrap=True)
+    if fmt == "text" and any(p.name in ACTIVE_PROBE_NAMES for p in result.report.probes):
+        says.print("Measured against the spec (--active):", markup=False)
+        for row in measured_rows(result.report.probes, rules_config.model_weight_bytes):
+            says.print(f"  {row['measure']:<26} {row['measured']:>16}  {row['expected']:<26} {row['share']:>5}  "
+                       f"{row['note']}".rstrip(), markup=False, soft_wrap=True)
     if bundle is not None:
         written = write_bundle(bundle, result, str(log) if log else None)
         says.print(f"bundle written to {written}", markup=False)

@@ -186,3 +186,19 @@ def tensor_flops_per_s(spec: GpuSpec, compute_dtype: str) -> float:
     if compute_dtype == "fp16":
         return spec.fp16_flops_per_s
     return spec.bf16_flops_per_s
+
+
+# --- PCIe links ---------------------------------------------------------------------------------
+# Per-lane raw rate (GT/s) and line-code efficiency, per direction, from the PCI-SIG base specs:
+# Gen1/2 use 8b/10b, Gen3-5 128b/130b, Gen6 PAM4 FLIT mode (242 payload bytes of 256).
+PCIE_LANE_GT_PER_S: dict[int, float] = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+PCIE_ENCODING: dict[int, float] = {1: 0.8, 2: 0.8, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256}
+PCIE_SOURCE = "PCI-SIG PCI Express Base Specification 1.0-6.0 (per-lane GT/s and line encoding)"
+
+
+def pcie_bytes_per_s(generation: int, width: int) -> float | None:
+    """The theoretical one-direction data rate of a PCIe link (Gen5 x16: 63.0 GB/s; Gen3 x8: 7.9 GB/s),
+    before packet (TLP) overhead; None for an unknown generation or width."""
+    if generation not in PCIE_LANE_GT_PER_S or not isinstance(width, int) or width < 1:
+        return None
+    return PCIE_LANE_GT_PER_S[generation] * 1e9 * PCIE_ENCODING[generation] * width / 8

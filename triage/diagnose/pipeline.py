@@ -6,7 +6,8 @@ Probes run in phases so the active measurements do not disturb the passive ones:
 0. `network` alone: its millisecond timings would otherwise include waits on triage's own probe threads;
 1. `server_config` (quick HTTP reads and the command line: the model it names feeds `storage`);
 2. the window: gpu, cpu, memory, server_process, server_metrics, kernel_log, logs, together;
-3. `storage`, which reads model files.
+3. `storage`, which reads model files;
+4. with --active, the active probes (triage/diagnose/active.py), one at a time.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from triage.core.errors import ReportError, UsageError
 from triage.core.redact import redact_text
 from triage.core.report import BenchSection, Finding, GpuInfo, Report, ReportKind, SkippedRule, Target
 from triage.core.snapshot import ProbeResult, ProbeStatus, Snapshot
+from triage.diagnose.active import ACTIVE_PROBE_NAMES, run_active
 from triage.probes.discovery import cmdline_and_env
 from triage.probes.host import host_info
 from triage.probes.runner import ProbeSpec, run_probes
@@ -57,6 +59,7 @@ class DiagnoseOptions:
     max_read_bytes: int = 256 * 2**20
     read_budget_s: float = 1.5
     skip: tuple[str, ...] = ()
+    active: bool = False                     # --active: also run probes/active/ (loads CPU and GPUs)
     rules_config: RulesConfig | None = None  # --disable, triage.toml thresholds
 
 
@@ -151,10 +154,11 @@ def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
     window = opts.window_s
     grace = PROBE_GRACE_S
     argv, env = cmdline_and_env(found.pid)
-    unknown = sorted(set(opts.skip) - set(PROBE_NAMES))
+    names = PROBE_NAMES + (ACTIVE_PROBE_NAMES if opts.active else ())
+    unknown = sorted(set(opts.skip) - set(names))
     if unknown:
-        raise UsageError(f"--skip {','.join(unknown)}: no such probe; the probes are {', '.join(PROBE_NAMES)}")
-    wanted = [n for n in PROBE_NAMES if n not in opts.skip]
+        raise UsageError(f"--skip {','.join(unknown)}: no such probe; the probes are {', '.join(names)}")
+    wanted = [n for n in names if n not in opts.skip]
 
     results: list[ProbeResult] = []
     interrupted = False
@@ -196,6 +200,8 @@ def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
 
         phase3 = [ProbeSpec("storage", storage, opts.read_budget_s + grace)]
         run_probes([s for s in phase3 if s.name in wanted], results)
+        if opts.active:     # 4. the active measurements, one at a time, after everything passive
+            run_active(wanted, results, opts.sys_root)
     except KeyboardInterrupt:
         interrupted = True
         done = {r.name for r in results}
@@ -265,9 +271,9 @@ def diagnose(opts: DiagnoseOptions, bench: BenchSection | None = None) -> Diagno
 # Layer by layer (seed 003's order: GPU, CPU, memory, network, configuration)
 
 LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
-    ("GPU", ("gpu", "kernel_log"), ("GPU",)),
+    ("GPU", ("gpu", "kernel_log", "pcie", "hbm", "matmul", "allreduce"), ("GPU",)),
     ("CPU", ("cpu", "server_process"), ("CPU",)),
-    ("memory", ("memory",), ("MEM",)),
+    ("memory", ("memory", "host_memory"), ("MEM",)),
     ("network & storage", ("network", "storage"), ("NET",)),
     ("server & config", ("server_metrics", "server_config", "engine_identity", "logs"), ("KV", "SCHED", "ENG", "QUANT")),
     ("bench", (), ("BENCH",)),

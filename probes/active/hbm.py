@@ -1,0 +1,53 @@
+"""The `hbm` active probe: device-to-device copy bandwidth per GPU (read + write counted), next to the
+spec-sheet memory bandwidth of that GPU (triage/core/specs.py) and its share. Keys: docs/SNAPSHOT.md, `hbm`.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.probes.active.cuda import device_info, gbps, share, spec_of, time_cuda, torch_cuda, unsupported
+
+MIB = 2**20
+DEFAULT_BUFFER_BYTES = 1024 * MIB
+DEFAULT_BUDGET_S = 3.0
+
+
+def _one_gpu(torch: Any, i: int, buffer_bytes: int, budget_s: float) -> dict[str, Any]:
+    info = device_info(torch, i)
+    dev = torch.device("cuda", i)
+    free, _total = torch.cuda.mem_get_info(dev)
+    size = int(min(buffer_bytes, free // 4))           # src + dst leave at least half the free memory
+    with torch.cuda.device(dev):
+        src = torch.ones(size, dtype=torch.uint8, device=dev)
+        dst = torch.empty_like(src)
+        times = time_cuda(torch, lambda: dst.copy_(src), num_repeats=20, max_time_s=budget_s, inner=2)
+    rates = [2 * size / t for t in times if t > 0]
+    spec = spec_of(info)
+    spec_gbps = gbps(spec.hbm_bandwidth_bytes_per_s) if spec else None
+    best = gbps(max(rates)) if rates else None
+    return {**info, "buffer_bytes": size, "copy_bandwidth_gbps": best,
+            "copy_bandwidth_gbps_median": gbps(statistics.median(rates)) if rates else None,
+            "spec_bandwidth_gbps": spec_gbps, "spec_key": spec.key if spec else None,
+            "share_of_spec": share(best, spec_gbps),
+            "unsupported_fields": [] if spec else ["spec_bandwidth_gbps"]}
+
+
+def probe_hbm(budget_s: float = DEFAULT_BUDGET_S, buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> ProbeResult:
+    start = time.perf_counter()
+    torch, why = torch_cuda()
+    if why is not None:
+        return unsupported("hbm", why, start)
+    n = torch.cuda.device_count()
+    gpus = []
+    for i in range(n):
+        try:
+            gpus.append(_one_gpu(torch, i, buffer_bytes, budget_s / n))
+        except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
+            gpus.append({"index": i, "error": f"{type(e).__name__}: {e}"[:300],
+                         "unsupported_fields": ["copy_bandwidth_gbps"]})
+    return ProbeResult("hbm", ProbeStatus.OK, time.perf_counter() - start, None,
+                       {"gpus": gpus, "method": "torch device copy, read + write counted, CUDA events; "
+                                                "best of the repeats; GB/s = 1e9 bytes/s"})
