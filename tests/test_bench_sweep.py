@@ -21,7 +21,7 @@ from triage.bench.runner import check_sweep_fits
 from triage.bench.saturation import summary
 from triage.cli import app
 from triage.compare import compare_reports
-from triage.compare.bench_diff import level_key
+from triage.compare.bench_diff import Verdict, level_key
 from triage.compare.thresholds import parse_max_regression
 from triage.core.errors import ReportError, UsageError
 from triage.core.report import BenchSection, level_name
@@ -187,7 +187,7 @@ def test_compare_matches_a_real_sweep_level_by_level(sweep_report):
     report = read_report(sweep_report / "bench.json")
     result = compare_reports(report, report, parse_max_regression(None))
     assert {m.level for m in result.metrics} == {"c=1 in=16", "c=1 in=64"}
-    assert not any(m.failed for m in result.metrics)
+    assert not any(m.verdict is Verdict.REGRESSION for m in result.metrics)
     # A single-length run of the same server shares no level with the sweep: refused, naming both sides.
     single = dataclasses.replace(report, bench=dataclasses.replace(report.bench, levels=tuple(
         dataclasses.replace(lv, input_len=None) for lv in report.bench.levels[:1])))
