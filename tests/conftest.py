@@ -48,4 +48,5 @@ def report_validator():
 
 
 from tests.live_engines import transformers_server  # noqa: E402, F401
+from tests.live_llamacpp import llama_server_parallel1  # noqa: E402, F401
 from tests.server_fixture import reference_server  # noqa: E402, F401

@@ -1,0 +1,39 @@
+"""llama.cpp's own server, live (slow; runs where llama-server is on PATH): named from its own signals,
+benchmarked with no failed request although it closes connections after each stream, and its one slot
+named as the cause with `--parallel` in the fix."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from triage.probes.engine_identity import fetch_signals, identify
+
+pytestmark = pytest.mark.slow
+
+
+def test_live_llamacpp_is_named(llama_server_parallel1):
+    who = identify(None, fetch_signals(llama_server_parallel1.url))
+    assert who.engine == "llama.cpp", who
+
+
+def test_live_llamacpp_one_slot_under_load(llama_server_parallel1, tmp_path):
+    url = llama_server_parallel1.url
+    bench_json, diag_json = tmp_path / "bench.json", tmp_path / "diagnose.json"
+    run = [sys.executable, "-m", "triage"]
+    b = subprocess.run(run + ["bench", "--url", url, "--concurrency", "1,4", "--num-requests", "24",
+                              "--input-len", "32", "--output-len", "32", "--json", str(bench_json),
+                              "--format", "json"], capture_output=True, text=True, timeout=300)
+    assert b.returncode in (0, 1), b.stderr[-2000:]
+    bench = json.loads(bench_json.read_text())
+    assert all(lv["requests"]["failed"] == 0 for lv in bench["bench"]["levels"]), bench["bench"]["levels"]
+    d = subprocess.run(run + ["diagnose", "--url", url, "--bench", str(bench_json), "--window-s", "0.5",
+                              "--skip", "storage,kernel_log,memory,gpu", "--json", str(diag_json),
+                              "--format", "json"], capture_output=True, text=True, timeout=300)
+    assert d.returncode in (0, 1), d.stderr[-2000:]
+    report = json.loads(diag_json.read_text())
+    assert report["target"]["engine"] == "llama.cpp"
+    eng = {f["code"]: f for f in report["findings"]}.get("ENG001")
+    assert eng is not None and any("--parallel" in c for c in eng["fix"]["commands"]), report["findings"]
