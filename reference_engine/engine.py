@@ -19,8 +19,8 @@ from triage.reference_engine.attention import get_backend
 from triage.reference_engine.block_manager import BlockManager, ContiguousAllocator
 from triage.reference_engine.config import EngineConfig, ModelConfig, load_model_config, model_dir
 from triage.reference_engine.detokenizer import IncrementalDetokenizer
-from triage.reference_engine.kv_cache import make_kv_format
 from triage.reference_engine.dtype_choice import DTYPE_NAMES, TORCH_DTYPES, choose_dtype
+from triage.reference_engine.kv_cache import make_kv_format
 from triage.reference_engine.loader import build_model
 from triage.reference_engine.outputs import Completion, EngineStats, RequestOutput, StepStats
 from triage.reference_engine.runner import ModelRunner

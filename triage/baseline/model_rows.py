@@ -50,6 +50,9 @@ def attention(ctx: Context) -> list[AblationRow]:
         engine = make_engine(cfg, attention=backend, max_model_len=n + 8, max_num_seqs=1,
                              num_kv_blocks=blocks(n + 8) + 2, max_num_batched_tokens=n + 8,
                              enable_prefix_caching=False)
+        layers = engine.runner.model.model.layers
+        num_layers = min(cfg.attention_num_layers or len(layers), len(layers))
+        engine.runner.model.model.layers = layers[:num_layers]     # the rest of the forward is unchanged
         engine.generate([synthetic_prompt(16, mc.vocab_size, seed=998)], greedy(1))
         drv = Driver(engine)
         with peak_memory(cfg.device) as peak:
@@ -59,10 +62,16 @@ def attention(ctx: Context) -> list[AblationRow]:
         mem[backend] = peak.peak_extra_bytes
         method = peak.method
     flash = "sdpa"
-    details = {"context_tokens": n, "ttft_ms": ttft_ms, "peak_extra_bytes": mem, "memory_method": method,
+    sliced = num_layers < mc.num_hidden_layers
+    metric = f"TTFT at {n} tokens" + (f", {num_layers} of {mc.num_hidden_layers} layers" if sliced else "")
+    details = {"context_tokens": n, "ttft_ms": ttft_ms, "num_layers": num_layers,
+               "num_layers_model": mc.num_hidden_layers,
+               "layers_note": (f"the prompt runs through the first {num_layers} of the model's {mc.num_hidden_layers} "
+                               "identical layers to fit the time budget; TTFT is per-layer work plus an embedding "
+                               "gather and one LM-head row, so the ratio is the full model's") if sliced else None, "peak_extra_bytes": mem, "memory_method": method,
                "flash_backend": "torch SDPA (fused flash kernel); 'tiled' is the FlashAttention algorithm in "
                                 "plain PyTorch"}
-    rows = [measured("attention", "standard → flash attention", "~2.2× TTFT at 32K", f"TTFT at {n} tokens",
+    rows = [measured("attention", "standard → flash attention", "~2.2× TTFT at 32K", metric,
                      "ms", Better.LOWER, "naive", ttft_ms["naive"], flash, ttft_ms[flash], **details)]
     if mem["naive"] is not None and mem[flash] is not None:
         rows.append(measured("attention-memory", "standard → flash attention", None,
@@ -164,8 +173,10 @@ def kv_fp8(ctx: Context) -> AblationRow:
 
 
 def roofline(ctx: Context) -> list[dict]:
-    """Decode tok/s at each batch size against B·BW / (W + B·ctx·kv_bytes). BW is re-measured (a large
-    copy) just before each point, so that both sides of the ratio see the same load on a shared host."""
+    """Decode tok/s at each batch size against B·BW / (W + B·ctx·kv_bytes), W and kv_bytes the bytes the
+    step reads at the dtype it runs in. BW is the microbenchmark's read bandwidth (best of N over a buffer
+    far larger than the last-level cache), re-measured just before each point, so that both sides of the
+    ratio see the same load on a shared host."""
     from triage.core.roofline import decode_tokens_per_s_bound
     from triage.reference_engine.microbench import MIB, measure_bandwidth
 
@@ -173,7 +184,8 @@ def roofline(ctx: Context) -> list[dict]:
     gpu = cfg.device.startswith("cuda")
     buffer_bytes = cfg.bandwidth_buffer_bytes or (2048 if gpu else 1024) * MIB
     points: list[dict] = []
-    dtypes = cfg.roofline_dtypes if cfg.device == "cpu" else ("bfloat16",)
+    wanted = cfg.roofline_dtypes if cfg.device == "cpu" else ("auto",)
+    dtypes = list(dict.fromkeys(cfg.dtype if d == "auto" else d for d in wanted))   # cfg.dtype: the chosen one
     max_b = max(cfg.roofline_batch_sizes)
     max_len = cfg.roofline_prompt_tokens + cfg.roofline_decode_steps + WARM_DECODE_STEPS + 8
     for dtype in dtypes:
@@ -195,7 +207,8 @@ def roofline(ctx: Context) -> list[dict]:
                         greedy(cfg.roofline_decode_steps + 1 + WARM_DECODE_STEPS))
             while any(not t.token_times_s for t in drv.traces.values()):
                 drv.step()
-            bw = measure_bandwidth(cfg.device, buffer_bytes, num_repeats=3, max_time_s=1.0).best_bytes_per_s
+            measured_bw = measure_bandwidth(cfg.device, buffer_bytes, num_repeats=3, max_time_s=1.0)
+            bw = measured_bw.read_best_bytes_per_s or measured_bw.best_bytes_per_s
             for _ in range(WARM_DECODE_STEPS):  # the copy evicted the caches: time steady-state decode only
                 drv.step()
             t0 = time.perf_counter()
