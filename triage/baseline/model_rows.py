@@ -111,7 +111,9 @@ def weights(ctx: Context) -> list[AblationRow]:
     for scheme in ("fp8", "int4"):
         ctx.on_step(f"weights: {scheme}")
         qmodel = copy.deepcopy(base)
-        summary = quantize_model(qmodel, scheme, group_size=cfg.quant_group_size)
+        # Under fp32 compute on a CPU, torch's fp32 int4 kernel is a slow loop: run int4 through its bf16 kernel.
+        kernel_dtype = torch.bfloat16 if scheme == "int4" and cfg.device == "cpu" and base_name == "float32" else None
+        summary = quantize_model(qmodel, scheme, group_size=cfg.quant_group_size, int4_kernel_dtype=kernel_dtype)
         engine.runner.model = qmodel
         try:
             num = cfg.quant_fp8_decode_tokens if scheme == "fp8" else cfg.quant_decode_tokens
@@ -121,7 +123,8 @@ def weights(ctx: Context) -> list[AblationRow]:
             engine.runner.model = base
         results[scheme] = {"weight_bytes": summary.weight_bytes_after, "paths": summary.paths,
                            "linear_compression": summary.linear_compression_frac,
-                           "decode_tok_s": tok_s, "error": err, "num_layers_converted": summary.num_layers_converted}
+                           "decode_tok_s": tok_s, "error": err, "num_layers_converted": summary.num_layers_converted,
+                           "kernel_dtype": None if kernel_dtype is None else "bfloat16"}
         del qmodel
     ctx.extras["weights"] = results
     ctx.extras["weights_base"] = base_name
@@ -139,6 +142,7 @@ def weights(ctx: Context) -> list[AblationRow]:
             logit_error_max_abs=e.max_abs, logit_error_mean_abs=e.mean_abs,
             top1_agreement_frac=e.top1_agreement_frac, reference_logit_std=e.reference_logit_std,
             num_quality_prompts=e.num_prompts, num_quality_positions=e.num_positions,
+            kernel_dtype=r["kernel_dtype"] or base_name,
             group_size=cfg.quant_group_size if scheme == "int4" else None))
     return rows
 
