@@ -84,3 +84,17 @@ def test_the_real_probe_times_a_matmul_and_the_engine_reports_its_choice():
     choice = choose_dtype("auto", small.torch_dtype, "cpu")
     assert choice.note.startswith(choice.name + ": ") and "GFLOP/s" in choice.note
     assert set(choice.timings_s) == {"bfloat16", "float32"} and choice.timings_s[choice.name] is not None
+
+
+def test_reused_dummy_weights_are_the_same_numbers_and_a_copy():
+    from triage.reference_engine.loader import reuse_dummy_weights
+
+    fresh = LLMEngine(EngineConfig(model="tiny", seed=3)).runner.model
+    with reuse_dummy_weights():
+        first = LLMEngine(EngineConfig(model="tiny", seed=3)).runner.model
+        second = LLMEngine(EngineConfig(model="tiny", seed=3)).runner.model
+        other_seed = LLMEngine(EngineConfig(model="tiny", seed=4)).runner.model
+    w = "model.layers.0.mlp.up_proj.weight"
+    params = [dict(m.named_parameters())[w] for m in (fresh, first, second, other_seed)]
+    assert torch.equal(params[0], params[1]) and torch.equal(params[1], params[2])
+    assert params[1].data_ptr() != params[2].data_ptr() and not torch.equal(params[2], params[3])

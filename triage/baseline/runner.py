@@ -15,6 +15,7 @@ from triage.baseline.section import build_section
 from triage.core.errors import EngineError, UsageError
 from triage.reference_engine.config import load_model_config
 from triage.reference_engine.dtype_choice import choose_dtype
+from triage.reference_engine.loader import reuse_dummy_weights
 from triage.reference_engine.microbench import run_microbench
 from triage.reference_engine.threads import fit_num_threads
 
@@ -78,7 +79,8 @@ def run_baseline(cfg: BaselineConfig, on_step: Callable[[str], None] | None = No
         # Chosen once (a timed matmul per allowed dtype), then every row's engine is given the result.
         choice = choose_dtype(cfg.dtype, model_config.torch_dtype, cfg.device)
         on_step(f"compute dtype: {choice.name}")
-        section = _run(dataclasses.replace(cfg, dtype=choice.name), model_config, on_step, on_row_done)
+        with reuse_dummy_weights():            # the rows build a dozen engines of the same model
+            section = _run(dataclasses.replace(cfg, dtype=choice.name), model_config, on_step, on_row_done)
     finally:
         torch.set_num_threads(threads_before)
     section["dtype_requested"] = cfg.dtype
