@@ -36,6 +36,7 @@ class BaselineConfig:
     attention_context_tokens: int = 4096
     attention_backends: tuple[str, ...] = ("naive", "tiled", "sdpa")
     attention_num_layers: int | None = None   # run the prompt through the first N layers only (None: all)
+    attention_repeats: int = 1                # runs per backend, alternating; the best counts
     # bf16 -> fp8 -> int4
     quant_group_size: int = 128
     quant_decode_tokens: int = 16
@@ -72,12 +73,12 @@ class BaselineConfig:
 
 _QUICK = dict(
     bandwidth_buffer_bytes=512 << 20, matmul_n=512,
-    batching_num_requests=24, batching_max_num_seqs=8, batching_min_tokens=1, batching_max_tokens=32,
+    batching_num_requests=24, batching_max_num_seqs=8, batching_min_tokens=1, batching_max_tokens=20,
     kv_max_model_len=512, kv_budget_tokens=1024, kv_num_requests=16, kv_prompt_tokens=32, kv_output_tokens=2,
     kv_max_num_seqs=64,
-    attention_context_tokens=4096, attention_backends=("naive", "sdpa"), attention_num_layers=1,
+    attention_context_tokens=4096, attention_backends=("naive", "sdpa"), attention_num_layers=1, attention_repeats=2,
     quant_decode_tokens=6, quant_fp8_decode_tokens=1, quality_num_prompts=1, quality_prompt_tokens=64,
-    prefix_tokens=384, prefix_num_requests=3,
+    prefix_tokens=256, prefix_num_requests=3,
     chunk_num_decoding=3, chunk_decode_tokens=10, chunk_long_prompt_tokens=384, chunk_num_long=1,
     chunk_budget_tokens=128,
     roofline_batch_sizes=(1, 8), roofline_decode_steps=8, roofline_dtypes=("auto",),
