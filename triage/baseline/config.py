@@ -73,7 +73,8 @@ class BaselineConfig:
 
 _QUICK = dict(
     bandwidth_buffer_bytes=512 << 20, matmul_n=512,
-    batching_num_requests=24, batching_max_num_seqs=8, batching_min_tokens=1, batching_max_tokens=20,
+    batching_num_requests=40, batching_max_num_seqs=8, batching_prompt_tokens=8, batching_min_tokens=1,
+    batching_max_tokens=16,
     kv_max_model_len=512, kv_budget_tokens=1024, kv_num_requests=16, kv_prompt_tokens=32, kv_output_tokens=2,
     kv_max_num_seqs=64,
     attention_context_tokens=4096, attention_backends=("naive", "sdpa"), attention_num_layers=1, attention_repeats=2,
@@ -81,7 +82,7 @@ _QUICK = dict(
     prefix_tokens=256, prefix_num_requests=3,
     chunk_num_decoding=3, chunk_decode_tokens=10, chunk_long_prompt_tokens=384, chunk_num_long=1,
     chunk_budget_tokens=128,
-    roofline_batch_sizes=(1, 8), roofline_decode_steps=8, roofline_dtypes=("auto",),
+    roofline_batch_sizes=(1, 8), roofline_prompt_tokens=32, roofline_decode_steps=8, roofline_dtypes=("auto",),
 )
 
 
