@@ -5,9 +5,10 @@ Targets (issue 18): the whole run <= 60 s on a 2-core AVX2-only CPU; continuous 
 (SDPA) >= 3x naive TTFT at a 4K context; decode at bs=1 >= 60% of the measured read-bandwidth roofline.
 The box may be shared: ``--repeats N`` runs the whole thing N times and keeps every run; the summary
 quotes the fastest run and the best value of each ratio over the runs (best of N), and records the
-load average around each run. ``--previous`` adds an earlier result (another CPU) for comparison.
+load average around each run. ``--previous REPORT`` carries an earlier `triage baseline --quick` report's
+figures along (another CPU) for comparison.
 
-    python benchmarks/baseline_quick.py [--repeats 2] [--out benchmarks/results/baseline_quick.json]
+    python benchmarks/baseline_quick.py [--repeats 2] [--previous reports/examples/baseline.json]
 """
 from __future__ import annotations
 
@@ -41,6 +42,17 @@ def one_run() -> dict:
     }
 
 
+def figures_from_report(path: str) -> dict:
+    """The headline figures of an earlier ``triage baseline --quick`` report (another CPU, another commit)."""
+    with open(path) as f:
+        report = json.load(f)
+    b = report["baseline"]
+    return {"source": path, "cpu_model": report.get("host", {}).get("cpu_model"), "dtype": b.get("dtype"),
+            "total_s": b.get("total_s"), "gains": {r["key"]: r.get("gain") for r in b["rows"]},
+            "decode_bs1_roofline_pct": b.get("roofline", {}).get("bs1_pct"),
+            "note": "an earlier run on the bf16-capable (AVX-512, AMX) Xeon box, before issue 18; kept for comparison"}
+
+
 def main() -> None:
     p = parser(NAME, __doc__)
     p.add_argument("--repeats", type=int, default=1)
@@ -64,10 +76,7 @@ def main() -> None:
         "decode_bs1_roofline_pct": max(bs1) if bs1 else None, "decode_bs1_target_pct": 60.0,
         "load_avg_1m": [(r["load_avg_1m_before"], r["load_avg_1m_after"]) for r in runs],
     }
-    previous = None
-    if args.previous:
-        with open(args.previous) as f:
-            previous = json.load(f)
+    previous = figures_from_report(args.previous) if args.previous else None
     write_result(args.out, NAME, {"host": host, "config": {"repeats": args.repeats, "threads": args.threads},
                                   "runs": runs, "summary": summary, "previous": previous}, started)
 

@@ -25,6 +25,7 @@ class BaselineConfig:
     batching_prompt_tokens: int = 16
     batching_min_tokens: int = 4
     batching_max_tokens: int = 48
+    batching_length_exponent: float = 3.0   # output lengths ramp min→max as (i/(n-1))**exponent: long-tailed
     # contiguous -> paged
     kv_max_model_len: int = 1024
     kv_budget_tokens: int = 4096
@@ -73,16 +74,16 @@ class BaselineConfig:
 
 _QUICK = dict(
     bandwidth_buffer_bytes=512 << 20, matmul_n=512,
-    batching_num_requests=40, batching_max_num_seqs=8, batching_prompt_tokens=8, batching_min_tokens=1,
-    batching_max_tokens=16,
+    batching_num_requests=40, batching_max_num_seqs=8, batching_prompt_tokens=4, batching_min_tokens=1,
+    batching_max_tokens=12, batching_length_exponent=4.0,
     kv_max_model_len=512, kv_budget_tokens=1024, kv_num_requests=16, kv_prompt_tokens=32, kv_output_tokens=2,
     kv_max_num_seqs=64,
     attention_context_tokens=4096, attention_backends=("naive", "sdpa"), attention_num_layers=1, attention_repeats=2,
-    quant_decode_tokens=6, quant_fp8_decode_tokens=1, quality_num_prompts=1, quality_prompt_tokens=64,
+    quant_decode_tokens=4, quant_fp8_decode_tokens=1, quality_num_prompts=1, quality_prompt_tokens=64,
     prefix_tokens=256, prefix_num_requests=3,
     chunk_num_decoding=3, chunk_decode_tokens=10, chunk_long_prompt_tokens=384, chunk_num_long=1,
     chunk_budget_tokens=128,
-    roofline_batch_sizes=(1, 8), roofline_prompt_tokens=32, roofline_decode_steps=8, roofline_dtypes=("auto",),
+    roofline_batch_sizes=(1,), roofline_prompt_tokens=32, roofline_decode_steps=8, roofline_dtypes=("auto",),
 )
 
 

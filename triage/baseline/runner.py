@@ -87,6 +87,8 @@ def run_baseline(cfg: BaselineConfig, on_step: Callable[[str], None] | None = No
     section["dtype_note"] = choice.note
     section["dtype_matmul_s"] = choice.timings_s
     section["notes"].insert(0, f"compute dtype: {choice.note}")
+    if section["tables"]:                      # and where a person reads the table
+        section["tables"][0]["notes"].insert(0, f"compute dtype {choice.note}")
     section["notes"].insert(0, f"torch threads: {why}")
     return section
 
