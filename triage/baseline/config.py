@@ -75,7 +75,7 @@ class BaselineConfig:
 _QUICK = dict(
     bandwidth_buffer_bytes=512 << 20, matmul_n=512,
     batching_num_requests=40, batching_max_num_seqs=8, batching_prompt_tokens=4, batching_min_tokens=1,
-    batching_max_tokens=12, batching_length_exponent=4.0,
+    batching_max_tokens=16, batching_length_exponent=5.0,
     kv_max_model_len=512, kv_budget_tokens=1024, kv_num_requests=16, kv_prompt_tokens=32, kv_output_tokens=2,
     kv_max_num_seqs=64,
     attention_context_tokens=4096, attention_backends=("naive", "sdpa"), attention_num_layers=1, attention_repeats=2,
