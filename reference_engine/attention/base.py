@@ -79,7 +79,7 @@ def gather_kv(cache: torch.Tensor, table: list[int], block_size: int, start: int
     if table[b1] - first == b1 - b0 and table[b0:b1 + 1] == list(range(first, first + b1 - b0 + 1)):
         blocks = cache[first:first + b1 - b0 + 1]
     else:
-        blocks = cache[table[b0:b1 + 1]]
+        blocks = cache.index_select(0, torch.tensor(table[b0:b1 + 1], device=cache.device))
     flat = blocks.reshape(-1, cache.shape[-2], cache.shape[-1])
     return flat[start - b0 * block_size:end - b0 * block_size]
 
