@@ -90,11 +90,13 @@ PRESETS: dict[str, ModelConfig] = {
                         num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                         max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=10000.0,
                         tie_word_embeddings=False, bos_token_id=256, eos_token_id=257, name="tiny"),
-    # CPU benchmarks: about 100M parameters.
+    # CPU benchmarks: about 100M parameters, declared bfloat16 like the public checkpoints, so that the
+    # engine measures bf16 against an exact fp32 upcast (dtype_choice.py); its generated weights are bf16 values.
     "small": ModelConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
                          num_attention_heads=12, num_key_value_heads=4, head_dim=64,
                          max_position_embeddings=8192, rms_norm_eps=1e-5, rope_theta=10000.0,
-                         tie_word_embeddings=True, bos_token_id=256, eos_token_id=257, name="small"),
+                         tie_word_embeddings=True, bos_token_id=256, eos_token_id=257, torch_dtype="bfloat16",
+                         name="small"),
     # Shapes of public models, for planning (weights are never downloaded).
     "llama-3.1-8b": ModelConfig(vocab_size=128256, hidden_size=4096, intermediate_size=14336,
                                 num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,

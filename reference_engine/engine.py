@@ -19,8 +19,9 @@ from triage.reference_engine.attention import get_backend
 from triage.reference_engine.block_manager import BlockManager, ContiguousAllocator
 from triage.reference_engine.config import EngineConfig, ModelConfig, load_model_config, model_dir
 from triage.reference_engine.detokenizer import IncrementalDetokenizer
+from triage.reference_engine.dtype_choice import DTYPE_NAMES, TORCH_DTYPES, choose_dtype
 from triage.reference_engine.kv_cache import make_kv_format
-from triage.reference_engine.loader import DTYPE_NAMES, TORCH_DTYPES, build_model, resolve_dtype
+from triage.reference_engine.loader import build_model
 from triage.reference_engine.outputs import Completion, EngineStats, RequestOutput, StepStats
 from triage.reference_engine.runner import ModelRunner
 from triage.reference_engine.sampling import SamplingParams
@@ -80,7 +81,8 @@ class LLMEngine:
         get_backend(config.attention, config.device)      # fail fast on an unknown backend
         if config.num_threads is not None:
             torch.set_num_threads(config.num_threads)
-        self.dtype, self.dtype_note = resolve_dtype(config.dtype, mc.torch_dtype, config.device)
+        self.dtype_choice = choose_dtype(config.dtype, mc.torch_dtype, config.device)
+        self.dtype, self.dtype_note = self.dtype_choice.dtype, self.dtype_choice.note
         kv_dtype = TORCH_DTYPES.get(config.kv_cache_dtype, self.dtype)   # auto, or an fp8 format's compute dtype
         kv_format = make_kv_format(config.kv_cache_dtype, kv_dtype)
         log.info("reference engine dtype: %s", self.dtype_note)

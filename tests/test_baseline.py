@@ -226,3 +226,17 @@ def test_a_row_the_model_cannot_take_fails_alone_with_the_reason(tmp_path):
     assert rows["prefix-cache"]["status"] == "error"
     assert "max_position_embeddings (20) leaves no room for a shared prefix" in rows["prefix-cache"]["reason"]
     assert rows["fp4"]["status"] == "skipped"
+
+
+def test_auto_dtype_is_reported_and_the_attention_row_runs_sliced_and_repeated():
+    cfg = TINY.replace(dtype="auto", rows=("attention",), attention_num_layers=1, attention_repeats=2)
+    section = run_baseline(cfg)
+    assert section["dtype"] == "float32" and section["dtype_requested"] == "auto"
+    assert section["dtype_note"].startswith("float32: ") and any(n.startswith("compute dtype: float32")
+                                                                 for n in section["notes"])
+    row = _rows(section)["attention"]
+    d = row["details"]
+    assert (d["num_layers"], d["num_layers_model"]) == (1, 2) and "1 of 2 layers" in row["metric"]
+    assert all(len(runs) == 2 and min(runs) == d["ttft_ms"][b] for b, runs in d["ttft_runs_ms"].items())
+    quick = BaselineConfig.quick()
+    assert quick.dtype == "auto" and quick.attention_context_tokens == 4096 and quick.roofline_dtypes == ("auto",)

@@ -176,19 +176,6 @@ def test_stop_string_split_across_tokens_is_held_back():
     assert seen + detok.take_delta(finished=True) == "abc"
 
 
-def test_auto_dtype_upcasts_bf16_on_a_cpu_without_native_bf16():
-    import torch as _torch
-
-    from triage.reference_engine.loader import resolve_dtype
-
-    dtype, note = resolve_dtype("auto", "bfloat16", "cpu", flags={"avx2", "fma"})
-    assert dtype is _torch.float32 and "no native bfloat16" in note
-    dtype, note = resolve_dtype("auto", "bfloat16", "cpu", flags={"avx512_bf16"})
-    assert dtype is _torch.bfloat16 and "avx512_bf16" in note
-    assert resolve_dtype("auto", None, "cpu", flags=set())[0] is _torch.float32
-    assert resolve_dtype("float16", "bfloat16", "cpu", flags=set())[0] is _torch.float16
-
-
 def test_static_batching_pads_finished_rows_without_changing_outputs():
     prompts = [[256, 5, 6, 7], [256, 9], [256, 1, 2, 3, 4, 5]]
     params = [SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True) for n in (2, 9, 5)]

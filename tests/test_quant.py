@@ -362,3 +362,17 @@ def test_int4_cuda_packed_path_equals_reference_path(group_size):
     x = torch.randn(5, 256, device="cuda", dtype=torch.bfloat16)
     got, want = fast(x).float(), ref(x).float()
     assert (got - want).abs().max() / want.abs().max() < 0.03
+
+
+@pytest.mark.skipif(not int4pack_cpu_available(), reason="this torch lacks the CPU int4pack ops")
+def test_int4_bf16_kernel_under_fp32_compute_returns_fp32_close_to_the_exact_path():
+    lin = nn.Linear(256, 96, bias=False)
+    exact = Int4Linear.from_linear(lin, 64)
+    fast = Int4Linear.from_linear(lin, 64)
+    fast.kernel_dtype = torch.bfloat16
+    x = torch.randn(3, 256)
+    got, want = fast(x), exact(x)
+    assert got.dtype == torch.float32 and exact.kernel_dtype is None
+    assert 0 < (got - want).abs().max() / want.abs().max() < 0.02      # bf16 rounding, nothing worse
+    summary = quantize_model(_TwoLayer(), "int4", group_size=64, int4_kernel_dtype=torch.bfloat16)
+    assert summary.num_layers_converted == 3

@@ -90,6 +90,7 @@ def test_startup_log_and_command_line_are_discoverable(reference_server):
     kv_line = next(line for line in log.splitlines() if "KV cache size:" in line)
     assert int(kv_line.split("KV cache size:")[1].split("tokens")[0].replace(",", "")) > 0
     assert "Maximum concurrency for" in log and "tokens per request:" in log
+    assert "compute dtype float32: " in log                 # the dtype and why, at start-up
     cmdline = Path(f"/proc/{reference_server.pid}/cmdline").read_bytes().split(b"\0")
     assert b"serve" in cmdline and b"--max-num-seqs" in cmdline and b"--model" in cmdline
 

@@ -71,11 +71,15 @@ class AttentionBackend(Protocol):
 
 def gather_kv(cache: torch.Tensor, table: list[int], block_size: int, start: int, end: int) -> torch.Tensor:
     """Context positions ``[start, end)`` of one sequence as ``[end-start, H_kv, d]``. A range inside
-    one block is a view (no copy)."""
+    one block, or over blocks with consecutive ids (what a fresh pool hands out), is a view (no copy)."""
     b0, b1 = start // block_size, (end - 1) // block_size
     if b0 == b1:
         return cache[table[b0], start - b0 * block_size:end - b0 * block_size]
-    blocks = cache[table[b0:b1 + 1]]
+    first = table[b0]
+    if table[b1] - first == b1 - b0 and table[b0:b1 + 1] == list(range(first, first + b1 - b0 + 1)):
+        blocks = cache[first:first + b1 - b0 + 1]
+    else:
+        blocks = cache.index_select(0, torch.tensor(table[b0:b1 + 1], device=cache.device))
     flat = blocks.reshape(-1, cache.shape[-2], cache.shape[-1])
     return flat[start - b0 * block_size:end - b0 * block_size]
 

@@ -54,12 +54,10 @@ class SdpaAttention:
         max_kv = group.max_kv
         num_blocks = group.tables.shape[1]
         b, hkv, d = q.shape[0], k_cache.shape[-2], k_cache.shape[-1]
-        if num_blocks == 1:
-            k = k_cache[group.tables[:, 0], :max_kv]
-            v = v_cache[group.tables[:, 0], :max_kv]
-        else:
-            k = k_cache[group.tables].reshape(b, num_blocks * block_size, hkv, d)[:, :max_kv]
-            v = v_cache[group.tables].reshape(b, num_blocks * block_size, hkv, d)[:, :max_kv]
+        # index_select over the flattened block ids: ~3x faster on a CPU than advanced indexing (aten::index)
+        ids = group.tables.reshape(-1)
+        k = k_cache.index_select(0, ids).view(b, num_blocks * block_size, hkv, d)[:, :max_kv]
+        v = v_cache.index_select(0, ids).view(b, num_blocks * block_size, hkv, d)[:, :max_kv]
         o = F.scaled_dot_product_attention(q.unsqueeze(2), k.to(q.dtype).transpose(1, 2),
                                            v.to(q.dtype).transpose(1, 2), attn_mask=group.mask, scale=scale,
                                            enable_gqa=True)

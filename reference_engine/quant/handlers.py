@@ -120,16 +120,20 @@ class Int4WeightOnlyHandler(_Handler):
         super().__init__(skip)
         self.group_size = group_size
         self.path = path
+        self.kernel_dtype: torch.dtype | None = None
 
     def _make(self, linear: nn.Linear) -> nn.Module | None:
         if linear.in_features % self.group_size:
             return None
-        return Int4Linear.from_linear(linear, self.group_size, path=self.path)
+        layer = Int4Linear.from_linear(linear, self.group_size, path=self.path)
+        layer.kernel_dtype = self.kernel_dtype
+        return layer
 
 
 def quantize_model(model: nn.Module, scheme: QuantScheme | str, *, group_size: int = 128,
-                   skip: SkipFn | None = None) -> QuantSummary:
-    """Convert ``model`` in place. ``scheme`` is none | fp8 | int4."""
+                   skip: SkipFn | None = None, int4_kernel_dtype: torch.dtype | None = None) -> QuantSummary:
+    """Convert ``model`` in place. ``scheme`` is none | fp8 | int4. ``int4_kernel_dtype``: see int4.py
+    (bf16 makes int4 fast under fp32 compute on a CPU, at bf16 rounding of activations)."""
     try:
         scheme = QuantScheme(scheme)
     except ValueError:
@@ -138,7 +142,9 @@ def quantize_model(model: nn.Module, scheme: QuantScheme | str, *, group_size: i
     if scheme is QuantScheme.FP8:
         return Fp8WeightOnlyHandler(skip).convert(model)
     if scheme is QuantScheme.INT4:
-        return Int4WeightOnlyHandler(group_size, skip).convert(model)
+        handler = Int4WeightOnlyHandler(group_size, skip)
+        handler.kernel_dtype = int4_kernel_dtype
+        return handler.convert(model)
     size = model_weight_bytes(model)
     return QuantSummary(scheme, 0, len(_linears(model)), size, size, {})
 

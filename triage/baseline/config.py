@@ -12,7 +12,7 @@ ROW_KEYS = ("offload", "batching", "kv-layout", "attention", "weights", "kv-fp8"
 class BaselineConfig:
     model: str = "small"
     device: str = "cpu"
-    dtype: str = "bfloat16"
+    dtype: str = "auto"                # auto: the fastest the weights allow, measured (dtype_choice.py)
     seed: int = 0
     num_threads: int | None = None     # CPU: torch intra-op threads; None: fit_num_threads() (threads.py)
     rows: tuple[str, ...] = ROW_KEYS
@@ -25,6 +25,7 @@ class BaselineConfig:
     batching_prompt_tokens: int = 16
     batching_min_tokens: int = 4
     batching_max_tokens: int = 48
+    batching_length_exponent: float = 3.0   # output lengths ramp min→max as (i/(n-1))**exponent: long-tailed
     # contiguous -> paged
     kv_max_model_len: int = 1024
     kv_budget_tokens: int = 4096
@@ -35,6 +36,8 @@ class BaselineConfig:
     # naive -> flash attention
     attention_context_tokens: int = 4096
     attention_backends: tuple[str, ...] = ("naive", "tiled", "sdpa")
+    attention_num_layers: int | None = None   # run the prompt through the first N layers only (None: all)
+    attention_repeats: int = 1                # runs per backend, alternating; the best counts
     # bf16 -> fp8 -> int4
     quant_group_size: int = 128
     quant_decode_tokens: int = 16
@@ -55,7 +58,7 @@ class BaselineConfig:
     roofline_batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
     roofline_prompt_tokens: int = 64
     roofline_decode_steps: int = 16
-    roofline_dtypes: tuple[str, ...] = ("bfloat16", "float32")
+    roofline_dtypes: tuple[str, ...] = ("auto", "bfloat16", "float32")   # "auto": the chosen dtype; repeats dropped
 
     def replace(self, **changes) -> BaselineConfig:
         return replace(self, **changes)
@@ -71,15 +74,16 @@ class BaselineConfig:
 
 _QUICK = dict(
     bandwidth_buffer_bytes=512 << 20, matmul_n=512,
-    batching_num_requests=8, batching_max_num_seqs=4, batching_min_tokens=2, batching_max_tokens=24,
-    kv_max_model_len=512, kv_budget_tokens=1024, kv_num_requests=16, kv_prompt_tokens=32, kv_output_tokens=2,
+    batching_num_requests=40, batching_max_num_seqs=8, batching_prompt_tokens=4, batching_min_tokens=1,
+    batching_max_tokens=16, batching_length_exponent=5.0,
+    kv_max_model_len=512, kv_budget_tokens=1024, kv_num_requests=16, kv_prompt_tokens=16, kv_output_tokens=2,
     kv_max_num_seqs=64,
-    attention_context_tokens=1024, attention_backends=("naive", "sdpa"),
-    quant_decode_tokens=6, quant_fp8_decode_tokens=1, quality_num_prompts=1, quality_prompt_tokens=64,
-    prefix_tokens=384, prefix_num_requests=3,
-    chunk_num_decoding=3, chunk_decode_tokens=10, chunk_long_prompt_tokens=384, chunk_num_long=1,
+    attention_context_tokens=4096, attention_backends=("naive", "sdpa"), attention_num_layers=1, attention_repeats=2,
+    quant_decode_tokens=4, quant_fp8_decode_tokens=1, quality_num_prompts=1, quality_prompt_tokens=32,
+    prefix_tokens=192, prefix_num_requests=3,
+    chunk_num_decoding=3, chunk_decode_tokens=10, chunk_long_prompt_tokens=256, chunk_num_long=1,
     chunk_budget_tokens=128,
-    roofline_batch_sizes=(1, 4, 16), roofline_decode_steps=8, roofline_dtypes=("bfloat16",),
+    roofline_batch_sizes=(1,), roofline_prompt_tokens=32, roofline_decode_steps=8, roofline_dtypes=("auto",),
 )
 
 

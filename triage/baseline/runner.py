@@ -15,6 +15,8 @@ from triage.baseline.results import AblationRow, failed
 from triage.baseline.section import build_section
 from triage.core.errors import EngineError, UsageError
 from triage.reference_engine.config import load_model_config
+from triage.reference_engine.dtype_choice import choose_dtype
+from triage.reference_engine.loader import reuse_dummy_weights
 from triage.reference_engine.microbench import run_microbench
 from triage.reference_engine.threads import fit_num_threads
 
@@ -49,8 +51,8 @@ def validate(cfg: BaselineConfig) -> None:
         raise UsageError(f"--device {cfg.device!r}: use cpu or cuda")
     if cfg.num_threads is not None and cfg.num_threads < 1:
         raise UsageError(f"--threads {cfg.num_threads}: use a positive number of threads")
-    if cfg.dtype not in ("bfloat16", "float16", "float32"):
-        raise UsageError(f"--dtype {cfg.dtype!r}: use bfloat16, float16 or float32")
+    if cfg.dtype not in ("auto", "bfloat16", "float16", "float32"):
+        raise UsageError(f"--dtype {cfg.dtype!r}: use auto, bfloat16, float16 or float32")
 
 
 def num_steps(cfg: BaselineConfig) -> int:
@@ -75,9 +77,19 @@ def run_baseline(cfg: BaselineConfig, on_step: Callable[[str], None] | None = No
         why = f"{cfg.num_threads}, as asked (--threads)"
     torch.set_num_threads(cfg.num_threads)
     try:
-        section = _run(cfg, model_config, on_step, on_row_done)
+        # Chosen once (a timed matmul per allowed dtype), then every row's engine is given the result.
+        choice = choose_dtype(cfg.dtype, model_config.torch_dtype, cfg.device)
+        on_step(f"compute dtype: {choice.name}")
+        with reuse_dummy_weights():            # the rows build a dozen engines of the same model
+            section = _run(dataclasses.replace(cfg, dtype=choice.name), model_config, on_step, on_row_done)
     finally:
         torch.set_num_threads(threads_before)
+    section["dtype_requested"] = cfg.dtype
+    section["dtype_note"] = choice.note
+    section["dtype_matmul_s"] = choice.timings_s
+    section["notes"].insert(0, f"compute dtype: {choice.note}")
+    if section["tables"]:                      # and where a person reads the table
+        section["tables"][0]["notes"].insert(0, f"compute dtype {choice.note}")
     section["notes"].insert(0, f"torch threads: {why}")
     return section
 

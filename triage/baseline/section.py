@@ -98,8 +98,10 @@ def _roofline_table(points: list[dict]) -> dict:
              None if p["roofline_pct"] is None else f"{p['roofline_pct']:.0f}%",
              f"{p['achieved_bytes_per_s'] / GB:.1f} GB/s"] for p in points]
     bws = ", ".join(f"{p['bandwidth_bytes_per_s'] / GB:.1f}" for p in points)
-    notes = [f"bound = B·BW / (W + B·ctx·kv_bytes), BW measured by a large copy just before each point ({bws} "
-             "GB/s); W excludes an untied embedding table (decode gathers rows, it does not stream it)"]
+    notes = [f"bound = B·BW / (W + B·ctx·kv_bytes): W and kv_bytes are the bytes read per step at the dtype "
+             f"the row ran in; BW is the read bandwidth (best of 3 sums over a buffer far past the last-level "
+             f"cache) measured just before each point ({bws} GB/s); W excludes an untied embedding table (decode "
+             "gathers rows, it does not stream it)"]
     if points and points[0]["weight_bytes"] < 512 * 2**20:
         notes.append(f"the weights ({points[0]['weight_bytes'] / 2**20:.0f} MiB) may partly stay in the CPU's "
                      "last-level cache between steps, which can lift decode above the DRAM roofline")

@@ -23,10 +23,11 @@ from triage.baseline.workloads import (
 def batching(ctx: Context) -> AblationRow:
     cfg, vocab = ctx.cfg, ctx.model_config.vocab_size
     n = cfg.batching_num_requests
-    # Long-tailed output lengths, as chat traffic has: most short, a few long (a cubic ramp from min to
-    # max), in a seeded random order. A static batch runs as long as its longest member.
+    # Long-tailed output lengths, as chat traffic has: most short, a few long (a ramp from min to max,
+    # cubic by default), in a seeded random order. A static batch runs as long as its longest member.
     span = cfg.batching_max_tokens - cfg.batching_min_tokens
-    lens = [cfg.batching_min_tokens + round(span * (i / max(1, n - 1)) ** 3) for i in range(n)]
+    lens = [cfg.batching_min_tokens + round(span * (i / max(1, n - 1)) ** cfg.batching_length_exponent)
+            for i in range(n)]
     random.Random(cfg.seed).shuffle(lens)
     max_len = cfg.batching_prompt_tokens + cfg.batching_max_tokens + 8
     out: dict[str, dict[str, float | None]] = {}

@@ -19,8 +19,8 @@ def baseline(
     model: str = typer.Option("small", "--model", "-m", envvar="TRIAGE_BASELINE_MODEL",
                               help="A reference-engine preset (tiny, small) or a local HF model directory."),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
-    dtype: str = typer.Option("bfloat16", "--dtype", help="Compute dtype of the 'before' model: bfloat16, "
-                              "float16 or float32."),
+    dtype: str = typer.Option("auto", "--dtype", help="Compute dtype: auto (time a matmul per dtype the "
+                              "weights allow and take the fastest), bfloat16, float16 or float32."),
     threads: int = typer.Option(None, "--threads", envvar="TRIAGE_BASELINE_THREADS",
                                 help="CPU threads for torch. Default: what fits the host (one core left free, "
                                 "none beyond the idle cores), since a thread per core stalls on a busy host; "
