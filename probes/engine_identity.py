@@ -167,6 +167,7 @@ def probe_engine_identity(url: str | None, cmdline_engine: str | None = None, ar
         slots = read_slots(url, get)
         if slots is not None:
             data["llamacpp"] = {"total_slots": slots.total_slots, "busy_slots": slots.busy_slots,
-                                "ctx_per_slot_tokens": slots.ctx_per_slot_tokens, "build_info": slots.build_info}
+                                "ctx_per_slot_tokens": slots.ctx_per_slot_tokens, "build_info": slots.build_info,
+                                "model_path": slots.model_path}
     reason = None if who.engine else "no command line, header, endpoint or metric name identified the engine"
     return ProbeResult("engine_identity", ProbeStatus.OK, time.perf_counter() - start, reason, data)

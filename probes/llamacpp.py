@@ -21,6 +21,7 @@ class LlamaCppSlots:
     ctx_per_slot_tokens: int | None = None
     build_info: str | None = None
     model_alias: str | None = None
+    model_path: str | None = None           # the -m argument, as the server reports it
 
 
 def _int(value: Any, lo: int = 0, hi: int = 10**9) -> int | None:
@@ -34,7 +35,7 @@ def _int(value: Any, lo: int = 0, hi: int = 10**9) -> int | None:
 def parse(props: Any, slots: Any) -> LlamaCppSlots:
     """Total: any JSON shape in, the fields it could read out."""
     total = ctx = None
-    build = alias = None
+    build = alias = path = None
     if isinstance(props, Mapping):
         total = _int(props.get("total_slots"), 1, 65536)
         settings = props.get("default_generation_settings")
@@ -42,12 +43,13 @@ def parse(props: Any, slots: Any) -> LlamaCppSlots:
             ctx = _int(settings.get("n_ctx"), 1)
         build = str(props["build_info"])[:80] if isinstance(props.get("build_info"), str) else None
         alias = str(props["model_alias"])[:200] if isinstance(props.get("model_alias"), str) else None
+        path = str(props["model_path"])[:500] if isinstance(props.get("model_path"), str) else None
     busy = None
     if isinstance(slots, list) and slots and all(isinstance(s, Mapping) for s in slots):
         busy = sum(1 for s in slots if s.get("is_processing") is True)
         total = total or len(slots)
         ctx = ctx or _int(slots[0].get("n_ctx"), 1)
-    return LlamaCppSlots(total, busy, ctx, build, alias)
+    return LlamaCppSlots(total, busy, ctx, build, alias, path)
 
 
 def read_slots(url: str, get: HttpGet = http_get, timeout_s: float = DEFAULT_TIMEOUT_S) -> LlamaCppSlots | None:

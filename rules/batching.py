@@ -64,17 +64,18 @@ def _fix(engine: str | None, ctx: Context, target_slots: int) -> Fix:
     if engine == "llama.cpp":
         ident = ctx.snapshot.data("engine_identity") or {}
         per_slot = (ident.get("llamacpp") or {}).get("ctx_per_slot_tokens")
+        path = (ident.get("llamacpp") or {}).get("model_path") or model
         ctx_arg = f" -c {per_slot * target_slots}" if per_slot else ""
         return Fix(f"Give llama-server {target_slots} slots with --parallel (-np); -c is split over the slots, so "
                    "raise -c with it to keep each request's context" + (f" ({per_slot} tokens per slot now)"
-                                                                        if per_slot else "") + f". [{knob.source}]",
-                   (f"llama-server -m {model} --parallel {target_slots}{ctx_arg}",))
+                                                                        if per_slot else "") + f" (source: {knob.source}).",
+                   (f"llama-server -m {path} --parallel {target_slots}{ctx_arg}",))
     if engine == "ollama":
         return Fix(f"Let Ollama run requests in parallel per model with OLLAMA_NUM_PARALLEL (default: {knob.default}). "
-                   f"[{knob.source}]", (f"OLLAMA_NUM_PARALLEL={target_slots} ollama serve",))
+                   f"(source: {knob.source})", (f"OLLAMA_NUM_PARALLEL={target_slots} ollama serve",))
     if engine == "transformers":
         return Fix("Start `transformers serve` with continuous batching (paged attention; tune with --cb-* flags), "
-                   f"or serve with vLLM or SGLang for production traffic. [{knob.source}]",
+                   f"or serve with vLLM or SGLang for production traffic (source: {knob.source}).",
                    (f"transformers serve {model} --continuous-batching", f"vllm serve {model}"))
     if engine in BATCHING_ENGINES:
         return Fix(f"{engine} batches by itself, so something caps it at one request: check the batch cap "

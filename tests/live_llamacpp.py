@@ -37,7 +37,7 @@ def write_tiny_gguf(path: Path, n_vocab: int = 512, n_embd: int = 64, n_layer: i
     words = n_vocab - 259
     w.add_tokenizer_model("llama")
     w.add_tokenizer_pre("default")
-    w.add_token_list([b"<unk>", b"<s>", b"</s>"] + [bytes([b]) for b in range(256)]
+    w.add_token_list([b"<unk>", b"<s>", b"</s>"] + [f"<0x{b:02X}>".encode() for b in range(256)]
                      + [f"\u2581w{i}".encode() for i in range(words)])
     w.add_token_scores([0.0] * 3 + [-1000.0] * 256 + [-float(i) for i in range(words)])
     w.add_token_types([2, 3, 3] + [6] * 256 + [1] * words)
