@@ -90,24 +90,47 @@ class EngineMetrics:
 # Parsing
 
 
-def _families(text: str) -> tuple[list[PromSample], dict[str, str]]:
+# A sample value outside this range, NaN or infinite is "not measured": no engine counter comes near
+# 1e15 (a quadrillion tokens), and a float beyond it has lost the integer precision a delta needs.
+MAX_ABS_VALUE = 1e15
+
+
+def _value(raw: object) -> float | None:
+    try:
+        value = float(raw)   # type: ignore[arg-type]
+    except (OverflowError, ValueError, TypeError):
+        return None
+    return value if math.isfinite(value) and abs(value) <= MAX_ABS_VALUE else None
+
+
+def _families(text: str) -> tuple[list[PromSample], dict[str, str], int]:
+    """(samples, declared types, samples dropped for an unusable value)."""
     samples: list[PromSample] = []
     types: dict[str, str] = {}
+    dropped = 0
     for family in text_string_to_metric_families(text):
         types[family.name] = family.type
         for s in family.samples:
             if s.name.endswith("_created"):
                 continue
-            samples.append(PromSample(s.name, dict(s.labels), float(s.value)))
-    return samples, types
+            value = _value(s.value)
+            if value is None:
+                dropped += 1
+                continue
+            samples.append(PromSample(s.name, dict(s.labels), value))
+    return samples, types, dropped
+
+
+_PARSE_ERRORS = (ValueError, TypeError, IndexError, KeyError, OverflowError, RecursionError)
 
 
 def parse_metrics(text: str) -> MetricsSample:
-    """Parse Prometheus text exposition. A malformed line is skipped and counted, never fatal."""
+    """Parse Prometheus text exposition. A malformed line, or a sample whose value is NaN, infinite or
+    absurd, is skipped and counted in `num_bad_lines`, never fatal."""
     try:
-        samples, types = _families(text)
-        return MetricsSample(tuple(samples), types, 0)
-    except (ValueError, TypeError, IndexError, KeyError):
+        samples, types, dropped = _families(text)
+        return MetricsSample(tuple(samples), types, dropped)
+    except _PARSE_ERRORS:
         pass
     # Slow path: the text has bad lines. Keep every line that parses on its own.
     samples, types, bad = [], {}, 0
@@ -121,9 +144,10 @@ def parse_metrics(text: str) -> MetricsSample:
                 types[parts[2]] = parts[3].strip()
             continue
         try:
-            more, _ = _families(stripped + "\n")
+            more, _, dropped = _families(stripped + "\n")
             samples.extend(more)
-        except (ValueError, TypeError, IndexError, KeyError):
+            bad += dropped
+        except _PARSE_ERRORS:
             bad += 1
     return MetricsSample(tuple(samples), types, bad)
 
