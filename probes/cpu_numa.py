@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psutil
 
+from triage.core.probe_data import CpuData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.host import cpu_model
 from triage.probes.sysfs import numa_nodes, read_text
@@ -125,4 +126,4 @@ def probe_cpu(window_s: float = 2.0, proc_root: str = "/proc", sys_root: str = "
     data["unsupported_fields"] = unsupported
     status = ProbeStatus.OK if util is not None or data["model"] else ProbeStatus.UNSUPPORTED
     reason = None if status is ProbeStatus.OK else f"no readable {proc_root}/stat or cpuinfo (not Linux?)"
-    return ProbeResult("cpu", status, time.perf_counter() - start, reason, data)
+    return ProbeResult("cpu", status, time.perf_counter() - start, reason, CpuData.of(data))

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from triage.core.redact import redact_text
+from triage.core.probe_data import KernelLogData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.core.xid import XID_MEANINGS
 
@@ -96,7 +97,7 @@ def probe_kernel_log(path: str | None = None, kmsg_path: str = "/dev/kmsg",
     start = time.perf_counter()
 
     def done(status: ProbeStatus, reason: str | None, data: dict | None = None) -> ProbeResult:
-        return ProbeResult("kernel_log", status, time.perf_counter() - start, reason, data or {})
+        return ProbeResult("kernel_log", status, time.perf_counter() - start, reason, KernelLogData.of(data))
 
     reasons = []
     lines: list[str] | None = None

@@ -10,6 +10,7 @@ import re
 import time
 
 from triage.core.redact import redact_text
+from triage.core.probe_data import LogsData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 
 MAX_TAIL_BYTES = 64 * 2**20
@@ -77,7 +78,7 @@ def probe_logs(path: str | None, max_bytes: int = MAX_TAIL_BYTES) -> ProbeResult
     start = time.perf_counter()
 
     def done(status: ProbeStatus, reason: str | None, data: dict | None = None) -> ProbeResult:
-        return ProbeResult("logs", status, time.perf_counter() - start, reason, data or {})
+        return ProbeResult("logs", status, time.perf_counter() - start, reason, LogsData.of(data))
 
     if not path:
         return done(ProbeStatus.UNSUPPORTED, "no server log given (pass --log FILE to scan one)")

@@ -11,6 +11,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+from triage.core.probe_data import MemoryData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.sysfs import read_text
 
@@ -98,4 +99,4 @@ def probe_memory(window_s: float = 2.0, proc_root: str = "/proc", bandwidth_budg
         "copy_bandwidth_gbps": gbps,
         "unsupported_fields": unsupported,
     }
-    return ProbeResult("memory", ProbeStatus.OK, time.perf_counter() - start, None, data)
+    return ProbeResult("memory", ProbeStatus.OK, time.perf_counter() - start, None, MemoryData.of(data))

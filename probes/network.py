@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
+from triage.core.probe_data import NetworkData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.discovery import is_local_host
 from triage.probes.http import base_url
@@ -41,7 +42,7 @@ def probe_network(url: str | None, num_samples: int = 5, timeout_s: float = 2.0,
     start = time.perf_counter()
 
     def done(status: ProbeStatus, reason: str | None, data: dict | None = None) -> ProbeResult:
-        return ProbeResult("network", status, time.perf_counter() - start, reason, data or {})
+        return ProbeResult("network", status, time.perf_counter() - start, reason, NetworkData.of(data))
 
     if not url:
         return done(ProbeStatus.UNSUPPORTED, "no endpoint: pass --url, or run a server on this host")

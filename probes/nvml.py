@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from triage.core.probe_data import GpuData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.sysfs import numa_nodes_of_cpus
 
@@ -417,7 +418,7 @@ def probe_gpu(nvml: Any = None, window_s: float = 2.0, sys_root: str = "/sys",
     start = time.perf_counter()
 
     def done(status: ProbeStatus, reason: str | None, data: dict | None = None) -> ProbeResult:
-        return ProbeResult("gpu", status, time.perf_counter() - start, reason, data or {})
+        return ProbeResult("gpu", status, time.perf_counter() - start, reason, GpuData.of(data))
 
     if nvml is None:
         try:

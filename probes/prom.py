@@ -20,6 +20,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from triage.core.probe_data import HistogramWindow, ServerMetricsData
+
 HISTOGRAM_KEYS = ("ttft_s", "itl_s", "e2e_s", "queue_time_s", "prefill_time_s", "decode_time_s")
 
 # Labels that say *where* a value came from, not *what* it is: dropped from cache_config.
@@ -384,18 +386,18 @@ def histogram_delta(before: Histogram | None, after: Histogram | None) -> Histog
     return Histogram(buckets=buckets, count=count, sum=after.sum - before.sum)
 
 
-def _histogram_summary(h: Histogram | None) -> dict[str, float | None] | None:
+def _histogram_summary(h: Histogram | None) -> HistogramWindow | None:
     if h is None:
         return None
     has_buckets = bool(h.buckets)
-    return {
-        "count_delta": h.count,
-        "sum_delta_s": h.sum,
-        "mean_s": h.sum / h.count if h.count > 0 else None,
-        "p50_s": histogram_quantile(h.buckets, 0.50) if has_buckets else None,
-        "p90_s": histogram_quantile(h.buckets, 0.90) if has_buckets else None,
-        "p99_s": histogram_quantile(h.buckets, 0.99) if has_buckets else None,
-    }
+    return HistogramWindow(
+        count_delta=h.count,
+        sum_delta_s=h.sum,
+        mean_s=h.sum / h.count if h.count > 0 else None,
+        p50_s=histogram_quantile(h.buckets, 0.50) if has_buckets else None,
+        p90_s=histogram_quantile(h.buckets, 0.90) if has_buckets else None,
+        p99_s=histogram_quantile(h.buckets, 0.99) if has_buckets else None,
+    )
 
 
 def _rate(delta: float | None, window_s: float) -> float | None:
@@ -410,7 +412,8 @@ def _max_of(values: Iterable[float | None]) -> float | None:
 
 
 def window_delta(before: EngineMetrics, after: EngineMetrics, window_s: float,
-                 seen: Sequence[EngineMetrics] = ()) -> dict[str, Any]:
+                 seen: Sequence[EngineMetrics] = (), url: str | None = None, num_bad_lines: int | None = None,
+                 num_missed_scrapes: int | None = None) -> ServerMetricsData:
     """The `server_metrics` data of docs/SNAPSHOT.md: gauges at the end (and their max over `seen`,
     the scrapes in between), counter deltas and rates, histogram deltas with interpolated quantiles."""
     all_scrapes = [before, *seen, after]
@@ -449,35 +452,38 @@ def window_delta(before: EngineMetrics, after: EngineMetrics, window_s: float,
         if summary is not None:
             histograms[key] = summary
 
-    return {
-        "engine": after.engine,
-        "model_name": after.model_name,
-        "window_s": window_s,
-        "num_scrapes": len(all_scrapes),
-        "kv_cache_usage_frac": after.kv_cache_usage_frac,
-        "kv_cache_usage_frac_max": _max_of(m.kv_cache_usage_frac for m in all_scrapes),
-        "num_requests_running": after.num_requests_running,
-        "num_requests_running_max": _max_of(m.num_requests_running for m in all_scrapes),
-        "num_requests_waiting": after.num_requests_waiting,
-        "num_requests_waiting_max": _max_of(m.num_requests_waiting for m in all_scrapes),
-        "num_requests_swapped": after.num_requests_swapped,
-        "num_preemptions_delta": preemptions,
-        "preemptions_per_s": _rate(preemptions, window_s),
-        "prefix_cache_queries_delta": queries,
-        "prefix_cache_hits_delta": hits,
-        "prefix_cache_hit_rate": hit_rate,
-        "prefix_cache_hit_rate_source": hit_rate_source,
-        "prompt_tokens_delta": prompt,
-        "generation_tokens_delta": generation,
-        "prompt_tokens_per_s": _rate(prompt, window_s),
-        "generation_tokens_per_s": _rate(generation, window_s),
-        "num_requests_finished_delta": finished,
-        "histograms": histograms,
-        "cache_config": dict(after.cache_config),
-        "kv_cache_capacity_tokens": after.kv_cache_capacity_tokens,
-        "spec_decode_accepted_tokens_delta": accepted,
-        "spec_decode_draft_tokens_delta": drafted,
-        "spec_decode_acceptance_rate": acceptance,
-        "spec_decode_mean_accept_length": after.spec_decode_mean_accept_length,
-        "counter_resets": resets,
-    }
+    return ServerMetricsData(
+        engine=after.engine,
+        model_name=after.model_name,
+        window_s=window_s,
+        num_scrapes=len(all_scrapes),
+        kv_cache_usage_frac=after.kv_cache_usage_frac,
+        kv_cache_usage_frac_max=_max_of(m.kv_cache_usage_frac for m in all_scrapes),
+        num_requests_running=after.num_requests_running,
+        num_requests_running_max=_max_of(m.num_requests_running for m in all_scrapes),
+        num_requests_waiting=after.num_requests_waiting,
+        num_requests_waiting_max=_max_of(m.num_requests_waiting for m in all_scrapes),
+        num_requests_swapped=after.num_requests_swapped,
+        num_preemptions_delta=preemptions,
+        preemptions_per_s=_rate(preemptions, window_s),
+        prefix_cache_queries_delta=queries,
+        prefix_cache_hits_delta=hits,
+        prefix_cache_hit_rate=hit_rate,
+        prefix_cache_hit_rate_source=hit_rate_source,
+        prompt_tokens_delta=prompt,
+        generation_tokens_delta=generation,
+        prompt_tokens_per_s=_rate(prompt, window_s),
+        generation_tokens_per_s=_rate(generation, window_s),
+        num_requests_finished_delta=finished,
+        histograms=histograms,
+        cache_config=dict(after.cache_config),
+        kv_cache_capacity_tokens=after.kv_cache_capacity_tokens,
+        spec_decode_accepted_tokens_delta=accepted,
+        spec_decode_draft_tokens_delta=drafted,
+        spec_decode_acceptance_rate=acceptance,
+        spec_decode_mean_accept_length=after.spec_decode_mean_accept_length,
+        counter_resets=tuple(resets),
+        url=url,
+        num_bad_lines=num_bad_lines,
+        num_missed_scrapes=num_missed_scrapes,
+    )

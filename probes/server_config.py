@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from triage.core.redact import redact_argv
+from triage.core.probe_data import ServerConfigData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.http import HttpFailure, HttpGet, base_url, http_get
 from triage.probes.prom import normalise, parse_metrics
@@ -232,5 +233,5 @@ def probe_server_config(url: str | None, cmdline: Sequence[str] | None = None, e
         reason = "no server command line and no answer from the server's endpoints"
         if notes:
             reason += f" ({notes[0]})"
-        return ProbeResult("server_config", ProbeStatus.UNSUPPORTED, duration, reason, data)
-    return ProbeResult("server_config", ProbeStatus.OK, duration, None, data)
+        return ProbeResult("server_config", ProbeStatus.UNSUPPORTED, duration, reason, ServerConfigData.of(data))
+    return ProbeResult("server_config", ProbeStatus.OK, duration, None, ServerConfigData.of(data))

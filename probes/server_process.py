@@ -13,6 +13,7 @@ from typing import Any
 import psutil
 
 from triage.core.redact import redact_argv, redact_env
+from triage.core.probe_data import ServerProcessData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.sysfs import numa_nodes_of_cpus, parse_cpulist
 
@@ -70,7 +71,7 @@ def probe_server_process(pid: int | None, engine: str | None = None, window_s: f
     start = time.perf_counter()
 
     def done(status: ProbeStatus, reason: str | None, data: dict | None = None) -> ProbeResult:
-        return ProbeResult("server_process", status, time.perf_counter() - start, reason, data or {})
+        return ProbeResult("server_process", status, time.perf_counter() - start, reason, ServerProcessData.of(data))
 
     if pid is None:
         return done(ProbeStatus.UNSUPPORTED, "no serving process found on this host (remote URL, or none running)")

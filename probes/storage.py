@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from triage.core.probe_data import StorageData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.sysfs import read_text
 
@@ -153,4 +154,4 @@ def probe_storage(model: str | None = None, env: Mapping[str, str] | None = None
         "serves_hub_model_id": is_hub_id,
         "unsupported_fields": unsupported,
     }
-    return ProbeResult("storage", ProbeStatus.OK, time.perf_counter() - start, None, data)
+    return ProbeResult("storage", ProbeStatus.OK, time.perf_counter() - start, None, StorageData.of(data))
