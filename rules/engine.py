@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from triage.core.probe_data import LogsData, ServerConfigData, ServerMetricsData, ServerProcessData
 from triage.core.report import Certainty, Fix, Severity
 from triage.core.roofline import decode_tokens_per_s_bound
 from triage.core.specs import match_nvml_name
@@ -32,10 +33,10 @@ def _weight_bytes(ctx: Context) -> tuple[float, str]:
 
 def _spec_bandwidth_gbps(gpu: dict) -> float | None:
     """The spec-sheet memory bandwidth (GB/s) of an NVML GPU entry, from the one spec table."""
-    name = gpu.get("name")
+    name = gpu.name
     if not isinstance(name, str) or not name:
         return None
-    total = gpu.get("memory_total_bytes")
+    total = gpu.memory_total_bytes
     spec = match_nvml_name(name, total if isinstance(total, int) else None)
     return None if spec is None else spec.hbm_bandwidth_bytes_per_s / 1e9
 
@@ -52,11 +53,11 @@ def _spec_bandwidth_gbps(gpu: dict) -> float | None:
     references=("seed 000 §3 (FP16 when lower precision works)", "seed 004 §8 (FP8 on Hopper: near-lossless)"),
 ))
 def quant001(ctx: Context) -> Hit | None:
-    data = ctx.probe("server_config")
-    quant = data.get("quantization")
+    data = ctx.need(ServerConfigData)
+    quant = data.quantization
     if quant is not None and str(quant).lower() not in _NO_QUANT:
         return None
-    dtype = ctx.cfg("dtype")
+    dtype = ctx.measured(ctx.need(ServerConfigData).dtype, "server_config.dtype")
     if str(dtype).lower() not in _SIXTEEN_BIT:
         return None
     cc = ctx.compute_capability()
@@ -92,7 +93,7 @@ def quant001(ctx: Context) -> Hit | None:
     references=("seed 000 §1 (the model doesn't fit in VRAM)", "seed 001 (the model fitting is only step one)"),
 ))
 def quant002(ctx: Context) -> Hit | None:
-    max_len = ctx.cfg("max_model_len")
+    max_len = ctx.measured(ctx.need(ServerConfigData).max_model_len, "server_config.max_model_len")
     capacity, where = ctx.kv_capacity_tokens()
     if capacity >= max_len:
         return None
@@ -104,7 +105,7 @@ def quant002(ctx: Context) -> Hit | None:
         message=f"After the weights, the KV cache holds {capacity:.0f} tokens, less than max_model_len={max_len}: "
                 "one maximum-length request cannot fit.",
         evidence={"server_config.max_model_len": max_len, where: capacity,
-                  "server_config.tensor_parallel_size": ctx.opt("server_config", "tensor_parallel_size")},
+                  "server_config.tensor_parallel_size": ctx.seen(ServerConfigData).tensor_parallel_size},
         certainty=Certainty.CONFIRMED, impact=1.0,
         fix=Fix(f"Quantize the weights, add tensor parallelism, or cap the context at {fit_len} tokens; `triage "
                 "plan` computes the fit." + note, cmds + ("triage plan",)),
@@ -125,13 +126,13 @@ def eng001(ctx: Context) -> Hit | None:
     engine = ctx.identified_engine()
     if engine.name not in NON_BATCHING_ENGINES:
         return None
-    evidence: dict[str, Any] = {"server_process.engine": ctx.opt("server_process", "engine") or engine.name}
+    evidence: dict[str, Any] = {"server_process.engine": ctx.seen(ServerProcessData).engine or engine.name}
     loaded = []
     if ctx.bench is not None:
         loaded = [lv for lv in ctx.bench.levels if (lv.concurrency or 0) >= 2 or (lv.request_rate or 0) > 0]
         for lv in loaded:
             evidence[f"{level_label(lv)}.output_tokens_per_s"] = lv.output_tokens_per_s
-    model = ctx.opt("server_config", "model") or "<hf-model-id-or-path>"
+    model = ctx.seen(ServerConfigData).model or "<hf-model-id-or-path>"
     return Hit(
         title=f"A non-batching engine ({engine.name}) serves this endpoint",
         message=(f"The endpoint is {engine.name}, which does not batch concurrent requests"
@@ -166,12 +167,12 @@ def eng002(ctx: Context) -> Hit | None:
     tpot = c1[0].tpot_ms.p50
     measured = 1000.0 / tpot
     gpus = ctx.serving_gpus() if ctx.has("gpu") else []
-    names = [g.get("name") for g in gpus]
+    names = [g.name for g in gpus]
     bws = [_spec_bandwidth_gbps(g) for g in gpus]
     if not bws or any(b is None for b in bws):
         raise MissingInput("the GPU's memory bandwidth is unknown (GPU not identified, or not in "
                            "triage/core/specs.py)")
-    tp = ctx.opt("server_config", "tensor_parallel_size") or 1
+    tp = ctx.seen(ServerConfigData).tensor_parallel_size or 1
     bw = min(bws) * tp
     roofline = decode_tokens_per_s_bound(batch_size=1, bandwidth_bytes_per_s=bw * 1e9, weight_bytes=weight,
                                          context_tokens=0.0, kv_bytes_per_token=0.0)
@@ -204,8 +205,8 @@ def eng002(ctx: Context) -> Hit | None:
     references=("seed 002 step 5 (speculative decoding: acceptance 75-85%; worse at high temperature)",),
 ), thresholds=("ENG003.min_acceptance_frac",))
 def eng003(ctx: Context) -> Hit | None:
-    rate = ctx.opt("server_metrics", "spec_decode_acceptance_rate")
-    spec = ctx.opt("server_config", "speculative_config")
+    rate = ctx.seen(ServerMetricsData).spec_decode_acceptance_rate
+    spec = ctx.seen(ServerConfigData).speculative_config
     if rate is None:
         if ctx.has("server_config") and spec is None:
             raise MissingInput("speculative decoding is not configured")
@@ -244,19 +245,19 @@ def eng003(ctx: Context) -> Hit | None:
     references=("seed 004 §9 (TP=2 is faster than TP=4)", "seed 004 §11 (right-size GPU count: smallest TP that fits)"),
 ), thresholds=("ENG004.kv_headroom_ratio", "ENG004.overhead_bytes_per_gpu"))
 def eng004(ctx: Context) -> Hit | None:
-    tp = ctx.cfg("tensor_parallel_size")
+    tp = ctx.measured(ctx.need(ServerConfigData).tensor_parallel_size, "server_config.tensor_parallel_size")
     if tp <= 1:
         return None
     weight, weight_src = _weight_bytes(ctx)
-    util = ctx.cfg("gpu_memory_utilization")
-    max_len = ctx.cfg("max_model_len")
-    totals = [g.get("memory_total_bytes") for g in ctx.serving_gpus() if g.get("memory_total_bytes")]
+    util = ctx.measured(ctx.need(ServerConfigData).gpu_memory_utilization, "server_config.gpu_memory_utilization")
+    max_len = ctx.measured(ctx.need(ServerConfigData).max_model_len, "server_config.max_model_len")
+    totals = [g.memory_total_bytes for g in ctx.serving_gpus() if g.memory_total_bytes]
     if not totals:
         raise MissingInput("gpu.memory_total_bytes was not measured")
     capacity, _ = ctx.kv_capacity_tokens()
     peaks = []
-    if ctx.opt("server_metrics", "kv_cache_usage_frac_max") is not None:
-        peaks.append(ctx.opt("server_metrics", "kv_cache_usage_frac_max"))
+    if ctx.seen(ServerMetricsData).kv_cache_usage_frac_max is not None:
+        peaks.append(ctx.seen(ServerMetricsData).kv_cache_usage_frac_max)
     if ctx.bench is not None:
         peaks += [s["kv_cache_usage_frac_max"] for _, s in ctx.level_server() if s.get("kv_cache_usage_frac_max") is not None]
     if not peaks:
@@ -375,7 +376,7 @@ def eng006(ctx: Context) -> Hit | None:
     growing = [(lv, n) for lv, n in preempt if n > 0]
     if not growing:
         return None
-    uptime = ctx.opt("server_process", "uptime_s")
+    uptime = ctx.seen(ServerProcessData).uptime_s
     if uptime is not None and uptime < ctx.th("ENG006.long_uptime_s"):
         return None
     lv, before, drop = worst
@@ -409,7 +410,7 @@ def eng006(ctx: Context) -> Hit | None:
                 "NCCL troubleshooting (NCCL_DEBUG=INFO)", "seed 002 step 6 (interconnect)"),
 ))
 def eng007(ctx: Context) -> Hit | None:
-    nccl, stalls = ctx.opt("logs", "num_nccl_errors"), ctx.opt("logs", "num_shm_broadcast_stalls")
+    nccl, stalls = ctx.seen(LogsData).num_nccl_errors, ctx.seen(LogsData).num_shm_broadcast_stalls
     if nccl is None and stalls is None:
         raise MissingInput("logs.num_nccl_errors and logs.num_shm_broadcast_stalls were not measured")
     if not (nccl or 0) and not (stalls or 0):
@@ -420,7 +421,7 @@ def eng007(ctx: Context) -> Hit | None:
             part for part in (f"{nccl} NCCL error line(s)" if nccl is not None else "",
                               f"{stalls} shared-memory broadcast stall warning(s)" if stalls is not None else "")
             if part) + ": workers wait for each other.",
-        evidence={"logs.num_nccl_errors": nccl, "logs.num_shm_broadcast_stalls": stalls, "logs.path": ctx.opt("logs", "path")},
+        evidence={"logs.num_nccl_errors": nccl, "logs.num_shm_broadcast_stalls": stalls, "logs.path": ctx.seen(LogsData).path},
         severity=Severity.HIGH if nccl else Severity.MEDIUM, certainty=Certainty.CONFIRMED, impact=0.6,
         fix=Fix("Check the GPU links and health, give the worker processes CPU headroom, and rerun with NCCL_DEBUG=INFO "
                 "to see which collective fails.", ("export NCCL_DEBUG=INFO",)),

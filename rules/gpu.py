@@ -3,6 +3,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from triage.core.probe_data import (
+    GpuData,
+    KernelLogData,
+    ServerConfigData,
+    ServerMetricsData,
+    ServerProcessData,
+)
 from triage.core.report import Certainty, Fix, Severity
 from triage.core.xid import XID_MEANINGS
 from triage.rules.base import Hit, MissingInput, RuleDoc
@@ -13,7 +20,7 @@ from triage.rules.registry import rule
 
 
 def _gid(g: dict[str, Any]) -> str:
-    return f"gpu.gpus[{g.get('index')}]"
+    return f"gpu.gpus[{g.index}]"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -33,7 +40,7 @@ def gpu001(ctx: Context) -> Hit | None:
     full = []
     measured = False
     for g in ctx.serving_gpus():
-        used, total = g.get("memory_used_bytes"), g.get("memory_total_bytes")
+        used, total = g.memory_used_bytes, g.memory_total_bytes
         if used is None or not total:
             continue
         measured = True
@@ -43,10 +50,10 @@ def gpu001(ctx: Context) -> Hit | None:
         raise MissingInput("gpu memory_used_bytes/memory_total_bytes were not measured")
     if not full:
         return None
-    proc = ctx.probe("server_process")
+    proc = ctx.need(ServerProcessData)
     evidence: dict[str, Any] = {f"{_gid(g)}.memory_used_frac": round(f, 3) for g, f in full}
     signals = []
-    cmdline = [str(a) for a in proc.get("cmdline") or []]
+    cmdline = [str(a) for a in proc.cmdline or []]
     for i, arg in enumerate(cmdline):
         value = arg.split("=", 1)[1] if arg.startswith("--cpu-offload-gb=") else (
             cmdline[i + 1] if arg == "--cpu-offload-gb" and i + 1 < len(cmdline) else None)
@@ -57,14 +64,14 @@ def gpu001(ctx: Context) -> Hit | None:
                     signals.append(f"--cpu-offload-gb {value}")
             except ValueError:
                 pass
-    start, end = proc.get("rss_bytes_start"), proc.get("rss_bytes_end")
+    start, end = proc.rss_bytes_start, proc.rss_bytes_end
     if start is not None and end is not None:
         growth = end - start
         if growth >= ctx.th("GPU001.rss_growth_bytes"):
             evidence["server_process.rss_growth_bytes"] = growth
-            signals.append(f"host RSS grew {gib(growth)} in {proc.get('window_s')} s")
-    thread = proc.get("max_thread_cpu_pct")
-    utils = [g.get("utilization_gpu_pct") for g, _ in full if g.get("utilization_gpu_pct") is not None]
+            signals.append(f"host RSS grew {gib(growth)} in {proc.window_s} s")
+    thread = proc.max_thread_cpu_pct
+    utils = [g.utilization_gpu_pct for g, _ in full if g.utilization_gpu_pct is not None]
     if thread is not None and utils and thread >= ctx.th("GPU001.cpu_busy_pct") and \
             max(utils) < ctx.th("GPU001.gpu_starved_util_pct"):
         evidence["server_process.max_thread_cpu_pct"] = thread
@@ -75,7 +82,7 @@ def gpu001(ctx: Context) -> Hit | None:
             raise MissingInput("VRAM is full but server_process has no RSS, thread CPU or command line to tell "
                                "offload from a healthy, preallocated KV pool")
         return None
-    major, minor = ctx.compute_capability() if any(g.get("compute_capability") for g, _ in full) else (0, 0)
+    major, minor = ctx.compute_capability() if any(g.compute_capability for g, _ in full) else (0, 0)
     knob = "quantization_fp8" if (major, minor) >= (9, 0) else "quantization_int4"
     cmds, note = engine_flags({knob: None}, ctx.engine().name)
     certainty = Certainty.CONFIRMED if "server_process.cmdline.cpu_offload_gb" in evidence else Certainty.LIKELY
@@ -113,31 +120,31 @@ def gpu002(ctx: Context) -> Hit | None:
     severity = None
     seen = False
     if ctx.has("gpu"):
-        window = ctx.opt("gpu", "window_s")
+        window = ctx.seen(GpuData).window_s
         for g in ctx.serving_gpus():
-            reasons, util = g.get("clock_event_reasons"), g.get("utilization_gpu_pct")
+            reasons, util = g.clock_event_reasons, g.utilization_gpu_pct
             if reasons is not None and util is not None:
                 seen = True
                 bad = [r for r in reasons if r in _BAD_REASONS]
                 if bad and util >= busy:
                     evidence[f"{_gid(g)}.clock_event_reasons"] = bad
                     evidence[f"{_gid(g)}.utilization_gpu_pct"] = util
-                    if g.get("sm_clock_mhz") is not None:
-                        evidence[f"{_gid(g)}.sm_clock_mhz"] = g["sm_clock_mhz"]
-                        evidence[f"{_gid(g)}.sm_clock_max_mhz"] = g.get("sm_clock_max_mhz")
+                    if g.sm_clock_mhz is not None:
+                        evidence[f"{_gid(g)}.sm_clock_mhz"] = g.sm_clock_mhz
+                        evidence[f"{_gid(g)}.sm_clock_max_mhz"] = g.sm_clock_max_mhz
                     for r in bad:
                         severity = _BAD_REASONS[r] if severity is None or _BAD_REASONS[r].rank < severity.rank else severity
-            fracs, deltas = g.get("throttle_time_frac"), g.get("throttle_time_delta_us")
-            keys = ("thermal", "board_limit", "reliability")
-            if fracs and any(fracs.get(k) is not None for k in keys):
+            fracs, deltas = g.throttle_time_frac, g.throttle_time_delta_us
+            if fracs and any(v is not None for v in (fracs.thermal, fracs.board_limit, fracs.reliability)):
                 seen = True
-                frac = sum(fracs.get(k) or 0 for k in keys)
+                frac = sum(v or 0 for v in (fracs.thermal, fracs.board_limit, fracs.reliability))
                 if frac >= ctx.th("GPU002.throttle_time_frac"):
                     evidence[f"{_gid(g)}.throttle_time_frac.thermal+board_limit+reliability"] = round(frac, 4)
                     severity = severity or Severity.HIGH
-            elif deltas and window and any(deltas.get(k) is not None for k in keys):
+            elif deltas and window and any(v is not None for v in (deltas.thermal, deltas.board_limit,
+                                                                   deltas.reliability)):
                 seen = True
-                throttled_us = sum(deltas.get(k) or 0 for k in keys)
+                throttled_us = sum(v or 0 for v in (deltas.thermal, deltas.board_limit, deltas.reliability))
                 if throttled_us / (window * 1e6) >= ctx.th("GPU002.throttle_time_frac"):
                     evidence[f"{_gid(g)}.throttle_time_delta_us.thermal+board_limit+reliability"] = throttled_us
                     evidence["gpu.window_s"] = window
@@ -193,14 +200,14 @@ def gpu003(ctx: Context) -> Hit | None:
     cmds = []
     measured = False
     for g in ctx.serving_gpus():
-        enforced, default = g.get("power_limit_enforced_w"), g.get("power_limit_default_w")
+        enforced, default = g.power_limit_enforced_w, g.power_limit_default_w
         if enforced is None or not default:
             continue
         measured = True
         if enforced < default * ctx.th("GPU003.power_limit_frac_of_default"):
             evidence[f"{_gid(g)}.power_limit_enforced_w"] = enforced
             evidence[f"{_gid(g)}.power_limit_default_w"] = default
-            cmds.append(f"sudo nvidia-smi -i {g.get('index')} -pl {default:.0f}")
+            cmds.append(f"sudo nvidia-smi -i {g.index} -pl {default:.0f}")
     if not measured:
         raise MissingInput("gpu power_limit_enforced_w/power_limit_default_w were not measured")
     if not evidence:
@@ -235,18 +242,18 @@ def gpu004(ctx: Context) -> Hit | None:
     certainty = Certainty.CONFIRMED
     judged = False
     for g in ctx.serving_gpus():
-        gen, gen_max, width, width_max = (g.get("pcie_link_gen_current"), g.get("pcie_link_gen_max"),
-                                          g.get("pcie_link_width_current"), g.get("pcie_link_width_max"))
-        util = g.get("pcie_read_utilization_gpu_pct")
+        gen, gen_max, width, width_max = (g.pcie_link_gen_current, g.pcie_link_gen_max,
+                                          g.pcie_link_width_current, g.pcie_link_width_max)
+        util = g.pcie_read_utilization_gpu_pct
         util_key = "pcie_read_utilization_gpu_pct"
         if util is None:
-            util, util_key = g.get("utilization_gpu_pct"), "utilization_gpu_pct"
+            util, util_key = g.utilization_gpu_pct, "utilization_gpu_pct"
         if None in (gen, gen_max, width, width_max) or util is None:
             continue
         if util < busy:
             continue  # idle links downshift legitimately: nothing can be judged from this GPU now
         judged = True
-        card_gen = max(gen_max, g.get("pcie_link_gen_gpu_max") or gen_max)
+        card_gen = max(gen_max, g.pcie_link_gen_gpu_max or gen_max)
         if gen < gen_max or width < width_max:
             evidence.update({f"{_gid(g)}.pcie_link_gen_current": gen, f"{_gid(g)}.pcie_link_gen_max": gen_max,
                              f"{_gid(g)}.pcie_link_width_current": width, f"{_gid(g)}.pcie_link_width_max": width_max,
@@ -267,9 +274,9 @@ def gpu004(ctx: Context) -> Hit | None:
     for g in ctx.serving_gpus():
         key = f"{_gid(g)}.pcie_link_gen_current"
         if key in evidence:
-            links.append(f"GPU {g.get('index')}: Gen{g.get('pcie_link_gen_current')} x{g.get('pcie_link_width_current')} "
-                         f"of Gen{max(g.get('pcie_link_gen_max') or 0, g.get('pcie_link_gen_gpu_max') or 0)} "
-                         f"x{g.get('pcie_link_width_max')}")
+            links.append(f"GPU {g.index}: Gen{g.pcie_link_gen_current} x{g.pcie_link_width_current} "
+                         f"of Gen{max(g.pcie_link_gen_max or 0, g.pcie_link_gen_gpu_max or 0)} "
+                         f"x{g.pcie_link_width_max}")
     return Hit(
         title="The PCIe link is degraded under load" if not platform_only else "The slot caps the GPU's PCIe generation",
         message=("The GPU is busy but its PCIe link trained below its maximum generation or width ("
@@ -306,8 +313,9 @@ def gpu005(ctx: Context) -> Hit | None:
 
     for g in ctx.gpus():
         gid = _gid(g)
-        fields = {k: g.get(k) for k in ("ecc_uncorrected_volatile", "retired_pages_sbe", "retired_pages_dbe",
-                                        "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure")}
+        fields = {"ecc_uncorrected_volatile": g.ecc_uncorrected_volatile, "retired_pages_sbe": g.retired_pages_sbe,
+                  "retired_pages_dbe": g.retired_pages_dbe, "retired_pages_pending": g.retired_pages_pending,
+                  "remapped_rows_pending": g.remapped_rows_pending, "remapped_rows_failure": g.remapped_rows_failure}
         if all(v is None for v in fields.values()):
             continue
         measured = True
@@ -332,7 +340,7 @@ def gpu005(ctx: Context) -> Hit | None:
                 bump(Severity.HIGH)
                 hit = True
         if hit:
-            cmds.append(f"sudo nvidia-smi -r -i {g.get('index')}")
+            cmds.append(f"sudo nvidia-smi -r -i {g.index}")
     if not measured:
         raise MissingInput("no ECC, page retirement or row remapping counters (ECC off or unsupported on this GPU)")
     if not evidence:
@@ -373,23 +381,23 @@ def _ago(seconds: float) -> str:
     references=("NVIDIA Xid errors catalogue", "DCGM diagnostics"),
 ))
 def gpu006(ctx: Context) -> Hit | None:
-    events = ctx.value("kernel_log", "xid_events")
+    events = ctx.measured(ctx.need(KernelLogData).xid_events, "kernel_log.xid_events")
     counts: dict[int, int] = {}
-    if ctx.opt("kernel_log", "xid_counts"):   # complete counts; xid_events keeps only the last lines
-        counts = {int(x): int(n) for x, n in ctx.opt("kernel_log", "xid_counts").items() if n}
+    if ctx.seen(KernelLogData).xid_counts:   # complete counts; xid_events keeps only the last lines
+        counts = {int(x): int(n) for x, n in ctx.seen(KernelLogData).xid_counts.items() if n}
     else:
         for e in events:
-            if e.get("xid") is not None:
-                counts[int(e["xid"])] = counts.get(int(e["xid"]), 0) + 1
+            if e.xid is not None:
+                counts[int(e.xid)] = counts.get(int(e.xid), 0) + 1
     if not counts:
         return None
     critical = sorted(x for x in counts if x in _XID_CRITICAL)
-    buses = sorted({e.get("pci_bus_id") for e in events if e.get("pci_bus_id")})
+    buses = sorted({e.pci_bus_id for e in events if e.pci_bus_id})
     evidence: dict[str, Any] = {f"kernel_log.xid_events.xid_{x}_count": n for x, n in sorted(counts.items())}
     if buses:
         evidence["kernel_log.xid_events.pci_bus_ids"] = buses
     names = "; ".join(f"Xid {x}: {XID_MEANINGS.get(x, 'see the Xid catalogue')}" for x in sorted(counts))
-    newest = ctx.opt("kernel_log", "newest_xid_age_s")
+    newest = ctx.seen(KernelLogData).newest_xid_age_s
     when = ""
     if newest is not None:
         evidence["kernel_log.newest_xid_age_s"] = newest
@@ -417,7 +425,7 @@ def gpu006(ctx: Context) -> Hit | None:
     references=("DCGM diagnostic level r1 (persistence mode check)", "NVIDIA driver persistence documentation"),
 ))
 def gpu007(ctx: Context) -> Hit | None:
-    values = [(g, g.get("persistence_mode_enabled")) for g in ctx.gpus()]
+    values = [(g, g.persistence_mode_enabled) for g in ctx.gpus()]
     if all(v is None for _, v in values):
         raise MissingInput("gpu.persistence_mode_enabled was not measured (not supported outside Linux)")
     off = [g for g, v in values if v is False]
@@ -465,12 +473,12 @@ def gpu008(ctx: Context) -> Hit | None:
                 if server.get("num_requests_running_mean") is not None:
                     evidence[f"{p}.server.num_requests_running_mean"] = server["num_requests_running_mean"]
                 running_max = server.get("num_requests_running_max", running_max)
-    metrics = ctx.snapshot.data("server_metrics")
+    metrics = ctx.snapshot.payload(ServerMetricsData)
     if ctx.has("gpu") and metrics is not None:
-        running, waiting = metrics.get("num_requests_running"), metrics.get("num_requests_waiting")
+        running, waiting = metrics.num_requests_running, metrics.num_requests_waiting
         if running is not None:
             in_flight = running + (waiting or 0)
-            utils = [g.get("utilization_gpu_pct") for g in ctx.serving_gpus() if g.get("utilization_gpu_pct") is not None]
+            utils = [g.utilization_gpu_pct for g in ctx.serving_gpus() if g.utilization_gpu_pct is not None]
             if utils and in_flight >= min_load:
                 loaded = True
                 if max(utils) < low:
@@ -484,7 +492,7 @@ def gpu008(ctx: Context) -> Hit | None:
     if not evidence:
         return None
     engine = ctx.engine()
-    cfg_seqs = ctx.opt("server_config", "max_num_seqs")
+    cfg_seqs = ctx.seen(ServerConfigData).max_num_seqs
     knobs = {}
     text = "Check the path from client to GPU: a single-request proxy, a client or tokenizer bottleneck (CPU003), "
     if engine.name in ("vllm", "sglang", "tgi") and cfg_seqs is not None and running_max is not None \
@@ -517,20 +525,20 @@ def gpu009(ctx: Context) -> Hit | None:
     if not pids:
         raise MissingInput("server_process.pid is unknown, so own and foreign GPU processes cannot be told apart")
     gpus = ctx.gpus()
-    if not any(p.get("pid") in pids for g in gpus for p in g.get("compute_processes") or []):
+    if not any(p.pid in pids for g in gpus for p in g.compute_processes or []):
         raise MissingInput("none of the server's processes appear in NVML's process list (a container PID "
                            "namespace?), so own and foreign GPU processes cannot be told apart")
     serving = ctx.serving_gpus()
-    if any(g.get("compute_processes") is None for g in serving):
+    if any(g.compute_processes is None for g in serving):
         raise MissingInput("gpu.compute_processes was not measured")
     evidence: dict[str, Any] = {}
     for g in serving:
-        for i, p in enumerate(g.get("compute_processes") or []):
-            if p.get("pid") not in pids and (p.get("used_memory_bytes") or 0) >= ctx.th("GPU009.foreign_bytes"):
+        for i, p in enumerate(g.compute_processes or []):
+            if p.pid not in pids and (p.used_memory_bytes or 0) >= ctx.th("GPU009.foreign_bytes"):
                 key = f"{_gid(g)}.compute_processes[{i}]"
-                evidence[f"{key}.pid"] = p.get("pid")
-                evidence[f"{key}.name"] = p.get("name")
-                evidence[f"{key}.used_memory_bytes"] = p.get("used_memory_bytes")
+                evidence[f"{key}.pid"] = p.pid
+                evidence[f"{key}.name"] = p.name
+                evidence[f"{key}.used_memory_bytes"] = p.used_memory_bytes
     if not evidence:
         return None
     return Hit(
@@ -564,26 +572,26 @@ _PCIE_ONLY = frozenset({"hostbridge", "node", "system"})
                 "nvidia-smi topo -m"),
 ))
 def gpu010(ctx: Context) -> Hit | None:
-    tp = ctx.cfg("tensor_parallel_size")
+    tp = ctx.measured(ctx.need(ServerConfigData).tensor_parallel_size, "server_config.tensor_parallel_size")
     if tp <= 1:
         return None
-    topology = ctx.probe("gpu").get("topology")
+    topology = ctx.need(GpuData).topology
     if topology is None:
         raise MissingInput("gpu.topology was not measured")
-    serving = {g.get("index") for g in ctx.serving_gpus()}
-    pairs = [t for t in topology if t.get("gpu_a") in serving and t.get("gpu_b") in serving]
+    serving = {g.index for g in ctx.serving_gpus()}
+    pairs = [t for t in topology if t.gpu_a in serving and t.gpu_b in serving]
     if not pairs:
         raise MissingInput("no topology entry links two of the serving GPUs")
-    bad = [t for t in pairs if not t.get("nvlink") and t.get("common_ancestor") in _PCIE_ONLY]
+    bad = [t for t in pairs if not t.nvlink and t.common_ancestor in _PCIE_ONLY]
     if not bad:
         return None
     evidence: dict[str, Any] = {"server_config.tensor_parallel_size": tp}
     for t in bad:
-        evidence[f"gpu.topology[{t['gpu_a']},{t['gpu_b']}].common_ancestor"] = t.get("common_ancestor")
+        evidence[f"gpu.topology[{t.gpu_a},{t.gpu_b}].common_ancestor"] = t.common_ancestor
     cmds, note = engine_flags({"tensor_parallel_size": max(1, tp // 2)}, ctx.engine().name)
     return Hit(
         title="Tensor parallelism runs over PCIe, without NVLink",
-        message=f"TP={tp} all-reduces every layer over PCIe ({', '.join(sorted({t['common_ancestor'] for t in bad}))}) "
+        message=f"TP={tp} all-reduces every layer over PCIe ({', '.join(sorted({t.common_ancestor for t in bad}))}) "
                 "instead of NVLink.",
         evidence=evidence, certainty=Certainty.CONFIRMED, impact=0.5,
         fix=Fix("Put the TP group on NVLink-connected GPUs (see `nvidia-smi topo -m`), or lower the TP and add "
@@ -624,7 +632,7 @@ _OFF_VALUES = frozenset({"", "0", "false", "no", "off", "warn", "version"})
     references=("DCGM diagnostic r1 (environment variable checks)", "CUDA environment variables reference"),
 ))
 def gpu011(ctx: Context) -> Hit | None:
-    env = ctx.probe("server_process").get("debug_env")
+    env = ctx.need(ServerProcessData).debug_env
     if env is None:
         raise MissingInput("server_process.debug_env was not measured (the environment was not readable)")
     bad = {k: v for k, v in env.items() if k in _DEBUG_ENV and str(v).strip().lower() not in _OFF_VALUES}
@@ -659,7 +667,7 @@ def gpu012(ctx: Context) -> Hit | None:
     evidence: dict[str, Any] = {}
     measured = False
     for g in ctx.serving_gpus():
-        temp, slowdown, util = g.get("temperature_c"), g.get("temperature_slowdown_c"), g.get("utilization_gpu_pct")
+        temp, slowdown, util = g.temperature_c, g.temperature_slowdown_c, g.utilization_gpu_pct
         if None in (temp, slowdown, util):
             continue
         measured = True
@@ -692,15 +700,15 @@ def gpu012(ctx: Context) -> Hit | None:
 ))
 def gpu013(ctx: Context) -> Hit | None:
     gpus = ctx.gpus()
-    if all(g.get("lost") is None for g in gpus):
+    if all(g.lost is None for g in gpus):
         raise MissingInput("gpu.lost was not reported")
-    lost = [g for g in gpus if g.get("lost")]
+    lost = [g for g in gpus if g.lost]
     if not lost:
         return None
     evidence: dict[str, Any] = {}
     for g in lost:
         evidence[f"{_gid(g)}.lost"] = True
-        evidence[f"{_gid(g)}.pci_bus_id"] = g.get("pci_bus_id")
+        evidence[f"{_gid(g)}.pci_bus_id"] = g.pci_bus_id
     return Hit(
         title="A GPU has fallen off the bus",
         message=f"NVML cannot reach {len(lost)} GPU(s) any more (GPU_IS_LOST).",

@@ -3,6 +3,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from triage.core.probe_data import (
+    CpuData,
+    HistogramWindow,
+    LogsData,
+    MemoryData,
+    NetworkData,
+    ServerConfigData,
+    ServerMetricsData,
+    ServerProcessData,
+    StorageData,
+)
 from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
@@ -22,15 +33,15 @@ from triage.rules.registry import rule
     references=("seed 003 CPU layer (check NUMA affinity, bind vLLM to the correct node)", "nvidia-smi topo -m"),
 ))
 def cpu001(ctx: Context) -> Hit | None:
-    nodes = {g.get("numa_node") for g in ctx.serving_gpus()}
+    nodes = {g.numa_node for g in ctx.serving_gpus()}
     nodes = {n for n in nodes if n is not None and n >= 0}
     if not nodes:
         raise MissingInput("gpu.numa_node was not measured (or the host has no NUMA information)")
-    cpu = ctx.snapshot.data("cpu") or {}
-    if cpu.get("numa_nodes") is not None and len(cpu["numa_nodes"]) <= 1:
+    cpu = ctx.snapshot.payload(CpuData) or {}
+    if cpu.numa_nodes is not None and len(cpu.numa_nodes) <= 1:
         return None  # one NUMA node: nothing can be misaligned
-    affinity = ctx.value("server_process", "affinity_numa_nodes")
-    memory = ctx.opt("server_process", "memory_numa_nodes")
+    affinity = ctx.measured(ctx.need(ServerProcessData).affinity_numa_nodes, "server_process.affinity_numa_nodes")
+    memory = ctx.seen(ServerProcessData).memory_numa_nodes
     evidence: dict[str, Any] = {"gpu.numa_node": sorted(nodes)}
     problems = []
     if not set(affinity) & nodes:
@@ -65,8 +76,8 @@ _SLOW_GOVERNORS = frozenset({"powersave", "ondemand", "conservative"})
     references=("seed 003 CPU layer", "cpupower(1)"),
 ))
 def cpu002(ctx: Context) -> Hit | None:
-    governors = ctx.opt("cpu", "governors") or {}
-    main = ctx.opt("cpu", "governor")
+    governors = ctx.seen(CpuData).governors or {}
+    main = ctx.seen(CpuData).governor
     if main is None and not governors:
         raise MissingInput("cpu.governor was not measured (no cpufreq in /sys, e.g. in many VMs)")
     slow = {g: n for g, n in governors.items() if g in _SLOW_GOVERNORS}
@@ -96,8 +107,8 @@ def cpu002(ctx: Context) -> Hit | None:
     references=("seed 003 CPU layer (mpstat -P ALL: single-thread bottlenecks)", "seed 002 lessons (profile first)"),
 ), thresholds=("CPU003.thread_busy_pct", "CPU003.gpu_waiting_util_pct"))
 def cpu003(ctx: Context) -> Hit | None:
-    thread = ctx.value("server_process", "max_thread_cpu_pct")
-    utils = [g.get("utilization_gpu_pct") for g in ctx.serving_gpus() if g.get("utilization_gpu_pct") is not None]
+    thread = ctx.measured(ctx.need(ServerProcessData).max_thread_cpu_pct, "server_process.max_thread_cpu_pct")
+    utils = [g.utilization_gpu_pct for g in ctx.serving_gpus() if g.utilization_gpu_pct is not None]
     if not utils:
         raise MissingInput("gpu.utilization_gpu_pct was not measured")
     if thread < ctx.th("CPU003.thread_busy_pct") or max(utils) >= ctx.th("CPU003.gpu_waiting_util_pct"):
@@ -106,7 +117,7 @@ def cpu003(ctx: Context) -> Hit | None:
     knobs: dict[str, object] = {"tokenizer_mode_auto": None}
     v = engine.version_tuple
     if engine.name == "vllm" and v is not None and v >= (0, 10, 0):
-        current = ctx.opt("server_config", "api_server_count") or 1
+        current = ctx.seen(ServerConfigData).api_server_count or 1
         knobs["api_server_count"] = max(2, int(current) * 2)
     cmds, note = engine_flags(knobs, engine.name)
     return Hit(
@@ -132,14 +143,14 @@ def cpu003(ctx: Context) -> Hit | None:
     references=("vLLM log line 'Using a slow tokenizer. This might cause a significant slowdown.'",),
 ))
 def cpu004(ctx: Context) -> Hit | None:
-    slow = ctx.value("logs", "slow_tokenizer")
+    slow = ctx.measured(ctx.need(LogsData).slow_tokenizer, "logs.slow_tokenizer")
     if not slow:
         return None
     cmds, note = engine_flags({"tokenizer_mode_auto": None}, ctx.engine().name)
     return Hit(
         title="The server uses a slow (Python) tokenizer",
         message="The server log reports a slow tokenizer: tokenization runs in Python under the GIL.",
-        evidence={"logs.slow_tokenizer": True, "logs.path": ctx.opt("logs", "path")},
+        evidence={"logs.slow_tokenizer": True, "logs.path": ctx.seen(LogsData).path},
         certainty=Certainty.CONFIRMED, impact=0.3,
         fix=Fix("Ship a fast tokenizer.json with the model (load it with AutoTokenizer(use_fast=True) and "
                 "save_pretrained), and do not force the slow mode." + note, cmds),
@@ -156,17 +167,17 @@ def cpu004(ctx: Context) -> Hit | None:
     references=("seed 003 memory layer (disable swap: sudo swapoff -a)",),
 ), thresholds=("MEM001.swap_activity_bytes",))
 def mem001(ctx: Context) -> Hit | None:
-    total = ctx.value("memory", "swap_total_bytes")
+    total = ctx.measured(ctx.need(MemoryData).swap_total_bytes, "memory.swap_total_bytes")
     if total == 0:
         return None
-    swap_in, swap_out = ctx.value("memory", "swap_in_bytes_delta"), ctx.value("memory", "swap_out_bytes_delta")
+    swap_in, swap_out = ctx.measured(ctx.need(MemoryData).swap_in_bytes_delta, "memory.swap_in_bytes_delta"), ctx.measured(ctx.need(MemoryData).swap_out_bytes_delta, "memory.swap_out_bytes_delta")
     if swap_in + swap_out < ctx.th("MEM001.swap_activity_bytes"):
         return None
     return Hit(
         title="The host is swapping",
-        message=f"{(swap_in + swap_out) / 2**20:.0f} MiB moved through swap in {ctx.opt('memory', 'window_s')} s.",
+        message=f"{(swap_in + swap_out) / 2**20:.0f} MiB moved through swap in {ctx.seen(MemoryData).window_s} s.",
         evidence={"memory.swap_total_bytes": total, "memory.swap_in_bytes_delta": swap_in,
-                  "memory.swap_out_bytes_delta": swap_out, "memory.window_s": ctx.opt("memory", "window_s")},
+                  "memory.swap_out_bytes_delta": swap_out, "memory.window_s": ctx.seen(MemoryData).window_s},
         severity=Severity.HIGH if swap_in > 0 else Severity.MEDIUM, certainty=Certainty.CONFIRMED, impact=0.4,
         fix=Fix("Turn swap off on serving hosts and give the host enough RAM (or lower the engine's CPU swap "
                 "space).", ("sudo swapoff -a",)),
@@ -184,14 +195,14 @@ def mem001(ctx: Context) -> Hit | None:
     references=("seed 001 (leave headroom: memory pressure shows as slow, random requests)",),
 ), thresholds=("MEM002.available_pct",))
 def mem002(ctx: Context) -> Hit | None:
-    avail = ctx.value("memory", "available_pct")
+    avail = ctx.measured(ctx.need(MemoryData).available_pct, "memory.available_pct")
     if avail >= ctx.th("MEM002.available_pct"):
         return None
     return Hit(
         title="Host memory is nearly exhausted",
         message=f"Only {avail:.1f}% of host RAM is available.",
-        evidence={"memory.available_pct": avail, "memory.available_bytes": ctx.opt("memory", "available_bytes"),
-                  "memory.total_bytes": ctx.opt("memory", "total_bytes")},
+        evidence={"memory.available_pct": avail, "memory.available_bytes": ctx.seen(MemoryData).available_bytes,
+                  "memory.total_bytes": ctx.seen(MemoryData).total_bytes},
         certainty=Certainty.CONFIRMED, impact=0.4,
         fix=Fix("Free host memory (other jobs, page-cache hogs), or lower the engine's CPU offload and swap "
                 "space; see what holds it with the command below.", ("ps aux --sort=-rss | head",)),
@@ -209,16 +220,16 @@ def mem002(ctx: Context) -> Hit | None:
     references=("seed 000 §6 (network bottleneck: model download latency)", "seed 003 network layer (dd test, SSD vs NFS)"),
 ), thresholds=("NET001.read_gbps",))
 def net001(ctx: Context) -> Hit | None:
-    data = ctx.probe("storage")
-    network_fs, rate = data.get("model_dir_is_network_fs"), data.get("read_gbps")
-    warm = data.get("page_cache_warm")
+    data = ctx.need(StorageData)
+    network_fs, rate = data.model_dir_is_network_fs, data.read_gbps
+    warm = data.page_cache_warm
     if network_fs is None and rate is None:
         raise MissingInput("storage.model_dir_is_network_fs and storage.read_gbps were not measured")
-    evidence: dict[str, Any] = {"storage.model_dir": data.get("model_dir")}
+    evidence: dict[str, Any] = {"storage.model_dir": data.model_dir}
     reasons = []
     if network_fs:
-        evidence["storage.model_dir_fstype"] = data.get("model_dir_fstype")
-        reasons.append(f"it is on a network filesystem ({data.get('model_dir_fstype')})")
+        evidence["storage.model_dir_fstype"] = data.model_dir_fstype
+        reasons.append(f"it is on a network filesystem ({data.model_dir_fstype})")
     if rate is not None and not warm and rate < ctx.th("NET001.read_gbps"):
         evidence["storage.read_gbps"] = rate
         reasons.append(f"it reads at {rate:.2f} GB/s")
@@ -232,7 +243,7 @@ def net001(ctx: Context) -> Hit | None:
         evidence=evidence, certainty=Certainty.CONFIRMED if rate is not None else Certainty.LIKELY, impact=0.2,
         fix=Fix("Copy the weights to local NVMe (or a fast persistent volume) and serve from there; set HF_HOME "
                 "to that disk for hub models.",
-                (f"rsync -a {data.get('model_dir') or '<model dir>'}/ /local/nvme/models/<name>/",)),
+                (f"rsync -a {data.model_dir or '<model dir>'}/ /local/nvme/models/<name>/",)),
     )
 
 
@@ -249,10 +260,10 @@ def net001(ctx: Context) -> Hit | None:
     references=("seed 000 §6 (model download on every cold start)",),
 ))
 def net002(ctx: Context) -> Hit | None:
-    hub = ctx.value("storage", "serves_hub_model_id")
+    hub = ctx.measured(ctx.need(StorageData).serves_hub_model_id, "storage.serves_hub_model_id")
     if not hub:
         return None
-    persistent, empty = ctx.opt("storage", "hf_cache_persistent"), ctx.opt("storage", "hf_cache_empty")
+    persistent, empty = ctx.seen(StorageData).hf_cache_persistent, ctx.seen(StorageData).hf_cache_empty
     if persistent is None and empty is None:
         raise MissingInput("storage.hf_cache_persistent and storage.hf_cache_empty were not measured")
     if persistent is not False and not empty:
@@ -262,8 +273,8 @@ def net002(ctx: Context) -> Hit | None:
         title="Hub weights are downloaded again on every start",
         message=f"The server loads a hub model id and its Hugging Face cache is {reason}: each cold start "
                 "downloads the weights.",
-        evidence={"storage.serves_hub_model_id": True, "storage.hf_cache_dir": ctx.opt("storage", "hf_cache_dir"),
-                  "storage.hf_cache_fstype": ctx.opt("storage", "hf_cache_fstype"),
+        evidence={"storage.serves_hub_model_id": True, "storage.hf_cache_dir": ctx.seen(StorageData).hf_cache_dir,
+                  "storage.hf_cache_fstype": ctx.seen(StorageData).hf_cache_fstype,
                   "storage.hf_cache_persistent": persistent, "storage.hf_cache_empty": empty},
         certainty=Certainty.LIKELY, impact=0.2,
         fix=Fix("Mount a persistent volume for the Hugging Face cache and point HF_HOME at it (vLLM also takes "
@@ -284,11 +295,11 @@ def net002(ctx: Context) -> Hit | None:
     references=("seed 002 lessons (network overhead is real)", "seed 003 network layer (curl time_connect/ttfb)"),
 ), thresholds=("NET003.same_host_ms", "NET003.ttft_share_frac"))
 def net003(ctx: Context) -> Hit | None:
-    data = ctx.probe("network")
-    connect, ttfb = data.get("tcp_connect_ms_p50"), data.get("health_ttfb_ms_p50")
+    data = ctx.need(NetworkData)
+    connect, ttfb = data.tcp_connect_ms_p50, data.health_ttfb_ms_p50
     if connect is None and ttfb is None:
         raise MissingInput("network.tcp_connect_ms_p50 and network.health_ttfb_ms_p50 were not measured")
-    evidence: dict[str, Any] = {"network.url": data.get("url"), "network.same_host": data.get("same_host"),
+    evidence: dict[str, Any] = {"network.url": data.url, "network.same_host": data.same_host,
                                 "network.tcp_connect_ms_p50": connect, "network.health_ttfb_ms_p50": ttfb}
     ttft = None
     if ctx.bench is not None:
@@ -298,18 +309,18 @@ def net003(ctx: Context) -> Hit | None:
             ttft = lv.ttft_ms.p50
             evidence[f"{level_label(lv)}.ttft_ms.p50"] = ttft
     if ttft is None:
-        hist = (ctx.opt("server_metrics", "histograms") or {}).get("ttft_s") or {}
-        if hist.get("p50_s") is not None:
-            ttft = hist["p50_s"] * 1000
-            evidence["server_metrics.histograms.ttft_s.p50_s"] = hist["p50_s"]
-    if not data.get("same_host") and ttft is None:
+        hist = (ctx.seen(ServerMetricsData).histograms or {}).get("ttft_s") or HistogramWindow()
+        if hist.p50_s is not None:
+            ttft = hist.p50_s * 1000
+            evidence["server_metrics.histograms.ttft_s.p50_s"] = hist.p50_s
+    if not data.same_host and ttft is None:
         raise MissingInput("the server is remote and no TTFT was measured to compare the round trip with")
 
     def too_slow(value: float | None) -> list[str]:
         if value is None:
             return []
         out = []
-        if data.get("same_host") and value >= ctx.th("NET003.same_host_ms"):
+        if data.same_host and value >= ctx.th("NET003.same_host_ms"):
             out.append(f"{ms(value)} on the same host, where loopback takes well under a millisecond")
         if ttft and value / ttft >= ctx.th("NET003.ttft_share_frac"):
             out.append(f"{value / ttft:.0%} of the TTFT")
@@ -339,5 +350,5 @@ def net003(ctx: Context) -> Hit | None:
 
 
 def _curl(data: dict[str, Any]) -> str:
-    url = (data.get("url") or "http://HOST:8000").rstrip("/")
+    url = (data.url or "http://HOST:8000").rstrip("/")
     return f"curl -s -o /dev/null -w 'tcp=%{{time_connect}}s ttfb=%{{time_starttransfer}}s\\n' {url}/health"

@@ -5,6 +5,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from triage.core.probe_data import HistogramWindow, ServerConfigData, ServerMetricsData
 from triage.core.report import BenchLevel, Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label, metrics_kv_usage
@@ -26,7 +27,7 @@ def _kv_relief(ctx: Context, engine: EngineInfo,
     why: list[str] = []
     evidence = evidence if evidence is not None else {}
     target = ctx.th("KV001.gpu_memory_utilization_target")
-    pinned, pinned_src = ctx.setting("num_gpu_blocks_override", "num_gpu_blocks_override")
+    pinned, pinned_src = ctx.setting(None, "num_gpu_blocks_override")
     if pinned is not None and pinned_src is not None:
         # The block count is fixed by hand: the memory share and the KV dtype no longer size the cache.
         evidence[pinned_src] = pinned
@@ -38,7 +39,7 @@ def _kv_relief(ctx: Context, engine: EngineInfo,
     if pinned is None and (util is None or util < target):
         knobs["gpu_memory_utilization"] = f"{target:.2f}"
         why.append(f"raise the memory share for KV to {target:.2f}" + (f" (now {util})" if util is not None else ""))
-    max_len = ctx.opt("server_config", "max_model_len")
+    max_len = ctx.seen(ServerConfigData).max_model_len
     try:
         observed, where = ctx.observed_max_total_tokens()
     except MissingInput:
@@ -98,11 +99,11 @@ def kv001(ctx: Context) -> Hit | None:
     peak = 0.0
     no_room: list[_NoRoom] = []
     room = _RoomCheck.build(ctx)
-    metrics = ctx.snapshot.data("server_metrics")
+    metrics = ctx.snapshot.payload(ServerMetricsData)
     if metrics is not None:
         usage, usage_key = metrics_kv_usage(metrics)
-        waiting, waiting_key = metrics.get("num_requests_waiting"), "server_metrics.num_requests_waiting"
-        peak_waiting = metrics.get("num_requests_waiting_max")
+        waiting, waiting_key = metrics.num_requests_waiting, "server_metrics.num_requests_waiting"
+        peak_waiting = metrics.num_requests_waiting_max
         if peak_waiting is not None and (waiting is None or peak_waiting > waiting):
             waiting, waiting_key = peak_waiting, "server_metrics.num_requests_waiting_max"
         if usage is not None and waiting is not None:
@@ -113,8 +114,8 @@ def kv001(ctx: Context) -> Hit | None:
                 peak = max(peak, usage)
             elif room is not None:
                 # The last scrape's usage and queue, read together: the snapshot's typical moment.
-                last = _Sample(metrics.get("kv_cache_usage_frac"), "server_metrics.kv_cache_usage_frac",
-                               metrics.get("num_requests_waiting"), "server_metrics.num_requests_waiting")
+                last = _Sample(metrics.kv_cache_usage_frac, "server_metrics.kv_cache_usage_frac",
+                               metrics.num_requests_waiting, "server_metrics.num_requests_waiting")
                 hit = room.check("server_metrics", _Sample(usage, usage_key, waiting, waiting_key), last,
                                  room.smallest)
                 if hit is not None:
@@ -273,15 +274,15 @@ def kv002(ctx: Context) -> Hit | None:
     seen = False
     total = 0.0
     running_peak = None
-    metrics = ctx.snapshot.data("server_metrics")
-    if metrics is not None and metrics.get("num_preemptions_delta") is not None:
+    metrics = ctx.snapshot.payload(ServerMetricsData)
+    if metrics is not None and metrics.num_preemptions_delta is not None:
         seen = True
-        if metrics["num_preemptions_delta"] > 0:
-            evidence["server_metrics.num_preemptions_delta"] = metrics["num_preemptions_delta"]
-            evidence["server_metrics.preemptions_per_s"] = metrics.get("preemptions_per_s")
-            evidence["server_metrics.window_s"] = metrics.get("window_s")
-            total += metrics["num_preemptions_delta"]
-            running_peak = metrics.get("num_requests_running")
+        if metrics.num_preemptions_delta > 0:
+            evidence["server_metrics.num_preemptions_delta"] = metrics.num_preemptions_delta
+            evidence["server_metrics.preemptions_per_s"] = metrics.preemptions_per_s
+            evidence["server_metrics.window_s"] = metrics.window_s
+            total += metrics.num_preemptions_delta
+            running_peak = metrics.num_requests_running
     for lv, s in (ctx.level_server() if ctx.bench is not None else ()):
         if s.get("num_preemptions_delta") is None:
             continue
@@ -297,7 +298,7 @@ def kv002(ctx: Context) -> Hit | None:
         return None
     engine = ctx.engine()
     knobs, why = _kv_relief(ctx, engine, evidence)
-    seqs = ctx.opt("server_config", "max_num_seqs")
+    seqs = ctx.seen(ServerConfigData).max_num_seqs
     if running_peak:
         lower = max(1, int(running_peak * 0.75))
         if seqs is None or lower < seqs:
@@ -327,7 +328,7 @@ def kv002(ctx: Context) -> Hit | None:
                 "seed 000 quick reference (requests queuing: reduce --max-model-len)"),
 ), thresholds=("KV003.oversize_ratio", "KV003.headroom_ratio", "common.kv_limited_usage_frac"))
 def kv003(ctx: Context) -> Hit | None:
-    max_len = ctx.cfg("max_model_len")
+    max_len = ctx.measured(ctx.need(ServerConfigData).max_model_len, "server_config.max_model_len")
     observed, where = ctx.observed_max_total_tokens()
     if max_len < ctx.th("KV003.oversize_ratio") * observed:
         return None
@@ -504,7 +505,7 @@ def _long_prompt_levels(ctx: Context) -> list[BenchLevel]:
 ), thresholds=("SCHED001.tpot_spike_ratio", "SCHED001.long_prompt_tokens"))
 def sched001(ctx: Context) -> Hit | None:
     engine = ctx.engine()
-    enabled = ctx.opt("server_config", "enable_chunked_prefill")
+    enabled = ctx.seen(ServerConfigData).enable_chunked_prefill
     source = ctx.cfg_source("enable_chunked_prefill")
     if enabled is None or source == "default":
         default = engine.default_on("chunked_prefill")  # version-aware: what this engine does when not told
@@ -544,7 +545,7 @@ def sched001(ctx: Context) -> Hit | None:
         evidence[f"{p}.tpot_ms.p99"] = lv.tpot_ms.p99
         evidence[f"{p}.tpot_ms.p50"] = lv.tpot_ms.p50
         evidence[f"{p}.input_tokens_mean"] = lv.input_tokens_mean
-    batched = ctx.opt("server_config", "max_num_batched_tokens")
+    batched = ctx.seen(ServerConfigData).max_num_batched_tokens
     proposed = 2048 if batched is None or batched > 2048 else max(512, int(batched) // 2)
     cmds, note = engine_flags({"max_num_batched_tokens": proposed}, engine.name)
     if enabled:
@@ -577,13 +578,13 @@ def sched001(ctx: Context) -> Hit | None:
                 "seed 004 §10 (tuning --max-num-seqs)"),
 ), thresholds=("SCHED002.max_kv_usage_frac",))
 def sched002(ctx: Context) -> Hit | None:
-    seqs = ctx.cfg("max_num_seqs")
+    seqs = ctx.measured(ctx.need(ServerConfigData).max_num_seqs, "server_config.max_num_seqs")
     max_kv = ctx.th("SCHED002.max_kv_usage_frac")
     evidence: dict[str, Any] = {}
     seen = False
-    metrics = ctx.snapshot.data("server_metrics")
+    metrics = ctx.snapshot.payload(ServerMetricsData)
     if metrics is not None:
-        running, waiting = metrics.get("num_requests_running"), metrics.get("num_requests_waiting")
+        running, waiting = metrics.num_requests_running, metrics.num_requests_waiting
         usage, usage_key = metrics_kv_usage(metrics)
         if None not in (running, waiting, usage):
             seen = True
@@ -666,14 +667,14 @@ def sched003(ctx: Context) -> Hit | None:
                 evidence[f"{level_label(hi)}.tpot_ms.p50"] = hi.tpot_ms.p50
                 evidence["derived.ttft_growth_x"] = round(ttft_ratio, 2)
                 evidence["derived.concurrency_growth_x"] = round(c_ratio, 2)
-    hist = ctx.opt("server_metrics", "histograms") or {}
-    queue_h, ttft_h = hist.get("queue_time_s") or {}, hist.get("ttft_s") or {}
-    if queue_h.get("mean_s") is not None and ttft_h.get("mean_s"):
+    hist = ctx.seen(ServerMetricsData).histograms or {}
+    queue_h, ttft_h = hist.get("queue_time_s") or HistogramWindow(), hist.get("ttft_s") or HistogramWindow()
+    if queue_h.mean_s is not None and ttft_h.mean_s:
         seen = True
-        if queue_h["mean_s"] * 1000 >= min_queue and queue_h["mean_s"] / ttft_h["mean_s"] >= share_min:
-            evidence["server_metrics.histograms.queue_time_s.mean_s"] = queue_h["mean_s"]
-            evidence["server_metrics.histograms.ttft_s.mean_s"] = ttft_h["mean_s"]
-            worst = max(worst, queue_h["mean_s"] / ttft_h["mean_s"])
+        if queue_h.mean_s * 1000 >= min_queue and queue_h.mean_s / ttft_h.mean_s >= share_min:
+            evidence["server_metrics.histograms.queue_time_s.mean_s"] = queue_h.mean_s
+            evidence["server_metrics.histograms.ttft_s.mean_s"] = ttft_h.mean_s
+            worst = max(worst, queue_h.mean_s / ttft_h.mean_s)
     if not seen:
         raise MissingInput("neither server queue time nor a concurrency sweep of TTFT was measured")
     if not evidence:
@@ -714,7 +715,7 @@ def sched004(ctx: Context) -> Hit | None:
     if ratio >= ctx.th("SCHED004.min_scaling_x"):
         return None
     engine = ctx.engine()
-    seqs = ctx.opt("server_config", "max_num_seqs")
+    seqs = ctx.seen(ServerConfigData).max_num_seqs
     cmds: tuple[str, ...] = ()
     text = ("Serve with a continuous-batching engine (vLLM, SGLang, TGI), and remove any proxy or worker pool "
             "that forwards one request at a time.")
@@ -743,12 +744,12 @@ def sched004(ctx: Context) -> Hit | None:
     references=("seed 002 lessons (CUDA graph capture; set max_num_seqs to a power of 2)",),
 ))
 def sched005(ctx: Context) -> Hit | None:
-    eager = ctx.cfg("enforce_eager")
+    eager = ctx.measured(ctx.need(ServerConfigData).enforce_eager, "server_config.enforce_eager")
     if not eager:
         return None
     engine = ctx.engine()
     off_flag = DISABLING_FLAGS["cuda_graphs"].get(engine.name or "", "--enforce-eager")
-    seqs = ctx.opt("server_config", "max_num_seqs")
+    seqs = ctx.seen(ServerConfigData).max_num_seqs
     extra = ""
     cmds: tuple[str, ...] = ()
     if seqs is not None and seqs & (seqs - 1):
