@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.factories import data_of
 from tests.fixtures.nvml.fake_pynvml import FakeNvml, load
 from triage.core.snapshot import ProbeStatus
 from triage.probes.nvml import decode_clock_event_reasons, probe_gpu
@@ -27,7 +28,7 @@ def test_healthy_pair_with_nvlink():
     nvml = load("h100_x2_healthy_nvlink.json")
     r = run(nvml)
     assert r.status is ProbeStatus.OK
-    d = r.data
+    d = data_of(r)
     assert d["driver_version"] == "550.54.15"
     assert d["cuda_driver_version"] == "12.4"
     assert d["num_gpus"] == 2
@@ -53,7 +54,7 @@ def test_window_samples_utilization_and_diffs_throttle_counters():
     nvml = load("a100_power_capped_pcie_gen3x8.json")
     r = probe_gpu(nvml=nvml, window_s=3.0, sys_root=SYS, sample_interval_s=1.0, sleep=lambda s: None)
     assert r.status is ProbeStatus.OK
-    g = r.data["gpus"][0]
+    g = data_of(r)["gpus"][0]
     assert g["throttle_time_delta_us"]["power"] == pytest.approx(1.5e6)      # 1.5 s of ns counter
     assert g["throttle_time_frac"]["power"] == pytest.approx(0.5)           # over a 3 s window
     assert g["throttle_time_delta_us"]["thermal"] == 0.0
@@ -73,7 +74,7 @@ def test_window_samples_utilization_and_diffs_throttle_counters():
 def test_not_supported_fields_are_none_and_listed():
     r = run(load("rtx4090_not_supported_fields.json"))
     assert r.status is ProbeStatus.OK
-    g = r.data["gpus"][0]
+    g = data_of(r)["gpus"][0]
     for key in ("ecc_mode_enabled", "ecc_corrected_volatile", "remapped_rows_pending", "retired_pages_sbe",
                 "mig_mode_enabled", "power_limit_default_w", "compute_processes", "throttle_time_delta_us"):
         assert g[key] is None, key
@@ -89,7 +90,7 @@ def test_old_driver_falls_back_to_throttle_reasons():
     nvml = load("v100_old_driver_470.json")
     r = run(nvml)
     assert r.status is ProbeStatus.OK
-    g = r.data["gpus"][0]
+    g = data_of(r)["gpus"][0]
     assert g["clock_event_reasons_source"] == "throttle_reasons"
     assert g["clock_event_reasons"] == ["hw_slowdown", "hw_thermal_slowdown"]
     assert "nvmlDeviceGetCurrentClocksThrottleReasons" in nvml.calls
@@ -98,12 +99,12 @@ def test_old_driver_falls_back_to_throttle_reasons():
     assert g["memory_total_bytes"] == 80 * 2**30
     assert g["memory_reserved_bytes"] is None and "memory_reserved_bytes" in g["unsupported_fields"]
     assert g["pcie_link_gen_gpu_max"] is None and "pcie_link_gen_gpu_max" in g["unsupported_fields"]
-    assert r.data["cuda_driver_version"] == "11.4"
+    assert data_of(r)["cuda_driver_version"] == "11.4"
 
 
 def test_old_binding_without_the_function_falls_back_too():
     nvml = load("h100_x2_healthy_nvlink.json", absent_functions=["nvmlDeviceGetCurrentClocksEventReasons"])
-    g = run(nvml).data["gpus"][0]
+    g = data_of(run(nvml))["gpus"][0]
     assert g["clock_event_reasons_source"] == "throttle_reasons"
     assert g["clock_event_reasons"] == []
 
@@ -111,21 +112,21 @@ def test_old_binding_without_the_function_falls_back_too():
 def test_lost_gpu_is_marked_and_others_still_report():
     r = run(load("h100_x3_gpu_lost.json"))
     assert r.status is ProbeStatus.OK
-    g0, g1, g2 = r.data["gpus"]
+    g0, g1, g2 = data_of(r)["gpus"]
     assert g0["lost"] is False and g0["power_usage_w"] == 550.0
     assert g1["lost"] is True
     assert g1["name"] == "NVIDIA H100 80GB HBM3"        # read before it fell off
-    assert "power_usage_w" not in g1                    # never read
+    assert g1["power_usage_w"] is None and "*" in g1["unsupported_fields"]   # never read
     assert g2["lost"] is True and g2.get("name") is None
     # Topology only between the GPUs still there.
-    assert r.data["topology"] == []
+    assert data_of(r)["topology"] == []
 
 
 def test_no_nvml_library_is_unsupported_with_reason():
     r = run(load("h100_x2_healthy_nvlink.json", init_error=12))
     assert r.status is ProbeStatus.UNSUPPORTED
     assert "NVIDIA driver" in r.reason
-    assert r.data == {}
+    assert data_of(r) == {}
 
 
 def test_permission_denied():

@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.factories import data_of
 from triage.core.snapshot import ProbeStatus
 from triage.probes.discovery import classify_cmdline, process_for_port
 from triage.probes.http import HttpFailure, HttpResponse, base_url
@@ -57,7 +58,7 @@ def test_server_metrics_window_from_two_scrapes():
     r = probe_server_metrics("http://10.0.0.5:8000/v1", window_s=10.0, num_intermediate=1, get=get,
                              sleep=lambda s: None)
     assert r.status is ProbeStatus.OK
-    d = r.data
+    d = data_of(r)
     assert d["url"] == "http://10.0.0.5:8000/metrics"
     assert d["engine"] == "vllm" and d["window_s"] == 10.0
     assert d["num_scrapes"] == 3
@@ -73,8 +74,8 @@ def test_a_failed_in_between_scrape_is_counted_not_fatal():
     r = probe_server_metrics("http://10.0.0.5:8000", window_s=10.0, num_intermediate=1, get=get,
                              sleep=lambda s: None)
     assert r.status is ProbeStatus.OK
-    assert r.data["num_missed_scrapes"] == 1 and r.data["num_scrapes"] == 2
-    assert r.data["preemptions_per_s"] == pytest.approx(3.0)
+    assert data_of(r)["num_missed_scrapes"] == 1 and data_of(r)["num_scrapes"] == 2
+    assert data_of(r)["preemptions_per_s"] == pytest.approx(3.0)
 
 
 def test_a_token_only_userinfo_is_redacted_in_probe_data():
@@ -86,7 +87,7 @@ def test_a_token_only_userinfo_is_redacted_in_probe_data():
         f"http://{SECRET_PLAIN}@10.0.0.5:8000", window_s=0, get=get, sleep=lambda s: None), 5.0)
     r = run_probe(spec)
     assert r.status is ProbeStatus.OK
-    assert SECRET_PLAIN not in json.dumps(r.data) and r.data["url"] == "http://***@10.0.0.5:8000/metrics"
+    assert SECRET_PLAIN not in json.dumps(data_of(r)) and data_of(r)["url"] == "http://***@10.0.0.5:8000/metrics"
 
 
 def test_server_metrics_404_is_unsupported_with_advice():
@@ -167,7 +168,7 @@ def test_server_config_merges_sources_and_redacts():
     })
     r = probe_server_config("http://127.0.0.1:8000", cmdline=VLLM_ARGV, engine="vllm", get=get)
     assert r.status is ProbeStatus.OK
-    d = r.data
+    d = data_of(r)
     assert d["engine"] == "vllm" and d["engine_version"] == "0.6.3"
     assert d["metrics_engine"] == "vllm-v0"
     # The running engine's own report wins over the command line.
@@ -187,7 +188,7 @@ def test_server_config_of_a_remote_reference_server():
         "/v1/models": HttpResponse(200, json.dumps({"data": [{"id": "tiny", "root": "tiny", "max_model_len": 1024}]})),
         "/version": HttpResponse(200, json.dumps({"version": "0.1.0", "engine": "triage-reference"})),
     })
-    d = probe_server_config("http://10.9.8.7:8000", get=get).data
+    d = data_of(probe_server_config("http://10.9.8.7:8000", get=get))
     assert d["engine"] == "reference" and d["engine_version"] == "0.1.0"
     assert d["max_model_len"] == 1024 and d["block_size"] == 16
     assert d["enable_prefix_caching"] is True and d["sources"]["enable_prefix_caching"] == "cache_config_info"
@@ -231,7 +232,7 @@ def health_server():
 def test_network_probe_measures_loopback(health_server):
     r = probe_network(health_server + "/v1", num_samples=3)
     assert r.status is ProbeStatus.OK
-    d = r.data
+    d = data_of(r)
     assert d["same_host"] is True and d["num_samples"] == 3
     assert d["tcp_connect_ms_p50"] is not None and d["tcp_connect_ms_p50"] >= 0
     assert d["health_ttfb_ms_p50"] is not None and d["health_ttfb_ms_p50"] >= d["tcp_connect_ms_p50"] * 0
@@ -291,7 +292,7 @@ def test_port_to_process_and_secrets_never_leak(fake_vllm):
     started = psutil.Process(proc.pid).create_time()
     r = probe_server_process(found.pid, found.engine, window_s=0.2, clock=lambda: started + 7200.0)
     assert r.status is ProbeStatus.OK
-    d = r.data
+    d = data_of(r)
     assert d["pid"] == proc.pid
     assert d["uptime_s"] == 7200.0
     assert d["debug_env"] == {"CUDA_LAUNCH_BLOCKING": "1", "CUDA_INJECTION64_PATH": "/opt/nsight/libinject.so",
@@ -314,7 +315,7 @@ def test_probe_captures_every_variable_gpu011_judges():
 def test_uptime_from_a_clock_behind_the_start_is_unknown_not_negative(fake_vllm):
     proc, _ = fake_vllm
     r = probe_server_process(proc.pid, window_s=0, clock=lambda: 0.0)
-    assert r.data["uptime_s"] is None and "uptime_s" in r.data["unsupported_fields"]
+    assert data_of(r)["uptime_s"] is None and "uptime_s" in data_of(r)["unsupported_fields"]
 
 
 def test_server_process_without_pid_is_unsupported():
@@ -332,6 +333,6 @@ def test_server_process_uses_the_argv_and_env_it_is_given():
     r = probe_server_process(os.getpid(), window_s=0, argv=["vllm", "serve", "m", "--api-key", SECRET_PLAIN],
                              env={"NCCL_DEBUG": "INFO", "HF_TOKEN": SECRET_TOKEN})
     assert r.status is ProbeStatus.OK
-    assert r.data["cmdline"] == ["vllm", "serve", "m", "--api-key", "***"]
-    assert r.data["debug_env"] == {"NCCL_DEBUG": "INFO"}
-    assert SECRET_TOKEN not in json.dumps(r.data)
+    assert data_of(r)["cmdline"] == ["vllm", "serve", "m", "--api-key", "***"]
+    assert data_of(r)["debug_env"] == {"NCCL_DEBUG": "INFO"}
+    assert SECRET_TOKEN not in json.dumps(data_of(r))

@@ -17,6 +17,8 @@ from triage.core.errors import ReportError
 
 def to_dict(obj: Any) -> Any:
     """A dataclass tree as plain JSON-ready values (enums by value, tuples as lists)."""
+    if hasattr(obj, "__json__") and not isinstance(obj, type):
+        return to_dict(obj.__json__())
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, enum.Enum):

@@ -74,5 +74,10 @@ def write_report(report: Report, path: str | os.PathLike[str]) -> Path:
     return p
 
 
-def load_schema() -> dict[str, Any]:
-    return json.loads((SCHEMA_DIR / "report.schema.json").read_text(encoding="utf-8"))
+def schema_path(version: str = SCHEMA_VERSION) -> Path:
+    """Each schema_version keeps its own file: report-1.0.schema.json, report-1.1.schema.json ..."""
+    return SCHEMA_DIR / f"report-{version}.schema.json"
+
+
+def load_schema(version: str = SCHEMA_VERSION) -> dict[str, Any]:
+    return json.loads(schema_path(version).read_text(encoding="utf-8"))

@@ -36,6 +36,11 @@ class ProbeResult:
         if not isinstance(self.data, Payload) and self.data is not None:
             object.__setattr__(self, "data", read_payload(self.name, self.data, f"probe {self.name}"))
 
+    def __json__(self) -> dict[str, Any]:
+        """As the report writes it: the payload's fields (every one, null when not measured), {} for none."""
+        return {"name": self.name, "status": self.status, "duration_s": self.duration_s, "reason": self.reason,
+                "data": self.data if self.data is not None else {}}
+
     @property
     def ok(self) -> bool:
         return self.status is ProbeStatus.OK
