@@ -15,6 +15,7 @@ import psutil
 from triage.core.probe_data import CpuData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.host import cpu_model
+from triage.probes.registry import ProbeRun, register
 from triage.probes.sysfs import numa_nodes, read_text
 
 
@@ -127,3 +128,8 @@ def probe_cpu(window_s: float = 2.0, proc_root: str = "/proc", sys_root: str = "
     status = ProbeStatus.OK if util is not None or data["model"] else ProbeStatus.UNSUPPORTED
     reason = None if status is ProbeStatus.OK else f"no readable {proc_root}/stat or cpuinfo (not Linux?)"
     return ProbeResult("cpu", status, time.perf_counter() - start, reason, CpuData.of(data))
+
+
+@register("cpu", phase=2, order=30, timeout_s=lambda run: run.window_s + run.grace_s)
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_cpu(run.window_s, run.proc_root, run.sys_root)

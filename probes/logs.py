@@ -9,9 +9,10 @@ import os
 import re
 import time
 
-from triage.core.redact import redact_text
 from triage.core.probe_data import LogsData
+from triage.core.redact import redact_text
 from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.probes.registry import ProbeRun, register
 
 MAX_TAIL_BYTES = 64 * 2**20
 MAX_KEPT_LINES = 10
@@ -92,3 +93,8 @@ def probe_logs(path: str | None, max_bytes: int = MAX_TAIL_BYTES) -> ProbeResult
         return done(ProbeStatus.ERROR, f"{path}: {e.strerror or e}")
     data = {"path": path, "truncated": truncated, **scan_lines(lines)}
     return done(ProbeStatus.OK, None, data)
+
+
+@register("logs", phase=2, order=90, timeout_s=lambda run: run.grace_s)
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_logs(run.log_path)

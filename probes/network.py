@@ -14,6 +14,7 @@ from triage.core.probe_data import NetworkData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.discovery import is_local_host
 from triage.probes.http import base_url
+from triage.probes.registry import ProbeRun, register
 
 Resolver = Callable[..., list]
 
@@ -96,3 +97,8 @@ def probe_network(url: str | None, num_samples: int = 5, timeout_s: float = 2.0,
     if not tcp:
         return done(ProbeStatus.ERROR, "; ".join(errors) or f"cannot reach {url}", data)
     return done(ProbeStatus.OK, None, data)
+
+
+@register("network", phase=0, order=70, timeout_s=lambda run: run.grace_s)
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_network(run.url)

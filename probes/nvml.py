@@ -17,6 +17,7 @@ from typing import Any
 
 from triage.core.probe_data import GpuData
 from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.probes.registry import ProbeRun, register
 from triage.probes.sysfs import numa_nodes_of_cpus
 
 # NVML return codes (nvml.h; the same numbers in pynvml).
@@ -468,3 +469,8 @@ def probe_gpu(nvml: Any = None, window_s: float = 2.0, sys_root: str = "/sys",
             nvml.nvmlShutdown()
         except Exception:  # shutting down a half-started NVML must not hide the result
             pass
+
+
+@register("gpu", phase=2, order=20, timeout_s=lambda run: run.window_s + run.grace_s)
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_gpu(nvml=run.nvml, window_s=run.window_s, sys_root=run.sys_root)

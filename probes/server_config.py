@@ -13,11 +13,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from triage.core.redact import redact_argv
 from triage.core.probe_data import ServerConfigData
+from triage.core.redact import redact_argv
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.http import HttpFailure, HttpGet, base_url, http_get
 from triage.probes.prom import normalise, parse_metrics
+from triage.probes.registry import ProbeRun, register
 
 FIELDS = ("model", "max_model_len", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
           "enable_chunked_prefill", "enable_prefix_caching", "kv_cache_dtype", "dtype", "quantization",
@@ -235,3 +236,8 @@ def probe_server_config(url: str | None, cmdline: Sequence[str] | None = None, e
             reason += f" ({notes[0]})"
         return ProbeResult("server_config", ProbeStatus.UNSUPPORTED, duration, reason, ServerConfigData.of(data))
     return ProbeResult("server_config", ProbeStatus.OK, duration, None, ServerConfigData.of(data))
+
+
+@register("server_config", phase=1, order=10, timeout_s=lambda run: run.grace_s)
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_server_config(run.url, run.argv, run.engine)

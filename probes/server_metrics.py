@@ -12,6 +12,7 @@ from triage.core.probe_data import ServerMetricsData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.http import HttpFailure, HttpGet, base_url, http_get
 from triage.probes.prom import EngineMetrics, normalise, parse_metrics, window_delta
+from triage.probes.registry import ProbeRun, register
 
 
 class _NoMetrics(Exception):
@@ -70,3 +71,8 @@ def probe_server_metrics(url: str | None, window_s: float = 2.0, num_intermediat
     data = window_delta(before, after, round(actual_window_s, 3), seen=seen, url=metrics_url, num_bad_lines=bad,
                         num_missed_scrapes=num_missed)
     return ProbeResult("server_metrics", ProbeStatus.OK, time.perf_counter() - start, None, data)
+
+
+@register("server_metrics", phase=2, order=60, timeout_s=lambda run: run.window_s + run.grace_s)
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_server_metrics(run.url, run.window_s)

@@ -12,9 +12,10 @@ from typing import Any
 
 import psutil
 
-from triage.core.redact import redact_argv, redact_env
 from triage.core.probe_data import ServerProcessData
+from triage.core.redact import redact_argv, redact_env
 from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.probes.registry import ProbeRun, register
 from triage.probes.sysfs import numa_nodes_of_cpus, parse_cpulist
 
 # Environment variables that slow serving down or change how it runs, worth showing when set. The
@@ -161,3 +162,9 @@ def probe_server_process(pid: int | None, engine: str | None = None, window_s: f
         "unsupported_fields": unsupported,
     }
     return done(ProbeStatus.OK, None, data)
+
+
+@register("server_process", phase=2, order=50, timeout_s=lambda run: run.window_s + run.grace_s)
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_server_process(run.pid, run.engine, run.window_s, run.proc_root, run.sys_root,
+                                argv=run.argv, env=run.env)

@@ -20,8 +20,8 @@ from triage.diagnose import DiagnoseOptions, diagnose, load_snapshot
 from triage.diagnose.bundle import write_bundle
 from triage.probes.http import HttpResponse
 from triage.probes.nvml import probe_gpu
-from triage.probes.runner import ProbeSpec, run_probe, run_probes
 from triage.probes.server_metrics import probe_server_metrics
+from triage.probes.threaded import ProbeSpec, run_probe, run_probes
 
 REPO = Path(__file__).resolve().parent.parent
 FIX = Path(__file__).parent / "fixtures"

@@ -79,7 +79,7 @@ def test_a_failed_in_between_scrape_is_counted_not_fatal():
 
 
 def test_a_token_only_userinfo_is_redacted_in_probe_data():
-    from triage.probes.runner import ProbeSpec, run_probe
+    from triage.probes.threaded import ProbeSpec, run_probe
 
     text = HttpResponse(200, (PROM / "vllm_v1_two_engines_before.txt").read_text())
     get = fake_get({"/metrics": text})

@@ -6,7 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from triage.core.probe_data.base import Payload
-from triage.core.probe_data.gpu import GpuData, GpuDevice, GpuPair, GpuProcess, NvLink, NvLinkErrors, ThrottleTimes
+from triage.core.probe_data.gpu import (
+    GpuData,
+    GpuDevice,
+    GpuPair,
+    GpuProcess,
+    NvLink,
+    NvLinkErrors,
+    ThrottleTimes,
+)
 from triage.core.probe_data.host import CpuData, MemoryData, NetworkData, NumaNode, StorageData
 from triage.core.probe_data.logs import KernelLogData, LogsData, XidEvent
 from triage.core.probe_data.server import (
