@@ -165,13 +165,15 @@ def produced(tmp_path_factory, reference_server) -> set[str]:
 
 _RECORDERS: dict[type, type] = {}
 _HELPERS = {name for name in dir(Payload) if not name.startswith("__")}
+_SINK: dict[int, set[str]] = {}       # id(recording object) -> the set its reads go to
+_KEEP: list[Any] = []
 
 
-def _recorder(cls: type, reads: set[str]) -> type:
+def _recorder(cls: type) -> type:
     if cls not in _RECORDERS:
         def __getattribute__(self, name, _cls=cls):   # noqa: N807
             if not name.startswith("_") and name not in _HELPERS:
-                reads.add(f"{_cls.__name__}.{name}")
+                _SINK[id(self)].add(f"{_cls.__name__}.{name}")
             return object.__getattribute__(self, name)
         _RECORDERS[cls] = type(f"Recording{cls.__name__}", (cls,), {"__slots__": (),
                                                                   "__getattribute__": __getattribute__})
@@ -181,7 +183,10 @@ def _recorder(cls: type, reads: set[str]) -> type:
 def _recording(value: Any, reads: set[str]) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         kwargs = {f.name: _recording(getattr(value, f.name), reads) for f in dataclasses.fields(value)}
-        return _recorder(type(value), reads)(**kwargs)
+        obj = _recorder(type(value))(**kwargs)
+        _SINK[id(obj)] = reads
+        _KEEP.append(obj)             # keeps ids unique while the sink table refers to them
+        return obj
     if isinstance(value, tuple):
         return tuple(_recording(v, reads) for v in value)
     if isinstance(value, list):
