@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-BATCHING_ENGINES = frozenset({"vllm", "sglang", "tgi", "reference"})
 NON_BATCHING_ENGINES = frozenset({"ollama", "llama.cpp", "hf-generate"})
 
 LAUNCHERS = {

@@ -308,7 +308,7 @@ def test_port_to_process_and_secrets_never_leak(fake_vllm):
 
 def test_probe_captures_every_variable_gpu011_judges():
     from triage.probes.server_process import DEBUG_ENV
-    from triage.rules.gpu import _DEBUG_ENV
+    from triage.rules.catalog.gpu011_bad_cuda_env import _DEBUG_ENV
     assert set(_DEBUG_ENV) <= set(DEBUG_ENV)
 
 
