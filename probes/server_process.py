@@ -19,7 +19,7 @@ from triage.probes.registry import ProbeRun, register
 from triage.probes.sysfs import numa_nodes_of_cpus, parse_cpulist
 
 # Environment variables that slow serving down or change how it runs, worth showing when set. The
-# debugging/profiling ones are what GPU011 (rules/gpu.py) judges; a test keeps that list inside this one.
+# debugging/profiling ones are what GPU011 (rules/catalog/gpu011_bad_cuda_env.py) judges; a test keeps that list inside this one.
 DEBUG_ENV = (
     # CUDA debugging and profiling (DCGM diag r1's environment checks)
     "CUDA_LAUNCH_BLOCKING", "CUDA_INJECTION64_PATH", "NSIGHT_CUDA_DEBUGGER", "CUDA_PROFILE",

@@ -18,8 +18,8 @@ from triage.core.report_io import read_report, to_dict
 from triage.core.snapshot import ProbeResult, ProbeStatus, Snapshot
 from triage.diagnose import DiagnoseOptions, diagnose, load_snapshot
 from triage.diagnose.bundle import write_bundle
+from triage.probes.gpu import probe_gpu
 from triage.probes.http import HttpResponse
-from triage.probes.nvml import probe_gpu
 from triage.probes.server_metrics import probe_server_metrics
 from triage.probes.threaded import ProbeSpec, run_probe, run_probes
 

@@ -8,7 +8,8 @@ import pytest
 from tests.factories import data_of
 from tests.fixtures.nvml.fake_pynvml import FakeNvml, load
 from triage.core.snapshot import ProbeStatus
-from triage.probes.nvml import decode_clock_event_reasons, probe_gpu
+from triage.probes.gpu import probe_gpu
+from triage.probes.nvml import decode_clock_event_reasons
 
 SYS = str(Path(__file__).parent / "fixtures" / "sysfs" / "two_node_powersave")
 
@@ -163,11 +164,11 @@ def test_hard_coded_nvml_constants_match_pynvml():
 
     assert (probe._CLOCK_SM, probe._CLOCK_MEM) == (pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_MEM)
     assert probe._TEMPERATURE_THRESHOLD_SLOWDOWN == pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
-    assert probe._ERROR_GPU_IS_LOST == pynvml.NVML_ERROR_GPU_IS_LOST
+    assert probe.ERROR_GPU_IS_LOST == pynvml.NVML_ERROR_GPU_IS_LOST
     assert probe._ERROR_NOT_SUPPORTED == pynvml.NVML_ERROR_NOT_SUPPORTED
     assert probe._RETIRE_DBE == pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
     assert probe._NVLINK_ERRORS["crc_data"] == pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA
-    assert probe._TOPOLOGY[pynvml.NVML_TOPOLOGY_HOSTBRIDGE] == "hostbridge"
+    assert probe.TOPOLOGY[pynvml.NVML_TOPOLOGY_HOSTBRIDGE] == "hostbridge"
     bits = {pynvml.nvmlClocksEventReasonSwPowerCap: "sw_power_cap",
             pynvml.nvmlClocksEventReasonHwThermalSlowdown: "hw_thermal_slowdown",
             pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown: "hw_power_brake_slowdown"}

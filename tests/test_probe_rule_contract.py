@@ -31,12 +31,12 @@ from triage.core.report import BenchSection
 from triage.core.report_io import from_dict
 from triage.core.snapshot import ProbeResult, Snapshot
 from triage.probes.cpu_numa import probe_cpu
+from triage.probes.gpu import probe_gpu
 from triage.probes.http import HttpResponse
 from triage.probes.kernel_log import probe_kernel_log
 from triage.probes.logs import probe_logs
 from triage.probes.memory import probe_memory
 from triage.probes.network import probe_network
-from triage.probes.nvml import probe_gpu
 from triage.probes.server_config import probe_server_config
 from triage.probes.server_metrics import probe_server_metrics
 from triage.probes.server_process import probe_server_process
