@@ -11,7 +11,8 @@ from collections.abc import Callable
 from triage.core.probe_data import ServerMetricsData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.http import HttpFailure, HttpGet, base_url, http_get
-from triage.probes.prom import EngineMetrics, normalise, parse_metrics, window_delta
+from triage.probes.metrics_window import window_delta
+from triage.probes.prom import EngineMetrics, normalise, parse_metrics
 from triage.probes.registry import ProbeRun, register
 
 

@@ -7,16 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from triage.probes.prom import (
-    EngineMetrics,
-    Histogram,
-    detect_engine,
-    histogram_delta,
-    histogram_quantile,
-    normalise,
-    parse_metrics,
-    window_delta,
-)
+from triage.probes.metrics_window import histogram_delta, histogram_quantile, window_delta
+from triage.probes.prom import EngineMetrics, Histogram, detect_engine, normalise, parse_metrics
 
 FIX = Path(__file__).parent / "fixtures" / "prom"
 

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from triage.bench.aio import cancel_and_wait
+from triage.probes.metrics_window import window_delta
 from triage.probes.nvml import (
     GpuLost,
     NvmlReader,
@@ -23,7 +24,7 @@ from triage.probes.nvml import (
     read_clock_events,
     read_utilization,
 )
-from triage.probes.prom import EngineMetrics, normalise, parse_metrics, window_delta
+from triage.probes.prom import EngineMetrics, normalise, parse_metrics
 
 
 def _mean(values: list[float]) -> float | None:
