@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from triage.core.probe_data import Payload, read_payload
+if TYPE_CHECKING:   # imported when first needed: `triage --version` never builds a payload type
+    from triage.core.probe_data import Payload
 
-P = TypeVar("P", bound=Payload)
+P = TypeVar("P", bound="Payload")
 
 
 class ProbeStatus(str, enum.Enum):
@@ -33,8 +34,11 @@ class ProbeResult:
     data: Any = None          # the probe's Payload, None when it measured nothing
 
     def __post_init__(self) -> None:
-        if not isinstance(self.data, Payload) and self.data is not None:
-            object.__setattr__(self, "data", read_payload(self.name, self.data, f"probe {self.name}"))
+        if self.data is not None:
+            from triage.core.probe_data import Payload, read_payload
+
+            if not isinstance(self.data, Payload):
+                object.__setattr__(self, "data", read_payload(self.name, self.data, f"probe {self.name}"))
 
     def __json__(self) -> dict[str, Any]:
         """As the report writes it: the payload's fields (every one, null when not measured), {} for none."""

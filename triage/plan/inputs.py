@@ -8,14 +8,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.core import specs
 from triage.core.errors import UsageError
-from triage.core.probe_data import GpuData
 from triage.core.specs import GpuSpec
 from triage.plan import assumptions as A
 from triage.plan.model_shape import ModelShape, model_for_served_name, preset_names, resolve_model
+
+if TYPE_CHECKING:
+    from triage.core.probe_data import GpuData
 
 WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
 # vLLM's --kv-cache-dtype spellings -> storage dtype; "auto" follows the activations (16 bit).
