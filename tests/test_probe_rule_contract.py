@@ -233,3 +233,12 @@ def test_every_field_a_rule_reads_is_produced_by_a_probe(produced):
     missing = sorted(reads - produced)
     assert not missing, ("rules read fields that no probe replay produces (renamed, removed, or never "
                          "filled):\n  " + "\n  ".join(missing))
+
+
+def test_every_registered_probe_has_a_payload_type_and_a_replay(produced):
+    from triage.probes.registry import probes
+
+    names = [e.name for e in probes()]
+    assert sorted(names) == sorted(PAYLOAD_TYPES), "a registered probe without a payload type, or the reverse"
+    for name, cls in PAYLOAD_TYPES.items():
+        assert any(p.startswith(f"{cls.__name__}.") for p in produced), f"probe {name} is never replayed here"
