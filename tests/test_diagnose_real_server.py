@@ -6,7 +6,6 @@ import threading
 import httpx
 import pytest
 
-from tests.factories import data_of
 from triage.diagnose import DiagnoseOptions, diagnose
 from triage.probes.discovery import find_serving_processes, process_for_port
 
@@ -44,15 +43,15 @@ def test_diagnose_against_triage_serve(server, report_validator):
     probes = {p.name: p for p in result.snapshot.probes}
     metrics = probes["server_metrics"]
     assert metrics.ok, metrics.reason
-    assert data_of(metrics)["engine"] == "vllm"            # the reference server speaks vLLM's metric names
-    assert data_of(metrics)["num_requests_running"] is not None
+    assert metrics.data.engine == "vllm"            # the reference server speaks vLLM's metric names
+    assert metrics.data.num_requests_running is not None
     config = probes["server_config"]
-    assert config.ok and data_of(config)["engine"] == "reference"
-    assert data_of(config)["max_num_seqs"] == 4 and data_of(config)["sources"]["max_num_seqs"] in ("cmdline",)
+    assert config.ok and config.data.engine == "reference"
+    assert config.data.max_num_seqs == 4 and config.data.sources["max_num_seqs"] in ("cmdline",)
     process = probes["server_process"]
-    assert process.ok and data_of(process)["pid"] == server.pid and data_of(process)["processes"]
-    assert 0 < data_of(process)["uptime_s"] < 3600           # a real create time, not a placeholder
+    assert process.ok and process.data.pid == server.pid and process.data.processes
+    assert 0 < process.data.uptime_s < 3600           # a real create time, not a placeholder
     network = probes["network"]
-    assert network.ok and data_of(network)["health_status_code"] == 200 and data_of(network)["same_host"] is True
+    assert network.ok and network.data.health_status_code == 200 and network.data.same_host is True
     assert report["target"]["engine"] == "reference"
     assert report["target"]["url"] == server.url
