@@ -109,6 +109,10 @@ class GpuPair:
 
 @payload
 class GpuData(Payload):
+    """Every NVIDIA GPU through NVML. With no NVML (no driver, no nvidia-ml-py) the status is
+    `unsupported` and `data` is empty; a refused NVML is `permission_denied`. A GPU that fell off the bus
+    (`lost`) keeps the fields read before the loss; the rest are null and `*` is in its `unsupported_fields`."""
+
     PROBE = "gpu"
 
     driver_version: str | None = None

@@ -13,6 +13,9 @@ class NumaNode:
 
 @payload
 class CpuData(Payload):
+    """The host CPUs: model, cores, frequency governor, per-core utilization from two /proc/stat
+    reads over the window, and the NUMA nodes from /sys."""
+
     PROBE = "cpu"
 
     model: str | None = None
@@ -30,6 +33,9 @@ class CpuData(Payload):
 
 @payload
 class MemoryData(Payload):
+    """/proc/meminfo and /proc/vmstat over the window, and a bounded memory-copy bandwidth
+    (median of numpy copies of a 64 MiB buffer, read + write, ~0.8 s, run after the window)."""
+
     PROBE = "memory"
 
     total_bytes: int | None = None
@@ -46,6 +52,10 @@ class MemoryData(Payload):
 
 @payload
 class StorageData(Payload):
+    """The model's files and the Hugging Face cache. The read is bounded by `max_read_bytes` (256 MiB)
+    and ~1.5 s. Status `unsupported` when the server is reached by URL but its process is not visible here
+    (another host or a container) and no `--model` was given: this host's disk would say nothing about it."""
+
     PROBE = "storage"
 
     model: str | None = None                        # as the server names it
@@ -67,6 +77,10 @@ class StorageData(Payload):
 
 @payload
 class NetworkData(Payload):
+    """DNS, TCP connect and /health time to first byte, each sample on a fresh connection (as
+    `curl -w` does); over https only DNS and TCP are timed. It runs alone, before every other probe, so its
+    millisecond timings do not include waits on triage's own probe threads."""
+
     PROBE = "network"
 
     url: str | None = None

@@ -7,6 +7,9 @@ from triage.core.probe_data.base import Payload, payload
 
 @payload
 class LogsData(Payload):
+    """The server log given with `--log FILE`: only its last 64 MiB are read, and kept lines are
+    redacted. Status `unsupported` without `--log`."""
+
     PROBE = "logs"
 
     path: str | None = None
@@ -36,6 +39,9 @@ class XidEvent:
 
 @payload
 class KernelLogData(Payload):
+    """NVIDIA Xid events from `dmesg`, `/dev/kmsg` or a saved `--kernel-log` file. Status
+    `permission_denied` when neither dmesg nor /dev/kmsg can be read (kernel.dmesg_restrict)."""
+
     PROBE = "kernel_log"
 
     source: str | None = None                        # "dmesg" | "/dev/kmsg" | the --kernel-log file
