@@ -12,8 +12,10 @@ from pathlib import Path
 
 import psutil
 
+from triage.core.probe_data import CpuData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.host import cpu_model
+from triage.probes.registry import ProbeRun, register
 from triage.probes.sysfs import numa_nodes, read_text
 
 
@@ -125,4 +127,9 @@ def probe_cpu(window_s: float = 2.0, proc_root: str = "/proc", sys_root: str = "
     data["unsupported_fields"] = unsupported
     status = ProbeStatus.OK if util is not None or data["model"] else ProbeStatus.UNSUPPORTED
     reason = None if status is ProbeStatus.OK else f"no readable {proc_root}/stat or cpuinfo (not Linux?)"
-    return ProbeResult("cpu", status, time.perf_counter() - start, reason, data)
+    return ProbeResult("cpu", status, time.perf_counter() - start, reason, CpuData.of(data))
+
+
+@register("cpu", phase=2, order=30, timeout_s=lambda run: run.window_s + run.grace_s)
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_cpu(run.window_s, run.proc_root, run.sys_root)

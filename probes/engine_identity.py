@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from triage.core.engine_signals import ENGINES
+from triage.core.probe_data import EngineIdentityData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.http import DEFAULT_TIMEOUT_S, HttpFailure, HttpGet, HttpResponse, base_url, http_get
+from triage.probes.registry import ProbeRun, register
 
 PATHS = ("/version", "/api/version", "/props", "/openapi.json", "/v1/models", "/info")
 
@@ -170,4 +172,10 @@ def probe_engine_identity(url: str | None, cmdline_engine: str | None = None, ar
                                 "ctx_per_slot_tokens": slots.ctx_per_slot_tokens, "build_info": slots.build_info,
                                 "model_path": slots.model_path}
     reason = None if who.engine else "no command line, header, endpoint or metric name identified the engine"
-    return ProbeResult("engine_identity", ProbeStatus.OK, time.perf_counter() - start, reason, data)
+    return ProbeResult("engine_identity", ProbeStatus.OK, time.perf_counter() - start, reason,
+                       EngineIdentityData.build(data))
+
+
+@register("engine_identity", phase=1, order=15, timeout_s=lambda run: run.grace_s + len(PATHS) * DEFAULT_TIMEOUT_S)
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_engine_identity(run.url, run.engine, list(run.argv) if run.argv is not None else None, run.env)

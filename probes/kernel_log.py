@@ -13,9 +13,11 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+from triage.core.probe_data import KernelLogData
 from triage.core.redact import redact_text
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.core.xid import XID_MEANINGS
+from triage.probes.registry import ProbeRun, register
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)")
 _STAMP = re.compile(r"^\[\s*(\d+\.\d+)\]")   # dmesg's "[ 1234.567890]": seconds since boot
@@ -96,7 +98,7 @@ def probe_kernel_log(path: str | None = None, kmsg_path: str = "/dev/kmsg",
     start = time.perf_counter()
 
     def done(status: ProbeStatus, reason: str | None, data: dict | None = None) -> ProbeResult:
-        return ProbeResult("kernel_log", status, time.perf_counter() - start, reason, data or {})
+        return ProbeResult("kernel_log", status, time.perf_counter() - start, reason, KernelLogData.of(data))
 
     reasons = []
     lines: list[str] | None = None
@@ -140,3 +142,8 @@ def probe_kernel_log(path: str | None = None, kmsg_path: str = "/dev/kmsg",
         "newest_xid_age_s": min(ages) if ages else None,
     }
     return done(ProbeStatus.OK, None, data)
+
+
+@register("kernel_log", phase=2, order=80, timeout_s=lambda run: run.grace_s)
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_kernel_log(run.kernel_log_path, proc_root=run.proc_root)

@@ -9,8 +9,10 @@ import os
 import re
 import time
 
+from triage.core.probe_data import LogsData
 from triage.core.redact import redact_text
 from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.probes.registry import ProbeRun, register
 
 MAX_TAIL_BYTES = 64 * 2**20
 MAX_KEPT_LINES = 10
@@ -85,7 +87,7 @@ def probe_logs(path: str | None, max_bytes: int = MAX_TAIL_BYTES) -> ProbeResult
     start = time.perf_counter()
 
     def done(status: ProbeStatus, reason: str | None, data: dict | None = None) -> ProbeResult:
-        return ProbeResult("logs", status, time.perf_counter() - start, reason, data or {})
+        return ProbeResult("logs", status, time.perf_counter() - start, reason, LogsData.of(data))
 
     if not path:
         return done(ProbeStatus.UNSUPPORTED, "no server log given (pass --log FILE to scan one)")
@@ -99,3 +101,8 @@ def probe_logs(path: str | None, max_bytes: int = MAX_TAIL_BYTES) -> ProbeResult
         return done(ProbeStatus.ERROR, f"{path}: {e.strerror or e}")
     data = {"path": path, "truncated": truncated, **scan_lines(lines)}
     return done(ProbeStatus.OK, None, data)
+
+
+@register("logs", phase=2, order=90, timeout_s=lambda run: run.grace_s)
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_logs(run.log_path)

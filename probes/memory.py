@@ -10,7 +10,9 @@ import os
 import time
 from collections.abc import Callable
 
+from triage.core.probe_data import MemoryData
 from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.probes.registry import ProbeRun, register
 from triage.probes.sysfs import read_text
 
 DEFAULT_BUFFER_BYTES = 64 * 2**20
@@ -88,4 +90,9 @@ def probe_memory(window_s: float = 2.0, proc_root: str = "/proc", bandwidth_budg
         "copy_bandwidth_gbps": gbps,
         "unsupported_fields": unsupported,
     }
-    return ProbeResult("memory", ProbeStatus.OK, time.perf_counter() - start, None, data)
+    return ProbeResult("memory", ProbeStatus.OK, time.perf_counter() - start, None, MemoryData.of(data))
+
+
+@register("memory", phase=2, order=40, timeout_s=lambda run: run.window_s + run.bandwidth_budget_s + run.grace_s)
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_memory(run.window_s, run.proc_root, run.bandwidth_budget_s)

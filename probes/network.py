@@ -10,9 +10,11 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
+from triage.core.probe_data import NetworkData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.discovery import is_local_host
 from triage.probes.http import base_url
+from triage.probes.registry import ProbeRun, register
 
 Resolver = Callable[..., list]
 
@@ -41,7 +43,7 @@ def probe_network(url: str | None, num_samples: int = 5, timeout_s: float = 2.0,
     start = time.perf_counter()
 
     def done(status: ProbeStatus, reason: str | None, data: dict | None = None) -> ProbeResult:
-        return ProbeResult("network", status, time.perf_counter() - start, reason, data or {})
+        return ProbeResult("network", status, time.perf_counter() - start, reason, NetworkData.of(data))
 
     if not url:
         return done(ProbeStatus.UNSUPPORTED, "no endpoint: pass --url, or run a server on this host")
@@ -95,3 +97,8 @@ def probe_network(url: str | None, num_samples: int = 5, timeout_s: float = 2.0,
     if not tcp:
         return done(ProbeStatus.ERROR, "; ".join(errors) or f"cannot reach {url}", data)
     return done(ProbeStatus.OK, None, data)
+
+
+@register("network", phase=0, order=70, timeout_s=lambda run: run.grace_s)
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_network(run.url)

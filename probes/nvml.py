@@ -1,21 +1,16 @@
-"""The `gpu` probe: every NVIDIA GPU through NVML (nvidia-ml-py), each field degrading on its own.
-
-The NVML module is injected (`nvml=`), so tests replay a fake one with pynvml's real function names.
-A call that fails with NotSupported, NoPermission or FunctionNotFound (an old driver) gives None and
-its field is listed in that GPU's `unsupported_fields`; a GPU that fell off the bus is `lost`; no NVML
-at all gives status `unsupported` with the reason. Keys: docs/SNAPSHOT.md, section `gpu`.
+"""NVML access (nvidia-ml-py), shared by the `gpu` probe (probes/gpu.py) and `triage bench`'s GPU sampler:
+the reader that turns NotSupported / NoPermission / FunctionNotFound into None plus a listed field,
+the decoders, and the per-device reads. The NVML module is always injected, so tests replay a fake one
+with pynvml's real function names (tests/fixtures/nvml/).
 """
 from __future__ import annotations
 
 import math
 import os
-import statistics
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.core.snapshot import ProbeStatus
 from triage.probes.sysfs import numa_nodes_of_cpus
 
 # NVML return codes (nvml.h; the same numbers in pynvml).
@@ -24,7 +19,7 @@ _ERROR_NO_PERMISSION = 4
 _ERROR_DRIVER_NOT_LOADED = 9
 _ERROR_LIBRARY_NOT_FOUND = 12
 _ERROR_FUNCTION_NOT_FOUND = 13
-_ERROR_GPU_IS_LOST = 15
+ERROR_GPU_IS_LOST = 15
 
 _CLOCK_SM, _CLOCK_MEM = 1, 2
 _TEMPERATURE_GPU = 0
@@ -52,7 +47,7 @@ THROTTLE_FIELDS = {
     "reliability": 79, "total_app_clocks": 80, "total_base_clocks": 81,
 }
 
-_TOPOLOGY = {0: "internal", 10: "single", 20: "multiple", 30: "hostbridge", 40: "node", 50: "system"}
+TOPOLOGY = {0: "internal", 10: "single", 20: "multiple", 30: "hostbridge", 40: "node", 50: "system"}
 _NVLINK_ERRORS = {"replay": 0, "recovery": 1, "crc_flit": 2, "crc_data": 3}
 _FIELD_VALUE_ATTR = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 
@@ -61,12 +56,12 @@ class GpuLost(Exception):
     """NVML said GPU_IS_LOST: the device fell off the bus."""
 
 
-def _code(exc: BaseException) -> int | None:
+def error_code(exc: BaseException) -> int | None:
     value = getattr(exc, "value", None)
     return value if isinstance(value, int) else None
 
 
-def _text(value: Any) -> str:
+def text_of(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
@@ -94,7 +89,7 @@ class NvmlReader:
         try:
             return fn(*args)
         except Exception as e:  # NVMLError and whatever a broken binding raises
-            if _code(e) == _ERROR_GPU_IS_LOST:
+            if error_code(e) == ERROR_GPU_IS_LOST:
                 raise GpuLost(str(e)) from None
             if record:
                 self.mark(field)
@@ -105,8 +100,8 @@ class NvmlReader:
             self.unsupported.append(field)
 
 
-def _nvml_status(e: BaseException) -> tuple[ProbeStatus, str]:
-    code = _code(e)
+def nvml_status(e: BaseException) -> tuple[ProbeStatus, str]:
+    code = error_code(e)
     if code in (_ERROR_LIBRARY_NOT_FOUND, _ERROR_DRIVER_NOT_LOADED):
         return ProbeStatus.UNSUPPORTED, f"no NVIDIA driver here: NVML says {e}"
     if code == _ERROR_NO_PERMISSION:
@@ -114,7 +109,7 @@ def _nvml_status(e: BaseException) -> tuple[ProbeStatus, str]:
     return ProbeStatus.ERROR, f"NVML failed to start: {type(e).__name__}: {e}"
 
 
-def _import_nvml() -> Any:
+def import_nvml() -> Any:
     import pynvml  # nvidia-ml-py
 
     return pynvml
@@ -124,7 +119,7 @@ def _mib(value: Any) -> int | None:
     return int(value) if value is not None else None
 
 
-def _field_values(r: NvmlReader, handle: Any) -> dict[str, int | None] | None:
+def read_field_values(r: NvmlReader, handle: Any) -> dict[str, int | None] | None:
     values = r.call("throttle_time_delta_us", "nvmlDeviceGetFieldValues", handle, list(THROTTLE_FIELDS.values()))
     if values is None:
         r.mark("throttle_time_frac")
@@ -167,7 +162,7 @@ def _numa_node(r: NvmlReader, handle: Any, bus_id: str | None, sys_root: str) ->
     return None, None
 
 
-def _nvlinks(r: NvmlReader, handle: Any) -> tuple[list[dict[str, Any]], dict[int, str]]:
+def read_nvlinks(r: NvmlReader, handle: Any) -> tuple[list[dict[str, Any]], dict[int, str]]:
     """Active-or-not links with their error counters, and {link: remote PCI bus id} for active ones."""
     links: list[dict[str, Any]] = []
     remotes: dict[int, str] = {}
@@ -182,11 +177,11 @@ def _nvlinks(r: NvmlReader, handle: Any) -> tuple[list[dict[str, Any]], dict[int
         if state:
             info = r.call("nvlink_remote", "nvmlDeviceGetNvLinkRemotePciInfo", handle, link, record=False)
             if info is not None:
-                remotes[link] = _text(getattr(info, "busId", "")).lower()
+                remotes[link] = text_of(getattr(info, "busId", "")).lower()
     return links, remotes
 
 
-def _processes(r: NvmlReader, handle: Any) -> list[dict[str, Any]] | None:
+def read_processes(r: NvmlReader, handle: Any) -> list[dict[str, Any]] | None:
     procs = r.call("compute_processes", "nvmlDeviceGetComputeRunningProcesses", handle)
     if procs is None:
         return None
@@ -205,10 +200,10 @@ def _processes(r: NvmlReader, handle: Any) -> list[dict[str, Any]] | None:
     return out
 
 
-def _static(r: NvmlReader, h: Any, index: int, sys_root: str) -> dict[str, Any]:
+def read_static(r: NvmlReader, h: Any, index: int, sys_root: str) -> dict[str, Any]:
     nv = r.nvml
     pci = r.call("pci_bus_id", "nvmlDeviceGetPciInfo", h)
-    bus_id = _text(pci.busId) if pci is not None else None
+    bus_id = text_of(pci.busId) if pci is not None else None
     cc = r.call("compute_capability", "nvmlDeviceGetCudaComputeCapability", h)
     mem_v2 = getattr(nv, "nvmlMemory_v2", None)
     mem = r.call("memory", "nvmlDeviceGetMemoryInfo", h, mem_v2, record=False) if mem_v2 else None
@@ -233,8 +228,8 @@ def _static(r: NvmlReader, h: Any, index: int, sys_root: str) -> dict[str, Any]:
     numa_node, numa_source = _numa_node(r, h, bus_id, sys_root)
     return {
         "index": index,
-        "name": _text(n) if (n := r.call("name", "nvmlDeviceGetName", h)) is not None else None,
-        "uuid": _text(u) if (u := r.call("uuid", "nvmlDeviceGetUUID", h)) is not None else None,
+        "name": text_of(n) if (n := r.call("name", "nvmlDeviceGetName", h)) is not None else None,
+        "uuid": text_of(u) if (u := r.call("uuid", "nvmlDeviceGetUUID", h)) is not None else None,
         "pci_bus_id": bus_id,
         "compute_capability": list(cc) if cc is not None else None,
         "memory_total_bytes": _mib(getattr(mem, "total", None)),
@@ -286,7 +281,7 @@ def read_utilization(r: NvmlReader, h: Any) -> tuple[int | None, int | None]:
     return (int(util.gpu), int(util.memory)) if util is not None else (None, None)
 
 
-def _moment(r: NvmlReader, h: Any) -> dict[str, Any]:
+def read_moment(r: NvmlReader, h: Any) -> dict[str, Any]:
     """Values read at one instant, at the end of the window."""
     gen = r.call("pcie_link_gen_current", "nvmlDeviceGetCurrPcieLinkGeneration", h)
     width = r.call("pcie_link_width_current", "nvmlDeviceGetCurrPcieLinkWidth", h)
@@ -307,7 +302,7 @@ def _moment(r: NvmlReader, h: Any) -> dict[str, Any]:
     }
 
 
-def _throttle_delta(before: dict | None, after: dict | None, window_s: float
+def throttle_delta(before: dict | None, after: dict | None, window_s: float
                     ) -> tuple[dict[str, float | None] | None, dict[str, float | None] | None]:
     if before is None or after is None:
         return None, None
@@ -321,149 +316,3 @@ def _throttle_delta(before: dict | None, after: dict | None, window_s: float
         delta_us[name] = (b - a) / 1000.0  # NVML counts ns
         frac[name] = min(1.0, delta_us[name] / (window_s * 1e6)) if window_s > 0 else None
     return delta_us, frac
-
-
-class _Gpu:
-    def __init__(self, nvml: Any, index: int) -> None:
-        self.index = index
-        self.reader = NvmlReader(nvml)
-        self.handle: Any = None
-        self.data: dict[str, Any] = {"index": index}
-        self.lost = False
-        self.util_samples: list[int] = []
-        self.mem_util_samples: list[int] = []
-        self.throttle_before: dict | None = None
-
-    def guard(self, step: Callable[[], None]) -> None:
-        if self.lost:
-            return
-        try:
-            step()
-        except GpuLost:
-            self.lost = True
-
-    def sample_util(self) -> None:
-        gpu, mem = read_utilization(self.reader, self.handle)
-        if gpu is not None:
-            self.util_samples.append(gpu)
-        if mem is not None:
-            self.mem_util_samples.append(mem)
-
-
-def _open(nvml: Any, index: int, sys_root: str) -> _Gpu:
-    gpu = _Gpu(nvml, index)
-
-    def step() -> None:
-        try:
-            gpu.handle = nvml.nvmlDeviceGetHandleByIndex(index)
-        except Exception as e:
-            if _code(e) == _ERROR_GPU_IS_LOST:
-                raise GpuLost(str(e)) from None
-            raise
-        gpu.data.update(_static(gpu.reader, gpu.handle, index, sys_root))
-        gpu.throttle_before = _field_values(gpu.reader, gpu.handle)
-        gpu.sample_util()
-
-    gpu.guard(step)
-    return gpu
-
-
-def _finish(gpu: _Gpu, window_s: float) -> dict[str, Any]:
-    def step() -> None:
-        gpu.data.update(_moment(gpu.reader, gpu.handle))
-        after = _field_values(gpu.reader, gpu.handle)
-        gpu.data["throttle_time_delta_us"], gpu.data["throttle_time_frac"] = _throttle_delta(
-            gpu.throttle_before, after, window_s)
-        gpu.data["compute_processes"] = _processes(gpu.reader, gpu.handle)
-        links, remotes = _nvlinks(gpu.reader, gpu.handle)
-        gpu.data["nvlink"] = links
-        gpu.data["_nvlink_remotes"] = remotes
-
-    gpu.guard(step)
-    util = gpu.util_samples
-    gpu.data["utilization_gpu_pct"] = statistics.fmean(util) if util else None
-    gpu.data["utilization_gpu_pct_max"] = max(util) if util else None
-    gpu.data["utilization_memory_pct"] = statistics.fmean(gpu.mem_util_samples) if gpu.mem_util_samples else None
-    gpu.data["lost"] = gpu.lost
-    if gpu.lost:
-        gpu.reader.mark("*")  # everything not read before the loss
-    gpu.data["unsupported_fields"] = gpu.reader.unsupported
-    return gpu.data
-
-
-def _topology(nvml: Any, gpus: list[_Gpu]) -> list[dict[str, Any]]:
-    pairs = []
-    alive = [g for g in gpus if not g.lost and g.handle is not None]
-    for i, a in enumerate(alive):
-        for b in alive[i + 1:]:
-            level = None
-            try:
-                level = int(nvml.nvmlDeviceGetTopologyCommonAncestor(a.handle, b.handle))
-            except Exception:  # NotSupported on some platforms: leave it unknown
-                pass
-            bus_b = (b.data.get("pci_bus_id") or "").lower()
-            remotes = a.data.get("_nvlink_remotes") or {}
-            pairs.append({
-                "gpu_a": a.index, "gpu_b": b.index,
-                "common_ancestor": _TOPOLOGY.get(level) if level is not None else None,
-                "nvlink": bool(bus_b) and bus_b in remotes.values(),
-            })
-    return pairs
-
-
-def probe_gpu(nvml: Any = None, window_s: float = 2.0, sys_root: str = "/sys",
-              sample_interval_s: float = 0.25, sleep: Callable[[float], None] = time.sleep) -> ProbeResult:
-    """Read every GPU, sample utilization over `window_s`, diff the throttle counters over it."""
-    start = time.perf_counter()
-
-    def done(status: ProbeStatus, reason: str | None, data: dict | None = None) -> ProbeResult:
-        return ProbeResult("gpu", status, time.perf_counter() - start, reason, data or {})
-
-    if nvml is None:
-        try:
-            nvml = _import_nvml()
-        except ImportError:
-            return done(ProbeStatus.UNSUPPORTED, "nvidia-ml-py (pynvml) is not installed: pip install nvidia-ml-py")
-    try:
-        nvml.nvmlInit()
-    except Exception as e:
-        status, reason = _nvml_status(e)
-        return done(status, reason)
-    try:
-        system = NvmlReader(nvml)
-        driver = system.call("driver_version", "nvmlSystemGetDriverVersion")
-        cuda = system.call("cuda_driver_version", "nvmlSystemGetCudaDriverVersion")
-        nvml_version = system.call("nvml_version", "nvmlSystemGetNVMLVersion")
-        count = system.call("count", "nvmlDeviceGetCount")
-        if count is None:
-            return done(ProbeStatus.ERROR, "NVML started but could not count the GPUs")
-        gpus = [_open(nvml, i, sys_root) for i in range(int(count))]
-        window_start = time.perf_counter()
-        num_steps = max(1, math.ceil(window_s / sample_interval_s)) if window_s > 0 else 0
-        for _ in range(num_steps):
-            sleep(window_s / num_steps)
-            for g in gpus:
-                g.guard(g.sample_util)
-        window_s = max(window_s, time.perf_counter() - window_start)  # the window actually observed
-        entries = [_finish(g, window_s) for g in gpus]
-        topology = _topology(nvml, gpus)
-        for entry in entries:
-            entry.pop("_nvlink_remotes", None)
-        data = {
-            "driver_version": _text(driver) if driver is not None else None,
-            "cuda_driver_version": f"{int(cuda) // 1000}.{int(cuda) % 1000 // 10}" if cuda is not None else None,
-            "nvml_version": _text(nvml_version) if nvml_version is not None else None,
-            "window_s": window_s,
-            "num_gpus": len(entries),
-            "gpus": entries,
-            "topology": topology,
-            "unsupported_fields": system.unsupported,
-        }
-        if not entries:
-            return done(ProbeStatus.UNSUPPORTED, "NVML found no GPU on this host", data)
-        return done(ProbeStatus.OK, None, data)
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception:  # shutting down a half-started NVML must not hide the result
-            pass

@@ -14,10 +14,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import triage.core.engine_truth as engine_truth
+from triage.core.probe_data import ServerConfigData
 from triage.core.redact import redact_argv
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.http import HttpFailure, HttpGet, base_url, http_get
 from triage.probes.prom import normalise, parse_metrics
+from triage.probes.registry import ProbeRun, register
 
 FIELDS = ("model", "max_model_len", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
           "enable_chunked_prefill", "enable_prefix_caching", "kv_cache_dtype", "dtype", "quantization",
@@ -328,5 +330,10 @@ def probe_server_config(url: str | None, cmdline: Sequence[str] | None = None, e
         reason = "no server command line and no answer from the server's endpoints"
         if notes:
             reason += f" ({notes[0]})"
-        return ProbeResult("server_config", ProbeStatus.UNSUPPORTED, duration, reason, data)
-    return ProbeResult("server_config", ProbeStatus.OK, duration, None, data)
+        return ProbeResult("server_config", ProbeStatus.UNSUPPORTED, duration, reason, ServerConfigData.of(data))
+    return ProbeResult("server_config", ProbeStatus.OK, duration, None, ServerConfigData.of(data))
+
+
+@register("server_config", phase=1, order=10, timeout_s=lambda run: run.grace_s)
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_server_config(run.url, run.argv, run.engine, environ=dict(run.env) if run.env else None)

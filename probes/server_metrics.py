@@ -8,9 +8,12 @@ import math
 import time
 from collections.abc import Callable
 
+from triage.core.probe_data import ServerMetricsData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.http import HttpFailure, HttpGet, base_url, http_get
-from triage.probes.prom import EngineMetrics, normalise, parse_metrics, window_delta
+from triage.probes.metrics_window import window_delta
+from triage.probes.prom import EngineMetrics, normalise, parse_metrics
+from triage.probes.registry import ProbeRun, register
 
 
 class _NoMetrics(Exception):
@@ -34,7 +37,7 @@ def probe_server_metrics(url: str | None, window_s: float = 2.0, num_intermediat
     start = time.perf_counter()
 
     def done(status: ProbeStatus, reason: str | None, data: dict | None = None) -> ProbeResult:
-        return ProbeResult("server_metrics", status, time.perf_counter() - start, reason, data or {})
+        return ProbeResult("server_metrics", status, time.perf_counter() - start, reason, ServerMetricsData.of(data))
 
     if not url:
         return done(ProbeStatus.UNSUPPORTED, "no endpoint: pass --url, or run a server on this host")
@@ -66,8 +69,11 @@ def probe_server_metrics(url: str | None, window_s: float = 2.0, num_intermediat
         return done(ProbeStatus.ERROR, f"cannot scrape the metrics: {e}")
     # The measured span is the honest denominator; with an injected sleep it is ~0, so keep the nominal.
     actual_window_s = measured if measured >= window_s * 0.5 and math.isfinite(measured) else window_s
-    data = window_delta(before, after, round(actual_window_s, 3), seen=seen)
-    data["url"] = metrics_url
-    data["num_bad_lines"] = bad
-    data["num_missed_scrapes"] = num_missed
-    return done(ProbeStatus.OK, None, data)
+    data = window_delta(before, after, round(actual_window_s, 3), seen=seen, url=metrics_url, num_bad_lines=bad,
+                        num_missed_scrapes=num_missed)
+    return ProbeResult("server_metrics", ProbeStatus.OK, time.perf_counter() - start, None, data)
+
+
+@register("server_metrics", phase=2, order=60, timeout_s=lambda run: run.window_s + run.grace_s)
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_server_metrics(run.url, run.window_s)

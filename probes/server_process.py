@@ -12,12 +12,14 @@ from typing import Any
 
 import psutil
 
+from triage.core.probe_data import ServerProcessData
 from triage.core.redact import redact_argv, redact_env
 from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.probes.registry import ProbeRun, register
 from triage.probes.sysfs import numa_nodes_of_cpus, parse_cpulist
 
 # Environment variables that slow serving down or change how it runs, worth showing when set. The
-# debugging/profiling ones are what GPU011 (rules/gpu.py) judges; a test keeps that list inside this one.
+# debugging/profiling ones are what GPU011 (rules/catalog/gpu011_bad_cuda_env.py) judges; a test keeps that list inside this one.
 DEBUG_ENV = (
     # CUDA debugging and profiling (DCGM diag r1's environment checks)
     "CUDA_LAUNCH_BLOCKING", "CUDA_INJECTION64_PATH", "NSIGHT_CUDA_DEBUGGER", "CUDA_PROFILE",
@@ -70,7 +72,7 @@ def probe_server_process(pid: int | None, engine: str | None = None, window_s: f
     start = time.perf_counter()
 
     def done(status: ProbeStatus, reason: str | None, data: dict | None = None) -> ProbeResult:
-        return ProbeResult("server_process", status, time.perf_counter() - start, reason, data or {})
+        return ProbeResult("server_process", status, time.perf_counter() - start, reason, ServerProcessData.of(data))
 
     if pid is None:
         return done(ProbeStatus.UNSUPPORTED, "no serving process found on this host (remote URL, or none running)")
@@ -160,3 +162,9 @@ def probe_server_process(pid: int | None, engine: str | None = None, window_s: f
         "unsupported_fields": unsupported,
     }
     return done(ProbeStatus.OK, None, data)
+
+
+@register("server_process", phase=2, order=50, timeout_s=lambda run: run.window_s + run.grace_s)
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_server_process(run.pid, run.engine, run.window_s, run.proc_root, run.sys_root,
+                                argv=run.argv, env=run.env)

@@ -11,7 +11,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from triage.core.probe_data import ServerConfigData, StorageData
 from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.probes.registry import ProbeRun, register
 from triage.probes.sysfs import read_text
 
 NETWORK_FS = frozenset({
@@ -187,5 +189,18 @@ def probe_storage(model: str | None = None, env: Mapping[str, str] | None = None
     }
     if pid is not None and env is None:
         return ProbeResult("storage", ProbeStatus.PERMISSION_DENIED, time.perf_counter() - start,
-                           "; ".join(reasons), data)
-    return ProbeResult("storage", ProbeStatus.OK, time.perf_counter() - start, None, data)
+                           "; ".join(reasons), StorageData.of(data))
+    return ProbeResult("storage", ProbeStatus.OK, time.perf_counter() - start, None, StorageData.of(data))
+
+
+@register("storage", phase=3, order=100, timeout_s=lambda run: run.read_budget_s + run.grace_s)
+def _run(run: ProbeRun) -> ProbeResult:
+    if run.url and run.pid is None and not run.model:
+        # The server's files and HF cache are on another host or in a container: this host's cache says
+        # nothing about them (and would make NET002 judge the wrong machine).
+        return ProbeResult("storage", ProbeStatus.UNSUPPORTED, 0.0,
+                           "the server's process is not visible from here (another host or a container), so its "
+                           "model files and cache cannot be read; pass --model PATH to time a local copy")
+    config = run.earlier_payload(ServerConfigData)
+    model = run.model or (config.model if config is not None else None)
+    return probe_storage(model, run.env, run.proc_root, run.max_read_bytes, run.read_budget_s, pid=run.pid)

@@ -9,12 +9,12 @@ Inside `triage bench` (no probes): evaluate(Snapshot(), bench=section,
 config=RulesConfig(enabled_only=bench_rule_codes())).
 
 Reading order: rules/base.py (what a rule is) -> rules/context.py (how it reads inputs) -> one rule in
-rules/gpu.py -> rules/evaluate.py (ranking and causal chains). Thresholds: rules/thresholds.py.
+rules/catalog/ (one file per rule) -> rules/evaluate.py (ranking and causal chains). Thresholds: rules/thresholds.py.
 """
 from __future__ import annotations
 
 # Importing the rule modules registers their rules.
-from triage.rules import active, batching, bench, engine, gpu, host, kv_sched  # noqa: F401
+from triage.rules import active, catalog  # noqa: F401
 from triage.rules.base import Hit, MissingInput, Rule, RuleDoc
 from triage.rules.config import RulesConfig, load_rules_config
 from triage.rules.evaluate import CAUSES, Evaluation, bench_rule_codes, evaluate

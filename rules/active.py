@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from triage.core.probe_data import GpuData, ServerConfigData
 from triage.core.report import Certainty, Fix, Severity
 from triage.core.roofline import decode_tokens_per_s_bound
 from triage.core.specs import match_nvml_name, pcie_bytes_per_s
@@ -46,12 +47,20 @@ _NO_WEIGHTS = " (set [model] weight_bytes in triage.toml to see the cost in toke
 
 
 def _tp(ctx: Context) -> int:
-    tp = ctx.opt("server_config", "tensor_parallel_size")
+    tp = ctx.seen(ServerConfigData).tensor_parallel_size
     return int(tp) if isinstance(tp, (int, float)) and tp >= 1 else 1
 
 
+def _active(ctx: Context, probe: str) -> dict[str, Any]:
+    """An active probe's data (a plain dict: these probes run only with `diagnose --active`)."""
+    data = ctx.snapshot.data(probe)
+    if not isinstance(data, dict) or not data:
+        raise MissingInput(f"probe {probe} did not run (it runs with `triage diagnose --active`)")
+    return data
+
+
 def _gpus(ctx: Context, probe: str) -> list[dict[str, Any]]:
-    data = ctx.probe(probe)
+    data = _active(ctx, probe)
     gpus = [g for g in data.get("gpus") or [] if not g.get("error")]
     if not gpus:
         raise MissingInput(f"{probe} measured no GPU" + "".join(f"; GPU {g.get('index')}: {g['error']}"
@@ -152,8 +161,7 @@ def allreduce_measured(ctx: Context) -> AllreduceMeasure | None:
     busbw = nccl.get("busbw_gbps")
     if busbw is None:
         return None
-    gpus = ctx.snapshot.data("gpu") or {}
-    specs = [match_nvml_name(g.get("name") or "", g.get("memory_total_bytes")) for g in gpus.get("gpus") or []]
+    specs = [match_nvml_name(g.name or "", g.memory_total_bytes) for g in ctx.seen(GpuData).gpus]
     if not specs:     # no NVML: name the GPUs from the active probes' own device records
         specs = [match_nvml_name(g.get("name") or "", g.get("memory_total_bytes"))
                  for g in (ctx.snapshot.data("hbm") or ctx.snapshot.data("matmul") or {}).get("gpus") or []]
@@ -274,7 +282,7 @@ def gpu015(ctx: Context) -> Hit | None:
     message = "; ".join(lines) + "."
     w = served_weight_bytes(ctx)
     if w is not None:
-        quant = str(ctx.opt("server_config", "quantization") or "").lower()
+        quant = str(ctx.seen(ServerConfigData).quantization or "").lower()
         params = w[0] / _QUANT_BYTES.get(quant, 2.0)
         at_spec, at_meas = worst[1] * 1e12 / (2 * params), worst[0] * 1e12 / (2 * params)
         message += (f" For the served model (~{params / 1e9:.1f} B parameters) the prefill ceiling per GPU falls from "
@@ -305,7 +313,7 @@ def gpu015(ctx: Context) -> Hit | None:
     references=("seed 003 memory layer (mbw: system memory bandwidth)", "seed 003 CPU layer (numactl --hardware)"),
 ), thresholds=("MEM003.min_node_frac_of_best",))
 def mem003(ctx: Context) -> Hit | None:
-    nodes = [n for n in ctx.probe("host_memory").get("nodes") or [] if n.get("copy_bandwidth_gbps") is not None]
+    nodes = [n for n in _active(ctx, "host_memory").get("nodes") or [] if n.get("copy_bandwidth_gbps") is not None]
     if len(nodes) < 2:
         raise MissingInput("this host has a single NUMA node (or one was measured): nothing to compare")
     best = max(nodes, key=lambda n: n["copy_bandwidth_gbps"])

@@ -4,20 +4,32 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from triage.core.probe_data import (
+    EngineIdentityData,
+    GpuData,
+    GpuDevice,
+    LogsData,
+    Payload,
+    ServerConfigData,
+    ServerMetricsData,
+    ServerProcessData,
+)
 from triage.core.report import BenchLevel, BenchSection
 from triage.core.snapshot import Snapshot
 from triage.rules.base import MissingInput
 from triage.rules.config import RulesConfig
 from triage.rules.engines import EngineInfo, normalise_engine, parse_version
 
+P = TypeVar("P", bound=Payload)
 
-def metrics_kv_usage(metrics: dict[str, Any]) -> tuple[float | None, str]:
+
+def metrics_kv_usage(metrics: ServerMetricsData) -> tuple[float | None, str]:
     """The window's peak KV usage when the probe has it, else the last sample; with its evidence key."""
-    if metrics.get("kv_cache_usage_frac_max") is not None:
-        return metrics["kv_cache_usage_frac_max"], "server_metrics.kv_cache_usage_frac_max"
-    return metrics.get("kv_cache_usage_frac"), "server_metrics.kv_cache_usage_frac"
+    if metrics.kv_cache_usage_frac_max is not None:
+        return metrics.kv_cache_usage_frac_max, "server_metrics.kv_cache_usage_frac_max"
+    return metrics.kv_cache_usage_frac, "server_metrics.kv_cache_usage_frac"
 
 
 def level_label(level: BenchLevel) -> str:
@@ -44,14 +56,31 @@ class Context:
     def has(self, probe: str) -> bool:
         return self.snapshot.data(probe) is not None
 
-    def probe(self, name: str) -> dict[str, Any]:
+    def need(self, cls: type[P]) -> P:
+        """The probe's payload, or MissingInput saying why the probe has none."""
+        name = cls.PROBE
         result = self.snapshot.get(name)
         if result is None:
             raise MissingInput(f"probe {name} did not run")
         if not result.ok:
             why = f": {result.reason}" if result.reason else ""
             raise MissingInput(f"probe {name} is {result.status.value}{why}")
+        if not isinstance(result.data, cls):
+            raise MissingInput(f"probe {name} measured nothing")
         return result.data
+
+    def seen(self, cls: type[P]) -> P:
+        """The probe's payload when it ran ok, else an empty one (every field None): for evidence that
+        is nice to have."""
+        data = self.snapshot.payload(cls)
+        return data if data is not None else cls()
+
+    @staticmethod
+    def measured(value: Any, what: str) -> Any:
+        """`value`, or MissingInput when it is None: `what` (probe.field) was not measured."""
+        if value is None:
+            raise MissingInput(f"{what} was not measured")
+        return value
 
     def probe_note(self, name: str) -> str:
         """'' when the probe ran ok, else '; probe NAME is STATUS: REASON' to append to a skip reason."""
@@ -62,80 +91,64 @@ class Context:
             return ""
         return f"; probe {name} is {result.status.value}" + (f": {result.reason}" if result.reason else "")
 
-    def value(self, probe: str, key: str) -> Any:
-        """probe.data[key], or MissingInput when the probe or the field was not measured."""
-        data = self.probe(probe)
-        value = data.get(key)
-        if value is None:
-            raise MissingInput(f"{probe}.{key} was not measured")
-        return value
-
-    def opt(self, probe: str, key: str) -> Any:
-        """probe.data[key] when measured, else None (for evidence that is nice to have)."""
-        data = self.snapshot.data(probe)
-        return None if data is None else data.get(key)
-
     # --- GPUs ------------------------------------------------------------------------------------
-    def gpus(self) -> list[dict[str, Any]]:
-        gpus = self.probe("gpu").get("gpus")
+    def gpus(self) -> list[GpuDevice]:
+        gpus = self.need(GpuData).gpus
         if not gpus:
             raise MissingInput("probe gpu saw no GPU")
         return list(gpus)
 
     def server_pids(self) -> set[int]:
-        data = self.snapshot.data("server_process")
-        if not data or data.get("pid") is None:
+        data = self.snapshot.payload(ServerProcessData)
+        if data is None or data.pid is None:
             return set()
-        pids = {int(data["pid"])}
-        pids |= {int(p["pid"]) for p in data.get("processes") or [] if p.get("pid") is not None}
+        pids = {int(data.pid)}
+        pids |= {int(p.pid) for p in data.processes if p.pid is not None}
         return pids
 
-    def serving_gpus(self) -> list[dict[str, Any]]:
+    def serving_gpus(self) -> list[GpuDevice]:
         """GPUs where the server's processes hold memory; all live GPUs when that is not known."""
-        live = [g for g in self.gpus() if not g.get("lost")]
+        live = [g for g in self.gpus() if not g.lost]
         pids = self.server_pids()
         if pids:
-            serving = [g for g in live if any(p.get("pid") in pids for p in g.get("compute_processes") or [])]
+            serving = [g for g in live if any(p.pid in pids for p in g.compute_processes or ())]
             if serving:
                 return serving
         return live
 
     # --- server config and engine ----------------------------------------------------------------
-    def cfg(self, key: str) -> Any:
-        return self.value("server_config", key)
-
-    def setting(self, key: str, cache_key: str | None = None) -> tuple[Any, str | None]:
-        """A server setting and the evidence key it was read from: server_config.<key>, else the
-        /metrics cache_config_info label `cache_key`; (None, None) when neither measured it."""
-        value = self.opt("server_config", key)
+    def setting(self, key: str | None, cache_key: str | None = None) -> tuple[Any, str | None]:
+        """A server setting and the evidence key it was read from: server_config.<key> (a field of
+        ServerConfigData), else the /metrics cache_config_info label `cache_key`; (None, None) when
+        neither measured it. `key` None: only the /metrics label can say."""
+        value = getattr(self.seen(ServerConfigData), key) if key is not None else None
         if value is not None:
             return value, f"server_config.{key}"
         if cache_key is not None:
-            value = (self.opt("server_metrics", "cache_config") or {}).get(cache_key)
+            value = (self.seen(ServerMetricsData).cache_config or {}).get(cache_key)
             if value is not None:
                 return value, f"server_metrics.cache_config.{cache_key}"
         return None, None
 
     def cfg_source(self, key: str) -> str | None:
-        data = self.snapshot.data("server_config") or {}
-        return (data.get("sources") or {}).get(key)
+        """Where server_config.<key> came from (cmdline, default, cache_config_info ...)."""
+        return (self.seen(ServerConfigData).sources or {}).get(key)
 
     def engine(self) -> EngineInfo:
-        cfg = self.snapshot.data("server_config") or {}
-        metrics = self.snapshot.data("server_metrics") or {}
-        proc = self.snapshot.data("server_process") or {}
-        ident = self.snapshot.data("engine_identity") or {}
-        name = (self.config.target_engine or cfg.get("engine") or ident.get("engine") or metrics.get("engine")
-                or proc.get("engine"))
+        cfg = self.seen(ServerConfigData)
+        metrics = self.seen(ServerMetricsData)
+        proc = self.seen(ServerProcessData)
+        ident = self.seen(EngineIdentityData)
+        name = (self.config.target_engine or cfg.engine or ident.engine or metrics.engine or proc.engine)
         if name is None and self.bench is not None:
             name = next((lv.server.get("engine") for lv in self.bench.levels if lv.server and lv.server.get("engine")),
                         None)
-        version = self.config.target_engine_version or cfg.get("engine_version") or ident.get("version")
+        version = self.config.target_engine_version or cfg.engine_version or ident.version
         engine = normalise_engine(name)
         v = parse_version(version)
-        metrics_engine = cfg.get("metrics_engine") or metrics.get("engine") or name or ""
+        metrics_engine = cfg.metrics_engine or metrics.engine or name or ""
         v0 = engine == "vllm" and (str(metrics_engine).lower() == "vllm-v0" or (v is not None and v < (0, 8, 0)))
-        exported = str(cfg.get("metrics_engine") or metrics.get("engine") or "").lower()
+        exported = str(cfg.metrics_engine or metrics.engine or "").lower()
         return EngineInfo(engine, version, v0, v1_metrics=engine == "vllm" and not v0 and exported == "vllm")
 
     def identified_engine(self) -> EngineInfo:
@@ -178,11 +191,11 @@ class Context:
         limit = self.th("common.kv_limited_usage_frac")
         evidence: dict[str, Any] = {}
         seen = False
-        metrics = self.snapshot.data("server_metrics")
+        metrics = self.snapshot.payload(ServerMetricsData)
         if metrics is not None:
             usage, usage_key = metrics_kv_usage(metrics)
-            waiting = metrics.get("num_requests_waiting")
-            preempt = metrics.get("num_preemptions_delta")
+            waiting = metrics.num_requests_waiting
+            preempt = metrics.num_preemptions_delta
             if usage is not None and waiting is not None:
                 seen = True
                 if usage >= limit and waiting > 0:
@@ -231,24 +244,24 @@ class Context:
 
     def kv_capacity_tokens(self) -> tuple[float, str]:
         """How many tokens the KV cache holds, and where that came from."""
-        logs = self.snapshot.data("logs") or {}
-        metrics = self.snapshot.data("server_metrics") or {}
-        cache = metrics.get("cache_config") or {}
-        if logs.get("kv_cache_tokens") is not None:
-            return float(logs["kv_cache_tokens"]), "logs.kv_cache_tokens"
-        if metrics.get("kv_cache_capacity_tokens") is not None:
-            return float(metrics["kv_cache_capacity_tokens"]), "server_metrics.kv_cache_capacity_tokens"
+        logs = self.seen(LogsData)
+        metrics = self.seen(ServerMetricsData)
+        cache = metrics.cache_config or {}
+        if logs.kv_cache_tokens is not None:
+            return float(logs.kv_cache_tokens), "logs.kv_cache_tokens"
+        if metrics.kv_cache_capacity_tokens is not None:
+            return float(metrics.kv_cache_capacity_tokens), "server_metrics.kv_cache_capacity_tokens"
         if cache.get("num_gpu_blocks") is not None and cache.get("block_size") is not None:
             return (float(cache["num_gpu_blocks"]) * float(cache["block_size"]),
                     "server_metrics.cache_config.num_gpu_blocks*block_size")
-        block = (self.snapshot.data("server_config") or {}).get("block_size")
-        if logs.get("num_gpu_blocks") is not None and block is not None:
-            return float(logs["num_gpu_blocks"]) * float(block), "logs.num_gpu_blocks*server_config.block_size"
+        block = self.seen(ServerConfigData).block_size
+        if logs.num_gpu_blocks is not None and block is not None:
+            return float(logs.num_gpu_blocks) * float(block), "logs.num_gpu_blocks*server_config.block_size"
         raise MissingInput("the KV cache capacity is unknown (needs the server log's 'GPU KV cache size' line via "
                            "--log, or cache_config num_gpu_blocks / SGLang max_total_num_tokens in /metrics)")
 
     def compute_capability(self) -> tuple[int, int]:
-        caps = [tuple(g["compute_capability"]) for g in self.serving_gpus() if g.get("compute_capability")]
+        caps = [tuple(g.compute_capability) for g in self.serving_gpus() if g.compute_capability]
         if not caps:
             raise MissingInput("gpu.compute_capability was not measured")
         return min(caps)  # type: ignore[return-value]

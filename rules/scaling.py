@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from triage.core.report import BenchLevel
+from triage.rules.context import Context
 
 MIN_CONCURRENCY_RATIO = 4.0   # compare c with at least 4x c (the issue's "c=1 and any c >= 4")
 
@@ -45,3 +46,11 @@ def throughput_scaling(levels: Sequence[BenchLevel]) -> Scaling | None:
     top = max(high, key=lambda lv: (lv.output_tokens_per_s, -(lv.concurrency or 0)))
     return Scaling(low, top, top.output_tokens_per_s / low.output_tokens_per_s,
                    (top.concurrency or 1) / (low.concurrency or 1))
+
+
+def flat_scaling(ctx: Context) -> Scaling | None:
+    """The bench's scaling when it is below ENG001's threshold (the server does not batch), else None."""
+    if ctx.bench is None or not ctx.bench.levels:
+        return None
+    s = throughput_scaling(ctx.bench.levels)
+    return s if s is not None and s.throughput_x < ctx.th("ENG001.min_throughput_gain_x") else None

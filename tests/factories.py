@@ -52,3 +52,10 @@ def bench_report(levels, model: str = "tiny") -> Report:
         target=Target(url="http://127.0.0.1:8000", engine="reference", engine_version="0.1.0", model=model),
         bench=BenchSection(config={"endpoint": "completions"}, levels=tuple(levels)),
     )
+
+
+def data_of(result) -> dict:
+    """A probe result's payload as the report writes it (a plain dict; {} when it measured nothing)."""
+    from triage.core.convert import to_dict
+
+    return to_dict(result.data) if result.data is not None else {}

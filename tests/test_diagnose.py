@@ -18,10 +18,10 @@ from triage.core.report_io import read_report, to_dict
 from triage.core.snapshot import ProbeResult, ProbeStatus, Snapshot
 from triage.diagnose import DiagnoseOptions, diagnose, load_snapshot
 from triage.diagnose.bundle import write_bundle
+from triage.probes.gpu import probe_gpu
 from triage.probes.http import HttpResponse
-from triage.probes.nvml import probe_gpu
-from triage.probes.runner import ProbeSpec, run_probe, run_probes
 from triage.probes.server_metrics import probe_server_metrics
+from triage.probes.threaded import ProbeSpec, run_probe, run_probes
 
 REPO = Path(__file__).resolve().parent.parent
 FIX = Path(__file__).parent / "fixtures"
@@ -251,10 +251,10 @@ def test_secrets_never_reach_the_report_or_the_bundle(tmp_path, fake_vllm_with_s
                                           "h100_x2_healthy_nvlink.json")))
     assert result.discovery.pid == proc.pid and result.discovery.engine == "vllm"
     process = result.snapshot.data("server_process")
-    assert process["debug_env"]["NCCL_DEBUG"] == "INFO"
+    assert process.debug_env["NCCL_DEBUG"] == "INFO"
     config = result.snapshot.data("server_config")
-    assert config["max_num_seqs"] == 8 and config["sources"]["max_num_seqs"] == "cmdline"
-    assert result.snapshot.data("logs")["slow_tokenizer"] is True
+    assert config.max_num_seqs == 8 and config.sources["max_num_seqs"] == "cmdline"
+    assert result.snapshot.data("logs").slow_tokenizer is True
     report_validator(result.report)
     bundle = write_bundle(tmp_path / "out.tar.gz", result, str(log))
     blobs = {}
@@ -277,7 +277,7 @@ def test_skip_and_a_zero_window():
     assert "storage" not in names and "kernel_log" not in names and "memory" not in names
     assert result.discovery.how == "none" and result.snapshot.window_s == 0
     cpu = result.snapshot.get("cpu")
-    assert cpu.ok and cpu.data["window_s"] == 0
+    assert cpu.ok and cpu.data.window_s == 0
 
 
 def test_snapshot_data_accessor_ignores_failed_probes():

@@ -43,15 +43,15 @@ def test_diagnose_against_triage_serve(server, report_validator):
     probes = {p.name: p for p in result.snapshot.probes}
     metrics = probes["server_metrics"]
     assert metrics.ok, metrics.reason
-    assert metrics.data["engine"] == "vllm"            # the reference server speaks vLLM's metric names
-    assert metrics.data["num_requests_running"] is not None
+    assert metrics.data.engine == "vllm"            # the reference server speaks vLLM's metric names
+    assert metrics.data.num_requests_running is not None
     config = probes["server_config"]
-    assert config.ok and config.data["engine"] == "reference"
-    assert config.data["max_num_seqs"] == 4 and config.data["sources"]["max_num_seqs"] in ("cmdline",)
+    assert config.ok and config.data.engine == "reference"
+    assert config.data.max_num_seqs == 4 and config.data.sources["max_num_seqs"] in ("cmdline",)
     process = probes["server_process"]
-    assert process.ok and process.data["pid"] == server.pid and process.data["processes"]
-    assert 0 < process.data["uptime_s"] < 3600           # a real create time, not a placeholder
+    assert process.ok and process.data.pid == server.pid and process.data.processes
+    assert 0 < process.data.uptime_s < 3600           # a real create time, not a placeholder
     network = probes["network"]
-    assert network.ok and network.data["health_status_code"] == 200 and network.data["same_host"] is True
+    assert network.ok and network.data.health_status_code == 200 and network.data.same_host is True
     assert report["target"]["engine"] == "reference"
     assert report["target"]["url"] == server.url

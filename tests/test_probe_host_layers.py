@@ -46,15 +46,15 @@ def test_cpu_probe_on_fixture_trees(proc_root):
     r = probe_cpu(window_s=1.0, proc_root=str(proc_root), sys_root=str(SYS), sleep=advance(proc_root))
     assert r.status is ProbeStatus.OK
     d = r.data
-    assert d["model"] == "AMD EPYC 7763 64-Core Processor"
-    assert d["num_physical_cores"] == 2          # 4 logical CPUs on 2 cores
-    assert d["num_logical_cpus"] == 4
-    assert d["governor"] == "powersave"
-    assert d["governors"] == {"powersave": 12, "performance": 4}
-    assert d["freq_mhz_current"] == 1200.0 and d["freq_mhz_max"] == 3500.0
-    assert d["per_core_util_pct"][0] == 100.0
-    assert d["numa_nodes"] == [{"node": 0, "cpus": list(range(8))}, {"node": 1, "cpus": list(range(8, 16))}]
-    assert d["window_s"] == 1.0
+    assert d.model == "AMD EPYC 7763 64-Core Processor"
+    assert d.num_physical_cores == 2          # 4 logical CPUs on 2 cores
+    assert d.num_logical_cpus == 4
+    assert d.governor == "powersave"
+    assert d.governors == {"powersave": 12, "performance": 4}
+    assert d.freq_mhz_current == 1200.0 and d.freq_mhz_max == 3500.0
+    assert d.per_core_util_pct[0] == 100.0
+    assert [(n.node, list(n.cpus)) for n in d.numa_nodes] == [(0, list(range(8))), (1, list(range(8, 16)))]
+    assert d.window_s == 1.0
 
 
 def test_cpu_probe_without_proc_is_unsupported(tmp_path):
@@ -68,13 +68,13 @@ def test_memory_probe_swap_traffic_and_bandwidth(proc_root):
     r = probe_memory(window_s=2.0, proc_root=str(proc_root), sleep=advance(proc_root), bandwidth=lambda s: 12.5)
     assert r.status is ProbeStatus.OK
     d = r.data
-    assert d["total_bytes"] == 65536000 * 1024
-    assert d["available_pct"] == pytest.approx(2.0)
-    assert d["swap_used_bytes"] == (8388608 - 4194304) * 1024
+    assert d.total_bytes == 65536000 * 1024
+    assert d.available_pct == pytest.approx(2.0)
+    assert d.swap_used_bytes == (8388608 - 4194304) * 1024
     page = 4096
-    assert d["swap_in_bytes_delta"] == 256 * page
-    assert d["swap_out_bytes_delta"] == 512 * page
-    assert d["copy_bandwidth_gbps"] == 12.5
+    assert d.swap_in_bytes_delta == 256 * page
+    assert d.swap_out_bytes_delta == 512 * page
+    assert d.copy_bandwidth_gbps == 12.5
 
 
 def test_real_copy_bandwidth_is_positive_and_bounded_in_time():
@@ -97,11 +97,11 @@ def test_kernel_log_from_a_saved_dmesg():
     r = probe_kernel_log(path=str(FIX / "logs" / "dmesg_xid79.txt"))
     assert r.status is ProbeStatus.OK
     d = r.data
-    assert [e["xid"] for e in d["xid_events"]] == [79, 48, 63]
-    assert d["xid_events"][0]["pci_bus_id"] == "0000:3b:00"
-    assert d["xid_events"][0]["meaning"] == "GPU has fallen off the bus"
-    assert d["xid_counts"] == {"48": 1, "63": 1, "79": 1}
-    assert d["num_lines_read"] == 7
+    assert [e.xid for e in d.xid_events] == [79, 48, 63]
+    assert d.xid_events[0].pci_bus_id == "0000:3b:00"
+    assert d.xid_events[0].meaning == "GPU has fallen off the bus"
+    assert d.xid_counts == {"48": 1, "63": 1, "79": 1}
+    assert d.num_lines_read == 7
 
 
 def test_kernel_log_denied_says_how_to_read_it(tmp_path):
@@ -115,17 +115,17 @@ def test_kernel_log_from_dmesg_output(tmp_path):
     lines = (FIX / "logs" / "dmesg_xid79.txt").read_text().splitlines()
     (tmp_path / "uptime").write_text("4834.57 9000.00\n")     # 3600 s after the Xid 79 line's stamp
     r = probe_kernel_log(run_dmesg=lambda: (lines, None), proc_root=str(tmp_path))
-    assert r.data["source"] == "dmesg" and r.data["num_xid_events"] == 3
-    assert r.data["xid_events"][0]["age_s"] == pytest.approx(3600.0, abs=0.1)
-    assert r.data["newest_xid_age_s"] == min(e["age_s"] for e in r.data["xid_events"])
+    assert r.data.source == "dmesg" and r.data.num_xid_events == 3
+    assert r.data.xid_events[0].age_s == pytest.approx(3600.0, abs=0.1)
+    assert r.data.newest_xid_age_s == min(e.age_s for e in r.data.xid_events)
 
 
 def test_saved_kernel_log_has_no_ages_and_no_uptime_gives_none(tmp_path):
     saved = probe_kernel_log(path=str(FIX / "logs" / "dmesg_xid79.txt"), proc_root=str(tmp_path))
-    assert saved.data["newest_xid_age_s"] is None and saved.data["xid_events"][0]["age_s"] is None
+    assert saved.data.newest_xid_age_s is None and saved.data.xid_events[0].age_s is None
     lines = (FIX / "logs" / "dmesg_xid79.txt").read_text().splitlines()
     live = probe_kernel_log(run_dmesg=lambda: (lines, None), proc_root=str(tmp_path / "none"))
-    assert live.data["newest_xid_age_s"] is None
+    assert live.data.newest_xid_age_s is None
 
 
 def test_kmsg_records_keep_their_boot_stamp(tmp_path):
@@ -135,8 +135,8 @@ def test_kmsg_records_keep_their_boot_stamp(tmp_path):
     kmsg.write_text("3,812,1234567900,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n")
     (tmp_path / "uptime").write_text("1334.57 1.0\n")
     r = probe_kernel_log(run_dmesg=lambda: (None, "not permitted"), kmsg_path=str(kmsg), proc_root=str(tmp_path))
-    assert r.data["source"] == str(kmsg)
-    assert r.data["xid_events"][0]["xid"] == 79 and r.data["newest_xid_age_s"] == pytest.approx(100.0, abs=0.1)
+    assert r.data.source == str(kmsg)
+    assert r.data.xid_events[0].xid == 79 and r.data.newest_xid_age_s == pytest.approx(100.0, abs=0.1)
     assert _read_kmsg(str(kmsg), 10)[0].startswith("[1234.567900] NVRM")
 
 
@@ -144,14 +144,14 @@ def test_logs_probe_finds_known_vllm_lines():
     r = probe_logs(str(FIX / "logs" / "vllm_v0_preempting_slow_tokenizer.log"))
     assert r.status is ProbeStatus.OK
     d = r.data
-    assert d["slow_tokenizer"] is True
-    assert d["num_preemption_lines"] == 2
-    assert d["num_gpu_blocks"] == 2048
-    assert d["kv_cache_tokens"] == 32768
-    assert d["max_concurrency"] == 8.0 and d["max_concurrency_tokens_per_request"] == 4096
-    assert len(d["cuda_graph_hints"]) == 3      # capturing, the memory hint, capture finished
-    assert d["num_nccl_errors"] == 1
-    assert d["num_shm_broadcast_stalls"] == 1
+    assert d.slow_tokenizer is True
+    assert d.num_preemption_lines == 2
+    assert d.num_gpu_blocks == 2048
+    assert d.kv_cache_tokens == 32768
+    assert d.max_concurrency == 8.0 and d.max_concurrency_tokens_per_request == 4096
+    assert len(d.cuda_graph_hints) == 3      # capturing, the memory hint, capture finished
+    assert d.num_nccl_errors == 1
+    assert d.num_shm_broadcast_stalls == 1
     assert "sk-live" not in str(d) and "abcdefghijklmnopqrstuvwxyz" not in str(d)
 
 
@@ -189,13 +189,13 @@ def test_storage_probe_nfs_model_and_tmpfs_cache(tmp_path):
                       max_read_bytes=2 * 2**20, read_budget_s=5.0, pid=4242)
     assert r.status is ProbeStatus.OK
     d = r.data
-    assert d["model_dir_fstype"] == "nfs4" and d["model_dir_is_network_fs"] is True
-    assert d["read_bytes"] == 2 * 2**20            # bounded by max_read_bytes, not the 3 MiB file
-    assert d["read_gbps"] is not None and d["read_gbps"] > 0
-    assert d["page_cache_warm"] is None           # no io file in the fixture /proc: unknown, not guessed
-    assert d["hf_cache_fstype"] == "tmpfs" and d["hf_cache_persistent"] is False
-    assert d["hf_cache_empty"] is True
-    assert d["serves_hub_model_id"] is False
+    assert d.model_dir_fstype == "nfs4" and d.model_dir_is_network_fs is True
+    assert d.read_bytes == 2 * 2**20            # bounded by max_read_bytes, not the 3 MiB file
+    assert d.read_gbps is not None and d.read_gbps > 0
+    assert d.page_cache_warm is None           # no io file in the fixture /proc: unknown, not guessed
+    assert d.hf_cache_fstype == "tmpfs" and d.hf_cache_persistent is False
+    assert d.hf_cache_empty is True
+    assert d.serves_hub_model_id is False
 
 
 def test_storage_probe_hub_id_in_cache(tmp_path):
@@ -206,12 +206,12 @@ def test_storage_probe_hub_id_in_cache(tmp_path):
     r = probe_storage("org/tiny", env={"HF_HOME": str(tmp_path / "hf")}, proc_root="/proc",
                       max_read_bytes=2**20, read_budget_s=1.0, pid=os.getpid())
     d = r.data
-    assert d["serves_hub_model_id"] is True
-    assert d["model_dir"].endswith(str(snap))
-    assert d["read_bytes"] == 4096
-    assert d["hf_cache_empty"] is False
+    assert d.serves_hub_model_id is True
+    assert d.model_dir.endswith(str(snap))
+    assert d.read_bytes == 4096
+    assert d.hf_cache_empty is False
     # The real /proc has an io file: the 4 KiB just written sits in the page cache.
-    assert d["page_cache_warm"] in (True, None)
+    assert d.page_cache_warm in (True, None)
 
 
 def test_storage_probe_unreadable_parts_are_unknown_not_zero_or_empty(tmp_path, monkeypatch):
@@ -229,12 +229,12 @@ def test_storage_probe_unreadable_parts_are_unknown_not_zero_or_empty(tmp_path, 
     monkeypatch.setattr(triage.probes.storage, "read_speed", denied)
     d = probe_storage(str(model_dir), env={"HF_HUB_CACHE": str(not_a_dir)}, proc_root="/proc",
                       pid=os.getpid()).data
-    assert d["read_bytes"] is None and d["read_gbps"] is None     # not "0 bytes read"
-    assert d["hf_cache_empty"] is None                             # not "empty": NET002 must not fire on it
-    assert {"read_bytes", "read_gbps", "hf_cache_empty"} <= set(d["unsupported_fields"])
+    assert d.read_bytes is None and d.read_gbps is None     # not "0 bytes read"
+    assert d.hf_cache_empty is None                             # not "empty": NET002 must not fire on it
+    assert {"read_bytes", "read_gbps", "hf_cache_empty"} <= set(d.unsupported_fields)
     missing = probe_storage(None, env={"HF_HUB_CACHE": str(tmp_path / "never-created")}, proc_root="/proc",
                             pid=os.getpid()).data
-    assert missing["hf_cache_empty"] is True and missing["read_bytes"] is None
+    assert missing.hf_cache_empty is True and missing.read_bytes is None
 
 
 # --- the server's own view (issue: NET002 judged triage's own empty cache) -------------------------
@@ -254,20 +254,20 @@ def test_storage_reads_the_servers_own_cache_and_mounts(tmp_path):
     proc = _container_proc(tmp_path, "tmpfs")
     d = probe_storage("org/tiny", env={"HF_HOME": "/data/hf"}, proc_root=str(proc), pid=4242,
                       max_read_bytes=2**20, read_budget_s=1.0).data
-    assert d["seen_from"] == "server" and d["hf_cache_dir"] == "/data/hf/hub"
-    assert d["serves_hub_model_id"] is True and d["hf_cache_empty"] is False
-    assert d["hf_cache_fstype"] == "tmpfs" and d["hf_cache_persistent"] is False
-    assert d["read_bytes"] == 8192                       # read through /proc/4242/root
+    assert d.seen_from == "server" and d.hf_cache_dir == "/data/hf/hub"
+    assert d.serves_hub_model_id is True and d.hf_cache_empty is False
+    assert d.hf_cache_fstype == "tmpfs" and d.hf_cache_persistent is False
+    assert d.read_bytes == 8192                       # read through /proc/4242/root
     persistent = probe_storage("org/tiny", env={"HF_HOME": "/data/hf"}, proc_root=str(_container_proc(
         tmp_path / "b", "ext4")), pid=4242).data
-    assert persistent["hf_cache_persistent"] is True
+    assert persistent.hf_cache_persistent is True
 
 
 def test_storage_without_the_servers_environment_judges_no_cache(tmp_path):
     proc = _container_proc(tmp_path, "ext4")
     r = probe_storage("org/tiny", env=None, proc_root=str(proc), pid=4242)
     assert r.status is ProbeStatus.PERMISSION_DENIED and "environ" in r.reason
-    assert r.data["hf_cache_dir"] is None and r.data["hf_cache_empty"] is None
+    assert r.data.hf_cache_dir is None and r.data.hf_cache_empty is None
     # No server process at all (a local --model PATH): triage's own cache is never judged.
     own = probe_storage("org/tiny", env={"HF_HOME": str(tmp_path / "mine")}, proc_root="/proc").data
-    assert own["hf_cache_dir"] is None and own["hf_cache_empty"] is None and own["seen_from"] == "triage"
+    assert own.hf_cache_dir is None and own.hf_cache_empty is None and own.seen_from == "triage"

@@ -6,8 +6,10 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.nvml.fake_pynvml import FakeNvml, load
+from triage.core.probe_data import GpuPair, NvLinkErrors
 from triage.core.snapshot import ProbeStatus
-from triage.probes.nvml import decode_clock_event_reasons, probe_gpu
+from triage.probes.gpu import probe_gpu
+from triage.probes.nvml import decode_clock_event_reasons
 
 SYS = str(Path(__file__).parent / "fixtures" / "sysfs" / "two_node_powersave")
 
@@ -28,24 +30,24 @@ def test_healthy_pair_with_nvlink():
     r = run(nvml)
     assert r.status is ProbeStatus.OK
     d = r.data
-    assert d["driver_version"] == "550.54.15"
-    assert d["cuda_driver_version"] == "12.4"
-    assert d["num_gpus"] == 2
-    g0 = d["gpus"][0]
-    assert g0["name"] == "NVIDIA H100 80GB HBM3"
-    assert g0["compute_capability"] == [9, 0]
-    assert g0["memory_total_bytes"] == 80 * 2**30
-    assert g0["memory_reserved_bytes"] == 512 * 2**20
-    assert g0["power_limit_enforced_w"] == 700.0 and g0["power_usage_w"] == 550.0
-    assert g0["clock_event_reasons"] == [] and g0["clock_event_reasons_source"] == "clocks_event"
-    assert g0["numa_node"] == 0 and g0["numa_node_source"] == "nvml"
-    assert g0["pcie_link_gen_current"] == 5 and g0["pcie_link_width_current"] == 16
-    assert g0["pcie_read_utilization_gpu_pct"] is not None
-    assert [link["active"] for link in g0["nvlink"]] == [True, True]
-    assert g0["nvlink"][0]["errors"] == {"replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 0}
-    assert g0["unsupported_fields"] == []
-    assert g0["lost"] is False
-    assert d["topology"] == [{"gpu_a": 0, "gpu_b": 1, "common_ancestor": "node", "nvlink": True}]
+    assert d.driver_version == "550.54.15"
+    assert d.cuda_driver_version == "12.4"
+    assert d.num_gpus == 2
+    g0 = d.gpus[0]
+    assert g0.name == "NVIDIA H100 80GB HBM3"
+    assert g0.compute_capability == (9, 0)
+    assert g0.memory_total_bytes == 80 * 2**30
+    assert g0.memory_reserved_bytes == 512 * 2**20
+    assert g0.power_limit_enforced_w == 700.0 and g0.power_usage_w == 550.0
+    assert g0.clock_event_reasons == () and g0.clock_event_reasons_source == "clocks_event"
+    assert g0.numa_node == 0 and g0.numa_node_source == "nvml"
+    assert g0.pcie_link_gen_current == 5 and g0.pcie_link_width_current == 16
+    assert g0.pcie_read_utilization_gpu_pct is not None
+    assert [link.active for link in g0.nvlink] == [True, True]
+    assert g0.nvlink[0].errors == NvLinkErrors(replay=0, recovery=0, crc_flit=0, crc_data=0)
+    assert g0.unsupported_fields == ()
+    assert g0.lost is False
+    assert d.topology == (GpuPair(gpu_a=0, gpu_b=1, common_ancestor="node", nvlink=True),)
     assert nvml.shutdown_called
 
 
@@ -53,79 +55,79 @@ def test_window_samples_utilization_and_diffs_throttle_counters():
     nvml = load("a100_power_capped_pcie_gen3x8.json")
     r = probe_gpu(nvml=nvml, window_s=3.0, sys_root=SYS, sample_interval_s=1.0, sleep=lambda s: None)
     assert r.status is ProbeStatus.OK
-    g = r.data["gpus"][0]
-    assert g["throttle_time_delta_us"]["power"] == pytest.approx(1.5e6)      # 1.5 s of ns counter
-    assert g["throttle_time_frac"]["power"] == pytest.approx(0.5)           # over a 3 s window
-    assert g["throttle_time_delta_us"]["thermal"] == 0.0
-    assert g["clock_event_reasons"] == ["sw_power_cap", "hw_power_brake_slowdown"]
-    assert g["clock_event_reasons_bitmask"] == 0x84
-    assert g["power_limit_enforced_w"] == 300.0 and g["power_limit_default_w"] == 400.0
-    assert (g["pcie_link_gen_current"], g["pcie_link_width_current"]) == (3, 8)
-    assert (g["pcie_link_gen_max"], g["pcie_link_width_max"]) == (4, 16)
-    assert g["pcie_replay_count"] == 37
-    assert g["ecc_uncorrected_volatile"] == 1 and g["ecc_uncorrected_aggregate"] == 2
-    assert g["remapped_rows_pending"] is True and g["remapped_rows_uncorrectable"] == 2
+    g = r.data.gpus[0]
+    assert g.throttle_time_delta_us.power == pytest.approx(1.5e6)      # 1.5 s of ns counter
+    assert g.throttle_time_frac.power == pytest.approx(0.5)           # over a 3 s window
+    assert g.throttle_time_delta_us.thermal == 0.0
+    assert g.clock_event_reasons == ("sw_power_cap", "hw_power_brake_slowdown")
+    assert g.clock_event_reasons_bitmask == 0x84
+    assert g.power_limit_enforced_w == 300.0 and g.power_limit_default_w == 400.0
+    assert (g.pcie_link_gen_current, g.pcie_link_width_current) == (3, 8)
+    assert (g.pcie_link_gen_max, g.pcie_link_width_max) == (4, 16)
+    assert g.pcie_replay_count == 37
+    assert g.ecc_uncorrected_volatile == 1 and g.ecc_uncorrected_aggregate == 2
+    assert g.remapped_rows_pending is True and g.remapped_rows_uncorrectable == 2
     # NVML's NUMA call is NotSupported: the PCI device's sysfs numa_node answers.
-    assert (g["numa_node"], g["numa_node_source"]) == (1, "sysfs")
-    assert g["utilization_gpu_pct_max"] >= g["utilization_gpu_pct"]
+    assert (g.numa_node, g.numa_node_source) == (1, "sysfs")
+    assert g.utilization_gpu_pct_max >= g.utilization_gpu_pct
 
 
 def test_not_supported_fields_are_none_and_listed():
     r = run(load("rtx4090_not_supported_fields.json"))
     assert r.status is ProbeStatus.OK
-    g = r.data["gpus"][0]
+    g = r.data.gpus[0]
     for key in ("ecc_mode_enabled", "ecc_corrected_volatile", "remapped_rows_pending", "retired_pages_sbe",
                 "mig_mode_enabled", "power_limit_default_w", "compute_processes", "throttle_time_delta_us"):
-        assert g[key] is None, key
-        assert key in g["unsupported_fields"], key
+        assert getattr(g, key) is None, key
+        assert key in g.unsupported_fields, key
     # The rest of the GPU still reports.
-    assert g["name"] == "NVIDIA GeForce RTX 4090"
-    assert g["sm_clock_mhz"] == 1980
+    assert g.name == "NVIDIA GeForce RTX 4090"
+    assert g.sm_clock_mhz == 1980
     # NUMA from the affinity mask (CPUs 0-7 = node 0), since NVML and sysfs say nothing.
-    assert (g["numa_node"], g["numa_node_source"]) == (0, "affinity")
+    assert (g.numa_node, g.numa_node_source) == (0, "affinity")
 
 
 def test_old_driver_falls_back_to_throttle_reasons():
     nvml = load("v100_old_driver_470.json")
     r = run(nvml)
     assert r.status is ProbeStatus.OK
-    g = r.data["gpus"][0]
-    assert g["clock_event_reasons_source"] == "throttle_reasons"
-    assert g["clock_event_reasons"] == ["hw_slowdown", "hw_thermal_slowdown"]
+    g = r.data.gpus[0]
+    assert g.clock_event_reasons_source == "throttle_reasons"
+    assert g.clock_event_reasons == ("hw_slowdown", "hw_thermal_slowdown")
     assert "nvmlDeviceGetCurrentClocksThrottleReasons" in nvml.calls
-    assert "clock_event_reasons" not in g["unsupported_fields"]
+    assert "clock_event_reasons" not in g.unsupported_fields
     # No memory v2: total still read, reserved unknown and listed.
-    assert g["memory_total_bytes"] == 80 * 2**30
-    assert g["memory_reserved_bytes"] is None and "memory_reserved_bytes" in g["unsupported_fields"]
-    assert g["pcie_link_gen_gpu_max"] is None and "pcie_link_gen_gpu_max" in g["unsupported_fields"]
-    assert r.data["cuda_driver_version"] == "11.4"
+    assert g.memory_total_bytes == 80 * 2**30
+    assert g.memory_reserved_bytes is None and "memory_reserved_bytes" in g.unsupported_fields
+    assert g.pcie_link_gen_gpu_max is None and "pcie_link_gen_gpu_max" in g.unsupported_fields
+    assert r.data.cuda_driver_version == "11.4"
 
 
 def test_old_binding_without_the_function_falls_back_too():
     nvml = load("h100_x2_healthy_nvlink.json", absent_functions=["nvmlDeviceGetCurrentClocksEventReasons"])
-    g = run(nvml).data["gpus"][0]
-    assert g["clock_event_reasons_source"] == "throttle_reasons"
-    assert g["clock_event_reasons"] == []
+    g = (run(nvml).data).gpus[0]
+    assert g.clock_event_reasons_source == "throttle_reasons"
+    assert g.clock_event_reasons == ()
 
 
 def test_lost_gpu_is_marked_and_others_still_report():
     r = run(load("h100_x3_gpu_lost.json"))
     assert r.status is ProbeStatus.OK
-    g0, g1, g2 = r.data["gpus"]
-    assert g0["lost"] is False and g0["power_usage_w"] == 550.0
-    assert g1["lost"] is True
-    assert g1["name"] == "NVIDIA H100 80GB HBM3"        # read before it fell off
-    assert "power_usage_w" not in g1                    # never read
-    assert g2["lost"] is True and g2.get("name") is None
+    g0, g1, g2 = r.data.gpus
+    assert g0.lost is False and g0.power_usage_w == 550.0
+    assert g1.lost is True
+    assert g1.name == "NVIDIA H100 80GB HBM3"        # read before it fell off
+    assert g1.power_usage_w is None and "*" in g1.unsupported_fields   # never read
+    assert g2.lost is True and g2.name is None
     # Topology only between the GPUs still there.
-    assert r.data["topology"] == []
+    assert r.data.topology == ()
 
 
 def test_no_nvml_library_is_unsupported_with_reason():
     r = run(load("h100_x2_healthy_nvlink.json", init_error=12))
     assert r.status is ProbeStatus.UNSUPPORTED
     assert "NVIDIA driver" in r.reason
-    assert r.data == {}
+    assert r.data is None
 
 
 def test_permission_denied():
@@ -162,11 +164,11 @@ def test_hard_coded_nvml_constants_match_pynvml():
 
     assert (probe._CLOCK_SM, probe._CLOCK_MEM) == (pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_MEM)
     assert probe._TEMPERATURE_THRESHOLD_SLOWDOWN == pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
-    assert probe._ERROR_GPU_IS_LOST == pynvml.NVML_ERROR_GPU_IS_LOST
+    assert probe.ERROR_GPU_IS_LOST == pynvml.NVML_ERROR_GPU_IS_LOST
     assert probe._ERROR_NOT_SUPPORTED == pynvml.NVML_ERROR_NOT_SUPPORTED
     assert probe._RETIRE_DBE == pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
     assert probe._NVLINK_ERRORS["crc_data"] == pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA
-    assert probe._TOPOLOGY[pynvml.NVML_TOPOLOGY_HOSTBRIDGE] == "hostbridge"
+    assert probe.TOPOLOGY[pynvml.NVML_TOPOLOGY_HOSTBRIDGE] == "hostbridge"
     bits = {pynvml.nvmlClocksEventReasonSwPowerCap: "sw_power_cap",
             pynvml.nvmlClocksEventReasonHwThermalSlowdown: "hw_thermal_slowdown",
             pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown: "hw_power_brake_slowdown"}

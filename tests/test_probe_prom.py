@@ -7,16 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from triage.probes.prom import (
-    EngineMetrics,
-    Histogram,
-    detect_engine,
-    histogram_delta,
-    histogram_quantile,
-    normalise,
-    parse_metrics,
-    window_delta,
-)
+from triage.probes.metrics_window import histogram_delta, histogram_quantile, window_delta
+from triage.probes.prom import EngineMetrics, Histogram, detect_engine, normalise, parse_metrics
 
 FIX = Path(__file__).parent / "fixtures" / "prom"
 
@@ -43,10 +35,10 @@ def test_real_vllm_v1_capture_parses_without_created_timestamps():
 def test_real_capture_window_has_no_hit_rate_without_queries():
     m = normalise(load("vllm_v1_real_capture_idle.txt"))
     d = window_delta(m, m, 2.0)
-    assert d["prefix_cache_queries_delta"] == 0.0
-    assert d["prefix_cache_hit_rate"] is None
-    assert d["preemptions_per_s"] == 0.0
-    assert d["generation_tokens_per_s"] == 0.0
+    assert d.prefix_cache_queries_delta == 0.0
+    assert d.prefix_cache_hit_rate is None
+    assert d.preemptions_per_s == 0.0
+    assert d.generation_tokens_per_s == 0.0
 
 
 def test_v1_two_engines_are_summed_and_fractions_maxed():
@@ -62,30 +54,30 @@ def test_v1_two_engines_are_summed_and_fractions_maxed():
     assert "engine" not in after.cache_config
 
     d = window_delta(before, after, 10.0)
-    assert d["window_s"] == 10.0
-    assert d["kv_cache_usage_frac_max"] == 0.97
-    assert d["num_preemptions_delta"] == 30.0
-    assert d["preemptions_per_s"] == pytest.approx(3.0)
-    assert d["prefix_cache_queries_delta"] == 4000.0
-    assert d["prefix_cache_hits_delta"] == 1000.0
-    assert d["prefix_cache_hit_rate"] == pytest.approx(0.25)
-    assert d["prefix_cache_hit_rate_source"] == "counters"
-    assert d["prompt_tokens_per_s"] == pytest.approx(2000.0)
-    assert d["generation_tokens_per_s"] == pytest.approx(500.0)
-    assert d["spec_decode_acceptance_rate"] == pytest.approx(90 / 300)
-    assert d["counter_resets"] == []
+    assert d.window_s == 10.0
+    assert d.kv_cache_usage_frac_max == 0.97
+    assert d.num_preemptions_delta == 30.0
+    assert d.preemptions_per_s == pytest.approx(3.0)
+    assert d.prefix_cache_queries_delta == 4000.0
+    assert d.prefix_cache_hits_delta == 1000.0
+    assert d.prefix_cache_hit_rate == pytest.approx(0.25)
+    assert d.prefix_cache_hit_rate_source == "counters"
+    assert d.prompt_tokens_per_s == pytest.approx(2000.0)
+    assert d.generation_tokens_per_s == pytest.approx(500.0)
+    assert d.spec_decode_acceptance_rate == pytest.approx(90 / 300)
+    assert d.counter_resets == ()
 
-    ttft = d["histograms"]["ttft_s"]
+    ttft = d.histograms["ttft_s"]
     # Window deltas: 100 new requests: 0 in (0,0.1], 0 in (0.1,0.5], 50 in (0.5,1], 50 above 1 s.
-    assert ttft["count_delta"] == 100.0
-    assert ttft["sum_delta_s"] == pytest.approx(120.0)
-    assert ttft["mean_s"] == pytest.approx(1.2)
-    assert ttft["p50_s"] == pytest.approx(1.0)     # rank 50 falls at the top of the (0.5, 1] bucket
-    assert ttft["p99_s"] == pytest.approx(1.0)     # in +Inf: the largest finite bound
-    itl = d["histograms"]["itl_s"]
-    assert itl["count_delta"] == 2500.0
+    assert ttft.count_delta == 100.0
+    assert ttft.sum_delta_s == pytest.approx(120.0)
+    assert ttft.mean_s == pytest.approx(1.2)
+    assert ttft.p50_s == pytest.approx(1.0)     # rank 50 falls at the top of the (0.5, 1] bucket
+    assert ttft.p99_s == pytest.approx(1.0)     # in +Inf: the largest finite bound
+    itl = d.histograms["itl_s"]
+    assert itl.count_delta == 2500.0
     # rank 1250 of 2500: 2000 in (0.01, 0.05] after 0 below -> 0.01 + 0.04 * 1250/2000
-    assert itl["p50_s"] == pytest.approx(0.035)
+    assert itl.p50_s == pytest.approx(0.035)
 
 
 def test_v0_detected_and_normalised():
@@ -99,12 +91,12 @@ def test_v0_detected_and_normalised():
     assert m.histograms["itl_s"].count == 1000.0
     assert m.cache_config["cache_dtype"] == "fp8"
     d = window_delta(m, m, 5.0)
-    assert d["prefix_cache_hit_rate"] == 0.25            # V0 only has the gauge
-    assert d["prefix_cache_hit_rate_source"] == "gauge"
-    assert d["spec_decode_acceptance_rate"] == 0.62
-    assert d["histograms"]["itl_s"]["count_delta"] == 0.0
-    assert d["histograms"]["itl_s"]["mean_s"] is None    # no requests in the window
-    assert d["histograms"]["itl_s"]["p50_s"] is None
+    assert d.prefix_cache_hit_rate == 0.25            # V0 only has the gauge
+    assert d.prefix_cache_hit_rate_source == "gauge"
+    assert d.spec_decode_acceptance_rate == 0.62
+    assert d.histograms["itl_s"].count_delta == 0.0
+    assert d.histograms["itl_s"].mean_s is None    # no requests in the window
+    assert d.histograms["itl_s"].p50_s is None
 
 
 def test_sglang_normalised():
@@ -125,8 +117,8 @@ def test_sglang_normalised():
                           .replace("prompt_tokens_total{model_name=\"meta-llama/Llama-3.1-8B-Instruct\"} 8000.0",
                                    "prompt_tokens_total{model_name=\"meta-llama/Llama-3.1-8B-Instruct\"} 10000.0"))
     d = window_delta(m, normalise(after), 2.0)
-    assert d["prefix_cache_hit_rate"] == pytest.approx(0.3)
-    assert d["prompt_tokens_per_s"] == pytest.approx(1000.0)
+    assert d.prefix_cache_hit_rate == pytest.approx(0.3)
+    assert d.prompt_tokens_per_s == pytest.approx(1000.0)
 
 
 def test_tgi_normalised():
@@ -164,18 +156,18 @@ def test_counter_reset_counts_from_zero_and_is_reported():
     after = normalise(load("vllm_v1_two_engines_before.txt"))
     before = dataclasses.replace(after, num_preemptions_total=1000.0)
     d = window_delta(before, after, 1.0)
-    assert d["num_preemptions_delta"] == 5.0
-    assert d["counter_resets"] == ["num_preemptions_total"]
+    assert d.num_preemptions_delta == 5.0
+    assert d.counter_resets == ("num_preemptions_total",)
 
 
 def test_max_over_intermediate_scrapes():
     m = normalise(load("vllm_v1_two_engines_before.txt"))
     peak = dataclasses.replace(m, kv_cache_usage_frac=0.99, num_requests_waiting=40.0)
     d = window_delta(m, m, 3.0, seen=[peak])
-    assert d["kv_cache_usage_frac"] == 0.52
-    assert d["kv_cache_usage_frac_max"] == 0.99
-    assert d["num_requests_waiting_max"] == 40.0
-    assert d["num_scrapes"] == 3
+    assert d.kv_cache_usage_frac == 0.52
+    assert d.kv_cache_usage_frac_max == 0.99
+    assert d.num_requests_waiting_max == 40.0
+    assert d.num_scrapes == 3
 
 
 def test_histogram_quantile_interpolates():
@@ -207,7 +199,7 @@ def test_real_capture_of_the_reference_engine():
     idle = dataclasses.replace(m, prefix_cache_queries_total=0.0, prefix_cache_hits_total=0.0,
                                prompt_tokens_total=0.0, generation_tokens_total=0.0, histograms={})
     d = window_delta(idle, m, 4.0)
-    assert d["prefix_cache_hit_rate"] == pytest.approx(288 / 392)
-    assert d["generation_tokens_per_s"] == pytest.approx(24 / 4.0)
-    assert d["histograms"]["e2e_s"]["count_delta"] == 4.0
-    assert d["histograms"]["e2e_s"]["p50_s"] is not None
+    assert d.prefix_cache_hit_rate == pytest.approx(288 / 392)
+    assert d.generation_tokens_per_s == pytest.approx(24 / 4.0)
+    assert d.histograms["e2e_s"].count_delta == 4.0
+    assert d.histograms["e2e_s"].p50_s is not None

@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.factories import data_of
 from triage.core.snapshot import ProbeStatus
 from triage.probes.discovery import classify_cmdline, process_for_port
 from triage.probes.http import HttpFailure, HttpResponse, base_url
@@ -58,12 +59,12 @@ def test_server_metrics_window_from_two_scrapes():
                              sleep=lambda s: None)
     assert r.status is ProbeStatus.OK
     d = r.data
-    assert d["url"] == "http://10.0.0.5:8000/metrics"
-    assert d["engine"] == "vllm" and d["window_s"] == 10.0
-    assert d["num_scrapes"] == 3
-    assert d["preemptions_per_s"] == pytest.approx(3.0)
-    assert d["prefix_cache_hit_rate"] == pytest.approx(0.25)
-    assert d["histograms"]["ttft_s"]["count_delta"] == 100.0
+    assert d.url == "http://10.0.0.5:8000/metrics"
+    assert d.engine == "vllm" and d.window_s == 10.0
+    assert d.num_scrapes == 3
+    assert d.preemptions_per_s == pytest.approx(3.0)
+    assert d.prefix_cache_hit_rate == pytest.approx(0.25)
+    assert d.histograms["ttft_s"].count_delta == 100.0
 
 
 def test_a_failed_in_between_scrape_is_counted_not_fatal():
@@ -73,12 +74,12 @@ def test_a_failed_in_between_scrape_is_counted_not_fatal():
     r = probe_server_metrics("http://10.0.0.5:8000", window_s=10.0, num_intermediate=1, get=get,
                              sleep=lambda s: None)
     assert r.status is ProbeStatus.OK
-    assert r.data["num_missed_scrapes"] == 1 and r.data["num_scrapes"] == 2
-    assert r.data["preemptions_per_s"] == pytest.approx(3.0)
+    assert r.data.num_missed_scrapes == 1 and r.data.num_scrapes == 2
+    assert r.data.preemptions_per_s == pytest.approx(3.0)
 
 
 def test_a_token_only_userinfo_is_redacted_in_probe_data():
-    from triage.probes.runner import ProbeSpec, run_probe
+    from triage.probes.threaded import ProbeSpec, run_probe
 
     text = HttpResponse(200, (PROM / "vllm_v1_two_engines_before.txt").read_text())
     get = fake_get({"/metrics": text})
@@ -86,7 +87,7 @@ def test_a_token_only_userinfo_is_redacted_in_probe_data():
         f"http://{SECRET_PLAIN}@10.0.0.5:8000", window_s=0, get=get, sleep=lambda s: None), 5.0)
     r = run_probe(spec)
     assert r.status is ProbeStatus.OK
-    assert SECRET_PLAIN not in json.dumps(r.data) and r.data["url"] == "http://***@10.0.0.5:8000/metrics"
+    assert SECRET_PLAIN not in json.dumps(data_of(r)) and r.data.url == "http://***@10.0.0.5:8000/metrics"
 
 
 def test_server_metrics_404_is_unsupported_with_advice():
@@ -168,17 +169,17 @@ def test_server_config_merges_sources_and_redacts():
     r = probe_server_config("http://127.0.0.1:8000", cmdline=VLLM_ARGV, engine="vllm", get=get)
     assert r.status is ProbeStatus.OK
     d = r.data
-    assert d["engine"] == "vllm" and d["engine_version"] == "0.6.3"
-    assert d["metrics_engine"] == "vllm-v0"
+    assert d.engine == "vllm" and d.engine_version == "0.6.3"
+    assert d.metrics_engine == "vllm-v0"
     # The running engine's own report wins over the command line.
-    assert d["max_model_len"] == 4096 and d["sources"]["max_model_len"] == "/v1/models"
-    assert d["gpu_memory_utilization"] == 0.95 and d["sources"]["gpu_memory_utilization"] == "cache_config_info"
-    assert d["kv_cache_dtype"] == "fp8" and d["sources"]["kv_cache_dtype"] == "cache_config_info"
-    assert d["block_size"] == 16
-    assert d["max_num_seqs"] == 512 and d["sources"]["max_num_seqs"] == "cmdline"
-    assert d["pipeline_parallel_size"] == 1 and d["sources"]["pipeline_parallel_size"] == "default"
-    assert d["served_model_name"] == "llama"
-    assert SECRET_PLAIN not in json.dumps(d)
+    assert d.max_model_len == 4096 and d.sources["max_model_len"] == "/v1/models"
+    assert d.gpu_memory_utilization == 0.95 and d.sources["gpu_memory_utilization"] == "cache_config_info"
+    assert d.kv_cache_dtype == "fp8" and d.sources["kv_cache_dtype"] == "cache_config_info"
+    assert d.block_size == 16
+    assert d.max_num_seqs == 512 and d.sources["max_num_seqs"] == "cmdline"
+    assert d.pipeline_parallel_size == 1 and d.sources["pipeline_parallel_size"] == "default"
+    assert d.served_model_name == "llama"
+    assert SECRET_PLAIN not in json.dumps(d.to_dict())
 
 
 def test_server_config_of_a_remote_reference_server():
@@ -188,9 +189,9 @@ def test_server_config_of_a_remote_reference_server():
         "/version": HttpResponse(200, json.dumps({"version": "0.1.0", "engine": "triage-reference"})),
     })
     d = probe_server_config("http://10.9.8.7:8000", get=get).data
-    assert d["engine"] == "reference" and d["engine_version"] == "0.1.0"
-    assert d["max_model_len"] == 1024 and d["block_size"] == 16
-    assert d["enable_prefix_caching"] is True and d["sources"]["enable_prefix_caching"] == "cache_config_info"
+    assert d.engine == "reference" and d.engine_version == "0.1.0"
+    assert d.max_model_len == 1024 and d.block_size == 16
+    assert d.enable_prefix_caching is True and d.sources["enable_prefix_caching"] == "cache_config_info"
 
 
 def test_server_config_without_anything_is_unsupported():
@@ -232,10 +233,10 @@ def test_network_probe_measures_loopback(health_server):
     r = probe_network(health_server + "/v1", num_samples=3)
     assert r.status is ProbeStatus.OK
     d = r.data
-    assert d["same_host"] is True and d["num_samples"] == 3
-    assert d["tcp_connect_ms_p50"] is not None and d["tcp_connect_ms_p50"] >= 0
-    assert d["health_ttfb_ms_p50"] is not None and d["health_ttfb_ms_p50"] >= d["tcp_connect_ms_p50"] * 0
-    assert d["health_status_code"] == 200
+    assert d.same_host is True and d.num_samples == 3
+    assert d.tcp_connect_ms_p50 is not None and d.tcp_connect_ms_p50 >= 0
+    assert d.health_ttfb_ms_p50 is not None and d.health_ttfb_ms_p50 >= d.tcp_connect_ms_p50 * 0
+    assert d.health_status_code == 200
 
 
 def test_network_probe_refused_port_is_error(health_server):
@@ -292,29 +293,29 @@ def test_port_to_process_and_secrets_never_leak(fake_vllm):
     r = probe_server_process(found.pid, found.engine, window_s=0.2, clock=lambda: started + 7200.0)
     assert r.status is ProbeStatus.OK
     d = r.data
-    assert d["pid"] == proc.pid
-    assert d["uptime_s"] == 7200.0
-    assert d["debug_env"] == {"CUDA_LAUNCH_BLOCKING": "1", "CUDA_INJECTION64_PATH": "/opt/nsight/libinject.so",
+    assert d.pid == proc.pid
+    assert d.uptime_s == 7200.0
+    assert d.debug_env == {"CUDA_LAUNCH_BLOCKING": "1", "CUDA_INJECTION64_PATH": "/opt/nsight/libinject.so",
                               "NSIGHT_CUDA_DEBUGGER": "1", "CUDA_PROFILE": "1", "NCCL_DEBUG": "INFO"}
-    assert d["hf_home"] == "/data/hf"
-    assert d["processes"][0]["rss_bytes"] > 0
-    assert d["cpu_affinity"]
-    text = json.dumps(d)
+    assert d.hf_home == "/data/hf"
+    assert d.processes[0].rss_bytes > 0
+    assert d.cpu_affinity
+    text = json.dumps(d.to_dict())
     for secret in (SECRET_KEY, SECRET_TOKEN, SECRET_PLAIN):
         assert secret not in text
-    assert "--api-key" in d["cmdline"]
+    assert "--api-key" in d.cmdline
 
 
 def test_probe_captures_every_variable_gpu011_judges():
     from triage.probes.server_process import DEBUG_ENV
-    from triage.rules.gpu import _DEBUG_ENV
+    from triage.rules.catalog.gpu011_bad_cuda_env import _DEBUG_ENV
     assert set(_DEBUG_ENV) <= set(DEBUG_ENV)
 
 
 def test_uptime_from_a_clock_behind_the_start_is_unknown_not_negative(fake_vllm):
     proc, _ = fake_vllm
     r = probe_server_process(proc.pid, window_s=0, clock=lambda: 0.0)
-    assert r.data["uptime_s"] is None and "uptime_s" in r.data["unsupported_fields"]
+    assert r.data.uptime_s is None and "uptime_s" in r.data.unsupported_fields
 
 
 def test_server_process_without_pid_is_unsupported():
@@ -332,6 +333,6 @@ def test_server_process_uses_the_argv_and_env_it_is_given():
     r = probe_server_process(os.getpid(), window_s=0, argv=["vllm", "serve", "m", "--api-key", SECRET_PLAIN],
                              env={"NCCL_DEBUG": "INFO", "HF_TOKEN": SECRET_TOKEN})
     assert r.status is ProbeStatus.OK
-    assert r.data["cmdline"] == ["vllm", "serve", "m", "--api-key", "***"]
-    assert r.data["debug_env"] == {"NCCL_DEBUG": "INFO"}
-    assert SECRET_TOKEN not in json.dumps(r.data)
+    assert r.data.cmdline == ("vllm", "serve", "m", "--api-key", "***")
+    assert r.data.debug_env == {"NCCL_DEBUG": "INFO"}
+    assert SECRET_TOKEN not in json.dumps(data_of(r))

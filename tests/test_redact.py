@@ -24,3 +24,14 @@ def test_header_flags_with_secret_names_are_hidden_and_others_kept():
     assert redact_argv(argv) == ["triage", "bench", "--header", f"Authorization: {REDACTED}",
                                  f"--header=Cookie: {REDACTED}", "--header", f"X-Auth-Token: {REDACTED}",
                                  "--header", "X-Team: infra", "--header=X-Region: eu"]
+
+
+def test_token_count_flags_are_not_secrets():
+    """Found by tests/test_probe_rule_contract.py: `--max-num-batched-tokens 8192` was redacted, so
+    server_config never saw the token budget the scheduling rules read."""
+    from triage.core.redact import redact_argv
+
+    argv = ["vllm", "serve", "m", "--max-num-batched-tokens", "8192", "--max-total-tokens", "4096",
+            "--hf-token", "hf_abcdefghijklmnop", "--tokenizer-token=x"]
+    assert redact_argv(argv) == ["vllm", "serve", "m", "--max-num-batched-tokens", "8192", "--max-total-tokens",
+                                 "4096", "--hf-token", "***", "--tokenizer-token=***"]

@@ -8,6 +8,7 @@ import pytest
 from tests.factories import HOST
 from tests.rules_fixtures import FIXTURES, bench, load_case, snapshot
 from triage.core.errors import UsageError
+from triage.core.probe_data import ServerConfigData
 from triage.core.report import BenchSection, Report, ReportKind, Severity
 from triage.core.report_io import from_dict
 from triage.core.snapshot import ProbeResult, ProbeStatus, Snapshot
@@ -180,8 +181,8 @@ def test_never_advise_enabling_what_the_version_already_enables():
     checked = 0
     for path in sorted(FIXTURES.glob("*/*.json")):
         snap, b, base, config, _ = load_case(path)
-        cfg = snap.data("server_config") or {}
-        if EngineInfo(cfg.get("engine"), cfg.get("engine_version")).default_on("chunked_prefill") is not True:
+        cfg = snap.payload(ServerConfigData) or ServerConfigData()
+        if EngineInfo(cfg.engine, cfg.engine_version).default_on("chunked_prefill") is not True:
             continue
         checked += 1
         result = evaluate(snap, b, base, RulesConfig(model_weight_bytes=config.model_weight_bytes))

@@ -10,6 +10,7 @@ from rich.console import Console
 from tests.factories import HOST
 from tests.rules_fixtures import bench, snapshot
 from triage import render
+from triage.core.probe_data import ServerConfigData, ServerProcessData
 from triage.core.report import BenchSection, Report, ReportKind, Target
 from triage.core.report_io import dumps, from_dict
 from triage.core.snapshot import ProbeResult, Snapshot
@@ -93,10 +94,10 @@ def build(name: str) -> Report:
     snap = Snapshot(probes=tuple(from_dict(ProbeResult, p) for p in snap_d["probes"]))
     section = from_dict(BenchSection, bench_d)
     result = evaluate(snap, bench=section, config=config)
-    cfg = snap.data("server_config") or {}
-    proc = snap.data("server_process") or {}
-    target = Target(url="http://127.0.0.1:8000", engine=cfg.get("engine") or proc.get("engine"),
-                    engine_version=cfg.get("engine_version"), model=cfg.get("model") or bench_d["config"].get("model"))
+    cfg = snap.payload(ServerConfigData) or ServerConfigData()
+    proc = snap.payload(ServerProcessData) or ServerProcessData()
+    target = Target(url="http://127.0.0.1:8000", engine=cfg.engine or proc.engine,
+                    engine_version=cfg.engine_version, model=cfg.model or bench_d["config"].get("model"))
     return Report(kind=ReportKind.DIAGNOSE, triage_version="0.1.0", created_at=CREATED_AT,
                   command=("triage", "diagnose", "--from", f"{name}.snapshot.json", "--bench", f"{name}.bench.json"),
                   host=HOST, target=target, probes=snap.probes, findings=result.findings,

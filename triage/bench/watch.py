@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from triage.bench.aio import cancel_and_wait
+from triage.probes.metrics_window import window_delta
 from triage.probes.nvml import (
     GpuLost,
     NvmlReader,
@@ -23,7 +24,7 @@ from triage.probes.nvml import (
     read_clock_events,
     read_utilization,
 )
-from triage.probes.prom import EngineMetrics, normalise, parse_metrics, window_delta
+from triage.probes.prom import EngineMetrics, normalise, parse_metrics
 
 
 def _mean(values: list[float]) -> float | None:
@@ -137,31 +138,35 @@ def summarize_scrapes(times_s: list[float], scrapes: list[EngineMetrics], client
     def gauge(attr: str) -> list[float]:
         return [v for v in (getattr(m, attr) for m in during) if v is not None]
 
-    hist = delta.get("histograms", {})
-    ttft_h, queue_h = hist.get("ttft_s") or {}, hist.get("queue_time_s") or {}
-    server_ttft_ms = _ms(ttft_h.get("mean_s"))
+    hist = delta.histograms or {}
+
+    def mean_s(key: str) -> float | None:
+        return hist[key].mean_s if key in hist else None
+
+    ttft_h = hist.get("ttft_s")
+    server_ttft_ms = _ms(mean_s("ttft_s"))
     out = {
         "engine": after.engine,
         "kv_cache_usage_frac_mean": _mean(gauge("kv_cache_usage_frac")),
-        "kv_cache_usage_frac_max": delta.get("kv_cache_usage_frac_max"),
+        "kv_cache_usage_frac_max": delta.kv_cache_usage_frac_max,
         "num_requests_running_mean": _mean(gauge("num_requests_running")),
-        "num_requests_running_max": delta.get("num_requests_running_max"),
+        "num_requests_running_max": delta.num_requests_running_max,
         "num_requests_waiting_mean": _mean(gauge("num_requests_waiting")),
-        "num_requests_waiting_max": delta.get("num_requests_waiting_max"),
-        "num_preemptions_delta": delta.get("num_preemptions_delta"),
-        "prefix_cache_hit_rate": delta.get("prefix_cache_hit_rate"),
+        "num_requests_waiting_max": delta.num_requests_waiting_max,
+        "num_preemptions_delta": delta.num_preemptions_delta,
+        "prefix_cache_hit_rate": delta.prefix_cache_hit_rate,
         "server_ttft_ms_mean": server_ttft_ms,
-        "server_ttft_ms_p50": _ms(ttft_h.get("p50_s")),
-        "server_ttft_ms_p99": _ms(ttft_h.get("p99_s")),
-        "server_queue_time_ms_mean": _ms(queue_h.get("mean_s")),
-        "server_itl_ms_mean": _ms((hist.get("itl_s") or {}).get("mean_s")),
-        "server_e2e_ms_mean": _ms((hist.get("e2e_s") or {}).get("mean_s")),
+        "server_ttft_ms_p50": _ms(ttft_h.p50_s if ttft_h else None),
+        "server_ttft_ms_p99": _ms(ttft_h.p99_s if ttft_h else None),
+        "server_queue_time_ms_mean": _ms(mean_s("queue_time_s")),
+        "server_itl_ms_mean": _ms(mean_s("itl_s")),
+        "server_e2e_ms_mean": _ms(mean_s("e2e_s")),
         "client_minus_server_ttft_ms": (client_ttft_ms_mean - server_ttft_ms
                                         if client_ttft_ms_mean is not None and server_ttft_ms is not None
                                         else None),
-        "prompt_tokens_delta": delta.get("prompt_tokens_delta"),
-        "generation_tokens_delta": delta.get("generation_tokens_delta"),
-        "num_requests_finished_delta": delta.get("num_requests_finished_delta"),
+        "prompt_tokens_delta": delta.prompt_tokens_delta,
+        "generation_tokens_delta": delta.generation_tokens_delta,
+        "num_requests_finished_delta": delta.num_requests_finished_delta,
         "window_s": window_s,
         "num_scrapes": len(scrapes),
         "num_scrape_errors": len(errors),

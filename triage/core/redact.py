@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping
 REDACTED = "***"
 
 # Flags whose value is a secret: --api-key X, --api-key=X, --hf-token, --token, --password ...
-_SECRET_FLAG = re.compile(r"^--?[\w-]*(api[-_]?key|token|secret|password|passwd|auth)[\w-]*$", re.I)
+# "token" but not "tokens": --max-num-batched-tokens, --max-total-tokens are counts the rules need.
+_SECRET_FLAG = re.compile(r"^--?[\w-]*(api[-_]?key|token(?!s)|secret|password|passwd|auth)[\w-]*$", re.I)
 _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
 _SECRET_TEXT = [
     re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),

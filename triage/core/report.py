@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from triage.core.snapshot import ProbeResult
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"   # 1.1: probe data typed per probe (every field written, null when not measured)
 
 
 class ReportKind(str, enum.Enum):

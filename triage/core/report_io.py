@@ -1,77 +1,20 @@
 """The one home of report JSON: dataclasses <-> dicts <-> files, with the schema_version check."""
 from __future__ import annotations
 
-import dataclasses
-import enum
 import json
 import os
 import tempfile
-import types
-import typing
 from pathlib import Path
 from typing import Any
 
+from triage.core.convert import from_dict, to_dict
 from triage.core.errors import ReportError
 from triage.core.report import SCHEMA_VERSION, Report
 
+__all__ = ["from_dict", "to_dict", "read_report", "write_report", "dumps", "loads", "report_from_dict",
+           "load_schema", "check_schema_version"]
+
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
-
-
-def to_dict(obj: Any) -> Any:
-    """A dataclass tree as plain JSON-ready values (enums by value, tuples as lists)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, enum.Enum):
-        return obj.value
-    if isinstance(obj, dict):
-        return {str(k): to_dict(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_dict(v) for v in obj]
-    return obj
-
-
-def _convert(tp: Any, value: Any, where: str) -> Any:
-    if value is None:
-        return None
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _convert(args[0], value, where) if len(args) == 1 else value
-    if origin in (tuple, list):
-        args = typing.get_args(tp)
-        if not isinstance(value, list):
-            raise ReportError(f"{where}: expected a list, got {type(value).__name__}")
-        inner = args[0] if args else Any
-        items = [_convert(inner, v, f"{where}[{i}]") for i, v in enumerate(value)]
-        return tuple(items) if origin is tuple else items
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ReportError(f"{where}: expected an object, got {type(value).__name__}")
-        _, inner = typing.get_args(tp) or (str, Any)
-        return {k: _convert(inner, v, f"{where}.{k}") for k, v in value.items()}
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        try:
-            return tp(value)
-        except ValueError:
-            choices = ", ".join(m.value for m in tp)
-            raise ReportError(f"{where}: {value!r} is not one of {choices}") from None
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return from_dict(tp, value, where)
-    return value
-
-
-def from_dict(cls: type, data: Any, where: str = "report") -> Any:
-    """Build dataclass `cls` from a dict, ignoring unknown keys (fields may be added in 1.x)."""
-    if not isinstance(data, dict):
-        raise ReportError(f"{where}: expected an object, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name in data:
-            kwargs[f.name] = _convert(hints[f.name], data[f.name], f"{where}.{f.name}")
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise ReportError(f"{where}: missing required key {f.name!r}")
-    return cls(**kwargs)
 
 
 def check_schema_version(version: Any, source: str) -> None:
@@ -131,5 +74,10 @@ def write_report(report: Report, path: str | os.PathLike[str]) -> Path:
     return p
 
 
-def load_schema() -> dict[str, Any]:
-    return json.loads((SCHEMA_DIR / "report.schema.json").read_text(encoding="utf-8"))
+def schema_path(version: str = SCHEMA_VERSION) -> Path:
+    """Each schema_version keeps its own file: report-1.0.schema.json, report-1.1.schema.json ..."""
+    return SCHEMA_DIR / f"report-{version}.schema.json"
+
+
+def load_schema(version: str = SCHEMA_VERSION) -> dict[str, Any]:
+    return json.loads(schema_path(version).read_text(encoding="utf-8"))

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from triage.core.snapshot import ProbeResult
-from triage.probes.runner import ProbeSpec, run_probes
+from triage.probes.threaded import ProbeSpec, run_probes
 
 ACTIVE_PROBE_NAMES = ("host_memory", "pcie", "hbm", "matmul", "allreduce")
 BUDGETS_S = {"host_memory": 4.0, "pcie": 5.0, "hbm": 2.0, "matmul": 3.0, "allreduce": 8.0}

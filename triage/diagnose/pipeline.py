@@ -1,5 +1,5 @@
-"""`triage diagnose` as a library: find the target, run the probes (through probes/runner.py, each in a
-thread with a timeout), make the Snapshot, run the rules, and assemble the report. Also the offline
+"""`triage diagnose` as a library: find the target, run the registered probes (probes/registry.py; each
+in a thread with a timeout, probes/threaded.py), make the Snapshot, run the rules, and assemble the report. Also the offline
 replay (`--from`); the one-file collector (`--bundle`) is triage/diagnose/bundle.py.
 
 Probes run in phases so the active measurements do not disturb the passive ones:
@@ -20,18 +20,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from triage.core.errors import ReportError, UsageError
+from triage.core.probe_data import EngineIdentityData, GpuData, ServerConfigData, ServerMetricsData
 from triage.core.redact import redact_text
 from triage.core.report import BenchSection, Finding, GpuInfo, Report, ReportKind, SkippedRule, Target
 from triage.core.snapshot import ProbeResult, ProbeStatus, Snapshot
 from triage.diagnose.active import ACTIVE_PROBE_NAMES, run_active
 from triage.probes.discovery import cmdline_and_env
 from triage.probes.host import host_info
-from triage.probes.runner import ProbeSpec, run_probes
+from triage.probes.threaded import ProbeSpec, run_probes
 from triage.rules import RulesConfig, evaluate
 
 DEFAULT_WINDOW_S = 2.0
-PROBE_NAMES = ("server_config", "engine_identity", "gpu", "cpu", "memory", "server_process", "server_metrics", "network",
-               "kernel_log", "logs", "storage")
 PROBE_GRACE_S = 6.0   # time a probe may take beyond its window before it is reported as timed out
 MAX_WINDOW_S = 600.0
 
@@ -135,81 +134,48 @@ def discover(url: str | None, look_locally: bool = True) -> Discovery:
 # Collecting
 
 
+def probe_names() -> tuple[str, ...]:
+    """The registered probes (probes/registry.py), in report order."""
+    from triage.probes.registry import probe_names as names
+
+    return names()
+
+
 def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
-    from triage.probes.cpu_numa import probe_cpu
-    from triage.probes.engine_identity import probe_engine_identity
-    from triage.probes.http import DEFAULT_TIMEOUT_S
-    from triage.probes.kernel_log import probe_kernel_log
-    from triage.probes.logs import probe_logs
-    from triage.probes.memory import probe_memory
-    from triage.probes.network import probe_network
-    from triage.probes.nvml import probe_gpu
-    from triage.probes.server_config import probe_server_config
-    from triage.probes.server_metrics import probe_server_metrics
-    from triage.probes.server_process import probe_server_process
-    from triage.probes.storage import probe_storage
+    """Run every registered probe, phase by phase (probes/registry.py), into one Snapshot; with --active,
+    the active measurements after them, one at a time (triage/diagnose/active.py)."""
+    from triage.probes.registry import ProbeRun, probes
 
     if not (0 <= opts.window_s <= MAX_WINDOW_S):
         raise UsageError(f"--window-s {opts.window_s:g} is out of range; use 0 to {MAX_WINDOW_S:g} seconds")
-    window = opts.window_s
-    grace = PROBE_GRACE_S
-    argv, env = cmdline_and_env(found.pid)
-    names = PROBE_NAMES + (ACTIVE_PROBE_NAMES if opts.active else ())
+    entries = probes()
+    names = [e.name for e in entries] + (list(ACTIVE_PROBE_NAMES) if opts.active else [])
     unknown = sorted(set(opts.skip) - set(names))
     if unknown:
         raise UsageError(f"--skip {','.join(unknown)}: no such probe; the probes are {', '.join(names)}")
-    wanted = [n for n in names if n not in opts.skip]
-
+    wanted = [e for e in entries if e.name not in opts.skip]
+    argv, env = cmdline_and_env(found.pid)
     results: list[ProbeResult] = []
+    run = ProbeRun(url=found.url, pid=found.pid, engine=found.engine, argv=argv, env=env, window_s=opts.window_s,
+                   grace_s=PROBE_GRACE_S, proc_root=opts.proc_root, sys_root=opts.sys_root, nvml=opts.nvml,
+                   log_path=opts.log_path, kernel_log_path=opts.kernel_log_path, model=opts.model,
+                   bandwidth_budget_s=opts.bandwidth_budget_s, max_read_bytes=opts.max_read_bytes,
+                   read_budget_s=opts.read_budget_s, earlier=results)
     interrupted = False
     try:
-        phase0 = [ProbeSpec("network", lambda: probe_network(found.url), grace)]
-        run_probes([s for s in phase0 if s.name in wanted], results)
-        phase1 = [ProbeSpec("server_config", lambda: probe_server_config(found.url, argv, found.engine), grace),
-                  ProbeSpec("engine_identity", lambda: probe_engine_identity(found.url, found.engine, argv, env),
-                            grace + 6 * DEFAULT_TIMEOUT_S)]
-        run_probes([s for s in phase1 if s.name in wanted], results)
-        config = next((r.data for r in results if r.name == "server_config" and r.data), {})
-
-        phase2 = [
-            ProbeSpec("gpu", lambda: probe_gpu(nvml=opts.nvml, window_s=window, sys_root=opts.sys_root),
-                      window + grace),
-            ProbeSpec("cpu", lambda: probe_cpu(window, opts.proc_root, opts.sys_root), window + grace),
-            ProbeSpec("memory", lambda: probe_memory(window, opts.proc_root, opts.bandwidth_budget_s),
-                      window + opts.bandwidth_budget_s + grace),
-            ProbeSpec("server_process", lambda: probe_server_process(found.pid, found.engine, window,
-                                                                     opts.proc_root, opts.sys_root,
-                                                                     argv=argv, env=env), window + grace),
-            ProbeSpec("server_metrics", lambda: probe_server_metrics(found.url, window), window + grace),
-            ProbeSpec("kernel_log", lambda: probe_kernel_log(opts.kernel_log_path, proc_root=opts.proc_root), grace),
-            ProbeSpec("logs", lambda: probe_logs(opts.log_path), grace),
-        ]
-        run_probes([s for s in phase2 if s.name in wanted], results)
-
-        model = opts.model or config.get("model")
-
-        def storage() -> ProbeResult:
-            if found.url and found.pid is None and not opts.model:
-                # The server's files and HF cache are on another host or in a container: this host's
-                # cache says nothing about them (and would make NET002 judge the wrong machine).
-                return ProbeResult("storage", ProbeStatus.UNSUPPORTED, 0.0,
-                                   "the server's process is not visible from here (another host or a container), "
-                                   "so its model files and cache cannot be read; pass --model PATH to time a "
-                                   "local copy")
-            return probe_storage(model, env, opts.proc_root, opts.max_read_bytes, opts.read_budget_s, pid=found.pid)
-
-        phase3 = [ProbeSpec("storage", storage, opts.read_budget_s + grace)]
-        run_probes([s for s in phase3 if s.name in wanted], results)
-        if opts.active:     # 4. the active measurements, one at a time, after everything passive
-            run_active(wanted, results, opts.sys_root)
+        for phase in sorted({e.phase for e in wanted}):
+            specs = [ProbeSpec(e.name, (lambda e=e: e.run(run)), e.timeout_s(run)) for e in wanted if e.phase == phase]
+            run_probes(specs, results)
+        if opts.active:     # the active measurements, one at a time, after everything passive
+            run_active([n for n in ACTIVE_PROBE_NAMES if n not in opts.skip], results, opts.sys_root)
     except KeyboardInterrupt:
         interrupted = True
         done = {r.name for r in results}
-        results += [ProbeResult(n, ProbeStatus.ERROR, 0.0, "interrupted before it finished") for n in wanted
-                    if n not in done]
-    order = {name: i for i, name in enumerate(wanted)}
+        results += [ProbeResult(e.name, ProbeStatus.ERROR, 0.0, "interrupted before it finished") for e in wanted
+                    if e.name not in done]
+    order = {e.name: e.order for e in entries}
     results.sort(key=lambda r: order.get(r.name, len(order)))
-    snapshot = Snapshot(probes=tuple(results), window_s=window)
+    snapshot = Snapshot(probes=tuple(results), window_s=opts.window_s)
     if interrupted:
         raise Interrupted(snapshot)
     return snapshot
@@ -226,29 +192,28 @@ def run_rules(snapshot: Snapshot, bench: BenchSection | None,
 
 
 def gpus_of(snapshot: Snapshot) -> tuple[GpuInfo, ...]:
-    data = snapshot.data("gpu") or {}
+    data = snapshot.payload(GpuData)
     out = []
-    for g in data.get("gpus") or []:
-        if g.get("index") is None:
+    for g in data.gpus if data is not None else ():
+        if g.index is None:
             continue
-        out.append(GpuInfo(index=int(g["index"]), name=g.get("name") or "unknown", uuid=g.get("uuid"),
-                           memory_total_bytes=g.get("memory_total_bytes"),
-                           driver_version=data.get("driver_version")))
+        out.append(GpuInfo(index=int(g.index), name=g.name or "unknown", uuid=g.uuid,
+                           memory_total_bytes=g.memory_total_bytes, driver_version=data.driver_version))
     return tuple(out)
 
 
 def target_of(snapshot: Snapshot, found: Discovery) -> Target:
-    cfg = snapshot.data("server_config") or {}
-    metrics = snapshot.data("server_metrics") or {}
-    ident = snapshot.data("engine_identity") or {}
-    engine = found.engine or cfg.get("engine") or ident.get("engine")
-    if engine is None and metrics.get("engine"):
-        engine = "vllm" if str(metrics["engine"]).startswith("vllm") else metrics["engine"]
+    cfg = snapshot.payload(ServerConfigData) or ServerConfigData()
+    metrics = snapshot.payload(ServerMetricsData) or ServerMetricsData()
+    ident = snapshot.payload(EngineIdentityData) or EngineIdentityData()
+    engine = found.engine or cfg.engine or ident.engine
+    if engine is None and metrics.engine:
+        engine = "vllm" if str(metrics.engine).startswith("vllm") else metrics.engine
     if engine is None and found.url:
         engine = "openai-compatible"
-    model = cfg.get("served_model_name") or cfg.get("model") or metrics.get("model_name")
+    model = cfg.served_model_name or cfg.model or metrics.model_name
     return Target(url=redact_text(found.url) if found.url else None, engine=engine,
-                  engine_version=cfg.get("engine_version") or ident.get("version"), model=model)
+                  engine_version=cfg.engine_version or ident.version, model=model)
 
 
 def diagnose(opts: DiagnoseOptions, bench: BenchSection | None = None) -> DiagnoseResult:
@@ -329,7 +294,8 @@ def layer_summary(report: Report) -> list[dict[str, Any]]:
 
 
 def _window_of(probes: Sequence[ProbeResult]) -> float | None:
-    return next((p.data["window_s"] for p in probes if isinstance(p.data.get("window_s"), (int, float))), None)
+    windows = (getattr(p.data, "window_s", None) for p in probes)
+    return next((w for w in windows if isinstance(w, (int, float))), None)
 
 
 def load_snapshot(path: str | os.PathLike[str]) -> tuple[Snapshot, Report | None]:

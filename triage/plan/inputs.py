@@ -8,13 +8,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.core import specs
 from triage.core.errors import UsageError
 from triage.core.specs import GpuSpec
 from triage.plan import assumptions as A
 from triage.plan.model_shape import ModelShape, model_for_served_name, preset_names, resolve_model
+
+if TYPE_CHECKING:
+    from triage.core.probe_data import GpuData
 
 WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
 # vLLM's --kv-cache-dtype spellings -> storage dtype; "auto" follows the activations (16 bit).
@@ -95,13 +98,13 @@ class DiagnoseFacts:
     notes: tuple[str, ...] = ()
 
 
-def _gpu_from_probe(data: dict[str, Any]) -> tuple[GpuSpec | None, int | None, list[str]]:
-    gpus = [g for g in data.get("gpus") or [] if isinstance(g, dict) and not g.get("lost")]
+def _gpu_from_probe(data: GpuData | None) -> tuple[GpuSpec | None, int | None, list[str]]:
+    gpus = [g for g in (data.gpus if data is not None else ()) if not g.lost]
     if not gpus:
         return None, None, ["the diagnose report's gpu probe lists no GPU"]
     first = gpus[0]
-    name = str(first.get("name") or "")
-    mem = first.get("memory_total_bytes")
+    name = str(first.name or "")
+    mem = first.memory_total_bytes
     spec = specs.match_nvml_name(name, mem if isinstance(mem, int) else None)
     if spec is None:
         return None, len(gpus), [f"GPU {name!r} from the diagnose report is not in the spec table"]
@@ -113,7 +116,7 @@ def _gpu_from_probe(data: dict[str, Any]) -> tuple[GpuSpec | None, int | None, l
 
 
 def read_diagnose(path: Path) -> DiagnoseFacts:
-    from triage.core.report_io import read_report
+    from triage.core.report_io import read_report, to_dict
 
     report = read_report(path)
     probes = {p.name: p for p in report.probes}
@@ -129,7 +132,7 @@ def read_diagnose(path: Path) -> DiagnoseFacts:
     server: dict[str, Any] = {}
     sc = probes.get("server_config")
     if sc is not None and sc.status.value == "ok":
-        server = dict(sc.data)
+        server = {k: v for k, v in to_dict(sc.data).items() if v is not None} if sc.data is not None else {}
     if not server.get("model") and report.target.model:
         server["model"] = report.target.model
     return DiagnoseFacts(gpu=gpu, num_gpus=num_gpus, server=server, notes=tuple(notes))

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from triage.core.probe_data import Payload
 from triage.core.redact import redact_text
 from triage.core.snapshot import ProbeResult, ProbeStatus
 
@@ -46,7 +47,7 @@ def run_probe(spec: ProbeSpec) -> ProbeResult:
     if not isinstance(result, ProbeResult):
         return ProbeResult(spec.name, ProbeStatus.ERROR, round(duration, 3), "the probe returned no result", {})
     return ProbeResult(result.name, result.status, round(duration, 3),
-                       scrub(result.reason) if result.reason else None, scrub(result.data))
+                       scrub(result.reason) if result.reason else None, scrub_payload(result.data))
 
 
 def run_probes(specs: Sequence[ProbeSpec], into: list[ProbeResult] | None = None) -> tuple[ProbeResult, ...]:
@@ -66,6 +67,13 @@ def run_probes(specs: Sequence[ProbeSpec], into: list[ProbeResult] | None = None
     for t in threads:
         t.join()
     return tuple(r for r in results if r is not None)
+
+
+def scrub_payload(data: Any) -> Any:
+    """A payload with every string scrubbed, rebuilt as the same type."""
+    if isinstance(data, Payload):
+        return type(data).build(scrub(data.to_dict()))
+    return scrub(data)
 
 
 def scrub(value: Any) -> Any:

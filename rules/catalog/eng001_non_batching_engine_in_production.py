@@ -1,4 +1,4 @@
-"""ENG001: a server that does not batch concurrent requests, named from the load alone (throughput
+"""ENG001 (non-batching-engine-in-production): a server that does not batch concurrent requests, named from the load alone (throughput
 flat under 4x the concurrency) or from its own configuration (one llama.cpp slot, Ollama with one
 parallel request, `transformers serve` without continuous batching), with that engine's own knob as
 the fix. Per the severity policy, a one-request-at-a-time configuration with no symptom is an
@@ -8,36 +8,30 @@ from __future__ import annotations
 from typing import Any
 
 from triage.core.engine_signals import signals
+from triage.core.probe_data import EngineIdentityData, ServerConfigData, ServerMetricsData
 from triage.core.report import Certainty, FindingKind, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
 from triage.rules.registry import rule
-from triage.rules.scaling import Scaling, throughput_scaling
+from triage.rules.scaling import flat_scaling, throughput_scaling
 
 BATCHING_ENGINES = frozenset({"vllm", "sglang", "tgi", "reference", "lmdeploy", "trtllm"})
 
 
-def flat_scaling(ctx: Context) -> Scaling | None:
-    """The bench's scaling when it is below ENG001's threshold (the server does not batch), else None."""
-    if ctx.bench is None or not ctx.bench.levels:
-        return None
-    s = throughput_scaling(ctx.bench.levels)
-    return s if s is not None and s.throughput_x < ctx.th("ENG001.min_throughput_gain_x") else None
-
-
 def _one_at_a_time(ctx: Context, engine: str | None) -> tuple[str | None, dict[str, Any]]:
     """Why this engine's own configuration serves one request at a time (None when it does not)."""
-    ident = ctx.snapshot.data("engine_identity") or {}
-    batching = ident.get("batching") or {}
-    lcpp = ident.get("llamacpp") or {}
+    ident = ctx.seen(EngineIdentityData)
+    batching = ident.batching
+    lcpp = ident.llamacpp
+    lcpp_slots = lcpp.total_slots if lcpp is not None else None
     if engine == "llama.cpp":
-        slots = lcpp.get("total_slots") or batching.get("slots")
+        slots = lcpp_slots or (batching.slots if batching is not None else None)
         if slots == 1:
-            key = "engine_identity.llamacpp.total_slots" if lcpp.get("total_slots") else "engine_identity.batching.slots"
+            key = "engine_identity.llamacpp.total_slots" if lcpp_slots else "engine_identity.batching.slots"
             return "llama-server runs one slot (--parallel 1): it decodes one request at a time", {key: 1}
-    if engine == "ollama" and batching.get("slots") == 1:
+    if engine == "ollama" and batching is not None and batching.slots == 1:
         return "Ollama runs with OLLAMA_NUM_PARALLEL=1", {"engine_identity.batching.slots": 1}
-    if engine in ("transformers", "hf-generate") and batching.get("continuous") is not True:
+    if engine in ("transformers", "hf-generate") and (batching is None or batching.continuous is not True):
         what = ("`transformers serve` runs without --continuous-batching (its default)" if engine == "transformers"
                 else "a Hugging Face generate() wrapper serves one request at a time")
         return what, {"engine_identity.batching.continuous": False}
@@ -47,7 +41,7 @@ def _one_at_a_time(ctx: Context, engine: str | None) -> tuple[str | None, dict[s
 def _queueing(ctx: Context) -> dict[str, Any]:
     """Requests waiting (vLLM/SGLang/TGI) or deferred (llama.cpp) during the window or under the bench."""
     ev: dict[str, Any] = {}
-    waiting = ctx.opt("server_metrics", "num_requests_waiting_max")
+    waiting = ctx.seen(ServerMetricsData).num_requests_waiting_max
     if waiting:
         ev["server_metrics.num_requests_waiting_max"] = waiting
     if ctx.bench is not None:
@@ -59,12 +53,12 @@ def _queueing(ctx: Context) -> dict[str, Any]:
 
 
 def _fix(engine: str | None, ctx: Context, target_slots: int) -> Fix:
-    model = ctx.opt("server_config", "model") or "<model>"
+    model = ctx.seen(ServerConfigData).model or "<model>"
     knob = signals(engine).knob if signals(engine) else None
     if engine == "llama.cpp":
-        ident = ctx.snapshot.data("engine_identity") or {}
-        per_slot = (ident.get("llamacpp") or {}).get("ctx_per_slot_tokens")
-        path = (ident.get("llamacpp") or {}).get("model_path") or model
+        lcpp = ctx.seen(EngineIdentityData).llamacpp
+        per_slot = lcpp.ctx_per_slot_tokens if lcpp is not None else None
+        path = (lcpp.model_path if lcpp is not None else None) or model
         ctx_arg = f" -c {per_slot * target_slots}" if per_slot else ""
         return Fix(f"Give llama-server {target_slots} slots with --parallel (-np); -c is split over the slots, so "
                    "raise -c with it to keep each request's context" + (f" ({per_slot} tokens per slot now)"

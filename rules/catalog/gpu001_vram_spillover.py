@@ -1,0 +1,86 @@
+"""GPU001 (vram-spillover): one rule, its doc and thresholds; fixtures in tests/fixtures/rules/GPU001/."""
+from __future__ import annotations
+
+from typing import Any
+
+from triage.core.probe_data import ServerProcessData
+from triage.core.report import Certainty, Fix, Severity
+from triage.rules.base import Hit, MissingInput, RuleDoc
+from triage.rules.catalog._gpu_shared import gpu_key
+from triage.rules.context import Context
+from triage.rules.engines import engine_flags
+from triage.rules.fmt import gib, pct
+from triage.rules.registry import rule
+
+
+@rule("GPU001", "vram-spillover", Severity.HIGH, ("gpu", "server_process"), RuleDoc(
+    what="VRAM is (nearly) full and the server shows signs of offloading to the CPU: an explicit "
+         "`--cpu-offload-gb`, the server's host RSS growing during the window, or a pegged server thread "
+         "while the GPU is starved.",
+    why="When weights or KV do not fit, frameworks quietly move layers to host memory. Host-to-GPU "
+        "transfers run 10-50x slower than HBM, so decode collapses to a few tokens/s (seed 000 §1).",
+    example="gpu.gpus[0].memory_used_frac = 0.99, server_process.rss_growth_bytes = 6.4e9, "
+            "server_process.max_thread_cpu_pct = 100, gpu.gpus[0].utilization_gpu_pct = 12",
+    fix="Quantize (`--quantization fp8` on Hopper/Blackwell, AWQ/GPTQ INT4 elsewhere), shard over more GPUs "
+        "(`--tensor-parallel-size`), or use a bigger GPU. `triage plan` shows the fit.",
+    references=("seed 000 §1 (wrong GPU: model doesn't fit)", "seed 001 (the wrong GPU can look cheap until it spills)"),
+), thresholds=("GPU001.vram_used_frac", "GPU001.rss_growth_bytes", "GPU001.cpu_busy_pct", "GPU001.gpu_starved_util_pct"))
+def gpu001(ctx: Context) -> Hit | None:
+    full = []
+    measured = False
+    for g in ctx.serving_gpus():
+        used, total = g.memory_used_bytes, g.memory_total_bytes
+        if used is None or not total:
+            continue
+        measured = True
+        if used / total >= ctx.th("GPU001.vram_used_frac"):
+            full.append((g, used / total))
+    if not measured:
+        raise MissingInput("gpu memory_used_bytes/memory_total_bytes were not measured")
+    if not full:
+        return None
+    proc = ctx.need(ServerProcessData)
+    evidence: dict[str, Any] = {f"{gpu_key(g)}.memory_used_frac": round(f, 3) for g, f in full}
+    signals = []
+    cmdline = [str(a) for a in proc.cmdline or []]
+    for i, arg in enumerate(cmdline):
+        value = arg.split("=", 1)[1] if arg.startswith("--cpu-offload-gb=") else (
+            cmdline[i + 1] if arg == "--cpu-offload-gb" and i + 1 < len(cmdline) else None)
+        if value is not None:
+            try:
+                if float(value) > 0:
+                    evidence["server_process.cmdline.cpu_offload_gb"] = float(value)
+                    signals.append(f"--cpu-offload-gb {value}")
+            except ValueError:
+                pass
+    start, end = proc.rss_bytes_start, proc.rss_bytes_end
+    if start is not None and end is not None:
+        growth = end - start
+        if growth >= ctx.th("GPU001.rss_growth_bytes"):
+            evidence["server_process.rss_growth_bytes"] = growth
+            signals.append(f"host RSS grew {gib(growth)} in {proc.window_s} s")
+    thread = proc.max_thread_cpu_pct
+    utils = [g.utilization_gpu_pct for g, _ in full if g.utilization_gpu_pct is not None]
+    if thread is not None and utils and thread >= ctx.th("GPU001.cpu_busy_pct") and \
+            max(utils) < ctx.th("GPU001.gpu_starved_util_pct"):
+        evidence["server_process.max_thread_cpu_pct"] = thread
+        evidence["gpu.utilization_gpu_pct_max"] = max(utils)
+        signals.append(f"a server thread at {thread:.0f}% CPU while the GPU runs at {max(utils):.0f}%")
+    if not signals:
+        if start is None and thread is None and not cmdline:
+            raise MissingInput("VRAM is full but server_process has no RSS, thread CPU or command line to tell "
+                               "offload from a healthy, preallocated KV pool")
+        return None
+    major, minor = ctx.compute_capability() if any(g.compute_capability for g, _ in full) else (0, 0)
+    knob = "quantization_fp8" if (major, minor) >= (9, 0) else "quantization_int4"
+    cmds, note = engine_flags({knob: None}, ctx.engine().name)
+    certainty = Certainty.CONFIRMED if "server_process.cmdline.cpu_offload_gb" in evidence else Certainty.LIKELY
+    return Hit(
+        title="The model spills out of VRAM into host memory",
+        message=f"VRAM is {pct(max(f for _, f in full))} used and the server offloads: {'; '.join(signals)}.",
+        evidence=evidence, certainty=certainty, impact=0.95,
+        fix=Fix(("Make the model fit: quantize it " + ("to FP8 (this GPU supports it)" if knob == "quantization_fp8"
+                 else "to INT4 (AWQ or GPTQ checkpoint)") + ", shard it with more tensor parallelism, or move to a "
+                 "bigger GPU; drop any --cpu-offload-gb. `triage plan` gives the numbers." + note),
+                cmds + ("triage plan",)),
+    )

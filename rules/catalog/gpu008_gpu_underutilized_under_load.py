@@ -1,0 +1,80 @@
+"""GPU008 (gpu-underutilized-under-load): one rule, its doc and thresholds; fixtures in tests/fixtures/rules/GPU008/."""
+from __future__ import annotations
+
+from typing import Any
+
+from triage.core.probe_data import (
+    ServerConfigData,
+    ServerMetricsData,
+)
+from triage.core.report import Certainty, Fix, Severity
+from triage.rules.base import Hit, MissingInput, RuleDoc
+from triage.rules.context import Context, level_label
+from triage.rules.engines import engine_flags
+from triage.rules.registry import rule
+
+
+@rule("GPU008", "gpu-underutilized-under-load", Severity.HIGH, ("gpu|bench",), RuleDoc(
+    what="GPU utilization stays below 40% while at least 4 requests are in flight.",
+    why="With several requests in flight, a batching engine keeps the GPU at 80-95%. A low figure means the "
+        "requests are served one at a time (static or no batching), or something upstream (the client, the "
+        "tokenizer, a proxy) starves the GPU (seed 000 §4).",
+    example="bench.c16.gpu.utilization_gpu_pct_mean = 28, bench.c16.server.num_requests_running_mean = 1.0",
+    fix="Serve with continuous batching (vLLM, SGLang, TGI); raise `--max-num-seqs`; check for a client, CPU "
+        "or single-request proxy bottleneck.",
+    references=("seed 000 §4 and quick reference (GPU util <40% under concurrent load)",),
+), thresholds=("GPU008.low_util_pct", "GPU008.min_in_flight"))
+def gpu008(ctx: Context) -> Hit | None:
+    low, min_load = ctx.th("GPU008.low_util_pct"), ctx.th("GPU008.min_in_flight")
+    evidence: dict[str, Any] = {}
+    loaded = False
+    running_max = None
+    if ctx.bench is not None:
+        for lv in ctx.levels():
+            gpu, server = lv.gpu or {}, lv.server or {}
+            util = gpu.get("utilization_gpu_pct_mean")
+            in_flight = lv.client.achieved_concurrency or lv.concurrency
+            if util is None or in_flight is None or in_flight < min_load:
+                continue
+            loaded = True
+            if util < low:
+                p = level_label(lv)
+                evidence[f"{p}.gpu.utilization_gpu_pct_mean"] = util
+                evidence[f"{p}.client.achieved_concurrency"] = in_flight
+                if server.get("num_requests_running_mean") is not None:
+                    evidence[f"{p}.server.num_requests_running_mean"] = server["num_requests_running_mean"]
+                running_max = server.get("num_requests_running_max", running_max)
+    metrics = ctx.snapshot.payload(ServerMetricsData)
+    if ctx.has("gpu") and metrics is not None:
+        running, waiting = metrics.num_requests_running, metrics.num_requests_waiting
+        if running is not None:
+            in_flight = running + (waiting or 0)
+            utils = [g.utilization_gpu_pct for g in ctx.serving_gpus() if g.utilization_gpu_pct is not None]
+            if utils and in_flight >= min_load:
+                loaded = True
+                if max(utils) < low:
+                    evidence["gpu.utilization_gpu_pct_max_over_serving_gpus"] = max(utils)
+                    evidence["server_metrics.num_requests_running"] = running
+                    evidence["server_metrics.num_requests_waiting"] = waiting
+                    running_max = running
+    if not loaded:
+        raise MissingInput(f"never saw >= {min_load:.0f} requests in flight together with GPU utilization "
+                           "(run `triage bench --concurrency 1,4,16`)" + ctx.probe_note("gpu"))
+    if not evidence:
+        return None
+    engine = ctx.engine()
+    cfg_seqs = ctx.seen(ServerConfigData).max_num_seqs
+    knobs = {}
+    text = "Check the path from client to GPU: a single-request proxy, a client or tokenizer bottleneck (CPU003), "
+    if engine.name in ("vllm", "sglang", "tgi") and cfg_seqs is not None and running_max is not None \
+            and running_max >= cfg_seqs:
+        knobs["max_num_seqs"] = max(256, int(cfg_seqs) * 2)
+        text = f"The batch is capped at max_num_seqs={cfg_seqs}: raise it. Then check " + text[len("Check "):]
+    cmds, note = engine_flags(knobs, engine.name) if knobs else ((), "")
+    return Hit(
+        title="The GPU idles while requests are in flight",
+        message="GPU utilization stays low although several requests are in flight: they are not being batched "
+                "together, or something upstream starves the GPU.",
+        evidence=evidence, certainty=Certainty.LIKELY, impact=0.8,
+        fix=Fix(text + "or an engine without continuous batching (use vLLM, SGLang or TGI)." + note, cmds),
+    )

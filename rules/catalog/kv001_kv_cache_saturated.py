@@ -1,0 +1,201 @@
+"""KV001 (kv-cache-saturated): one rule, its doc and thresholds; fixtures in tests/fixtures/rules/KV001/."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from triage.core.probe_data import ServerMetricsData
+from triage.core.report import BenchLevel, Certainty, Fix, Severity
+from triage.rules.base import Hit, MissingInput, RuleDoc
+from triage.rules.catalog._kv_sched_shared import kv_relief
+from triage.rules.context import Context, level_label, metrics_kv_usage
+from triage.rules.engines import engine_flags
+from triage.rules.fmt import pct
+from triage.rules.registry import rule
+
+
+@rule("KV001", "kv-cache-saturated", Severity.HIGH, ("server_metrics|bench",), RuleDoc(
+    what="Requests wait while the KV cache is the limit: usage >= 0.90, or less free KV than one typical "
+         "request needs. Free KV is (1 - usage) x capacity in tokens (capacity: cache_config num_gpu_blocks x "
+         "block_size, SGLang's max_total_num_tokens, or the server log); a typical request is a bench level's "
+         "input_tokens_mean + output_tokens_mean. The free-room trigger is likely; it is confirmed when, at "
+         "the level's mean usage with requests waiting, not even one typical prompt fits.",
+    why="When the KV cache is full the scheduler cannot admit more sequences: requests queue while the GPU "
+        "could batch more, so TTFT grows with load even though compute is not saturated (seed 000 §2). A small "
+        "cache is full long before 90%: a waiting request is admitted only when blocks for its tokens are free, "
+        "so a 640-token cache at 75% cannot take a 464-token request (seed 004 §12).",
+    example="server_metrics.kv_cache_usage_frac_max = 0.99, server_metrics.num_requests_waiting = 14; or "
+            "bench.c16.server.kv_cache_usage_frac_max = 0.77, bench.c16.server.num_requests_waiting_max = 15, "
+            "server_metrics.cache_config.num_gpu_blocks*block_size = 640 (tokens), "
+            "derived.bench.c16.kv_free_tokens = 147, bench.c16.input_tokens_mean+output_tokens_mean = 464 (tokens)",
+    fix="Give the KV cache more room: `--gpu-memory-utilization 0.92`, a `--max-model-len` sized to the "
+        "traffic, `--kv-cache-dtype fp8` on Hopper/Blackwell, or more tensor parallelism; first remove a "
+        "hand-set block count (`--num-gpu-blocks-override`), which overrides all of these.",
+    references=("seed 000 §2 and quick reference (requests queuing but GPU not saturated: KV cache full)",
+                "seed 004 §12 (the KV cache is the real ceiling; vLLM admits requests until it fills)",
+                "vLLM metric vllm:kv_cache_usage_perc"),
+), thresholds=("KV001.kv_usage_frac", "KV001.min_waiting", "KV001.min_free_requests",
+               "KV001.gpu_memory_utilization_target"))
+def kv001(ctx: Context) -> Hit | None:
+    limit, min_wait = ctx.th("KV001.kv_usage_frac"), ctx.th("KV001.min_waiting")
+    evidence: dict[str, Any] = {}
+    seen = False
+    peak = 0.0
+    no_room: list[_NoRoom] = []
+    room = _RoomCheck.build(ctx)
+    metrics = ctx.snapshot.payload(ServerMetricsData)
+    if metrics is not None:
+        usage, usage_key = metrics_kv_usage(metrics)
+        waiting, waiting_key = metrics.num_requests_waiting, "server_metrics.num_requests_waiting"
+        peak_waiting = metrics.num_requests_waiting_max
+        if peak_waiting is not None and (waiting is None or peak_waiting > waiting):
+            waiting, waiting_key = peak_waiting, "server_metrics.num_requests_waiting_max"
+        if usage is not None and waiting is not None:
+            seen = True
+            if usage >= limit and waiting >= min_wait:
+                evidence[usage_key] = usage
+                evidence[waiting_key] = waiting
+                peak = max(peak, usage)
+            elif room is not None:
+                # The last scrape's usage and queue, read together: the snapshot's typical moment.
+                last = _Sample(metrics.kv_cache_usage_frac, "server_metrics.kv_cache_usage_frac",
+                               metrics.num_requests_waiting, "server_metrics.num_requests_waiting")
+                hit = room.check("server_metrics", _Sample(usage, usage_key, waiting, waiting_key), last,
+                                 room.smallest)
+                if hit is not None:
+                    no_room.append(hit)
+    for lv, s in (ctx.level_server() if ctx.bench is not None else ()):
+        usage, waiting = s.get("kv_cache_usage_frac_max"), s.get("num_requests_waiting_max")
+        if usage is None or waiting is None:
+            continue
+        seen = True
+        p = level_label(lv)
+        if usage >= limit and waiting >= min_wait:
+            evidence[f"{p}.server.kv_cache_usage_frac_max"] = usage
+            evidence[f"{p}.server.num_requests_waiting_max"] = waiting
+            if s.get("num_requests_waiting_mean") is not None:
+                evidence[f"{p}.server.num_requests_waiting_mean"] = s["num_requests_waiting_mean"]
+            peak = max(peak, usage)
+        elif room is not None and (request := _request_of(lv)) is not None:
+            hit = room.check(p, _Sample(usage, f"{p}.server.kv_cache_usage_frac_max", waiting,
+                                        f"{p}.server.num_requests_waiting_max"),
+                             _Sample(s.get("kv_cache_usage_frac_mean"), f"{p}.server.kv_cache_usage_frac_mean",
+                                     s.get("num_requests_waiting_mean"), f"{p}.server.num_requests_waiting_mean"),
+                             request)
+            if hit is not None:
+                no_room.append(hit)
+    if not seen:
+        raise MissingInput("KV cache usage and the waiting queue were not measured (no server /metrics)")
+    if not evidence and not no_room:
+        return None
+    certainty = Certainty.CONFIRMED
+    if evidence:
+        message = (f"KV cache usage reached {pct(peak)} with requests waiting: the scheduler cannot admit more "
+                   "sequences, so new requests queue.")
+    else:
+        worst = min(no_room, key=lambda n: n.free_tokens / n.request_tokens)
+        message = (f"Requests waited while only {worst.free_tokens:.0f} of the KV cache's "
+                   f"{worst.capacity_tokens:.0f} tokens were free (usage {pct(worst.usage)} at {worst.where}), "
+                   f"less than one typical request needs ({worst.request_tokens:.0f} tokens): the cache, not "
+                   "compute, limits admission although usage stayed below "
+                   f"{pct(limit)}.")
+        if not any(n.certain for n in no_room):
+            certainty = Certainty.LIKELY
+    for n in no_room:
+        evidence.update(n.evidence)
+    engine = ctx.engine()
+    knobs, why = kv_relief(ctx, engine, evidence)
+    cmds, note = engine_flags(knobs, engine.name)
+    text = ("Give the KV cache more room: " + "; ".join(why) + "." if why else
+            "The memory share, context cap and KV dtype are already tuned: add tensor parallelism or replicas.")
+    return Hit(
+        title="The KV cache is full and requests are queueing",
+        message=message, evidence=evidence, certainty=certainty, impact=0.8,
+        fix=Fix(text + note, cmds),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """A typical request of the bench traffic: its prompt and prompt+output in tokens, and where from."""
+    prompt_tokens: float
+    prompt_source: str
+    total_tokens: float
+    total_source: str
+
+
+def _request_of(lv: BenchLevel) -> _Request | None:
+    if not lv.input_tokens_mean or lv.output_tokens_mean is None:
+        return None
+    p = level_label(lv)
+    return _Request(lv.input_tokens_mean, f"{p}.input_tokens_mean",
+                    lv.input_tokens_mean + lv.output_tokens_mean, f"{p}.input_tokens_mean+output_tokens_mean")
+
+
+@dataclass(frozen=True, slots=True)
+class _Sample:
+    """KV usage and queue length read together, with their evidence keys."""
+    usage: float | None
+    usage_key: str
+    waiting: float | None
+    waiting_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class _NoRoom:
+    where: str
+    usage: float
+    capacity_tokens: float
+    free_tokens: float
+    request_tokens: float
+    certain: bool
+    evidence: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _RoomCheck:
+    """KV001's second trigger: is the free KV smaller than what one typical waiting request needs?"""
+    capacity_tokens: float
+    capacity_source: str
+    min_free_requests: float
+    min_waiting: float
+    smallest: _Request            # the bench's smallest typical request (judges the snapshot's metrics)
+
+    @staticmethod
+    def build(ctx: Context) -> _RoomCheck | None:
+        """None when the KV capacity or the bench's request sizes are unknown: only the usage trigger applies."""
+        try:
+            capacity, source = ctx.kv_capacity_tokens()
+        except MissingInput:
+            return None
+        if capacity <= 0 or ctx.bench is None:
+            return None
+        requests = [r for r in (_request_of(lv) for lv in ctx.bench.levels if lv.client.valid) if r is not None]
+        if not requests:
+            return None
+        return _RoomCheck(capacity, source, ctx.th("KV001.min_free_requests"), ctx.th("KV001.min_waiting"),
+                          min(requests, key=lambda r: r.total_tokens))
+
+    def check(self, where: str, peak: _Sample, typical: _Sample, request: _Request) -> _NoRoom | None:
+        """Likely when, at peak usage with requests waiting, the free KV holds fewer than min_free_requests
+        typical requests (prompt + output). Confirmed when also at the typical moment (the level's means, or
+        the snapshot's last scrape) requests waited and not even one typical prompt fit: the scheduler
+        admits a waiting request only once blocks for its prompt are free."""
+        if peak.usage is None or peak.waiting is None or peak.waiting < self.min_waiting:
+            return None
+        free = max(0.0, 1.0 - peak.usage) * self.capacity_tokens
+        if free >= self.min_free_requests * request.total_tokens:
+            return None
+        evidence: dict[str, Any] = {peak.usage_key: peak.usage, peak.waiting_key: peak.waiting,
+                                    self.capacity_source: self.capacity_tokens,
+                                    f"derived.{where}.kv_free_tokens": round(free, 1),
+                                    request.total_source: request.total_tokens}
+        certain = False
+        if typical.usage is not None and typical.waiting is not None and typical.waiting >= self.min_waiting:
+            free_typical = max(0.0, 1.0 - typical.usage) * self.capacity_tokens
+            if free_typical < request.prompt_tokens:
+                certain = True
+                evidence.update({typical.usage_key: typical.usage, typical.waiting_key: typical.waiting,
+                                 f"derived.{where}.kv_free_tokens_typical": round(free_typical, 1),
+                                 request.prompt_source: request.prompt_tokens})
+        return _NoRoom(where, peak.usage, self.capacity_tokens, free, request.total_tokens, certain, evidence)

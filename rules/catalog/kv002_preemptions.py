@@ -1,0 +1,68 @@
+"""KV002 (preemptions): one rule, its doc and thresholds; fixtures in tests/fixtures/rules/KV002/."""
+from __future__ import annotations
+
+from typing import Any
+
+from triage.core.probe_data import ServerConfigData, ServerMetricsData
+from triage.core.report import Certainty, Fix, Severity
+from triage.rules.base import Hit, MissingInput, RuleDoc
+from triage.rules.catalog._kv_sched_shared import kv_relief
+from triage.rules.context import Context, level_label
+from triage.rules.engines import engine_flags
+from triage.rules.registry import rule
+
+
+@rule("KV002", "preemptions", Severity.HIGH, ("server_metrics|bench",), RuleDoc(
+    what="The engine's preemption counter grew during the window (a count that did not grow is history, "
+         "not a current problem).",
+    why="A preempted sequence loses its KV blocks and is recomputed when it resumes: sustained preemption "
+        "roughly doubles latency (seed 004 §12), and in seed 003 case 2 it came with a 30% throughput loss.",
+    example="server_metrics.num_preemptions_delta = 37, server_metrics.preemptions_per_s = 1.2",
+    fix="Everything KV001 suggests, and a lower `--max-num-seqs` / `--max-num-batched-tokens` so the batch "
+        "fits the cache.",
+    references=("seed 003 case 2 (Preempted ... sequences warnings)", "seed 004 §12 (preemption: the cliff)",
+                "vLLM metric vllm:num_preemptions_total"),
+), thresholds=("KV001.gpu_memory_utilization_target",))
+def kv002(ctx: Context) -> Hit | None:
+    evidence: dict[str, Any] = {}
+    seen = False
+    total = 0.0
+    running_peak = None
+    metrics = ctx.snapshot.payload(ServerMetricsData)
+    if metrics is not None and metrics.num_preemptions_delta is not None:
+        seen = True
+        if metrics.num_preemptions_delta > 0:
+            evidence["server_metrics.num_preemptions_delta"] = metrics.num_preemptions_delta
+            evidence["server_metrics.preemptions_per_s"] = metrics.preemptions_per_s
+            evidence["server_metrics.window_s"] = metrics.window_s
+            total += metrics.num_preemptions_delta
+            running_peak = metrics.num_requests_running
+    for lv, s in (ctx.level_server() if ctx.bench is not None else ()):
+        if s.get("num_preemptions_delta") is None:
+            continue
+        seen = True
+        if s["num_preemptions_delta"] > 0:
+            evidence[f"{level_label(lv)}.server.num_preemptions_delta"] = s["num_preemptions_delta"]
+            total += s["num_preemptions_delta"]
+            if s.get("num_requests_running_max") is not None:
+                running_peak = max(running_peak or 0, s["num_requests_running_max"])
+    if not seen:
+        raise MissingInput("the preemption counter was not measured over a window (no server /metrics)")
+    if not evidence:
+        return None
+    engine = ctx.engine()
+    knobs, why = kv_relief(ctx, engine, evidence)
+    seqs = ctx.seen(ServerConfigData).max_num_seqs
+    if running_peak:
+        lower = max(1, int(running_peak * 0.75))
+        if seqs is None or lower < seqs:
+            knobs["max_num_seqs"] = lower
+            why.append(f"admit fewer sequences at once ({lower}, 3/4 of the {running_peak:.0f} that ran at the peak)")
+    cmds, note = engine_flags(knobs, engine.name)
+    return Hit(
+        title="The engine is preempting requests",
+        message=f"{total:.0f} preemption(s) during the window: sequences are evicted from the KV cache and "
+                "recomputed, which roughly doubles their latency.",
+        evidence=evidence, certainty=Certainty.CONFIRMED, impact=0.85,
+        fix=Fix("Make the batch fit the KV cache: " + "; ".join(why) + "." + note, cmds),
+    )

@@ -1,0 +1,40 @@
+"""KV006 (gpu-memory-utilization-low): one rule, its doc and thresholds; fixtures in tests/fixtures/rules/KV006/."""
+from __future__ import annotations
+
+from triage.core.report import Certainty, Fix, Severity
+from triage.rules.base import Hit, MissingInput, RuleDoc
+from triage.rules.context import Context
+from triage.rules.engines import engine_flags
+from triage.rules.fmt import pct
+from triage.rules.registry import rule
+
+
+@rule("KV006", "gpu-memory-utilization-low", Severity.MEDIUM, ("server_config|server_metrics",), RuleDoc(
+    what="`gpu_memory_utilization` is below 0.85 while the server is KV-limited.",
+    why="vLLM gives the KV cache what is left of `gpu_memory_utilization` x VRAM after weights and "
+        "activations; on an 80 GB GPU, 0.80 instead of 0.92 leaves ~9.6 GB unused, about 73K tokens of KV for "
+        "a Llama-3.1-8B (128 KiB per token in 16 bits).",
+    example="server_config.gpu_memory_utilization = 0.7, server_metrics.kv_cache_usage_frac_max = 0.97, "
+            "server_metrics.num_requests_waiting = 9",
+    fix="`--gpu-memory-utilization 0.92` (0.90 if other processes share the GPU); SGLang "
+        "`--mem-fraction-static`, TGI `--cuda-memory-fraction`.",
+    references=("seed 000 §2 (tune --gpu-memory-utilization 0.92)", "seed 003 configuration layer (0.92)"),
+), thresholds=("KV006.min_gpu_memory_utilization", "KV001.gpu_memory_utilization_target"))
+def kv006(ctx: Context) -> Hit | None:
+    util, where = ctx.setting("gpu_memory_utilization", "gpu_memory_utilization")
+    if util is None:
+        raise MissingInput("gpu_memory_utilization was not measured (server_config or cache_config)")
+    if util >= ctx.th("KV006.min_gpu_memory_utilization"):
+        return None
+    limited, kv_evidence = ctx.kv_pressure()
+    if not limited:
+        return None
+    target = ctx.th("KV001.gpu_memory_utilization_target")
+    cmds, note = engine_flags({"gpu_memory_utilization": f"{target:.2f}"}, ctx.engine().name)
+    return Hit(
+        title="The KV cache is starved by a low gpu_memory_utilization",
+        message=f"gpu_memory_utilization is {util}, leaving {pct(target - util)} of VRAM unused while the KV "
+                "cache is the limit.",
+        evidence={where: util, **kv_evidence}, certainty=Certainty.CONFIRMED, impact=0.6,
+        fix=Fix(f"Raise it to {target:.2f} (0.90 if another process shares the GPU)." + note, cmds),
+    )

@@ -1,0 +1,53 @@
+"""NET002 (model-redownloaded-on-start): one rule, its doc and thresholds; fixtures in tests/fixtures/rules/NET002/."""
+from __future__ import annotations
+
+from typing import Any
+
+from triage.core.probe_data import LogsData, StorageData
+from triage.core.report import Certainty, Fix, Severity
+from triage.rules.base import Hit, MissingInput, RuleDoc
+from triage.rules.context import Context
+from triage.rules.registry import rule
+
+
+@rule("NET002", "model-redownloaded-on-start", Severity.MEDIUM, ("storage|logs",), RuleDoc(
+    what="A hub model id is served and there is positive evidence that its weights are fetched at start: "
+         "the serving process's own Hugging Face cache sits on an ephemeral filesystem (tmpfs, an overlay "
+         "container layer), or its log shows the weights being downloaded.",
+    why="Every cold start then downloads the weights again: 20 minutes instead of 30 seconds for a large "
+        "model (seed 000's before/after table), paid in GPU time and in scale-out lag.",
+    example="storage.serves_hub_model_id = true, storage.hf_cache_fstype = 'overlay', "
+            "storage.hf_cache_persistent = false; or logs.weights_download_s = 508.6",
+    fix="Mount a persistent volume for the cache and set HF_HOME to it (or `--download-dir`), or serve from a "
+        "local path.",
+    references=("seed 000 §6 (model download on every cold start)",
+                "vLLM model_executor/model_loader/weight_utils.py ('Time spent downloading weights for ...')",
+                "An empty cache alone is not evidence: it may be another user's, or read from outside the "
+                "server's mount namespace; triage reads the serving process's own environment and mounts"),
+))
+def net002(ctx: Context) -> Hit | None:
+    storage = ctx.seen(StorageData)
+    downloaded = ctx.seen(LogsData).weights_download_s
+    hub, persistent = storage.serves_hub_model_id, storage.hf_cache_persistent
+    if downloaded is None and (not hub or persistent is not False):
+        if not ctx.has("storage") and not ctx.has("logs"):
+            raise MissingInput("neither the server's storage view nor its log was read")
+        return None
+    evidence: dict[str, Any] = {}
+    if hub:
+        evidence.update({"storage.serves_hub_model_id": True, "storage.hf_cache_dir": storage.hf_cache_dir,
+                         "storage.hf_cache_fstype": storage.hf_cache_fstype,
+                         "storage.hf_cache_persistent": persistent})
+    if downloaded is not None:
+        evidence["logs.weights_download_s"] = downloaded
+    why = (f"its log shows {downloaded:.0f} s spent downloading the weights" if downloaded is not None else
+           f"its Hugging Face cache is on {storage.hf_cache_fstype}, which does not survive a restart")
+    return Hit(
+        title="Hub weights are downloaded again on start",
+        message=f"The server fetches its weights from the hub when it starts: {why}.",
+        evidence=evidence, certainty=Certainty.CONFIRMED if downloaded is not None else Certainty.LIKELY,
+        impact=0.2,
+        fix=Fix("Mount a persistent volume for the Hugging Face cache and point HF_HOME at it (vLLM also takes "
+                "--download-dir), or serve from a local path.",
+                ("export HF_HOME=/mnt/persistent/hf", "vllm serve <model> --download-dir /mnt/persistent/hf")),
+    )

@@ -1,0 +1,88 @@
+"""SCHED003 (queueing-dominates-ttft): one rule, its doc and thresholds; fixtures in tests/fixtures/rules/SCHED003/."""
+from __future__ import annotations
+
+from typing import Any
+
+from triage.core.probe_data import HistogramWindow, ServerMetricsData
+from triage.core.report import Certainty, Fix, Severity
+from triage.rules.base import Hit, MissingInput, RuleDoc
+from triage.rules.context import Context, level_label
+from triage.rules.fmt import pct
+from triage.rules.registry import rule
+from triage.rules.scaling import flat_scaling
+
+
+@rule("SCHED003", "queueing-dominates-ttft", Severity.HIGH, ("bench|server_metrics",), RuleDoc(
+    what="Server queue time is >= 50% of TTFT (and at least 50 ms, so that users can feel it), or between two "
+         "bench levels client TTFT grows at least 3/4 as fast as concurrency while TPOT stays flat (<= 1.25x): "
+         "requests wait for a slot, not for compute.",
+    why="Queueing adds to TTFT before any work starts; it means demand exceeds the capacity this server "
+        "admits (a KV or sequence cap, or simply too few replicas) (seed 001, seed 004 §10).",
+    example="bench.c32.server.server_queue_time_ms_mean = 820, bench.c32.server.server_ttft_ms_mean = 1010",
+    fix="Add capacity (replicas, or free the cap that KV001/SCHED002 name), route with least-pending-requests "
+        "load balancing, and rate-limit at the gateway.",
+    references=("seed 001 (watch queue depth: slow inference may be queueing)",
+                "seed 004 §10 (scaling out: least-pending-requests routing)"),
+), thresholds=("SCHED003.queue_share_frac", "SCHED003.min_queue_ms", "SCHED003.max_tpot_growth",
+               "SCHED003.min_ttft_growth_frac_of_linear"))
+def sched003(ctx: Context) -> Hit | None:
+    share_min, min_queue = ctx.th("SCHED003.queue_share_frac"), ctx.th("SCHED003.min_queue_ms")
+    evidence: dict[str, Any] = {}
+    seen = False
+    worst = 0.0
+    if ctx.bench is not None:
+        for lv, s in ctx.level_server():
+            queue, server_ttft = s.get("server_queue_time_ms_mean"), s.get("server_ttft_ms_mean")
+            if queue is None or not server_ttft:
+                continue
+            seen = True
+            # Share of the TTFT the user sees (client TTFT includes the HTTP path) when it is larger.
+            ttft = max(server_ttft, lv.ttft_ms.mean or 0.0)
+            if queue >= min_queue and queue / ttft >= share_min:
+                p = level_label(lv)
+                evidence[f"{p}.server.server_queue_time_ms_mean"] = queue
+                evidence[f"{p}.server.server_ttft_ms_mean"] = server_ttft
+                if ttft > server_ttft:
+                    evidence[f"{p}.ttft_ms.mean"] = lv.ttft_ms.mean
+                worst = max(worst, queue / ttft)
+        levels = sorted((lv for lv in ctx.levels() if lv.concurrency and lv.ttft_ms.p50 and lv.tpot_ms.p50),
+                        key=lambda lv: lv.concurrency)
+        for lo, hi in zip(levels, levels[1:], strict=False):
+            if hi.concurrency < 2 * lo.concurrency:
+                continue
+            seen = True
+            c_ratio = hi.concurrency / lo.concurrency
+            ttft_ratio, tpot_ratio = hi.ttft_ms.p50 / lo.ttft_ms.p50, hi.tpot_ms.p50 / lo.tpot_ms.p50
+            if ttft_ratio >= ctx.th("SCHED003.min_ttft_growth_frac_of_linear") * c_ratio and \
+                    tpot_ratio <= ctx.th("SCHED003.max_tpot_growth"):
+                evidence[f"{level_label(lo)}.ttft_ms.p50"] = lo.ttft_ms.p50
+                evidence[f"{level_label(hi)}.ttft_ms.p50"] = hi.ttft_ms.p50
+                evidence[f"{level_label(lo)}.tpot_ms.p50"] = lo.tpot_ms.p50
+                evidence[f"{level_label(hi)}.tpot_ms.p50"] = hi.tpot_ms.p50
+                evidence["derived.ttft_growth_x"] = round(ttft_ratio, 2)
+                evidence["derived.concurrency_growth_x"] = round(c_ratio, 2)
+    hist = ctx.seen(ServerMetricsData).histograms or {}
+    queue_h, ttft_h = hist.get("queue_time_s") or HistogramWindow(), hist.get("ttft_s") or HistogramWindow()
+    if queue_h.mean_s is not None and ttft_h.mean_s:
+        seen = True
+        if queue_h.mean_s * 1000 >= min_queue and queue_h.mean_s / ttft_h.mean_s >= share_min:
+            evidence["server_metrics.histograms.queue_time_s.mean_s"] = queue_h.mean_s
+            evidence["server_metrics.histograms.ttft_s.mean_s"] = ttft_h.mean_s
+            worst = max(worst, queue_h.mean_s / ttft_h.mean_s)
+    if not seen:
+        raise MissingInput("neither server queue time nor a concurrency sweep of TTFT was measured")
+    if not evidence:
+        return None
+    message = (f"Requests spend {pct(worst)} of their TTFT waiting in the server's queue." if worst else
+               "TTFT grows in step with concurrency while TPOT stays flat: requests wait for a slot, not compute.")
+    fix = Fix("Add capacity: free the cap named by KV001/SCHED002 if they fire, otherwise add replicas behind "
+              "a least-pending-requests load balancer (not round-robin), and rate-limit at the gateway.", ())
+    if flat_scaling(ctx) is not None:
+        # Replicas of a server that runs one request at a time multiply the waste: batching comes first.
+        fix = Fix("First make the server batch (ENG001: its throughput does not grow with concurrency, so "
+                  "requests queue for one slot); only if requests still queue after that, add replicas behind a "
+                  "least-pending-requests load balancer.", ())
+    return Hit(
+        title="Queueing dominates time to first token",
+        message=message, evidence=evidence, certainty=Certainty.LIKELY, impact=0.7, fix=fix,
+    )

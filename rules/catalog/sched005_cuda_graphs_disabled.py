@@ -1,0 +1,35 @@
+"""SCHED005 (cuda-graphs-disabled): one rule, its doc and thresholds; fixtures in tests/fixtures/rules/SCHED005/."""
+from __future__ import annotations
+
+from triage.core.probe_data import ServerConfigData
+from triage.core.report import Certainty, Fix, Severity
+from triage.rules.base import Hit, RuleDoc
+from triage.rules.context import Context
+from triage.rules.engines import DISABLING_FLAGS
+from triage.rules.registry import rule
+
+
+@rule("SCHED005", "cuda-graphs-disabled", Severity.MEDIUM, ("server_config",), RuleDoc(
+    what="The server runs with `--enforce-eager` (SGLang `--disable-cuda-graph`): CUDA graphs are off.",
+    why="Decode steps are many small kernels; without CUDA graphs each is launched from Python, and launch "
+        "overhead becomes a large share of TPOT, most of all at small batch (seed 002 lessons).",
+    example="server_config.enforce_eager = true",
+    fix="Remove `--enforce-eager`. vLLM captures batch sizes 1, 2, 4 and then every 8 up to 256, so "
+        "`--max-num-seqs` needs no power of two (seed 002 says it does; the source does not).",
+    references=("seed 002 lessons (CUDA graph capture; set max_num_seqs to a power of 2: not supported by the "
+                "source)", "vLLM config/compilation.py cudagraph_capture_sizes: 1, 2, 4, then steps of 8"),
+))
+def sched005(ctx: Context) -> Hit | None:
+    eager = ctx.measured(ctx.need(ServerConfigData).enforce_eager, "server_config.enforce_eager")
+    if not eager:
+        return None
+    engine = ctx.engine()
+    off_flag = DISABLING_FLAGS["cuda_graphs"].get(engine.name or "", "--enforce-eager")
+    seqs = ctx.seen(ServerConfigData).max_num_seqs
+    return Hit(
+        title="CUDA graphs are disabled (eager mode)",
+        message="The server runs in eager mode: every decode kernel is launched from Python.",
+        evidence={"server_config.enforce_eager": True, "server_config.max_num_seqs": seqs},
+        certainty=Certainty.CONFIRMED, impact=0.4,
+        fix=Fix(f"Remove `{off_flag}` from the server's command line.", ()),
+    )

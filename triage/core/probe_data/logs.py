@@ -1,0 +1,53 @@
+"""The log probes: `logs` (probes/logs.py, the server log given with --log) and `kernel_log`
+(probes/kernel_log.py, NVIDIA Xid events)."""
+from __future__ import annotations
+
+from triage.core.probe_data.base import Payload, payload
+
+
+@payload
+class LogsData(Payload):
+    """The server log given with `--log FILE`: only its last 64 MiB are read, and kept lines are
+    redacted. Status `unsupported` without `--log`."""
+
+    PROBE = "logs"
+
+    path: str | None = None
+    truncated: bool | None = None                    # only the last 64 MiB were read
+    num_lines: int | None = None
+    slow_tokenizer: bool | None = None
+    num_preemption_lines: int | None = None
+    preemption_examples: tuple[str, ...] = ()        # redacted
+    kv_cache_tokens: int | None = None
+    num_gpu_blocks: int | None = None
+    max_concurrency: float | None = None
+    max_concurrency_tokens_per_request: int | None = None
+    cuda_graph_hints: tuple[str, ...] = ()
+    num_nccl_errors: int | None = None
+    num_shm_broadcast_stalls: int | None = None
+    num_oom_lines: int | None = None
+    weights_download_s: float | None = None         # the longest "Time spent downloading weights" vLLM logged
+
+
+@payload
+class XidEvent:
+    xid: int | None = None
+    pci_bus_id: str | None = None
+    meaning: str | None = None
+    age_s: float | None = None                       # None for a saved file or a line without a stamp
+    line: str | None = None                          # redacted
+
+
+@payload
+class KernelLogData(Payload):
+    """NVIDIA Xid events from `dmesg`, `/dev/kmsg` or a saved `--kernel-log` file. Status
+    `permission_denied` when neither dmesg nor /dev/kmsg can be read (kernel.dmesg_restrict)."""
+
+    PROBE = "kernel_log"
+
+    source: str | None = None                        # "dmesg" | "/dev/kmsg" | the --kernel-log file
+    num_lines_read: int | None = None
+    num_xid_events: int | None = None
+    xid_counts: dict[str, int] | None = None
+    xid_events: tuple[XidEvent, ...] = ()            # the last 100
+    newest_xid_age_s: float | None = None

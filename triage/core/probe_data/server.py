@@ -1,0 +1,169 @@
+"""The server probes: `server_metrics` (probes/server_metrics.py, a /metrics window), `server_config`
+(probes/server_config.py) and `server_process` (probes/server_process.py)."""
+from __future__ import annotations
+
+from typing import Any
+
+from triage.core.probe_data.base import Payload, payload
+
+
+@payload
+class HistogramWindow:
+    """One histogram over the window, from bucket deltas; mean/p* are None when count_delta is 0."""
+
+    count_delta: float | None = None
+    sum_delta_s: float | None = None
+    mean_s: float | None = None
+    p50_s: float | None = None
+    p90_s: float | None = None
+    p99_s: float | None = None
+
+
+@payload
+class ServerMetricsData(Payload):
+    """Two scrapes of /metrics over `window_s` (plus a few between them for the maxima), in
+    engine-neutral terms. Histogram keys: ttft_s, itl_s, e2e_s, queue_time_s, prefill_time_s,
+    decode_time_s; a key is absent when the engine does not export it."""
+
+    PROBE = "server_metrics"
+
+    engine: str | None = None                        # "vllm" | "vllm-v0" | "sglang" | "tgi"
+    model_name: str | None = None
+    window_s: float | None = None
+    num_scrapes: int | None = None
+    url: str | None = None
+    kv_cache_usage_frac: float | None = None         # 0..1, at the end
+    kv_cache_usage_frac_max: float | None = None     # max over every scrape (and DP engine)
+    num_requests_running: float | None = None
+    num_requests_running_max: float | None = None
+    num_requests_waiting: float | None = None
+    num_requests_waiting_max: float | None = None
+    num_requests_swapped: float | None = None        # vLLM V0 only
+    num_preemptions_delta: float | None = None       # SGLang: retractions
+    preemptions_per_s: float | None = None
+    prefix_cache_queries_delta: float | None = None
+    prefix_cache_hits_delta: float | None = None
+    prefix_cache_hit_rate: float | None = None       # None when there were no queries
+    prefix_cache_hit_rate_source: str | None = None  # "counters" | "gauge"
+    prompt_tokens_delta: float | None = None
+    generation_tokens_delta: float | None = None
+    prompt_tokens_per_s: float | None = None
+    generation_tokens_per_s: float | None = None
+    num_requests_finished_delta: float | None = None
+    histograms: dict[str, HistogramWindow] | None = None
+    cache_config: dict[str, Any] | None = None       # vllm:cache_config_info labels, typed; {} when absent
+    kv_cache_capacity_tokens: float | None = None    # SGLang max_total_num_tokens
+    spec_decode_accepted_tokens_delta: float | None = None
+    spec_decode_draft_tokens_delta: float | None = None
+    spec_decode_acceptance_rate: float | None = None
+    spec_decode_mean_accept_length: float | None = None   # SGLang spec_accept_length
+    counter_resets: tuple[str, ...] = ()              # counters that went down (server restarted)
+    num_bad_lines: int | None = None                  # exposition lines the parser skipped
+    num_missed_scrapes: int | None = None
+
+
+@payload
+class ServerConfigData(Payload):
+    """The serving engine's settings. Precedence: what the engine reports (cache_config_info,
+    /v1/models, /version, TGI /info), then its command line, then defaults stable across versions."""
+
+    PROBE = "server_config"
+
+    engine: str | None = None
+    engine_version: str | None = None
+    model: str | None = None
+    served_model_name: str | None = None
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    enable_chunked_prefill: bool | None = None
+    enable_prefix_caching: bool | None = None
+    kv_cache_dtype: str | None = None
+    dtype: str | None = None
+    quantization: str | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    enforce_eager: bool | None = None
+    speculative_config: Any = None                   # vLLM's JSON object, or SGLang/TGI's method name
+    block_size: int | None = None
+    api_server_count: int | None = None
+    swap_space_gib: float | None = None
+    metrics_engine: str | None = None                # "vllm" | "vllm-v0" | "sglang" | "tgi"
+    cache_config: dict[str, Any] | None = None
+    sources: dict[str, str] | None = None            # field -> cache_config_info|/v1/models|cmdline|default...
+    unparsed_flags: tuple[str, ...] = ()
+
+
+@payload
+class ProcessInfo:
+    pid: int | None = None
+    name: str | None = None
+    cpu_pct: float | None = None
+    num_threads: int | None = None
+    rss_bytes: int | None = None
+
+
+@payload
+class ServerProcessData(Payload):
+    """The serving process, found by listening port or command line (probes/discovery.py)."""
+
+    PROBE = "server_process"
+
+    pid: int | None = None
+    engine: str | None = None                        # vllm|sglang|tgi|reference|ollama|llama.cpp
+    cmdline: tuple[str, ...] | None = None           # redacted
+    uptime_s: float | None = None
+    cpu_affinity: tuple[int, ...] | None = None
+    affinity_numa_nodes: tuple[int, ...] | None = None
+    memory_numa_nodes: tuple[int, ...] | None = None  # Mems_allowed_list
+    window_s: float | None = None
+    processes: tuple[ProcessInfo, ...] = ()           # the tree, at most 64
+    max_thread_cpu_pct: float | None = None           # ~100: one thread is pegged
+    rss_bytes_start: int | None = None
+    rss_bytes_end: int | None = None
+    debug_env: dict[str, str] | None = None           # debugging/profiling variables that are set, redacted
+    hf_home: str | None = None
+    unsupported_fields: tuple[str, ...] = ()
+
+
+@payload
+class BatchingSettings:
+    """How many requests a non-vLLM engine may batch, from its argv and environment (docs/ENGINES.md):
+    llama.cpp `--parallel`/`-c`/`-nocb`, Ollama OLLAMA_NUM_PARALLEL/OLLAMA_MAX_QUEUE, `transformers serve
+    --continuous-batching`. None: not set (the engine's default)."""
+
+    slots: int | None = None
+    continuous: bool | None = None
+    ctx_tokens: int | None = None
+    max_queue: int | None = None
+    evidence: tuple[str, ...] = ()
+    from_cmdline: bool | None = None
+
+
+@payload
+class LlamaCppSlotsData:
+    """llama-server's own view of its slots: /props and /slots."""
+
+    total_slots: int | None = None
+    busy_slots: int | None = None
+    ctx_per_slot_tokens: int | None = None
+    build_info: str | None = None
+    model_path: str | None = None
+
+
+@payload
+class EngineIdentityData(Payload):
+    """Which engine serves the URL and which version, on what evidence: the command line, the `Server`
+    header, /version, /api/version, /props, /info, /openapi.json routes, /v1/models `owned_by` and the
+    metric names (triage/core/engine_signals.py names each engine's source)."""
+
+    PROBE = "engine_identity"
+
+    engine: str | None = None          # vllm, sglang, tgi, llama.cpp, ollama, transformers, lmdeploy, trtllm, reference
+    version: str | None = None
+    evidence: tuple[str, ...] = ()
+    server_header: str | None = None
+    batching: BatchingSettings | None = None
+    llamacpp: LlamaCppSlotsData | None = None
