@@ -93,9 +93,11 @@ def _run(r: Rule, ctx: Context) -> Hit | SkippedRule | None:
         return r.check(ctx)
     except MissingInput as e:
         return SkippedRule(r.code, e.reason)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as e:
-        # Malformed probe data must not take down the whole diagnosis: the rule says so instead.
-        return SkippedRule(r.code, f"internal error while checking ({type(e).__name__}: {e}); please report it")
+    except Exception as e:  # noqa: BLE001 - any failure of one rule is that rule's, never the report's
+        # Malformed or absurd input (an infinite peak, a wrongly typed field) must not take down the whole
+        # diagnosis: the rule is reported as errored, with the reason, and every other rule still runs.
+        return SkippedRule(r.code, f"errored: internal error while checking ({type(e).__name__}: "
+                                   f"{str(e)[:200]}); please report it")
 
 
 def evaluate(snapshot: Snapshot, bench: BenchSection | None = None, baseline: dict[str, Any] | None = None,

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -76,5 +77,50 @@ def test_missing_file_is_a_report_error(tmp_path):
 def test_bad_enum_value_names_the_choices():
     data = json.loads(dumps(_diagnose()))
     data["probes"][0]["status"] = "weird"
-    with pytest.raises(ReportError, match="not one of ok, unsupported"):
+    with pytest.raises(ReportError, match=r"probes.0.status: .weird. is not one of"):
         loads(json.dumps(data))
+
+
+# -- hostile report files (issue: compare on wrongly typed fields ended in AttributeError/TypeError) ----
+@pytest.mark.parametrize("mutate, where", [
+    (lambda d: d.update(kind=None), "kind"),
+    (lambda d: d["bench"]["levels"][0]["ttft_ms"].update(p99="12.5"), "bench.levels.0.ttft_ms.p99"),
+    (lambda d: d["bench"].update(levels=None), "bench.levels"),
+    (lambda d: d["bench"]["levels"][0].update(concurrency="4"), "bench.levels.0.concurrency"),
+])
+def test_a_wrongly_typed_report_is_one_line_naming_the_field(mutate, where, tmp_path):
+    import json as _json
+
+    from triage.core.report_io import read_report
+
+    data = _json.loads((Path(__file__).parent.parent / "reports" / "examples" / "bench.json").read_text())
+    mutate(data)
+    path = tmp_path / "bad.json"
+    path.write_text(_json.dumps(data))
+    with pytest.raises(ReportError) as info:
+        read_report(path)
+    message = str(info.value)
+    assert "\n" not in message and where.split(".")[0] in message, message
+
+
+def test_compare_on_a_wrongly_typed_report_exits_2_with_one_line(tmp_path):
+    import json as _json
+    import subprocess
+    import sys
+
+    good = Path(__file__).parent.parent / "reports" / "examples" / "bench.json"
+    data = _json.loads(good.read_text())
+    data["bench"]["levels"][0]["concurrency"] = "4"
+    bad = tmp_path / "bad.json"
+    bad.write_text(_json.dumps(data))
+    out = subprocess.run([sys.executable, "-m", "triage", "compare", str(good), str(bad)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr and "unexpected" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "concurrency" in out.stderr
+
+
+def test_non_finite_numbers_are_written_as_null():
+    from triage.core.convert import to_dict
+
+    assert to_dict({"a": float("nan"), "b": [float("inf"), 1.5]}) == {"a": None, "b": [None, 1.5]}

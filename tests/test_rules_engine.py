@@ -274,3 +274,29 @@ def test_bench_only_evaluation_runs_the_bench_rules_without_probes():
     result = evaluate(Snapshot(), bench=_bench(b), config=RulesConfig(enabled_only=codes))
     assert "SCHED004" in [f.code for f in result.findings]
     assert {s.code for s in result.skipped} <= codes
+
+
+def test_a_rule_that_raises_anything_is_reported_as_errored_and_the_others_still_run():
+    """Issue: an infinite running-requests peak crashed KV002 with OverflowError, and the bench ended with no
+    report. Every rule now runs behind a guard that catches any exception."""
+    from tests.rules_fixtures import snapshot
+    from triage.core.report_io import from_dict
+    from triage.core.snapshot import ProbeResult, Snapshot
+    from triage.rules import RulesConfig, evaluate
+    from triage.rules.registry import REGISTRY
+
+    snap = Snapshot(probes=tuple(from_dict(ProbeResult, p, "probe") for p in snapshot()["probes"]))
+    rule_ = REGISTRY.get("KV002")
+    original = rule_.check
+
+    def boom(ctx):
+        raise OverflowError("cannot convert float infinity to integer")
+
+    object.__setattr__(rule_, "check", boom)
+    try:
+        result = evaluate(snap, config=RulesConfig(enabled_only=frozenset({"KV002", "MEM001"})))
+    finally:
+        object.__setattr__(rule_, "check", original)
+    reasons = {s.code: s.reason for s in result.skipped}
+    assert reasons["KV002"].startswith("errored:") and "OverflowError" in reasons["KV002"]
+    assert not reasons.get("MEM001", "").startswith("errored")       # MEM001 still ran

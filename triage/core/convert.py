@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import types
 import typing
 from typing import Any
@@ -23,6 +24,8 @@ def to_dict(obj: Any) -> Any:
         return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, enum.Enum):
         return obj.value
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None           # NaN and infinities are "not measured": reports are standard JSON
     if isinstance(obj, dict):
         return {str(k): to_dict(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

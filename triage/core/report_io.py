@@ -1,6 +1,7 @@
 """The one home of report JSON: dataclasses <-> dicts <-> files, with the schema_version check."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -33,7 +34,32 @@ def report_from_dict(data: Any, source: str = "report") -> Report:
     if not isinstance(data, dict):
         raise ReportError(f"{source}: expected a JSON object at the top level")
     check_schema_version(data.get("schema_version"), source)
+    validate(data, source)
     return from_dict(Report, data, source)
+
+
+@functools.lru_cache(maxsize=8)
+def _validator(path: Path) -> Any:
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(json.loads(path.read_text(encoding="utf-8")))
+
+
+def validate(data: dict[str, Any], source: str = "report") -> None:
+    """Check a report against the JSON Schema of its own schema_version (the newest one of its major
+    version when this triage has no file for it): one line naming the first bad field, as a ReportError."""
+    import jsonschema
+
+    path = schema_path(str(data.get("schema_version")))
+    if not path.exists():
+        path = schema_path(SCHEMA_VERSION)
+    try:
+        error = jsonschema.exceptions.best_match(_validator(path).iter_errors(data))
+    except RecursionError:
+        raise ReportError(f"{source}: nested too deeply to be a triage report") from None
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise ReportError(f"{source}: not a valid triage report at {where}: {error.message[:200]}")
 
 
 def dumps(report: Report) -> str:

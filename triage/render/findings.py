@@ -62,8 +62,11 @@ def findings_console(report: Report, out: Console) -> None:
     if opportunities:
         out.print("\n[bold]Opportunities[/] [dim](a better configuration; no symptom seen on this deployment)[/]")
         _findings_block(opportunities, out)
-    if report.skipped_rules:
-        out.print(f"\n[dim]{len(report.skipped_rules)} rules skipped for missing inputs "
+    errored = [r for r in report.skipped_rules if r.reason.startswith("errored")]
+    for r in errored:
+        out.print(f"\n[bold red]{r.code} errored[/] (the other rules ran): {r.reason}", markup=True, highlight=False)
+    if len(report.skipped_rules) > len(errored):
+        out.print(f"\n[dim]{len(report.skipped_rules) - len(errored)} rules skipped for missing inputs "
                   "(see the JSON report's skipped_rules).[/]")
 
 
