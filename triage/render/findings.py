@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from triage.core.report import Finding, FindingKind, Report, Severity
@@ -64,7 +65,7 @@ def findings_console(report: Report, out: Console) -> None:
         _findings_block(opportunities, out)
     errored = [r for r in report.skipped_rules if r.reason.startswith("errored")]
     for r in errored:
-        out.print(f"\n[bold red]{r.code} errored[/] (the other rules ran): {r.reason}", markup=True, highlight=False)
+        out.print(f"\n[bold red]{r.code} errored[/] (the other rules ran): {escape(r.reason)}", highlight=False)
     if len(report.skipped_rules) > len(errored):
         out.print(f"\n[dim]{len(report.skipped_rules) - len(errored)} rules skipped for missing inputs "
                   "(see the JSON report's skipped_rules).[/]")
