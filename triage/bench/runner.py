@@ -18,7 +18,7 @@ from triage.bench.levels import LevelContext, LevelRun, run_closed, run_open
 from triage.bench.records import RecordSink, RequestRecord
 from triage.bench.stats import duration_s, repeat_summary, summarize
 from triage.bench.validity import ClientMeasurements, CpuMeter, LoopLagMonitor, verdict
-from triage.bench.watch import GpuSampler, ServerWatcher
+from triage.bench.server_watch import GpuSampler, ServerWatcher
 from triage.bench.workload import PromptItem, TokenCalibration, build
 from triage.core.errors import TargetUnreachable, UsageError
 from triage.core.report import BenchLevel, BenchSection, ClientStats
