@@ -13,7 +13,7 @@ import numpy as np
 
 from triage.bench.client import RequestOptions, send
 from triage.bench.config import LevelSpec
-from triage.bench.http import ConnectionPool
+from triage.bench.pool import ConnectionPool
 from triage.bench.records import RequestRecord
 from triage.bench.workload import PromptItem
 

@@ -13,7 +13,7 @@ import numpy as np
 from triage.bench import saturation
 from triage.bench.client import RequestOptions, make_client, make_pool, send
 from triage.bench.config import BenchConfig, LevelSpec
-from triage.bench.http import ConnectionPool
+from triage.bench.pool import ConnectionPool
 from triage.bench.levels import LevelContext, LevelRun, run_closed, run_open
 from triage.bench.records import RecordSink, RequestRecord
 from triage.bench.stats import duration_s, repeat_summary, summarize

@@ -45,6 +45,13 @@ class PromptItem:
     prompt: str
     output_tokens: int
     input_tokens_target: int | None = None
+    # Multi-turn: the whole chat history to send (the prompt is then the last user message).
+    messages: tuple[dict[str, str], ...] | None = None
+    conversation: int | None = None
+    turn: int | None = None
+    # Trace replay: when to send (s from the level start) and the trace line it came from.
+    arrival_s: float | None = None
+    trace_line: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
