@@ -120,7 +120,10 @@ async def send(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, *, 
     body_bytes = response.body if response is not None else b""
     status = response.status if response is not None else None
     t0 = response.t_sent if response is not None and response.t_sent is not None else started
-    wall = (lambda t: None) if wall_epoch_s is None else (lambda t: wall_epoch_s + (t - epoch))
+
+    def wall(t: float) -> float | None:
+        return None if wall_epoch_s is None else wall_epoch_s + (t - epoch)
+
     common = dict(
         level=level, repeat=repeat, index=item.index, warmup=warmup, t0_s=t0 - epoch, end_s=end - t0,
         slot_wait_s=slot_wait_s, requested_output_tokens=item.output_tokens, http_status=status,
@@ -149,7 +152,10 @@ async def send(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, *, 
     else:
         output_tokens, source = len(times), "chunks"
     chunk_tokens = result.chunk_tokens if times and all(k is not None for k in result.chunk_tokens) else None
-    since = (lambda t: None if t is None else t - t0)
+
+    def since(t: float | None) -> float | None:
+        return None if t is None else t - t0
+
     return RequestRecord(
         **common, ttft_s=times[0] if times else None, e2e_s=times[-1] if times else None,
         input_tokens=result.prompt_tokens, output_tokens=output_tokens if times else None,

@@ -69,6 +69,19 @@ class BenchConfig:
     max_in_flight: int = 512
     scrape_interval_s: float = 0.5
     gpu_sample_interval_s: float = 0.5
+    # Connections and identity (pool.py): open the pool to each level's load before its measured window; the
+    # header that carries each request's id (None: none is sent).
+    warm_connections: bool = True
+    request_id_header: str | None = "X-Request-Id"
+    # Workloads (workloads.py): multi-turn chat, trace replay, prefix groups, ramps.
+    turns: int = 1
+    think_time_ms: float = 0.0
+    trace: Any = None  # workloads.Trace
+    time_scale: float = 1.0
+    prefix_groups: int = 0
+    prefix_len: int = 0
+    ramp: Any = None  # workloads.Ramp
+    window_s: float | None = None
 
     @property
     def input_lens(self) -> tuple[int, ...]:
@@ -110,7 +123,23 @@ class BenchConfig:
             "max_in_flight": self.max_in_flight,
             "api_key": REDACTED if self.api_key else None,
             "headers": {k: redact_header(k, v) for k, v in self.headers.items()},
+            "warm_connections": self.warm_connections,
+            "request_id_header": self.request_id_header,
+            "workload": self.workload_dict(),
         }
+
+    def workload_dict(self) -> dict[str, Any]:
+        """What shaped the load, for `compare` to check that two runs are comparable."""
+        kind = ("trace" if self.trace is not None else "multi_turn" if self.turns > 1 else
+                "ramp" if self.ramp is not None else "prefix_groups" if self.prefix_groups else
+                "dataset" if self.dataset else "synthetic")
+        out: dict[str, Any] = {"kind": kind, "turns": self.turns, "think_time_ms": self.think_time_ms,
+                               "prefix_groups": self.prefix_groups, "prefix_len": self.prefix_len,
+                               "ramp": self.ramp.text if self.ramp is not None else None,
+                               "window_s": self.window_s, "trace": None}
+        if self.trace is not None:
+            out["trace"] = self.trace.report_dict(self.time_scale)
+        return out
 
 
 def parse_int_list(text: str, flag: str, example: str = "1,4,16,64") -> list[int]:

@@ -110,7 +110,10 @@ def _host_hint(cpu_pct: float | None) -> str:
     return f" (this process used only {cpu_pct:.0f}% of a core: other work on the host kept it from running)"
 
 
-def verdict(spec: LevelSpec, records: list[RequestRecord], m: ClientMeasurements) -> ClientStats:
+def verdict(spec: LevelSpec, records: list[RequestRecord], m: ClientMeasurements,
+            holds_concurrency: bool = True) -> ClientStats:
+    """`holds_concurrency=False` for loads that do not keep `spec.concurrency` in flight by design (multi-turn
+    think time, a ramp window): the achieved concurrency is reported but not judged."""
     measured = [r for r in records if not r.warmup]
     conc, steady = achieved_concurrency(measured)
     reasons = []
@@ -119,7 +122,7 @@ def verdict(spec: LevelSpec, records: list[RequestRecord], m: ClientMeasurements
     if m.loop_lag_ms_p99 is not None and m.loop_lag_ms_p99 > MAX_LOOP_LAG_MS:
         reasons.append(f"event-loop lag p99 {m.loop_lag_ms_p99:.1f} ms > {MAX_LOOP_LAG_MS:.0f} ms: 1% of "
                        "timestamps may be late by that much" + _host_hint(m.cpu_pct))
-    if spec.concurrency is not None and steady and conc is not None \
+    if spec.concurrency is not None and holds_concurrency and steady and conc is not None \
             and conc < MIN_CONCURRENCY_FRAC * spec.concurrency:
         reasons.append(f"achieved concurrency {conc:.1f} < {MIN_CONCURRENCY_FRAC:.0%} of {spec.concurrency}: "
                        "the client could not keep requests in flight" + _host_hint(m.cpu_pct))
