@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from triage.core.redact import REDACTED, redact_header, redact_text
 from triage.core.report import level_name
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP header name (RFC 9110 token)
 
 
 class Endpoint(str, enum.Enum):
@@ -223,7 +225,8 @@ def config_from_flags(*, url: str | None, model: str | None, concurrency: str | 
                       repeat: int, seed: int, endpoint: str, api_key: str | None, header: list[str] | None,
                       timeout: float, input_len: str | int | None, output_len: int | None, len_dist: str,
                       shared_prefix_len: int, dataset: Path | None, slo: str | None, max_in_flight: int,
-                      defaults: dict[str, Any]) -> BenchConfig:
+                      defaults: dict[str, Any], warm_connections: bool = True,
+                      request_id_header: str | None = "X-Request-Id") -> BenchConfig:
     """The command's flags, checked, as a BenchConfig. `defaults` fills what was not given (they differ for the
     embedded server and for --url). Every bad value raises UsageError naming the flag."""
     if url is not None:
@@ -263,6 +266,9 @@ def config_from_flags(*, url: str | None, model: str | None, concurrency: str | 
         levels = [dataclasses.replace(lv, input_len=n) for lv in levels for n in input_lens]
     if num_requests is None and duration is None:
         num_requests = defaults["num_requests"]
+    request_id_header = (request_id_header or "").strip() or None
+    if request_id_header is not None and not _TOKEN.match(request_id_header):
+        raise UsageError(f"--request-id-header {request_id_header!r} is not a valid header name")
     return BenchConfig(
         url=url or "", model=model, levels=tuple(levels), num_requests=num_requests, duration_s=duration,
         warmup=defaults["warmup"] if warmup is None else warmup, repeat=repeat, seed=seed,
@@ -270,4 +276,4 @@ def config_from_flags(*, url: str | None, model: str | None, concurrency: str | 
         timeout_s=timeout, input_len=input_lens[0] if input_lens else defaults["input_len"],
         output_len=output_len or defaults["output_len"], len_dist=_choice("--len-dist", len_dist, LenDist),
         shared_prefix_len=shared_prefix_len, dataset=dataset, slo=parse_slo(slo), burstiness=burstiness,
-        max_in_flight=max_in_flight)
+        max_in_flight=max_in_flight, warm_connections=warm_connections, request_id_header=request_id_header)

@@ -69,9 +69,9 @@ class ConnectionPool:
     def num_idle(self) -> int:
         return len(self._idle)
 
-    async def _connect(self, warm: bool = False) -> Conn:
+    async def _connect(self, warm: bool = False, start: float | None = None) -> Conn:
         loop = asyncio.get_running_loop()
-        start = time.perf_counter()
+        start = time.perf_counter() if start is None else start
         try:
             _, conn = await asyncio.wait_for(
                 loop.create_connection(Conn, self.host, self.port, ssl=self.ssl,
@@ -86,9 +86,24 @@ class ConnectionPool:
             raise HttpError("tls_error", f"TLS handshake with {self.host}:{self.port} failed: {e}") from None
         except OSError as e:
             raise HttpError("connect_error", f"cannot connect to {self.host}:{self.port}: {e}") from None
+        if warm:
+            await self._confirm(conn)
         now = time.perf_counter()
         self.connects.append(ConnectEvent(at_s=now, connect_s=now - start, warm=warm))
         return conn
+
+    async def _confirm(self, conn: Conn) -> None:
+        """A warm connection is open when the server has answered on it: the TCP handshake completes in the
+        kernel, and a server slow to accept() leaves it queued there, so a cheap GET of /v1/models makes sure
+        that wait lands in the warm-up's connect time, not in the first measured request's TTFT."""
+        request = (f"GET {self.base_path}/v1/models HTTP/1.1\r\n").encode("latin-1") + self._head_tail + b"\r\n"
+        try:
+            await asyncio.wait_for(conn.start(asyncio.get_running_loop(), request), self.connect_timeout_s)
+        except (asyncio.TimeoutError, HttpError) as e:
+            conn.transport.close()  # type: ignore[union-attr]
+            kind = e.kind if isinstance(e, HttpError) else "connect_timeout"
+            raise HttpError(kind, f"a warm-up connection to {self.host}:{self.port} got no answer: {e}") from None
+        conn.num_requests = 0  # the check does not count against the Keep-Alive max of the load
 
     def _reusable(self, conn: Conn) -> bool:
         """Not closed by the peer, within the Keep-Alive max and timeout, and (plain TCP) not readable: an idle
@@ -136,7 +151,9 @@ class ConnectionPool:
         results = await asyncio.gather(*(self._connect(warm=True) for _ in range(need)), return_exceptions=True)
         errors = []
         for result in results:
-            if isinstance(result, Conn):
+            if isinstance(result, Conn) and (result.closed or not result.response or not result.response.keep_alive):
+                result.transport.close()  # type: ignore[union-attr]  # the server will not keep it open
+            elif isinstance(result, Conn):
                 result.idle_since_s = time.perf_counter()
                 self._idle.appendleft(result)
             elif isinstance(result, HttpError):

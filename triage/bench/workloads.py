@@ -186,6 +186,8 @@ def apply_workloads(cfg: BenchConfig, *, turns: int, think_time_ms: float, trace
         raise UsageError(f"{' and '.join(chosen)} are separate workloads: pick one")
     if think_time_ms and turns == 1:
         raise UsageError("--think-time-ms is the pause between turns of a conversation: add --turns N (N >= 2)")
+    if turns > 1 and duration_flag is not None:
+        raise UsageError("--turns plays whole conversations: size the level with --num-requests, not --duration")
     if time_scale != 1.0 and trace is None:
         raise UsageError("--time-scale scales a trace's timestamps: add --trace FILE")
     if (prefix_groups > 0) != (prefix_len > 0):
