@@ -14,7 +14,7 @@ rules/gpu.py -> rules/evaluate.py (ranking and causal chains). Thresholds: rules
 from __future__ import annotations
 
 # Importing the rule modules registers their rules.
-from triage.rules import bench, engine, gpu, host, kv_sched  # noqa: F401
+from triage.rules import bench, connect, engine, gpu, host, kv_sched  # noqa: F401
 from triage.rules.base import Hit, MissingInput, Rule, RuleDoc
 from triage.rules.config import RulesConfig, load_rules_config
 from triage.rules.evaluate import CAUSES, Evaluation, bench_rule_codes, evaluate
