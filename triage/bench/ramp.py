@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import time
 
 from triage.bench.client import send
@@ -51,7 +50,7 @@ async def run_linear(ctx: LevelContext, ramp: Ramp, window_s: float) -> LevelRun
             t_s = perf() - start
             if t_s >= ramp.duration_s:
                 break
-            target = max(ramp.start, math.floor(ramp.target_at(t_s)))
+            target = ramp.workers_at(t_s)
             while len(tasks) < target:
                 tasks.append(loop.create_task(worker()))
             await asyncio.sleep(SPAWN_TICK_S)

@@ -143,6 +143,9 @@ class BenchRunner:
                               continuous_usage=info.continuous_usage, request_id_header=cfg.request_id_header)
         check_sweep_fits(cfg, info.max_model_len)
         check_turns_fit(cfg, info.max_model_len)
+        if cfg.trace is not None and len(cfg.trace.rows) < cfg.trace.num_rows_in_file:
+            self.notes.append(f"--num-requests cut the trace: only its first {len(cfg.trace.rows)} of "
+                              f"{cfg.trace.num_rows_in_file} requests (by timestamp) were replayed")
         warmup_items, level_slices = self._prompts(info)
         if cfg.warmup:
             await self._warmup(pool, opts, warmup_items)
@@ -232,7 +235,7 @@ class BenchRunner:
                 cpu_pct, _ = cpu.stop()
                 stats = verdict(spec, run.records, ClientMeasurements(
                     cpu_pct=cpu_pct, loop_lag_ms_p99=lag.p99_ms(), send_lag_ms=run.send_lag_ms,
-                    num_slot_waits=run.num_slot_waits), holds_concurrency=cfg.think_time_ms == 0)
+                    num_slot_waits=run.num_slot_waits))
                 client_stats.append(stats)
                 if len(slices) > 1:
                     per_repeat.append(summarize(spec, run.records, cfg.slo, stats, keep_samples=False))
@@ -345,8 +348,7 @@ class BenchRunner:
             levels.append(dataclasses.replace(level, **extras))
         return levels
 
-    @staticmethod
-    def _load_notes(spec: LevelSpec, run: LevelRun) -> list[str]:
+    def _load_notes(self, spec: LevelSpec, run: LevelRun) -> list[str]:
         if spec.concurrency is not None:
             if len(run.records) < spec.concurrency:
                 return [f"only {len(run.records)} requests for concurrency {spec.concurrency}: the level never had "
@@ -356,5 +358,6 @@ class BenchRunner:
         if len(sends) < 2 or sends[-1] <= sends[0]:
             return []
         achieved = (len(sends) - 1) / (sends[-1] - sends[0])
+        schedule = "the trace's mean rate" if self.cfg.trace is not None else "a Poisson schedule varies around it"
         return [f"achieved request rate {achieved:.2f}/s over {len(sends)} sends (target {spec.request_rate:g}/s; "
-                "a Poisson schedule varies around it)"]
+                f"{schedule})"]

@@ -83,12 +83,25 @@ def achieved_concurrency(records: list[RequestRecord]) -> tuple[float | None, bo
     closed loop should hold its target; the drain at the end is excluded. Returns (value, steady):
     steady=False when there was no such window (a single wave) and the whole span was used."""
     spans = [(r.t0_s, r.t0_s + r.end_s) for r in records if r.end_s is not None]
+    conversations = False
+    if records and all(r.conversation is not None for r in records):
+        # Multi-turn: a conversation is in flight from its first send to its last end, think time included.
+        by_conv: dict[int, tuple[float, float]] = {}
+        for r in records:
+            if r.end_s is None:
+                continue
+            lo, hi = by_conv.get(r.conversation, (r.t0_s, r.t0_s + r.end_s))  # type: ignore[arg-type]
+            by_conv[r.conversation] = (min(lo, r.t0_s), max(hi, r.t0_s + r.end_s))  # type: ignore[index]
+        spans = list(by_conv.values())
+        conversations = True
     if not spans:
         return None, False
     first_send = min(s for s, _ in spans)
     last_send = max(s for s, _ in spans)
     last_end = max(e for _, e in spans)
     steady = last_send - first_send > 1e-3
+    if conversations:  # a second wave: some conversation began after another had ended
+        steady = last_send > min(e for _, e in spans)
     lo, hi = (first_send, last_send) if steady else (first_send, last_end)
     if hi - lo <= 0:
         return float(len(spans)), False

@@ -49,14 +49,19 @@ class Ramp:
         frac = min(1.0, max(0.0, t_s / self.duration_s))
         return self.start + (self.end - self.start) * frac
 
+    def workers_at(self, t_s: float) -> int:
+        """Linear: the workers running at t_s (one more each time the target passes an integer)."""
+        return max(self.start, math.floor(self.target_at(t_s)))
+
     def windows(self, window_s: float) -> list[tuple[float, float, int]]:
-        """Linear: (start s, end s, concurrency of the level) per window; the level's concurrency is the
-        rounded mean target over the window."""
+        """Linear: (start s, end s, concurrency of the level) per window; the level's concurrency is the mean
+        number of workers over the window, rounded down (what the client does hold throughout)."""
         out = []
         count = max(1, math.ceil(self.duration_s / window_s - 1e-9))
         for k in range(count):
             lo, hi = k * window_s, min(self.duration_s, (k + 1) * window_s)
-            out.append((lo, hi, max(1, round(self.target_at((lo + hi) / 2)))))
+            samples = [self.workers_at(lo + (hi - lo) * (j + 0.5) / 200) for j in range(200)]
+            out.append((lo, hi, max(1, math.floor(sum(samples) / len(samples)))))
         return out
 
 
