@@ -142,7 +142,7 @@ class LoopbackServer:
         probe = max_tokens <= 2
         entry = {"request_id": headers.get("x-request-id"), "headers": headers, "probe": probe,
                  "recv_epoch_s": recv_epoch, "recv_perf_s": recv_perf, "first_epoch_s": None, "first_perf_s": None,
-                 "end_epoch_s": None, "messages": req.get("messages")}
+                 "end_epoch_s": None, "messages": req.get("messages"), "prompt": prompt}
         self.log.append(entry)
         if self.fail_prompt_words is not None and len(prompt.split()) == self.fail_prompt_words:
             self._json(writer, 500, {"error": {"message": "calibration probe refused (on purpose)"}})

@@ -173,7 +173,8 @@ class BenchRunner:
         if cfg.trace is not None:  # warm up on short synthetic prompts; every repeat replays the whole trace
             warm_cfg = dataclasses.replace(cfg, trace=None, input_len=min(cfg.input_len, 64), output_len=8)
             items = build(cfg, 0, info.calibration, info.max_model_len)
-            return synthetic(warm_cfg, cfg.warmup, info.calibration, info.max_model_len), [[items] * cfg.repeat]
+            warm = synthetic(warm_cfg, cfg.warmup, info.calibration, info.max_model_len) if cfg.warmup else []
+            return warm, [[items] * cfg.repeat]
         lengths = list(dict.fromkeys(spec.input_len for spec in cfg.levels))
         pools: dict[int | None, list[PromptItem]] = {}
         for k, length in enumerate(lengths):
