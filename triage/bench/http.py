@@ -101,8 +101,10 @@ class Conn(asyncio.Protocol):
             except OSError:
                 pass
 
-    def data_received(self, data: bytes) -> None:
-        t = time.perf_counter()
+    def data_received(self, data: bytes, t: float | None = None) -> None:
+        """`t`: when the bytes reached this host (a kernel stamp, stamped.py); else now."""
+        if t is None:
+            t = time.perf_counter()
         self.last_data_s = t
         self.response_bytes += len(data)
         if self.response is None or self.done is None or self.done.done():

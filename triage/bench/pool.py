@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
+from triage.bench import stamped
 from triage.bench.http import Conn, HttpError, Response
 
 RETRYABLE_KINDS = ("disconnected", "connection_reset")
@@ -51,6 +52,8 @@ class ConnectionPool:
         self.base_path = parts.path.rstrip("/")
         host_header = parts.netloc.rsplit("@", 1)[-1]
         self.connect_timeout_s = connect_timeout_s
+        # Plain TCP on Linux: reads carry the kernel's receive time (stamped.py), not the loop's.
+        self.kernel_stamps = self.ssl is None and stamped.available()
         self.max_connections = max_connections
         self.connects: list[ConnectEvent] = []
         self.retries: list[float] = []  # perf_counter() of each retry on a fresh connection
@@ -73,10 +76,13 @@ class ConnectionPool:
         loop = asyncio.get_running_loop()
         start = time.perf_counter() if start is None else start
         try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(Conn, self.host, self.port, ssl=self.ssl,
-                                       server_hostname=self.host if self.ssl else None),
-                self.connect_timeout_s)
+            if self.kernel_stamps:
+                conn = await asyncio.wait_for(stamped.open_stamped(Conn, self.host, self.port), self.connect_timeout_s)
+            else:
+                _, conn = await asyncio.wait_for(
+                    loop.create_connection(Conn, self.host, self.port, ssl=self.ssl,
+                                           server_hostname=self.host if self.ssl else None),
+                    self.connect_timeout_s)
         except asyncio.TimeoutError:
             raise HttpError("connect_timeout", f"no connection to {self.host}:{self.port} "
                                                f"within {self.connect_timeout_s:g} s") from None
