@@ -167,3 +167,34 @@ def test_reasoning_models_report_first_reasoning_and_first_answer_token():
     # TTFT is the first content of either kind: the reasoning token; the answer comes 5 tokens (~100 ms) later
     assert lv.ttft_ms.p50 == pytest.approx(first_reasoning, abs=1e-6)
     assert 80.0 < first_answer - first_reasoning < 160.0
+
+
+@pytest.mark.skipif(not __import__("triage.bench.stamped", fromlist=["x"]).available(),
+                    reason="no SO_TIMESTAMPNS on this platform")
+def test_a_token_that_arrives_while_the_loop_is_blocked_keeps_its_arrival_time():
+    """Kernel receive stamps: the first token arrives 20 ms after the request while this process's event loop
+    is blocked for 250 ms; its timestamp is still ~20 ms, not the ~250 ms at which the loop read it."""
+    import time
+
+    from triage.bench.pool import ConnectionPool
+
+    async def main(url: str) -> tuple[float, float]:
+        pool = ConnectionPool(url, 1)
+        pieces: list[tuple[float, bytes]] = []
+
+        async def block_soon() -> None:
+            await asyncio.sleep(0.005)
+            time.sleep(0.25)  # the whole loop stalls, as on a host with no CPU to spare
+
+        blocker = asyncio.get_running_loop().create_task(block_soon())
+        body = json.dumps({"model": "loop", "prompt": "hi", "max_tokens": 3, "stream": True}).encode()
+        response = await pool.post_stream("/v1/completions", body, 10.0,
+                                          on_piece=lambda t, d: pieces.append((t, d)))
+        await blocker
+        pool.close()
+        first = next(t for t, d in pieces if b"tok" in d)
+        return first - response.t_sent, time.perf_counter() - response.t_sent
+
+    with LoopbackServer(first_token_delay_s=0.02, token_delay_s=0.4) as srv:
+        ttft_s, _ = asyncio.run(main(srv.url))
+    assert 0.015 < ttft_s < 0.1
