@@ -56,7 +56,7 @@ def test_trace_replay_follows_the_trace_and_says_when_it_was_cut(reference_serve
     config = data["bench"]["config"]
     trace = config["workload"]["trace"]
     assert trace["num_requests"] == 10 and trace["num_requests_in_file"] == 24 and trace["cut"] is True
-    assert len(trace["sha256"]) == 64 and trace["time_scale"] == 0.5
+    assert len(trace["sha256"]) == 64 and trace["time_scales"] == [0.5]
     assert any("cut the trace" in n for n in config["notes"])
     (lv,) = data["bench"]["levels"]
     assert lv["requests"]["completed"] == 10
@@ -166,6 +166,7 @@ def test_a_malformed_trace_line_exits_2_with_its_line_number_before_any_load(tmp
     (["--prefix-groups", "2"], "go together"),
     (["--time-scale", "2"], "add --trace"),
     (["--request-id-header", "bad header"], "not a valid header name"),
+    (["--trace", str(EXAMPLE_TRACE), "--time-scale", "1,x"], "expected distinct numbers"),
 ])
 def test_bad_workload_flags_exit_2_before_any_load(args, message):
     with LoopbackServer() as srv:

@@ -79,7 +79,7 @@ class BenchConfig:
     turns: int = 1
     think_time_ms: float = 0.0
     trace: Any = None  # workloads.Trace
-    time_scale: float = 1.0
+    time_scales: tuple[float, ...] = (1.0,)  # trace replay: one level per scale
     prefix_groups: int = 0
     prefix_len: int = 0
     ramp: Any = None  # workloads.Ramp
@@ -140,7 +140,7 @@ class BenchConfig:
                                "ramp": self.ramp.text if self.ramp is not None else None,
                                "window_s": self.window_s, "trace": None}
         if self.trace is not None:
-            out["trace"] = self.trace.report_dict(self.time_scale)
+            out["trace"] = self.trace.report_dict(self.time_scales)
         return out
 
 

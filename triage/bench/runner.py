@@ -23,7 +23,7 @@ from triage.bench.records import RecordSink, RequestRecord
 from triage.bench.server_watch import GpuSampler, ServerWatcher
 from triage.bench.stats import duration_s, repeat_summary, summarize
 from triage.bench.validity import ClientMeasurements, CpuMeter, LoopLagMonitor, verdict
-from triage.bench.workload import PromptItem, build, synthetic
+from triage.bench.workload import PromptItem, build, from_trace, synthetic
 from triage.core.errors import UsageError
 from triage.core.report import BenchLevel, BenchSection, ClientStats
 
@@ -172,9 +172,9 @@ class BenchRunner:
         cfg = self.cfg
         if cfg.trace is not None:  # warm up on short synthetic prompts; every repeat replays the whole trace
             warm_cfg = dataclasses.replace(cfg, trace=None, input_len=min(cfg.input_len, 64), output_len=8)
-            items = build(cfg, 0, info.calibration, info.max_model_len)
             warm = synthetic(warm_cfg, cfg.warmup, info.calibration, info.max_model_len) if cfg.warmup else []
-            return warm, [[items] * cfg.repeat]
+            per_scale = [from_trace(cfg, info.calibration, info.max_model_len, s) for s in cfg.time_scales]
+            return warm, [[items] * cfg.repeat for items in per_scale]
         lengths = list(dict.fromkeys(spec.input_len for spec in cfg.levels))
         pools: dict[int | None, list[PromptItem]] = {}
         for k, length in enumerate(lengths):
@@ -260,16 +260,17 @@ class BenchRunner:
         return dataclasses.replace(
             level, server=server, notes=(*notes, *runner_notes, *level.notes[len(notes):]),
             repeats=[repeat_summary(lv) for lv in per_repeat] if per_repeat else level.repeats,
-            **self._extras(records, warm_events))
+            **self._extras(records, warm_events, spec))
 
-    def _extras(self, records: list[RequestRecord], warm: list[ConnectEvent]) -> dict[str, Any]:
+    def _extras(self, records: list[RequestRecord], warm: list[ConnectEvent],
+                spec: LevelSpec | None = None) -> dict[str, Any]:
         cfg = self.cfg
         workload = None
         if cfg.turns > 1:
             workload = {"turns": turn_stats(records), "think_time_ms": cfg.think_time_ms}
         elif cfg.trace is not None:
             workload = {"trace_requests": len(cfg.trace.rows), "trace_requests_in_file": cfg.trace.num_rows_in_file,
-                        "time_scale": cfg.time_scale}
+                        "time_scale": cfg.time_scales[cfg.levels.index(spec)] if spec in cfg.levels else None}
         return {"connections": connection_stats(records, warm), "reasoning": reasoning_stats(records),
                 "workload": workload}
 

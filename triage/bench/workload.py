@@ -175,7 +175,8 @@ def from_dataset(path: Path, cfg: BenchConfig, n: int) -> list[PromptItem]:
     return items
 
 
-def from_trace(cfg: BenchConfig, calibration: TokenCalibration, max_model_len: int | None) -> list[PromptItem]:
+def from_trace(cfg: BenchConfig, calibration: TokenCalibration, max_model_len: int | None,
+               time_scale: float = 1.0) -> list[PromptItem]:
     """One prompt per trace row. Each hash id is one block of `block_tokens` tokens whose words are seeded by
     the id, so rows that share leading hash ids share their leading prompt blocks (the prefix cache sees what
     production saw); the prompt is then cut to the row's input_length. An output that would not fit the
@@ -183,7 +184,7 @@ def from_trace(cfg: BenchConfig, calibration: TokenCalibration, max_model_len: i
     trace = cfg.trace
     block_words = calibration.words_for(trace.block_tokens)
     blocks: dict[int, str] = {}
-    schedule = trace.schedule_s(cfg.time_scale)
+    schedule = trace.schedule_s(time_scale)
     items = []
     for i, row in enumerate(trace.rows):
         words_needed = calibration.words_for(row.input_length)

@@ -118,9 +118,9 @@ class Trace:
         span = sched[-1] - sched[0] if len(sched) > 1 else 0.0
         return round(len(sched) / span, 3) if span > 0 else float(len(sched))
 
-    def report_dict(self, time_scale: float) -> dict[str, Any]:
+    def report_dict(self, time_scales: tuple[float, ...]) -> dict[str, Any]:
         return {"file": str(self.path), "sha256": self.sha256, "num_requests": len(self.rows),
-                "num_requests_in_file": self.num_rows_in_file, "time_scale": time_scale,
+                "num_requests_in_file": self.num_rows_in_file, "time_scales": list(time_scales),
                 "block_tokens": self.block_tokens, "cut": len(self.rows) < self.num_rows_in_file}
 
 
@@ -175,15 +175,27 @@ def load_trace(path: Path, num_requests: int | None, block_tokens: int = MOONCAK
                  block_tokens=block_tokens)
 
 
-def apply_workloads(cfg: BenchConfig, *, turns: int, think_time_ms: float, trace: Path | None, time_scale: float,
+def parse_time_scales(text: str | float) -> tuple[float, ...]:
+    """--time-scale 1 or a comma list (1,0.5): one trace-replay level per scale."""
+    try:
+        values = tuple(float(p) for p in str(text).split(",") if p.strip())
+    except ValueError:
+        values = ()
+    if not values or any(not (v > 0 and math.isfinite(v)) for v in values) or len(set(values)) != len(values):
+        raise UsageError(f"--time-scale {text!r}: expected distinct numbers > 0, e.g. 1 or 1,0.5")
+    return values
+
+
+def apply_workloads(cfg: BenchConfig, *, turns: int, think_time_ms: float, trace: Path | None,
+                    time_scale: str | float,
                     prefix_groups: int, prefix_len: int, ramp: str | None, window: str | None,
                     level_flags_given: bool, num_requests_flag: int | None = None,
                     duration_flag: float | None = None) -> BenchConfig:
     """The workload flags checked against each other and folded into the config (levels included).
     `*_flag` are the values given on the command line (not the defaults)."""
-    if turns < 1 or think_time_ms < 0 or not time_scale > 0 or prefix_groups < 0 or prefix_len < 0:
-        raise UsageError("--turns must be >= 1, --think-time-ms and --prefix-groups/--prefix-len >= 0, "
-                         "--time-scale > 0")
+    if turns < 1 or think_time_ms < 0 or prefix_groups < 0 or prefix_len < 0:
+        raise UsageError("--turns must be >= 1, --think-time-ms and --prefix-groups/--prefix-len >= 0")
+    time_scales = parse_time_scales(time_scale)
     chosen = [flag for flag, given in (("--turns", turns > 1), ("--trace", trace is not None),
                                        ("--ramp", ramp is not None), ("--dataset", cfg.dataset is not None))
               if given]
@@ -193,7 +205,7 @@ def apply_workloads(cfg: BenchConfig, *, turns: int, think_time_ms: float, trace
         raise UsageError("--think-time-ms is the pause between turns of a conversation: add --turns N (N >= 2)")
     if turns > 1 and duration_flag is not None:
         raise UsageError("--turns plays whole conversations: size the level with --num-requests, not --duration")
-    if time_scale != 1.0 and trace is None:
+    if time_scales != (1.0,) and trace is None:
         raise UsageError("--time-scale scales a trace's timestamps: add --trace FILE")
     if (prefix_groups > 0) != (prefix_len > 0):
         raise UsageError("--prefix-groups G and --prefix-len L go together (G shared prefixes of L tokens each)")
@@ -205,7 +217,7 @@ def apply_workloads(cfg: BenchConfig, *, turns: int, think_time_ms: float, trace
                          "of the prompt")
     if window is not None and (ramp is None or not ramp.strip().lower().startswith("linear")):
         raise UsageError("--window sets the report windows of a linear ramp: add --ramp linear:START:END:DURATION")
-    out = dataclasses.replace(cfg, turns=turns, think_time_ms=think_time_ms, time_scale=time_scale,
+    out = dataclasses.replace(cfg, turns=turns, think_time_ms=think_time_ms, time_scales=time_scales,
                               prefix_groups=prefix_groups, prefix_len=prefix_len)
     if turns > 1:
         out = dataclasses.replace(out, endpoint=Endpoint.CHAT)
@@ -215,8 +227,10 @@ def apply_workloads(cfg: BenchConfig, *, turns: int, think_time_ms: float, trace
         if duration_flag is not None:
             raise UsageError("--trace runs until its last request: drop --duration (--num-requests cuts it)")
         loaded = load_trace(trace, num_requests_flag)
-        level = LevelSpec(request_rate=loaded.request_rate(time_scale))
-        out = dataclasses.replace(out, trace=loaded, levels=(level,), num_requests=len(loaded.rows),
+        levels = tuple(LevelSpec(request_rate=loaded.request_rate(s)) for s in time_scales)
+        if len(set(levels)) != len(levels):
+            raise UsageError(f"--time-scale {time_scale}: two scales give the trace the same mean rate")
+        out = dataclasses.replace(out, trace=loaded, levels=levels, num_requests=len(loaded.rows),
                                   duration_s=None)
     if ramp is not None:
         if level_flags_given:

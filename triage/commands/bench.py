@@ -50,8 +50,8 @@ def bench(
     think_time_ms: float = typer.Option(0.0, "--think-time-ms", help="Multi-turn: pause between turns."),
     trace: Path = typer.Option(None, "--trace", help="Replay a Mooncake-format JSONL trace (timestamp ms, "
                                "input_length, output_length, hash_ids); --num-requests cuts it."),
-    time_scale: float = typer.Option(1.0, "--time-scale", help="Trace replay: multiply the trace's gaps "
-                                     "(0.5 = twice as fast)."),
+    time_scale: str = typer.Option("1", "--time-scale", help="Trace replay: multiply the trace's gaps "
+                                   "(0.5 = twice as fast); a comma list, e.g. 1,0.5, replays once per scale."),
     prefix_groups: int = typer.Option(0, "--prefix-groups", help="G different shared prefixes across requests "
                                       "(with --prefix-len)."),
     prefix_len: int = typer.Option(0, "--prefix-len", help="Tokens of each --prefix-groups prefix."),
