@@ -800,8 +800,28 @@ def _define_active() -> None:
     define(case, snapshot, patched, FIRES, PASSES)
 
 
+def _define_connect() -> None:
+    """NET004 (rules/connect.py): connect time under load vs idle."""
+    def conns(in_window_p50: float | None, opened: int) -> dict[str, Any]:
+        stats = {"p50": in_window_p50, "p99": in_window_p50, "max": in_window_p50}
+        return {"opened": opened, "opened_warm": 0, "opened_in_window": opened, "reused": 0, "retries": 0,
+                "connect_ms": stats, "in_window_connect_ms": stats, "warm_connect_ms": {"p50": None, "p99": None,
+                                                                                       "max": None}}
+    case("NET004", "positive_syn_drops_under_load", "Idle connect 0.4 ms, 1 s at c=64 (SYNs dropped)",
+         {**FIRES, "evidence_keys": ["bench.config.idle_connect_ms_p50",
+                                     "bench.c64.connections.in_window_connect_ms.p50"], "text_contains": ["1003 ms"]},
+         snapshot(), bench({"config.idle_connect_ms_p50": 0.4, "levels.3.connections": conns(1003.0, 12),
+                            "levels.0.connections": conns(0.5, 1)}))
+    case("NET004", "negative_fast_connects", "Connections under load as fast as idle", PASSES, snapshot(),
+         bench({"config.idle_connect_ms_p50": 0.4, "levels.3.connections": conns(0.9, 12)}))
+    case("NET004", "skipped_old_report", "A report from before connect_ms",
+         {"fires": False, "skipped_reason": "no idle connect time"}, snapshot(), bench())
+
+
+
 _define()
 _define_active()
+_define_connect()
 
 
 def write_all(root: Path = FIXTURES) -> int:

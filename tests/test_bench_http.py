@@ -9,7 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.fake_servers import free_port_refusing
-from triage.bench.http import ConnectionPool, HttpError, _Conn
+from triage.bench.http import Conn as _Conn
+from triage.bench.http import HttpError
+from triage.bench.pool import ConnectionPool
 
 CHUNKED = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
            b"6\r\ndata: \r\n" b"9\r\n{\"a\": 1}\n\r\n" b"1\r\n\n\r\n" b"0\r\n\r\n")
@@ -135,6 +137,9 @@ class _Transport:
 
     def get_extra_info(self, name):
         return None
+
+    def is_closing(self):
+        return False
 
     def close(self):
         pass

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from triage.bench.config import Endpoint
-from triage.bench.http import ConnectionPool, HttpError
+from triage.bench.http import HttpError
+from triage.bench.pool import ConnectionPool
 from triage.bench.records import RequestRecord
 from triage.bench.sse import SseParser
 from triage.bench.workload import PromptItem
@@ -29,12 +31,15 @@ class RequestOptions:
     # vLLM's continuous_usage_stats: usage on every chunk, so a multi-token chunk's ITL is split by its real
     # token count (the preflight turns it off for a server that rejects it)
     continuous_usage: bool = True
+    request_id_header: str | None = "X-Request-Id"  # None: send no request id
 
 
 def build_payload(item: PromptItem, opts: RequestOptions) -> dict[str, Any]:
     payload: dict[str, Any] = {"model": opts.model, "max_tokens": item.output_tokens, "stream": True,
                                "temperature": 0.0}
-    if opts.endpoint is Endpoint.CHAT:
+    if item.messages is not None:
+        payload["messages"] = list(item.messages)
+    elif opts.endpoint is Endpoint.CHAT:
         payload["messages"] = [{"role": "user", "content": item.prompt}]
     else:
         payload["prompt"] = item.prompt
@@ -59,30 +64,76 @@ def _error_message(status: int, body: bytes) -> str:
     return f"HTTP {status}: {body[:200].decode('utf-8', 'replace')}"
 
 
+def reply_text(body: bytes, chat: bool) -> str:
+    """The generated text of a whole SSE body (multi-turn keeps it as the next turn's history). Read after the
+    stream ended, so it never delays a timestamp."""
+    parts = []
+    for line in body.split(b"\n"):
+        line = line.strip()
+        if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
+            continue
+        try:
+            obj = json.loads(line[5:])
+        except ValueError:
+            continue
+        choices = obj.get("choices") if isinstance(obj, dict) else None
+        for choice in choices if isinstance(choices, list) else []:
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta") if chat else choice
+            text = delta.get("content" if chat else "text") if isinstance(delta, dict) else None
+            if isinstance(text, str):
+                parts.append(text)
+    return "".join(parts)
+
+
 async def send(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, *, level: str, repeat: int,
-               warmup: bool, epoch: float, timeout_s: float = 60.0, slot_wait_s: float = 0.0) -> RequestRecord:
-    """Send one streaming request and time it. `epoch` is the run's perf_counter() origin; `timeout_s` is how
-    long the server may send nothing before the request counts as a timeout."""
+               warmup: bool, epoch: float, timeout_s: float = 60.0, slot_wait_s: float = 0.0,
+               wall_epoch_s: float | None = None, text_out: list[str] | None = None) -> RequestRecord:
+    """Send one streaming request and time it. `epoch` is the run's perf_counter() origin and `wall_epoch_s`
+    the wall clock (epoch seconds) at that origin; `timeout_s` is how long the server may send nothing before
+    the request counts as a timeout. With `text_out`, the reply's text is appended to it."""
     body = json.dumps(build_payload(item, opts)).encode()
-    body_bytes = b""
     status: int | None = None
     exc_kind: str | None = None
     exc_text: str | None = None
+    response = None
     perf = time.perf_counter
-    t0 = perf()
-    parser = SseParser(chat=opts.endpoint is Endpoint.CHAT)
+    request_id = uuid.uuid4().hex if opts.request_id_header else None
+    headers = {opts.request_id_header: request_id} if opts.request_id_header else None
+    chat = opts.endpoint is Endpoint.CHAT or item.messages is not None
+    parser = SseParser(chat=chat)
+    raw: list[bytes] = []
+    on_piece = parser.feed
+    if text_out is not None:
+        def on_piece(t: float, data: bytes) -> None:
+            parser.feed(t, data)
+            raw.append(data)
+    started = perf()
     try:
-        response = await pool.post_stream(opts.endpoint.path, body, timeout_s, on_piece=parser.feed)
-        status, body_bytes = response.status, response.body
+        response = await pool.post_stream(opts.endpoint.path if item.messages is None else Endpoint.CHAT.path,
+                                          body, timeout_s, on_piece=on_piece, headers=headers)
     except HttpError as e:
         exc_kind, exc_text = e.kind, str(e)[:300]
-        if e.response is not None:
-            status, body_bytes = e.response.status, e.response.body
+        response = e.response
+    end = perf()
+    body_bytes = response.body if response is not None else b""
+    status = response.status if response is not None else None
+    t0 = response.t_sent if response is not None and response.t_sent is not None else started
+
+    def wall(t: float) -> float | None:
+        return None if wall_epoch_s is None else wall_epoch_s + (t - epoch)
+
+    common = dict(
+        level=level, repeat=repeat, index=item.index, warmup=warmup, t0_s=t0 - epoch, end_s=end - t0,
+        slot_wait_s=slot_wait_s, requested_output_tokens=item.output_tokens, http_status=status,
+        connect_s=response.connect_s if response is not None else end - started,
+        new_connection=response is not None and not response.reused and response.t_sent is not None,
+        retried=response.retried if response is not None else False,
+        request_id=request_id, send_epoch_s=wall(t0), end_epoch_s=wall(end),
+        conversation=item.conversation, turn=item.turn, trace_line=item.trace_line)
     if status is not None and status != 200:
-        return RequestRecord(
-            level=level, repeat=repeat, index=item.index, warmup=warmup, t0_s=t0 - epoch, end_s=perf() - t0,
-            slot_wait_s=slot_wait_s, requested_output_tokens=item.output_tokens, http_status=status,
-            error_kind=f"http_{status}", error=_error_message(status, body_bytes))
+        return RequestRecord(**common, error_kind=f"http_{status}", error=_error_message(status, body_bytes))
 
     result = parser.finish()
     error_kind, error = result.error_kind, result.error
@@ -92,6 +143,8 @@ async def send(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, *, 
         error_kind, error = "no_content", "the stream finished without a content chunk"
     if error_kind is None and not result.done and result.finish_reason is None:
         error_kind, error = "truncated", "the stream ended without [DONE] or a finish_reason"
+    if text_out is not None and error_kind is None:
+        text_out.append(reply_text(b"".join(raw), chat))
 
     times = [t - t0 for t in result.chunk_times]
     if result.completion_tokens is not None:
@@ -99,14 +152,19 @@ async def send(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, *, 
     else:
         output_tokens, source = len(times), "chunks"
     chunk_tokens = result.chunk_tokens if times and all(k is not None for k in result.chunk_tokens) else None
+
+    def since(t: float | None) -> float | None:
+        return None if t is None else t - t0
+
     return RequestRecord(
-        level=level, repeat=repeat, index=item.index, warmup=warmup, t0_s=t0 - epoch, slot_wait_s=slot_wait_s,
-        ttft_s=times[0] if times else None, e2e_s=times[-1] if times else None, end_s=perf() - t0,
+        **common, ttft_s=times[0] if times else None, e2e_s=times[-1] if times else None,
         input_tokens=result.prompt_tokens, output_tokens=output_tokens if times else None,
-        output_tokens_source=source if times else None, requested_output_tokens=item.output_tokens,
+        output_tokens_source=source if times else None,
         chunk_times_s=times, chunk_tokens=chunk_tokens,  # type: ignore[arg-type]
-        num_reasoning_chunks=result.num_reasoning_chunks, http_status=status,
-        error_kind=error_kind, error=error)
+        num_reasoning_chunks=result.num_reasoning_chunks, error_kind=error_kind, error=error,
+        first_token_epoch_s=wall(result.chunk_times[0]) if times else None,
+        ttft_reasoning_s=since(result.first_reasoning_time) if result.num_reasoning_chunks else None,
+        ttft_answer_s=since(result.first_answer_time) if result.num_reasoning_chunks else None)
 
 
 def auth_headers(headers: dict[str, str], api_key: str | None) -> dict[str, str]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from triage.core.redact import REDACTED, redact_header, redact_text
 from triage.core.report import level_name
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP header name (RFC 9110 token)
 
 
 class Endpoint(str, enum.Enum):
@@ -69,6 +71,19 @@ class BenchConfig:
     max_in_flight: int = 512
     scrape_interval_s: float = 0.5
     gpu_sample_interval_s: float = 0.5
+    # Connections and identity (pool.py): open the pool to each level's load before its measured window; the
+    # header that carries each request's id (None: none is sent).
+    warm_connections: bool = True
+    request_id_header: str | None = "X-Request-Id"
+    # Workloads (workloads.py): multi-turn chat, trace replay, prefix groups, ramps.
+    turns: int = 1
+    think_time_ms: float = 0.0
+    trace: Any = None  # workloads.Trace
+    time_scales: tuple[float, ...] = (1.0,)  # trace replay: one level per scale
+    prefix_groups: int = 0
+    prefix_len: int = 0
+    ramp: Any = None  # workloads.Ramp
+    window_s: float | None = None
 
     @property
     def input_lens(self) -> tuple[int, ...]:
@@ -110,7 +125,23 @@ class BenchConfig:
             "max_in_flight": self.max_in_flight,
             "api_key": REDACTED if self.api_key else None,
             "headers": {k: redact_header(k, v) for k, v in self.headers.items()},
+            "warm_connections": self.warm_connections,
+            "request_id_header": self.request_id_header,
+            "workload": self.workload_dict(),
         }
+
+    def workload_dict(self) -> dict[str, Any]:
+        """What shaped the load, for `compare` to check that two runs are comparable."""
+        kind = ("trace" if self.trace is not None else "multi_turn" if self.turns > 1 else
+                "ramp" if self.ramp is not None else "prefix_groups" if self.prefix_groups else
+                "dataset" if self.dataset else "synthetic")
+        out: dict[str, Any] = {"kind": kind, "turns": self.turns, "think_time_ms": self.think_time_ms,
+                               "prefix_groups": self.prefix_groups, "prefix_len": self.prefix_len,
+                               "ramp": self.ramp.text if self.ramp is not None else None,
+                               "window_s": self.window_s, "trace": None}
+        if self.trace is not None:
+            out["trace"] = self.trace.report_dict(self.time_scales)
+        return out
 
 
 def parse_int_list(text: str, flag: str, example: str = "1,4,16,64") -> list[int]:
@@ -194,7 +225,8 @@ def config_from_flags(*, url: str | None, model: str | None, concurrency: str | 
                       repeat: int, seed: int, endpoint: str, api_key: str | None, header: list[str] | None,
                       timeout: float, input_len: str | int | None, output_len: int | None, len_dist: str,
                       shared_prefix_len: int, dataset: Path | None, slo: str | None, max_in_flight: int,
-                      defaults: dict[str, Any]) -> BenchConfig:
+                      defaults: dict[str, Any], warm_connections: bool = True,
+                      request_id_header: str | None = "X-Request-Id") -> BenchConfig:
     """The command's flags, checked, as a BenchConfig. `defaults` fills what was not given (they differ for the
     embedded server and for --url). Every bad value raises UsageError naming the flag."""
     if url is not None:
@@ -234,6 +266,9 @@ def config_from_flags(*, url: str | None, model: str | None, concurrency: str | 
         levels = [dataclasses.replace(lv, input_len=n) for lv in levels for n in input_lens]
     if num_requests is None and duration is None:
         num_requests = defaults["num_requests"]
+    request_id_header = (request_id_header or "").strip() or None
+    if request_id_header is not None and not _TOKEN.match(request_id_header):
+        raise UsageError(f"--request-id-header {request_id_header!r} is not a valid header name")
     return BenchConfig(
         url=url or "", model=model, levels=tuple(levels), num_requests=num_requests, duration_s=duration,
         warmup=defaults["warmup"] if warmup is None else warmup, repeat=repeat, seed=seed,
@@ -241,4 +276,4 @@ def config_from_flags(*, url: str | None, model: str | None, concurrency: str | 
         timeout_s=timeout, input_len=input_lens[0] if input_lens else defaults["input_len"],
         output_len=output_len or defaults["output_len"], len_dist=_choice("--len-dist", len_dist, LenDist),
         shared_prefix_len=shared_prefix_len, dataset=dataset, slo=parse_slo(slo), burstiness=burstiness,
-        max_in_flight=max_in_flight)
+        max_in_flight=max_in_flight, warm_connections=warm_connections, request_id_header=request_id_header)

@@ -10,15 +10,11 @@ HTTP/2, redirects (a load test should not follow them).
 from __future__ import annotations
 
 import asyncio
-import base64
 import errno
 import socket
-import ssl
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import unquote, urlsplit
 
 MAX_HEADER_BYTES = 64 * 1024
 
@@ -41,6 +37,13 @@ class Response:
     keep_alive: bool = True
     # With a 200, body pieces go to this callback (as they arrive, after their timestamp) instead of `pieces`.
     on_piece: Callable[[float, bytes], None] | None = None
+    # Filled by the pool (pool.py): when the request bytes that got this response were written (perf_counter),
+    # the connection setup before that write (0 on a reused connection; a dead reused connection's lost time
+    # plus the new connect on a retry), and how the connection was had.
+    t_sent: float | None = None
+    connect_s: float = 0.0
+    reused: bool = False
+    retried: bool = False
 
     def add(self, t: float, data: bytes) -> None:
         if self.on_piece is not None and self.status == 200:
@@ -53,7 +56,22 @@ class Response:
         return b"".join(p for _, p in self.pieces)
 
 
-class _Conn(asyncio.Protocol):
+def parse_keep_alive(value: str) -> tuple[int | None, float | None]:
+    """`Keep-Alive: timeout=5, max=100` -> (100, 5.0); what is absent or unreadable is None."""
+    max_requests = timeout_s = None
+    for part in value.split(","):
+        key, _, text = part.strip().partition("=")
+        try:
+            if key.strip().lower() == "max":
+                max_requests = int(text.strip())
+            elif key.strip().lower() == "timeout":
+                timeout_s = float(text.strip())
+        except ValueError:
+            continue
+    return max_requests, timeout_s
+
+
+class Conn(asyncio.Protocol):
     """One keep-alive connection. Parses HTTP/1.1 response framing as bytes arrive."""
 
     def __init__(self) -> None:
@@ -63,6 +81,12 @@ class _Conn(asyncio.Protocol):
         self.response: Response | None = None
         self.done: asyncio.Future | None = None
         self.last_data_s = 0.0
+        self.t_sent = 0.0  # perf_counter() just before the last request's bytes were written
+        self.response_bytes = 0  # bytes received for the current request (0: the server never answered)
+        self.num_requests = 0  # requests written on this connection
+        self.keep_alive_max: int | None = None  # from the last response's `Keep-Alive: timeout=T, max=N`
+        self.keep_alive_timeout_s: float | None = None
+        self.idle_since_s = 0.0
         self._buf = b""
         self._state = "idle"  # idle | head | chunk_size | chunk_data | length | until_close
         self._remaining = 0
@@ -77,15 +101,21 @@ class _Conn(asyncio.Protocol):
             except OSError:
                 pass
 
-    def data_received(self, data: bytes) -> None:
-        t = time.perf_counter()
+    def data_received(self, data: bytes, t: float | None = None) -> None:
+        """`t`: when the bytes reached this host (a kernel stamp, stamped.py); else now."""
+        if t is None:
+            t = time.perf_counter()
         self.last_data_s = t
+        self.response_bytes += len(data)
         if self.response is None or self.done is None or self.done.done():
             return  # bytes with no request outstanding: the connection will not be reused
         try:
             self._feed(t, data)
         except HttpError as e:
             self._finish(e)
+
+    def eof_received(self) -> None:
+        self.closed = True  # the peer sent FIN: never reuse; connection_lost follows and finishes a request
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -107,7 +137,13 @@ class _Conn(asyncio.Protocol):
         self.response = Response(on_piece=on_piece)
         self.done = loop.create_future()
         self._buf, self._state = b"", "head"
-        self.last_data_s = time.perf_counter()
+        self.response_bytes = 0
+        self.num_requests += 1
+        if self.closed or self.transport.is_closing():  # type: ignore[union-attr]
+            self.t_sent = self.last_data_s = time.perf_counter()
+            self._finish(HttpError("disconnected", "the server closed the connection before the request was sent"))
+            return self.done
+        self.t_sent = self.last_data_s = time.perf_counter()
         self.transport.write(request)  # type: ignore[union-attr]
         return self.done
 
@@ -203,6 +239,7 @@ class _Conn(asyncio.Protocol):
         resp = self.response
         resp.status, resp.headers = status, headers
         resp.keep_alive = parts[0] == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+        self.keep_alive_max, self.keep_alive_timeout_s = parse_keep_alive(headers.get("keep-alive", ""))
         if "chunked" in headers.get("transfer-encoding", "").lower():
             self._state = "chunk_size"
         elif "content-length" in headers:
@@ -219,92 +256,3 @@ class _Conn(asyncio.Protocol):
         else:
             resp.keep_alive = False
             self._state = "until_close"
-
-
-class ConnectionPool:
-    """Keep-alive connections to one origin, at most `max_connections` at once."""
-
-    def __init__(self, url: str, max_connections: int, connect_timeout_s: float = 10.0,
-                 headers: dict[str, str] | None = None):
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
-        self.host = parts.hostname
-        self.port = parts.port or (443 if parts.scheme == "https" else 80)
-        self.ssl = ssl.create_default_context() if parts.scheme == "https" else None
-        self.base_path = parts.path.rstrip("/")
-        host_header = parts.netloc.rsplit("@", 1)[-1]
-        self.connect_timeout_s = connect_timeout_s
-        self._idle: deque[_Conn] = deque()
-        self._slots = asyncio.Semaphore(max_connections)
-        headers = dict(headers or {})
-        if parts.username is not None and not any(k.lower() == "authorization" for k in headers):
-            # http://user:password@host: Basic auth, as httpx (used for /v1/models) does it
-            userinfo = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
-            headers["authorization"] = "Basic " + base64.b64encode(userinfo).decode("ascii")
-        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        self._head_tail = (f"host: {host_header}\r\nuser-agent: triage-bench\r\naccept: text/event-stream\r\n"
-                           f"{extra}").encode("latin-1")
-
-    async def _connect(self) -> _Conn:
-        loop = asyncio.get_running_loop()
-        try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(_Conn, self.host, self.port, ssl=self.ssl,
-                                       server_hostname=self.host if self.ssl else None),
-                self.connect_timeout_s)
-        except asyncio.TimeoutError:
-            raise HttpError("connect_timeout", f"no connection to {self.host}:{self.port} "
-                                               f"within {self.connect_timeout_s:g} s") from None
-        except ConnectionRefusedError as e:
-            raise HttpError("connection_refused", f"connection refused by {self.host}:{self.port}: {e}") from None
-        except ssl.SSLError as e:
-            raise HttpError("tls_error", f"TLS handshake with {self.host}:{self.port} failed: {e}") from None
-        except OSError as e:
-            raise HttpError("connect_error", f"cannot connect to {self.host}:{self.port}: {e}") from None
-        return conn
-
-    async def post_stream(self, path: str, body: bytes, read_timeout_s: float,
-                          on_piece: Callable[[float, bytes], None] | None = None) -> Response:
-        """POST `body` (JSON) and read the whole response; a 200's body goes to `on_piece` as it arrives when
-        given. Raises HttpError; the partial response is attached as `.response`."""
-        async with self._slots:
-            conn = None
-            while self._idle:
-                candidate = self._idle.pop()
-                if not candidate.closed:
-                    conn = candidate
-                    break
-            if conn is None:
-                conn = await self._connect()
-            request = (f"POST {self.base_path}{path} HTTP/1.1\r\ncontent-type: application/json\r\n"
-                       f"content-length: {len(body)}\r\n").encode("latin-1") + self._head_tail + b"\r\n" + body
-            loop = asyncio.get_running_loop()
-            done = conn.start(loop, request, on_piece)
-            try:
-                while True:
-                    wait_s = conn.last_data_s + read_timeout_s - time.perf_counter()
-                    if wait_s <= 0:
-                        raise HttpError("timeout", f"no data from the server for {read_timeout_s:g} s")
-                    finished, _ = await asyncio.wait((done,), timeout=wait_s)
-                    if finished:
-                        response = done.result()
-                        break
-            except HttpError as e:
-                e.response = conn.response
-                conn.transport.close()
-                raise
-            except BaseException:
-                conn.transport.close()  # cancelled: this connection is mid-response, never reuse it
-                raise
-            if response.keep_alive and not conn.closed:
-                self._idle.append(conn)
-            else:
-                conn.transport.close()
-            return response
-
-    def close(self) -> None:
-        while self._idle:
-            conn = self._idle.pop()
-            if conn.transport is not None:
-                conn.transport.close()

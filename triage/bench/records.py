@@ -37,6 +37,24 @@ class RequestRecord:
     http_status: int | None = None
     error_kind: str | None = None
     error: str | None = None
+    # Connection setup before t0 (0 on a reused connection), whether this request opened a connection, and
+    # whether it was sent again on a fresh connection after a dead reused one swallowed it (pool.py).
+    connect_s: float = 0.0
+    new_connection: bool = False
+    retried: bool = False
+    # Identity: the id sent in the request-id header, and wall-clock (epoch seconds) times of the write that got
+    # the response, of the first content chunk and of the end, to join with a server's own logs.
+    request_id: str | None = None
+    send_epoch_s: float | None = None
+    first_token_epoch_s: float | None = None
+    end_epoch_s: float | None = None
+    # Reasoning models: first reasoning_content chunk and first answer chunk, from t0 (TTFT is the earlier).
+    ttft_reasoning_s: float | None = None
+    ttft_answer_s: float | None = None
+    # Multi-turn: the conversation and its turn (1-based); trace replay: the trace line (1-based).
+    conversation: int | None = None
+    turn: int | None = None
+    trace_line: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -49,7 +67,9 @@ class RequestRecord:
 
     @classmethod
     def from_json(cls, line: str) -> RequestRecord:
-        return cls(**json.loads(line))
+        data = json.loads(line)
+        known = cls.__dataclass_fields__  # type: ignore[attr-defined]
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 class RecordSink:

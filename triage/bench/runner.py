@@ -3,27 +3,30 @@ the client, and keep every finished level so that an interrupted run still repor
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
 import numpy as np
 
 from triage.bench import saturation
-from triage.bench.client import RequestOptions, make_client, make_pool, send
+from triage.bench.client import RequestOptions, make_client, make_pool
 from triage.bench.config import BenchConfig, LevelSpec
-from triage.bench.http import ConnectionPool
+from triage.bench.conversation import run_conversations, turn_stats
+from triage.bench.level_extras import connection_stats, reasoning_stats, stopped_reason
 from triage.bench.levels import LevelContext, LevelRun, run_closed, run_open
+from triage.bench.pool import ConnectEvent, ConnectionPool
+from triage.bench.preflight import ServerInfo, check_sweep_fits, preflight
+from triage.bench.ramp import run_linear, window_specs
 from triage.bench.records import RecordSink, RequestRecord
+from triage.bench.server_watch import GpuSampler, ServerWatcher
 from triage.bench.stats import duration_s, repeat_summary, summarize
 from triage.bench.validity import ClientMeasurements, CpuMeter, LoopLagMonitor, verdict
-from triage.bench.watch import GpuSampler, ServerWatcher
-from triage.bench.workload import PromptItem, TokenCalibration, build
-from triage.core.errors import TargetUnreachable, UsageError
+from triage.bench.workload import PromptItem, build, from_trace, synthetic
+from triage.core.errors import UsageError
 from triage.core.report import BenchLevel, BenchSection, ClientStats
 
-PROBE_WORDS = (16, 80)  # two prompt sizes for the tokens-per-word fit
 SWEEP_SEED_STRIDE = 1_000_003  # seed offset between the prompt pools of an --input-len sweep's lengths
 DURATION_POOL_PER_S = 8  # --duration: prompts generated per second per slot (reused after that, with a note)
 
@@ -45,122 +48,15 @@ class NullObserver:
         pass
 
 
-@dataclass(slots=True)
-class ServerInfo:
-    model: str
-    max_model_len: int | None = None
-    owned_by: str | None = None
-    engine_version: str | None = None
-    send_ignore_eos: bool = True
-    continuous_usage: bool = True
-    usage_reported: bool | None = None
-    calibration: TokenCalibration = field(default_factory=TokenCalibration)
-    notes: list[str] = field(default_factory=list)
-
-
-def _unreachable(url: str, exc: BaseException) -> TargetUnreachable:
-    return TargetUnreachable(f"cannot reach the server at {url} ({type(exc).__name__}: {exc}). Is it running? "
-                             "Check --url, or leave --url out to benchmark the bundled reference engine.")
-
-
-async def _server_version(client: httpx.AsyncClient) -> str | None:
-    """vLLM and the reference server answer /version with {"version": ...}; others may not."""
-    try:
-        resp = await client.get("/version")
-        version = resp.json().get("version") if resp.status_code == 200 else None
-    except (httpx.HTTPError, ValueError, AttributeError):
-        return None
-    return str(version) if version else None
-
-
-async def preflight(client: httpx.AsyncClient, pool: ConnectionPool, cfg: BenchConfig) -> ServerInfo:
-    """Check the server answers, pick the model, learn max_model_len, whether ignore_eos/min_tokens are
-    accepted, whether usage is reported, and how many tokens a prompt word is."""
-    try:
-        resp = await client.get("/v1/models")
-    except httpx.HTTPError as e:
-        raise _unreachable(cfg.url, e) from None
-    if resp.status_code in (401, 403):
-        raise TargetUnreachable(f"{cfg.url} refused the request (HTTP {resp.status_code}): pass --api-key "
-                                "or set OPENAI_API_KEY")
-    models: list[dict[str, Any]] = []
-    if resp.status_code == 200:
-        try:
-            data = resp.json().get("data", [])
-            models = [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
-        except (ValueError, AttributeError):
-            models = []
-    model = cfg.model or (models[0]["id"] if models else None)
-    if model is None:
-        raise UsageError(f"{cfg.url}/v1/models lists no model (HTTP {resp.status_code}): pass --model")
-    ids = [m["id"] for m in models]
-    if cfg.model and ids and cfg.model not in ids:
-        raise UsageError(f"model {cfg.model!r} is not served at {cfg.url}; it serves: {', '.join(ids)}")
-    entry = next((m for m in models if m["id"] == model), {})
-    max_len = entry.get("max_model_len")
-    info = ServerInfo(model=model, max_model_len=max_len if isinstance(max_len, int) else None,
-                      owned_by=entry.get("owned_by"), engine_version=await _server_version(client))
-
-    opts = RequestOptions(endpoint=cfg.endpoint, model=model)
-    epoch = time.perf_counter()
-    prompts = [PromptItem(index=i, prompt=" ".join(["hello"] * w), output_tokens=2)
-               for i, w in enumerate(PROBE_WORDS)]
-    first = await send(pool, prompts[0], opts, level="probe", repeat=0, warmup=True, epoch=epoch,
-                       timeout_s=cfg.timeout_s)
-    if first.error_kind in ("connection_refused", "connect_error", "connect_timeout"):
-        raise TargetUnreachable(f"cannot reach the server at {cfg.url}: {first.error}")
-    if first.error_kind in ("http_401", "http_403"):
-        raise TargetUnreachable(f"{cfg.url} refused a {cfg.endpoint.value} request ({first.error}): pass --api-key "
-                                "or set OPENAI_API_KEY (or the --header your gateway expects)")
-    if first.error_kind in ("http_400", "http_422"):
-        # Drop the optional extras one at a time: continuous_usage_stats, then ignore_eos/min_tokens.
-        retry = None
-        for change, note in (({"continuous_usage": False}, "the server refused a request with stream_options."
-                              "continuous_usage_stats, so it is not sent; multi-token chunks are split by the mean tokens per chunk"),
-                             ({"send_ignore_eos": False}, "the server refused a request with ignore_eos/min_tokens, "
-                              "so they are not sent; output lengths may be shorter than asked")):
-            opts = dataclasses.replace(opts, **change)
-            retry = await send(pool, prompts[0], opts, level="probe", repeat=0, warmup=True, epoch=epoch,
-                               timeout_s=cfg.timeout_s)
-            info.notes.append(f"{note} ({first.error})")
-            if retry.ok:
-                break
-        if retry is None or not retry.ok:
-            raise UsageError(f"the server rejects a minimal {cfg.endpoint.value} request: {retry.error}. "
-                             "Check --endpoint and --model")
-        info.continuous_usage, info.send_ignore_eos = opts.continuous_usage, opts.send_ignore_eos
-        first = retry
-    if not first.ok:
-        info.notes.append(f"capability probe failed ({first.error_kind}: {first.error}); "
-                          "assumed ignore_eos/min_tokens and usage are supported, prompt lengths uncalibrated")
-        return info
-    info.usage_reported = first.input_tokens is not None
-    if not info.usage_reported:
-        info.notes.append("the server reports no usage: input tokens unknown, output tokens counted from chunks")
-        return info
-    second = await send(pool, prompts[1], opts, level="probe", repeat=0, warmup=True, epoch=epoch,
-                        timeout_s=cfg.timeout_s)
-    if second.ok and second.input_tokens is not None and first.input_tokens is not None:
-        slope = (second.input_tokens - first.input_tokens) / (PROBE_WORDS[1] - PROBE_WORDS[0])
-        if slope > 0:
-            info.calibration = TokenCalibration(tokens_per_word=slope,
-                                                overhead_tokens=first.input_tokens - slope * PROBE_WORDS[0],
-                                                measured=True)
-    return info
-
-
-def check_sweep_fits(cfg: BenchConfig, max_model_len: int | None) -> None:
-    """In an --input-len sweep every length must fit the server's context with the output: a length that had to
-    be shortened would silently measure a shorter prompt than its level says. (One length is shortened to fit,
-    as it always was.)"""
-    if max_model_len is None or not cfg.input_lens:
+def check_turns_fit(cfg: BenchConfig, max_model_len: int | None) -> None:
+    """A conversation's last turn carries every earlier prompt and reply: it must fit the server's context."""
+    if cfg.turns <= 1 or max_model_len is None:
         return
-    longest_ok = max_model_len - cfg.output_len - 1
-    too_long = [n for n in cfg.input_lens if n > longest_ok]
-    if too_long:
-        raise UsageError(f"--input-len {', '.join(map(str, too_long))}: the server's max_model_len is {max_model_len}, "
-                         f"so with --output-len {cfg.output_len} a prompt can be at most {longest_ok} tokens: drop or "
-                         "lower those lengths, or lower --output-len")
+    needed = cfg.turns * (cfg.input_len + cfg.output_len)
+    if needed > max_model_len:
+        raise UsageError(f"--turns {cfg.turns} with --input-len {cfg.input_len} and --output-len {cfg.output_len} "
+                         f"grows a conversation to about {needed} tokens, past the server's max_model_len "
+                         f"{max_model_len}: lower --turns, --input-len or --output-len")
 
 
 def _merge_client(stats: list[ClientStats]) -> ClientStats:
@@ -186,7 +82,12 @@ class BenchRunner:
         self.levels: list[BenchLevel] = []
         self.info: ServerInfo | None = None
         self.notes: list[str] = []
+        self.warnings: list[str] = []
+        # The run's clock origin, on both clocks: perf_counter() for every duration, the wall clock (epoch s)
+        # for the records' absolute times and the report's start.
+        self.wall_start_s = time.time()
         self.epoch = time.perf_counter()
+        self.idle_connects: list[ConnectEvent] = []
 
     # ---- what was measured so far, as the report's bench section
 
@@ -199,6 +100,12 @@ class BenchRunner:
                           tokens_per_word=round(self.info.calibration.tokens_per_word, 4),
                           prompt_lengths_calibrated=self.info.calibration.measured)
         config["notes"] = [*(self.info.notes if self.info else []), *self.notes]
+        config["warnings"] = [*(self.info.warnings if self.info else []), *self.warnings]
+        config["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.wall_start_s)) + \
+            f".{int(self.wall_start_s % 1 * 1e6):06d}Z"
+        config["started_epoch_s"] = self.wall_start_s
+        idle = sorted(e.connect_s * 1000.0 for e in self.idle_connects)
+        config["idle_connect_ms_p50"] = float(np.median(idle)) if idle else None
         levels = tuple(self.levels)
         return BenchSection(config=config, levels=levels, summary=saturation.summary(levels))
 
@@ -212,6 +119,8 @@ class BenchRunner:
 
     def _slice_size(self, spec: LevelSpec) -> int:
         n = self.cfg.requests_for(spec)
+        if n is not None and self.cfg.turns > 1:
+            return math.ceil(n / self.cfg.turns) * self.cfg.turns  # whole conversations
         if n is not None:
             return n
         load = spec.concurrency or spec.request_rate or 1
@@ -231,14 +140,24 @@ class BenchRunner:
         cfg = self.cfg
         self.info = info = await preflight(client, pool, cfg)
         opts = RequestOptions(endpoint=cfg.endpoint, model=info.model, send_ignore_eos=info.send_ignore_eos,
-                              continuous_usage=info.continuous_usage)
+                              continuous_usage=info.continuous_usage, request_id_header=cfg.request_id_header)
         check_sweep_fits(cfg, info.max_model_len)
+        check_turns_fit(cfg, info.max_model_len)
+        if cfg.trace is not None and len(cfg.trace.rows) < cfg.trace.num_rows_in_file:
+            self.notes.append(f"--num-requests cut the trace: only its first {len(cfg.trace.rows)} of "
+                              f"{cfg.trace.num_rows_in_file} requests (by timestamp) were replayed")
         warmup_items, level_slices = self._prompts(info)
         if cfg.warmup:
             await self._warmup(pool, opts, warmup_items)
+        self.idle_connects = list(pool.connects)  # before any measured load: the server's idle connect time
         gpu, gpu_reason = GpuSampler.create(cfg.gpu_sample_interval_s, nvml=self.nvml)
         if gpu_reason:
             self.notes.append(gpu_reason)
+        if cfg.ramp is not None and cfg.ramp.shape == "linear":
+            for level in await self._linear_ramp(pool, opts, level_slices[0][0]):
+                self.levels.append(level)
+                self.observer.level_finished(level)
+            return self.section()
         for spec, slices in zip(cfg.levels, level_slices, strict=True):
             level = await self._level(pool, scraper, opts, spec, slices, gpu)
             self.levels.append(level)
@@ -251,6 +170,11 @@ class BenchRunner:
         so that a longer prompt never starts with a shorter level's prompt (a prefix-cache hit would hide the
         prefill cost the sweep measures). Warmup uses the shortest length."""
         cfg = self.cfg
+        if cfg.trace is not None:  # warm up on short synthetic prompts; every repeat replays the whole trace
+            warm_cfg = dataclasses.replace(cfg, trace=None, input_len=min(cfg.input_len, 64), output_len=8)
+            warm = synthetic(warm_cfg, cfg.warmup, info.calibration, info.max_model_len) if cfg.warmup else []
+            per_scale = [from_trace(cfg, info.calibration, info.max_model_len, s) for s in cfg.time_scales]
+            return warm, [[items] * cfg.repeat for items in per_scale]
         lengths = list(dict.fromkeys(spec.input_len for spec in cfg.levels))
         pools: dict[int | None, list[PromptItem]] = {}
         for k, length in enumerate(lengths):
@@ -271,7 +195,7 @@ class BenchRunner:
         peak = max([lv.concurrency or 1 for lv in self.cfg.levels])
         spec = LevelSpec(concurrency=max(1, min(len(items), peak)))
         ctx = LevelContext(pool, opts, items, self.epoch, self._on_record, warmup=True, label="warmup",
-                           timeout_s=self.cfg.timeout_s)
+                           timeout_s=self.cfg.timeout_s, wall_epoch_s=self.wall_start_s)
         run = await run_closed(ctx, spec, len(items), None)
         failed = [r for r in run.records if not r.ok]
         if failed:
@@ -294,21 +218,19 @@ class BenchRunner:
         durations_s: list[float] = []
         client_stats: list[ClientStats] = []
         notes: list[str] = []
+        warm_events: list[ConnectEvent] = []
         gpu_dict = None
         try:
             for rep, items in enumerate(slices):
+                warm = await self._warm(pool, spec)
                 self.observer.level_started(spec, rep, cfg.requests_for(spec))
                 ctx = LevelContext(pool, opts, items, self.epoch, self._on_record, repeat=rep,
-                                   timeout_s=cfg.timeout_s)
+                                   timeout_s=cfg.timeout_s, wall_epoch_s=self.wall_start_s)
                 lag, cpu = LoopLagMonitor(), CpuMeter()
                 lag.start()
                 cpu.start()
                 try:
-                    if spec.concurrency is not None:
-                        run = await run_closed(ctx, spec, cfg.requests_for(spec), cfg.duration_s)
-                    else:
-                        run = await run_open(ctx, spec, cfg.requests_for(spec), cfg.duration_s, cfg.burstiness,
-                                             cfg.seed + rep, cfg.max_in_flight)
+                    run = await self._dispatch(ctx, spec, items, rep)
                 finally:
                     await lag.stop()
                 cpu_pct, _ = cpu.stop()
@@ -320,7 +242,10 @@ class BenchRunner:
                     per_repeat.append(summarize(spec, run.records, cfg.slo, stats, keep_samples=False))
                 durations_s.append(duration_s([r for r in run.records if not r.warmup]))
                 records.extend(run.records)
+                warm_events.extend(warm)
                 notes.extend(self._load_notes(spec, run))
+                if run.stopped is not None:
+                    notes.append(self._stopped_note(run))
         finally:
             await watcher.stop(expected_finished=sum(1 for r in records if r.ok))
             if gpu is not None:
@@ -334,10 +259,98 @@ class BenchRunner:
             runner_notes.append(f"{len(per_repeat)} repeats pooled; per-repeat numbers are in `repeats`")
         return dataclasses.replace(
             level, server=server, notes=(*notes, *runner_notes, *level.notes[len(notes):]),
-            repeats=[repeat_summary(lv) for lv in per_repeat] if per_repeat else level.repeats)
+            repeats=[repeat_summary(lv) for lv in per_repeat] if per_repeat else level.repeats,
+            **self._extras(records, warm_events, spec))
 
-    @staticmethod
-    def _load_notes(spec: LevelSpec, run: LevelRun) -> list[str]:
+    def _extras(self, records: list[RequestRecord], warm: list[ConnectEvent],
+                spec: LevelSpec | None = None) -> dict[str, Any]:
+        cfg = self.cfg
+        workload = None
+        if cfg.turns > 1:
+            workload = {"turns": turn_stats(records), "think_time_ms": cfg.think_time_ms}
+        elif cfg.trace is not None:
+            workload = {"trace_requests": len(cfg.trace.rows), "trace_requests_in_file": cfg.trace.num_rows_in_file,
+                        "time_scale": cfg.time_scales[cfg.levels.index(spec)] if spec in cfg.levels else None}
+        return {"connections": connection_stats(records, warm), "reasoning": reasoning_stats(records),
+                "workload": workload}
+
+    async def _warm(self, pool: ConnectionPool, spec: LevelSpec) -> list[ConnectEvent]:
+        """Open the pool to the level's load before its measured window (--warm-connections)."""
+        cfg = self.cfg
+        if not cfg.warm_connections:
+            return []
+        want = spec.concurrency if spec.concurrency is not None else \
+            min(cfg.max_in_flight, max(1, math.ceil(spec.request_rate or 1)))
+        mark = len(pool.connects)
+        errors = await pool.warm(want)
+        if errors:
+            self.notes.append(f"warm-up could open only {want - len(errors)} of {want} connections "
+                              f"(first failure: {errors[0]}); the level opened the rest itself")
+        return [e for e in pool.connects[mark:] if e.warm]
+
+    async def _dispatch(self, ctx: LevelContext, spec: LevelSpec, items: list[PromptItem], rep: int) -> LevelRun:
+        cfg = self.cfg
+        if cfg.turns > 1:
+            conversations = [items[k:k + cfg.turns] for k in range(0, len(items), cfg.turns)]
+            return await run_conversations(ctx, spec, conversations, cfg.think_time_ms / 1000.0)
+        if cfg.trace is not None:
+            return await run_open(ctx, spec, len(items), None, cfg.burstiness, cfg.seed + rep, cfg.max_in_flight,
+                                  schedule_s=[it.arrival_s or 0.0 for it in items])
+        if spec.concurrency is not None:
+            return await run_closed(ctx, spec, cfg.requests_for(spec), cfg.duration_s)
+        return await run_open(ctx, spec, cfg.requests_for(spec), cfg.duration_s, cfg.burstiness, cfg.seed + rep,
+                              cfg.max_in_flight)
+
+    def _stopped_note(self, run: LevelRun) -> str:
+        info = self.info
+        failed = sum(1 for r in run.records if not r.warmup and not r.ok)
+        text = stopped_reason(run.stopped, failed, prompt_tokens=self._asked_prompt_tokens(),
+                              max_model_len=info.max_model_len if info else None,
+                              tokens_per_word=info.calibration.tokens_per_word if info else 1.0,
+                              calibrated=bool(info and info.calibration.measured))
+        self.warnings.append(f"{run.stopped.level}: {text}")
+        return text
+
+    def _asked_prompt_tokens(self) -> int | None:
+        cfg = self.cfg
+        if cfg.dataset is not None or cfg.trace is not None:
+            return None
+        return cfg.input_len
+
+    async def _linear_ramp(self, pool: ConnectionPool, opts: RequestOptions,
+                           items: list[PromptItem]) -> list[BenchLevel]:
+        """One continuous closed loop, reported per window; each window is a level."""
+        cfg, ramp = self.cfg, self.cfg.ramp
+        warm = await self._warm(pool, LevelSpec(concurrency=ramp.end))
+        ctx = LevelContext(pool, opts, items, self.epoch, self._on_record, timeout_s=cfg.timeout_s,
+                           wall_epoch_s=self.wall_start_s)
+        lag, cpu = LoopLagMonitor(), CpuMeter()
+        lag.start()
+        cpu.start()
+        try:
+            run = await run_linear(ctx, ramp, cfg.window_s)
+        finally:
+            await lag.stop()
+        cpu_pct, _ = cpu.stop()
+        levels = []
+        for k, (lo, hi, spec) in enumerate(window_specs(ramp, cfg.window_s)):
+            records = [r for r in run.records if r.level == spec.name]
+            stats = verdict(spec, records, ClientMeasurements(cpu_pct=cpu_pct, loop_lag_ms_p99=lag.p99_ms(),
+                                                              send_lag_ms=[], num_slot_waits=0),
+                            holds_concurrency=False)
+            notes = [f"linear ramp {ramp.text}: window {lo:g}-{hi:g} s, target concurrency "
+                     f"{ramp.target_at(lo):.1f} -> {ramp.target_at(hi):.1f}; server /metrics are not split per window"]
+            if run.stopped is not None and k == 0:
+                notes.append(self._stopped_note(run))
+            level = summarize(spec, records, cfg.slo, stats, notes=tuple(notes))
+            extras = self._extras(records, warm if k == 0 else [])
+            extras["workload"] = {"ramp": ramp.text, "window_start_s": lo, "window_end_s": hi,
+                                  "target_concurrency_start": ramp.target_at(lo),
+                                  "target_concurrency_end": ramp.target_at(hi)}
+            levels.append(dataclasses.replace(level, **extras))
+        return levels
+
+    def _load_notes(self, spec: LevelSpec, run: LevelRun) -> list[str]:
         if spec.concurrency is not None:
             if len(run.records) < spec.concurrency:
                 return [f"only {len(run.records)} requests for concurrency {spec.concurrency}: the level never had "
@@ -347,5 +360,6 @@ class BenchRunner:
         if len(sends) < 2 or sends[-1] <= sends[0]:
             return []
         achieved = (len(sends) - 1) / (sends[-1] - sends[0])
+        schedule = "the trace's mean rate" if self.cfg.trace is not None else "a Poisson schedule varies around it"
         return [f"achieved request rate {achieved:.2f}/s over {len(sends)} sends (target {spec.request_rate:g}/s; "
-                "a Poisson schedule varies around it)"]
+                f"{schedule})"]

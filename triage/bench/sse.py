@@ -16,6 +16,8 @@ class StreamResult:
     chunk_times: list[float] = field(default_factory=list)  # arrival of each content chunk (absolute)
     chunk_tokens: list[int | None] = field(default_factory=list)  # per-chunk usage delta, when reported
     num_reasoning_chunks: int = 0
+    first_reasoning_time: float | None = None  # arrival of the first reasoning_content chunk (absolute)
+    first_answer_time: float | None = None  # arrival of the first answer (content/text) chunk (absolute)
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     done: bool = False  # saw [DONE]
@@ -90,6 +92,10 @@ def _handle_event(data: bytes, t: float, chat: bool, out: StreamResult, state: d
         if has:
             is_content = True
             out.num_reasoning_chunks += reasoning
+            if reasoning and out.first_reasoning_time is None:
+                out.first_reasoning_time = t
+            elif not reasoning and out.first_answer_time is None:
+                out.first_answer_time = t
         if choice.get("finish_reason"):
             out.finish_reason = choice["finish_reason"]
     if is_content:

@@ -83,12 +83,25 @@ def achieved_concurrency(records: list[RequestRecord]) -> tuple[float | None, bo
     closed loop should hold its target; the drain at the end is excluded. Returns (value, steady):
     steady=False when there was no such window (a single wave) and the whole span was used."""
     spans = [(r.t0_s, r.t0_s + r.end_s) for r in records if r.end_s is not None]
+    conversations = False
+    if records and all(r.conversation is not None for r in records):
+        # Multi-turn: a conversation is in flight from its first send to its last end, think time included.
+        by_conv: dict[int, tuple[float, float]] = {}
+        for r in records:
+            if r.end_s is None:
+                continue
+            lo, hi = by_conv.get(r.conversation, (r.t0_s, r.t0_s + r.end_s))  # type: ignore[arg-type]
+            by_conv[r.conversation] = (min(lo, r.t0_s), max(hi, r.t0_s + r.end_s))  # type: ignore[index]
+        spans = list(by_conv.values())
+        conversations = True
     if not spans:
         return None, False
     first_send = min(s for s, _ in spans)
     last_send = max(s for s, _ in spans)
     last_end = max(e for _, e in spans)
     steady = last_send - first_send > 1e-3
+    if conversations:  # a second wave: some conversation began after another had ended
+        steady = last_send > min(e for _, e in spans)
     lo, hi = (first_send, last_send) if steady else (first_send, last_end)
     if hi - lo <= 0:
         return float(len(spans)), False
@@ -110,7 +123,10 @@ def _host_hint(cpu_pct: float | None) -> str:
     return f" (this process used only {cpu_pct:.0f}% of a core: other work on the host kept it from running)"
 
 
-def verdict(spec: LevelSpec, records: list[RequestRecord], m: ClientMeasurements) -> ClientStats:
+def verdict(spec: LevelSpec, records: list[RequestRecord], m: ClientMeasurements,
+            holds_concurrency: bool = True) -> ClientStats:
+    """`holds_concurrency=False` for loads that do not keep `spec.concurrency` in flight by design (multi-turn
+    think time, a ramp window): the achieved concurrency is reported but not judged."""
     measured = [r for r in records if not r.warmup]
     conc, steady = achieved_concurrency(measured)
     reasons = []
@@ -119,7 +135,7 @@ def verdict(spec: LevelSpec, records: list[RequestRecord], m: ClientMeasurements
     if m.loop_lag_ms_p99 is not None and m.loop_lag_ms_p99 > MAX_LOOP_LAG_MS:
         reasons.append(f"event-loop lag p99 {m.loop_lag_ms_p99:.1f} ms > {MAX_LOOP_LAG_MS:.0f} ms: 1% of "
                        "timestamps may be late by that much" + _host_hint(m.cpu_pct))
-    if spec.concurrency is not None and steady and conc is not None \
+    if spec.concurrency is not None and holds_concurrency and steady and conc is not None \
             and conc < MIN_CONCURRENCY_FRAC * spec.concurrency:
         reasons.append(f"achieved concurrency {conc:.1f} < {MIN_CONCURRENCY_FRAC:.0%} of {spec.concurrency}: "
                        "the client could not keep requests in flight" + _host_hint(m.cpu_pct))

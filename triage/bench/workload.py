@@ -45,6 +45,13 @@ class PromptItem:
     prompt: str
     output_tokens: int
     input_tokens_target: int | None = None
+    # Multi-turn: the whole chat history to send (the prompt is then the last user message).
+    messages: tuple[dict[str, str], ...] | None = None
+    conversation: int | None = None
+    turn: int | None = None
+    # Trace replay: when to send (s from the level start) and the trace line it came from.
+    arrival_s: float | None = None
+    trace_line: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,12 +101,16 @@ def synthetic(cfg: BenchConfig, n: int, calibration: TokenCalibration,
             raise UsageError(f"--output-len {cfg.output_len} (longest sampled: {int(outputs.max())}) leaves no "
                              f"room for a prompt in the server's max_model_len {max_model_len}: lower it")
         inputs = np.maximum(np.minimum(inputs, max_model_len - outputs - 1), cfg.shared_prefix_len + 1)
-    prefix_words = calibration.words_for(cfg.shared_prefix_len) if cfg.shared_prefix_len else 0
-    prefix = _words(np.random.default_rng(cfg.seed + 1), prefix_words) if prefix_words else ""
+    # One shared prefix (--shared-prefix-len), or --prefix-groups G of them, request i taking prefix i mod G.
+    prefix_tokens = cfg.prefix_len if cfg.prefix_groups else cfg.shared_prefix_len
+    prefix_words = calibration.words_for(prefix_tokens) if prefix_tokens else 0
+    prefixes = [_words(np.random.default_rng(cfg.seed + 1 + g), prefix_words) if prefix_words else ""
+                for g in range(max(1, cfg.prefix_groups))]
     items = []
     for i in range(n):
         words = max(1, calibration.words_for(int(inputs[i])) - prefix_words)
         body = _words(rng, words)
+        prefix = prefixes[i % len(prefixes)]
         prompt = f"{prefix} {body}" if prefix else body
         items.append(PromptItem(index=i, prompt=prompt, output_tokens=int(outputs[i]),
                                 input_tokens_target=int(inputs[i])))
@@ -164,8 +175,39 @@ def from_dataset(path: Path, cfg: BenchConfig, n: int) -> list[PromptItem]:
     return items
 
 
+def from_trace(cfg: BenchConfig, calibration: TokenCalibration, max_model_len: int | None,
+               time_scale: float = 1.0) -> list[PromptItem]:
+    """One prompt per trace row. Each hash id is one block of `block_tokens` tokens whose words are seeded by
+    the id, so rows that share leading hash ids share their leading prompt blocks (the prefix cache sees what
+    production saw); the prompt is then cut to the row's input_length. An output that would not fit the
+    server's context is shortened."""
+    trace = cfg.trace
+    block_words = calibration.words_for(trace.block_tokens)
+    blocks: dict[int, str] = {}
+    schedule = trace.schedule_s(time_scale)
+    items = []
+    for i, row in enumerate(trace.rows):
+        words_needed = calibration.words_for(row.input_length)
+        parts = []
+        for h in row.hash_ids:
+            if h not in blocks:
+                blocks[h] = _words(np.random.default_rng([cfg.seed, 7, h]), block_words)
+            parts.append(blocks[h])
+        text = " ".join(parts).split(" ") if parts else []
+        if len(text) < words_needed:  # past the hashed blocks: this row's own words
+            text += _words(np.random.default_rng([cfg.seed, 11, i]), words_needed - len(text)).split(" ")
+        output = row.output_length
+        if max_model_len is not None:
+            output = max(1, min(output, max_model_len - row.input_length - 1))
+        items.append(PromptItem(index=i, prompt=" ".join(text[:words_needed]), output_tokens=output,
+                                input_tokens_target=row.input_length, arrival_s=schedule[i], trace_line=row.line))
+    return items
+
+
 def build(cfg: BenchConfig, n: int, calibration: TokenCalibration,
           max_model_len: int | None = None) -> list[PromptItem]:
+    if cfg.trace is not None:
+        return from_trace(cfg, calibration, max_model_len)
     if cfg.dataset is not None:
         return from_dataset(cfg.dataset, cfg, n)
     return synthetic(cfg, n, calibration, max_model_len)

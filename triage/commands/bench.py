@@ -39,6 +39,25 @@ def bench(
     dataset: Path = typer.Option(None, "--dataset", help="ShareGPT JSON or JSONL prompts instead of synthetic."),
     slo: str = typer.Option(None, "--slo", help="Goodput SLO, e.g. ttft_ms=500,tpot_ms=50 (e2e_ms too)."),
     max_in_flight: int = typer.Option(512, "--max-in-flight", help="Open loop: most requests in flight at once."),
+    warm_connections: bool = typer.Option(True, "--warm-connections/--no-warm-connections",
+                                          help="Open the connection pool to each level's load before its "
+                                          "measured window (connect time is reported apart from TTFT)."),
+    request_id_header: str = typer.Option("X-Request-Id", "--request-id-header",
+                                          help="Header carrying each request's id (recorded in the JSONL); "
+                                          "'' sends none."),
+    turns: int = typer.Option(1, "--turns", help="Multi-turn chat: turns per conversation (history grows; "
+                              "TTFT per turn). --num-requests counts requests (whole conversations)."),
+    think_time_ms: float = typer.Option(0.0, "--think-time-ms", help="Multi-turn: pause between turns."),
+    trace: Path = typer.Option(None, "--trace", help="Replay a Mooncake-format JSONL trace (timestamp ms, "
+                               "input_length, output_length, hash_ids); --num-requests cuts it."),
+    time_scale: str = typer.Option("1", "--time-scale", help="Trace replay: multiply the trace's gaps "
+                                   "(0.5 = twice as fast); a comma list, e.g. 1,0.5, replays once per scale."),
+    prefix_groups: int = typer.Option(0, "--prefix-groups", help="G different shared prefixes across requests "
+                                      "(with --prefix-len)."),
+    prefix_len: int = typer.Option(0, "--prefix-len", help="Tokens of each --prefix-groups prefix."),
+    ramp: str = typer.Option(None, "--ramp", help="step:2,4,8:20s (each step a level) or linear:1:20:60s "
+                             "(reported in --window windows)."),
+    window: str = typer.Option(None, "--window", help="Linear ramp: report window, e.g. 10s (default 10s)."),
     json_path: Path = json_option(),
     jsonl: Path = typer.Option(None, "--jsonl", help="Per-request records, flushed as each request finishes."),
     csv: Path = typer.Option(None, "--csv", help="One row per level (CSV)."),
@@ -56,13 +75,19 @@ def bench(
         require_extra("html", "triage bench --html")
     from triage.bench.app import EMBEDDED_DEFAULTS, URL_DEFAULTS, OutputPaths, execute
     from triage.bench.config import config_from_flags
+    from triage.bench.workloads import apply_workloads
 
     cfg = config_from_flags(
         url=url, model=model, concurrency=concurrency, rate=rate, burstiness=burstiness,
         num_requests=num_requests, duration=duration, warmup=warmup, repeat=repeat, seed=seed, endpoint=endpoint,
         api_key=api_key, header=header, timeout=timeout, input_len=input_len,
         output_len=output_len, len_dist=len_dist, shared_prefix_len=shared_prefix_len, dataset=dataset, slo=slo,
-        max_in_flight=max_in_flight, defaults=EMBEDDED_DEFAULTS if embedded else URL_DEFAULTS)
+        max_in_flight=max_in_flight, defaults=EMBEDDED_DEFAULTS if embedded else URL_DEFAULTS,
+        warm_connections=warm_connections, request_id_header=request_id_header)
+    cfg = apply_workloads(cfg, turns=turns, think_time_ms=think_time_ms, trace=trace, time_scale=time_scale,
+                          prefix_groups=prefix_groups, prefix_len=prefix_len, ramp=ramp, window=window,
+                          level_flags_given=concurrency is not None or rate is not None,
+                          num_requests_flag=num_requests, duration_flag=duration)
     paths = OutputPaths.resolve(output_dir, json_path, jsonl, csv, html)
     err = console(stderr=True)
     outcome = execute(cfg, paths, embedded=embedded, live_console=err if fmt == "text" and err.is_terminal else None)

@@ -186,6 +186,13 @@ class BenchLevel:
     notes: tuple[str, ...] = ()
     # The prompt length this level asked for in an --input-len sweep; None for a single-length or dataset run.
     input_len: int | None = None
+    # Connection setup, apart from TTFT: {opened, opened_warm, opened_in_window, reused, retries,
+    # connect_ms: {p50, p99, max}, in_window_connect_ms: {...}, warm_connect_ms: {...}}.
+    connections: dict[str, Any] | None = None
+    # Reasoning models: {requests, ttft_reasoning_ms: stats, ttft_answer_ms: stats} when reasoning was streamed.
+    reasoning: dict[str, Any] | None = None
+    # The workload's own view of the level: per-turn TTFT (multi-turn), the trace cut, a ramp window's span.
+    workload: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

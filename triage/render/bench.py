@@ -34,9 +34,14 @@ def row_cells(level: BenchLevel) -> list[str]:
 
 def detail_lines(section: BenchSection) -> list[str]:
     """Why a level is invalid, what failed, the client vs server TTFT gap, the saturation summary."""
-    lines = []
+    config = section.config if isinstance(section.config, dict) else {}
+    lines = [f"WARNING: {w}" for w in config.get("warnings", [])]
     for level in section.levels:
         name = level_name(level)
+        conns = level.connections or {}
+        if conns.get("retries"):
+            lines.append(f"{name}: {conns['retries']} requests were sent again on a fresh connection: the server "
+                         "had closed the reused one without answering")
         if not level.client.valid:
             lines.append(f"{name}: INVALID (client bottleneck): {level.client.invalid_reason}")
         if level.requests.errors_by_kind:
@@ -55,7 +60,7 @@ def detail_lines(section: BenchSection) -> list[str]:
         if summary.get("best_throughput_level"):
             lines.append(f"best throughput: {summary['best_throughput_level']} "
                          f"({num(summary.get('best_output_tokens_per_s'))} output tokens/s)")
-    for note in section.config.get("notes", []) if isinstance(section.config, dict) else []:
+    for note in config.get("notes", []):
         lines.append(f"note: {note}")
     return lines
 

@@ -50,9 +50,6 @@ class ServerWatcher:
     # Each scrape parsed once, on first use, keyed by its perf_counter() time (the settle loop and the
     # summary read the same scrapes).
     _parsed: dict[float, EngineMetrics] = field(default_factory=dict)
-    # Each scrape parsed once, on first use, keyed by its perf_counter() time (the settle loop and the
-    # summary read the same scrapes).
-    _parsed: dict[float, EngineMetrics] = field(default_factory=dict)
 
     async def scrape(self) -> None:
         t = time.perf_counter()

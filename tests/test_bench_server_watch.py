@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from triage.bench.watch import GpuSampler, gpu_summary, server_summary
+from triage.bench.server_watch import GpuSampler, gpu_summary, server_summary
 from triage.probes.nvml import decode_clock_event_reasons as clock_event_names
 
 PROM = Path(__file__).parent / "fixtures" / "prom"
@@ -134,7 +134,7 @@ def test_last_scrape_waits_for_the_server_to_count_the_last_requests():
 
     import httpx
 
-    from triage.bench.watch import ServerWatcher
+    from triage.bench.server_watch import ServerWatcher
 
     finished = iter([0, 3, 4, 4])
 

@@ -1,0 +1,254 @@
+"""The workload flags beyond one synthetic prompt mix: multi-turn chat (`--turns`), trace replay (`--trace`,
+Mooncake's format), prefix groups (`--prefix-groups/--prefix-len`) and ramps (`--ramp`). Parsed and checked
+here, before any load is sent: a bad trace line or ramp shape is a UsageError (exit 2) naming the line or text.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from triage.bench.config import BenchConfig, Endpoint, LevelSpec
+from triage.core.errors import UsageError
+
+MOONCAKE_BLOCK_TOKENS = 512  # Mooncake's traces hash prompts in blocks of 512 tokens
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min)?\s*$")
+
+
+def parse_duration_s(text: str, flag: str) -> float:
+    """'20s', '1.5m', '500ms' or a bare number of seconds."""
+    match = _DURATION.match(text)
+    if not match:
+        raise UsageError(f"{flag} {text!r}: expected a duration like 20s, 2m or 500ms")
+    value, unit = float(match.group(1)), match.group(2) or "s"
+    seconds = value / 1000.0 if unit == "ms" else value * 60.0 if unit in ("m", "min") else value
+    if not seconds > 0:
+        raise UsageError(f"{flag} {text!r}: the duration must be > 0")
+    return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Ramp:
+    """`step:2,4,8:20s` (each step a closed-loop level of 20 s) or `linear:1:20:60s` (concurrency rising
+    from 1 to 20 over 60 s, reported in fixed windows)."""
+
+    text: str
+    shape: str  # step | linear
+    steps: tuple[int, ...] = ()
+    start: int = 1
+    end: int = 1
+    duration_s: float = 0.0
+
+    def target_at(self, t_s: float) -> float:
+        """Linear: the concurrency aimed at t_s seconds into the ramp."""
+        frac = min(1.0, max(0.0, t_s / self.duration_s))
+        return self.start + (self.end - self.start) * frac
+
+    def workers_at(self, t_s: float) -> int:
+        """Linear: the workers running at t_s (one more each time the target passes an integer)."""
+        return max(self.start, math.floor(self.target_at(t_s)))
+
+    def windows(self, window_s: float) -> list[tuple[float, float, int]]:
+        """Linear: (start s, end s, concurrency of the level) per window; the level's concurrency is the mean
+        number of workers over the window, rounded down (what the client does hold throughout)."""
+        out = []
+        count = max(1, math.ceil(self.duration_s / window_s - 1e-9))
+        for k in range(count):
+            lo, hi = k * window_s, min(self.duration_s, (k + 1) * window_s)
+            samples = [self.workers_at(lo + (hi - lo) * (j + 0.5) / 200) for j in range(200)]
+            out.append((lo, hi, max(1, math.floor(sum(samples) / len(samples)))))
+        return out
+
+
+def parse_ramp(text: str) -> Ramp:
+    parts = text.strip().split(":")
+    shape = parts[0].strip().lower()
+    if shape == "step" and len(parts) == 3:
+        try:
+            steps = tuple(int(p) for p in parts[1].split(",") if p.strip())
+        except ValueError:
+            steps = ()
+        if not steps or any(s < 1 for s in steps):
+            raise UsageError(f"--ramp {text!r}: the steps must be concurrencies >= 1, e.g. step:2,4,8:20s")
+        if len(set(steps)) != len(steps):
+            raise UsageError(f"--ramp {text!r} names a step twice")
+        return Ramp(text=text, shape="step", steps=steps, duration_s=parse_duration_s(parts[2], "--ramp"))
+    if shape == "linear" and len(parts) == 4:
+        try:
+            start, end = int(parts[1]), int(parts[2])
+        except ValueError:
+            start = end = 0
+        if start < 1 or end < start:
+            raise UsageError(f"--ramp {text!r}: linear:START:END:DURATION with 1 <= START <= END, "
+                             "e.g. linear:1:20:60s")
+        return Ramp(text=text, shape="linear", start=start, end=end, duration_s=parse_duration_s(parts[3], "--ramp"))
+    raise UsageError(f"--ramp {text!r}: unknown ramp shape; use step:C1,C2,...:DURATION (e.g. step:2,4,8:20s) "
+                     "or linear:START:END:DURATION (e.g. linear:1:20:60s)")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRow:
+    line: int  # 1-based line number in the file
+    timestamp_ms: float
+    input_length: int
+    output_length: int
+    hash_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    path: Path
+    sha256: str
+    rows: tuple[TraceRow, ...]
+    num_rows_in_file: int
+    block_tokens: int = MOONCAKE_BLOCK_TOKENS
+
+    def schedule_s(self, time_scale: float) -> list[float]:
+        t0 = self.rows[0].timestamp_ms if self.rows else 0.0
+        return [(r.timestamp_ms - t0) / 1000.0 * time_scale for r in self.rows]
+
+    def request_rate(self, time_scale: float) -> float:
+        """The trace's mean arrival rate at this time scale (names its level)."""
+        sched = self.schedule_s(time_scale)
+        span = sched[-1] - sched[0] if len(sched) > 1 else 0.0
+        return round(len(sched) / span, 3) if span > 0 else float(len(sched))
+
+    def report_dict(self, time_scales: tuple[float, ...]) -> dict[str, Any]:
+        return {"file": str(self.path), "sha256": self.sha256, "num_requests": len(self.rows),
+                "num_requests_in_file": self.num_rows_in_file, "time_scales": list(time_scales),
+                "block_tokens": self.block_tokens, "cut": len(self.rows) < self.num_rows_in_file}
+
+
+def _row(obj: Any, line_no: int, text: str, where: str) -> TraceRow:
+    def bad(problem: str) -> UsageError:
+        return UsageError(f"{where}:{line_no}: {problem}: {text.strip()[:120]}")
+
+    if not isinstance(obj, dict):
+        raise bad("not a JSON object")
+    ts = obj.get("timestamp")
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts) or ts < 0:
+        raise bad("'timestamp' must be a number of milliseconds >= 0")
+    values = {}
+    for key in ("input_length", "output_length"):
+        v = obj.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise bad(f"{key!r} must be an integer >= 1")
+        values[key] = v
+    hash_ids = obj.get("hash_ids", [])
+    if not isinstance(hash_ids, list) or any(isinstance(h, bool) or not isinstance(h, int) for h in hash_ids):
+        raise bad("'hash_ids' must be a list of integers")
+    return TraceRow(line=line_no, timestamp_ms=float(ts), input_length=values["input_length"],
+                    output_length=values["output_length"], hash_ids=tuple(hash_ids))
+
+
+def load_trace(path: Path, num_requests: int | None, block_tokens: int = MOONCAKE_BLOCK_TOKENS) -> Trace:
+    """A Mooncake-format JSONL trace, every line checked; `num_requests` keeps the first N (by time)."""
+    where = f"--trace {path}"
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise UsageError(f"{where}: cannot read it ({e.strerror or e})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{where}: not UTF-8 text ({e})") from None
+    rows = []
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError) as e:
+            raise UsageError(f"{where}:{line_no}: not JSON ({e}): {line.strip()[:120]}") from None
+        rows.append(_row(obj, line_no, line, where))
+    if not rows:
+        raise UsageError(f"{where}: no requests in it (expected JSONL lines like "
+                         '{"timestamp": 0, "input_length": 512, "output_length": 64, "hash_ids": [0]})')
+    rows.sort(key=lambda r: r.timestamp_ms)
+    kept = rows[:num_requests] if num_requests is not None else rows
+    return Trace(path=path, sha256=hashlib.sha256(raw).hexdigest(), rows=tuple(kept), num_rows_in_file=len(rows),
+                 block_tokens=block_tokens)
+
+
+def parse_time_scales(text: str | float) -> tuple[float, ...]:
+    """--time-scale 1 or a comma list (1,0.5): one trace-replay level per scale."""
+    try:
+        values = tuple(float(p) for p in str(text).split(",") if p.strip())
+    except ValueError:
+        values = ()
+    if not values or any(not (v > 0 and math.isfinite(v)) for v in values) or len(set(values)) != len(values):
+        raise UsageError(f"--time-scale {text!r}: expected distinct numbers > 0, e.g. 1 or 1,0.5")
+    return values
+
+
+def apply_workloads(cfg: BenchConfig, *, turns: int, think_time_ms: float, trace: Path | None,
+                    time_scale: str | float,
+                    prefix_groups: int, prefix_len: int, ramp: str | None, window: str | None,
+                    level_flags_given: bool, num_requests_flag: int | None = None,
+                    duration_flag: float | None = None) -> BenchConfig:
+    """The workload flags checked against each other and folded into the config (levels included).
+    `*_flag` are the values given on the command line (not the defaults)."""
+    if turns < 1 or think_time_ms < 0 or prefix_groups < 0 or prefix_len < 0:
+        raise UsageError("--turns must be >= 1, --think-time-ms and --prefix-groups/--prefix-len >= 0")
+    time_scales = parse_time_scales(time_scale)
+    chosen = [flag for flag, given in (("--turns", turns > 1), ("--trace", trace is not None),
+                                       ("--ramp", ramp is not None), ("--dataset", cfg.dataset is not None))
+              if given]
+    if len(chosen) > 1:
+        raise UsageError(f"{' and '.join(chosen)} are separate workloads: pick one")
+    if think_time_ms and turns == 1:
+        raise UsageError("--think-time-ms is the pause between turns of a conversation: add --turns N (N >= 2)")
+    if turns > 1 and duration_flag is not None:
+        raise UsageError("--turns plays whole conversations: size the level with --num-requests, not --duration")
+    if time_scales != (1.0,) and trace is None:
+        raise UsageError("--time-scale scales a trace's timestamps: add --trace FILE")
+    if (prefix_groups > 0) != (prefix_len > 0):
+        raise UsageError("--prefix-groups G and --prefix-len L go together (G shared prefixes of L tokens each)")
+    if prefix_groups and (cfg.shared_prefix_len or trace is not None or cfg.dataset is not None):
+        raise UsageError("--prefix-groups replaces --shared-prefix-len (one group), and a --trace or --dataset "
+                         "brings its own prompts: drop one")
+    if prefix_groups and prefix_len >= cfg.input_len:
+        raise UsageError(f"--prefix-len {prefix_len} must be below --input-len {cfg.input_len}: the prefix is part "
+                         "of the prompt")
+    if window is not None and (ramp is None or not ramp.strip().lower().startswith("linear")):
+        raise UsageError("--window sets the report windows of a linear ramp: add --ramp linear:START:END:DURATION")
+    out = dataclasses.replace(cfg, turns=turns, think_time_ms=think_time_ms, time_scales=time_scales,
+                              prefix_groups=prefix_groups, prefix_len=prefix_len)
+    if turns > 1:
+        out = dataclasses.replace(out, endpoint=Endpoint.CHAT)
+    if trace is not None:
+        if level_flags_given:
+            raise UsageError("--trace sets its own arrival times: drop --concurrency/--rate")
+        if duration_flag is not None:
+            raise UsageError("--trace runs until its last request: drop --duration (--num-requests cuts it)")
+        loaded = load_trace(trace, num_requests_flag)
+        levels = tuple(LevelSpec(request_rate=loaded.request_rate(s)) for s in time_scales)
+        if len(set(levels)) != len(levels):
+            raise UsageError(f"--time-scale {time_scale}: two scales give the trace the same mean rate")
+        out = dataclasses.replace(out, trace=loaded, levels=levels, num_requests=len(loaded.rows),
+                                  duration_s=None)
+    if ramp is not None:
+        if level_flags_given:
+            raise UsageError("--ramp sets the levels: drop --concurrency/--rate")
+        if num_requests_flag is not None or duration_flag is not None:
+            raise UsageError("--ramp runs for its own durations: drop --num-requests/--duration")
+        parsed = parse_ramp(ramp)
+        if parsed.shape == "step":
+            out = dataclasses.replace(out, ramp=parsed, levels=tuple(LevelSpec(concurrency=c) for c in parsed.steps),
+                                      duration_s=parsed.duration_s, num_requests=None)
+        else:
+            window_s = parse_duration_s(window, "--window") if window is not None else min(10.0, parsed.duration_s)
+            wins = parsed.windows(window_s)
+            concs = [c for _, _, c in wins]
+            if len(set(concs)) != len(concs):
+                raise UsageError(f"--ramp {ramp} with --window {window_s:g}s gives two windows the same concurrency "
+                                 f"({', '.join(map(str, concs))}): use a longer --window or a steeper ramp")
+            out = dataclasses.replace(out, ramp=parsed, window_s=window_s, num_requests=None,
+                                      duration_s=parsed.duration_s,
+                                      levels=tuple(LevelSpec(concurrency=c) for c in concs))
+    return out
