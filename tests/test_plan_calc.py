@@ -276,12 +276,13 @@ def test_from_diagnose_with_unknown_gpu_or_model_asks_for_flags(tmp_path):
     assert any("not in the spec table" in n for n in ok.notes)
 
 
-def test_from_diagnose_ignores_non_numeric_server_values(tmp_path):
+def test_from_diagnose_refuses_a_wrongly_typed_server_value_naming_it(tmp_path):
+    # triage never writes max_model_len="auto" (the payload types it as an integer): a report that has one was
+    # edited or corrupted, and reading it stops with one line naming the field (the hostile-input issue).
     path = _diagnose_report(tmp_path, server={"model": "Qwen/Qwen3-8B", "max_model_len": "auto",
                                               "tensor_parallel_size": 2})
-    inputs = resolve_inputs(RawOptions(from_diagnose=path))
-    assert inputs.max_model_len is None and inputs.tp == 2
-    assert any("max_model_len='auto'" in n for n in inputs.notes)
+    with pytest.raises(ReportError, match=r"max_model_len: 'auto' is not of type"):
+        resolve_inputs(RawOptions(from_diagnose=path))
 
 
 def test_from_diagnose_without_a_gpu_probe(tmp_path):

@@ -27,6 +27,9 @@ NOT_WORKLOAD = frozenset({
     "timeout_s", "max_in_flight", "api_key", "headers", "notes", "ignore_eos_sent", "continuous_usage_sent",
     "usage_reported", "tokens_per_word", "prompt_lengths_calibrated", "max_model_len", "server_flags",
     "server_args", "source", "missing_fields",
+    # when and how the bench ran, not what it asked: its wall-clock start, the idle connect time it measured,
+    # its connection and request-id settings
+    "started_at", "started_epoch_s", "idle_connect_ms_p50", "warm_connections", "request_id_header",
 })
 # Config keys that are server settings a peer or the bench recorded.
 SERVER_KEYS = ("max_model_len",)
