@@ -15,6 +15,7 @@ import psutil
 from triage.core.probe_data import ServerProcessData
 from triage.core.redact import redact_argv, redact_env
 from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.probes.cgroup import read_limits
 from triage.probes.registry import ProbeRun, register
 from triage.probes.sysfs import numa_nodes_of_cpus, parse_cpulist
 
@@ -144,6 +145,7 @@ def probe_server_process(pid: int | None, engine: str | None = None, window_s: f
         except (psutil.Error, OSError):
             unsupported.append("debug_env")
     safe_env = redact_env(env) if env is not None else None
+    limits = read_limits(pid, proc_root, sys_root)
     data = {
         "pid": pid,
         "engine": engine,
@@ -159,6 +161,11 @@ def probe_server_process(pid: int | None, engine: str | None = None, window_s: f
         "rss_bytes_end": rss_end,
         "debug_env": {k: safe_env[k] for k in DEBUG_ENV if k in safe_env} if safe_env is not None else None,
         "hf_home": safe_env.get("HF_HOME") if safe_env is not None else None,
+        "cgroup_path": limits.cgroup_path,
+        "cgroup_cpu_quota_cores": limits.cpu_quota_cores,
+        "cgroup_memory_max_bytes": limits.memory_max_bytes,
+        "uid": limits.uid,
+        "user": limits.user,
         "unsupported_fields": unsupported,
     }
     return done(ProbeStatus.OK, None, data)

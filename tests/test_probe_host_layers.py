@@ -271,3 +271,24 @@ def test_storage_without_the_servers_environment_judges_no_cache(tmp_path):
     # No server process at all (a local --model PATH): triage's own cache is never judged.
     own = probe_storage("org/tiny", env={"HF_HOME": str(tmp_path / "mine")}, proc_root="/proc").data
     assert own.hf_cache_dir is None and own.hf_cache_empty is None and own.seen_from == "triage"
+
+
+def test_server_process_limits_and_user_come_from_its_own_proc_entries(tmp_path):
+    from triage.probes.cgroup import read_limits
+
+    proc, sys_root = tmp_path / "proc", tmp_path / "sys"
+    (proc / "4242").mkdir(parents=True)
+    (proc / "4242" / "cgroup").write_text("0::/kubepods/pod1/ctr\n")
+    (proc / "4242" / "status").write_text("Name:\tpython\nUid:\t0\t0\t0\t0\n")
+    cg = sys_root / "fs" / "cgroup" / "kubepods" / "pod1" / "ctr"
+    cg.mkdir(parents=True)
+    (cg / "cpu.max").write_text("400000 100000\n")
+    (cg / "memory.max").write_text(str(64 * 2**30) + "\n")
+    limits = read_limits(4242, str(proc), str(sys_root))
+    assert (limits.cgroup_path, limits.cpu_quota_cores, limits.memory_max_bytes) == ("/kubepods/pod1/ctr", 4.0, 64 * 2**30)
+    assert limits.uid == 0 and limits.user == "root"
+    (cg / "cpu.max").write_text("max 100000\n")
+    (cg / "memory.max").write_text("max\n")
+    unlimited = read_limits(4242, str(proc), str(sys_root))
+    assert unlimited.cpu_quota_cores is None and unlimited.memory_max_bytes is None
+    assert read_limits(9999, str(proc), str(sys_root)).cgroup_path is None      # gone or not ours: unknown

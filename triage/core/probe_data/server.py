@@ -125,6 +125,11 @@ class ServerProcessData(Payload):
     rss_bytes_end: int | None = None
     debug_env: dict[str, str] | None = None           # debugging/profiling variables that are set, redacted
     hf_home: str | None = None
+    cgroup_path: str | None = None                    # its cgroup v2 path (/proc/PID/cgroup)
+    cgroup_cpu_quota_cores: float | None = None       # cpu.max quota / period: None when unlimited
+    cgroup_memory_max_bytes: int | None = None        # memory.max: None when unlimited
+    uid: int | None = None                            # the user it runs as (/proc/PID/status)
+    user: str | None = None
     unsupported_fields: tuple[str, ...] = ()
 
 
