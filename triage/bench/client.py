@@ -150,7 +150,9 @@ async def send(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, *, 
     if result.completion_tokens is not None:
         output_tokens, source = result.completion_tokens, "usage"
     else:
-        output_tokens, source = len(times), "chunks"
+        # No usable usage count: the chunks are counted instead, and a usage the server did send but that was
+        # negative or absurd is named, so it is never a silent success.
+        output_tokens, source = len(times), "chunks_bad_usage" if result.num_bad_usage else "chunks"
     chunk_tokens = result.chunk_tokens if times and all(k is not None for k in result.chunk_tokens) else None
 
     def since(t: float | None) -> float | None:

@@ -24,6 +24,7 @@ class StreamResult:
     finish_reason: str | None = None
     error_kind: str | None = None
     error: str | None = None
+    num_bad_usage: int = 0  # usage numbers that were negative, not integers, or absurd: not measured
 
     def fail(self, kind: str, message: str) -> None:
         if self.error_kind is None:
@@ -49,6 +50,19 @@ def _content_of(choice: dict, chat: bool) -> tuple[bool, bool]:
     return False, False
 
 
+MAX_USAGE_TOKENS = 10_000_000   # more tokens than any context window: the number is not believable
+
+
+def _tokens(value: object, out: StreamResult) -> int | None:
+    """A usage count within bounds, or None (counted in `num_bad_usage` when one was sent but is unusable)."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_USAGE_TOKENS:
+        return value
+    out.num_bad_usage += 1
+    return None
+
+
 def _handle_event(data: bytes, t: float, chat: bool, out: StreamResult, state: dict) -> None:
     if data.strip() == DONE:
         out.done = True
@@ -57,6 +71,9 @@ def _handle_event(data: bytes, t: float, chat: bool, out: StreamResult, state: d
         obj = json.loads(data)
     except ValueError as e:
         out.fail("malformed_json", f"an SSE data line is not JSON ({e}): {data[:80]!r}")
+        return
+    except RecursionError:
+        out.fail("malformed_json", f"an SSE data line is JSON nested too deeply to read: {data[:80]!r}")
         return
     if not isinstance(obj, dict):
         out.fail("malformed_json", f"an SSE event is JSON but not an object: {data[:80]!r}")
@@ -69,10 +86,11 @@ def _handle_event(data: bytes, t: float, chat: bool, out: StreamResult, state: d
     usage = obj.get("usage")
     usage_completion = None
     if isinstance(usage, dict):
-        if isinstance(usage.get("prompt_tokens"), int):
-            out.prompt_tokens = usage["prompt_tokens"]
-        if isinstance(usage.get("completion_tokens"), int):
-            usage_completion = usage["completion_tokens"]
+        prompt, completion = _tokens(usage.get("prompt_tokens"), out), _tokens(usage.get("completion_tokens"), out)
+        if prompt is not None:
+            out.prompt_tokens = prompt
+        if completion is not None:
+            usage_completion = completion
             out.completion_tokens = usage_completion
     choices = obj.get("choices")
     if not isinstance(choices, list):
@@ -113,26 +131,36 @@ class SseParser:
     a block at the end of every stream (which, with many streams ending together, delayed other streams'
     timestamps). Parsing stops at the first protocol error (the kind says which)."""
 
-    __slots__ = ("chat", "out", "_buf", "_state")
+    __slots__ = ("chat", "out", "_buf", "_state", "_cr")
 
     def __init__(self, chat: bool):
         self.chat = chat
         self.out = StreamResult()
-        self._buf = b""
+        self._buf = bytearray()
+        self._cr = False   # the last read ended with a CR whose LF may come next
         self._state = {"last_usage_completion": 0}
 
     def feed(self, t: float, piece: bytes) -> None:
+        """Linear in the bytes fed, whatever the split: the buffer only grows at its end, each search starts
+        where the last one stopped, and consumed events are dropped once per call."""
         out = self.out
         if out.error_kind:
             return
-        buf = self._buf + piece if self._buf else piece
-        if b"\r" in buf:
-            buf = buf.replace(b"\r\n", b"\n")
+        if self._cr or b"\r" in piece:           # CRLF line ends, a pair possibly split across two reads
+            if self._cr:
+                piece, self._cr = b"\r" + piece, False
+            if piece.endswith(b"\r"):
+                piece, self._cr = piece[:-1], True
+            piece = piece.replace(b"\r\n", b"\n")
+        buf = self._buf
+        search_from = max(0, len(buf) - 1)
+        buf += piece
+        pos = 0
         while True:
-            end = buf.find(b"\n\n")
+            end = buf.find(b"\n\n", max(pos, search_from))
             if end < 0:
                 break
-            event, buf = buf[:end], buf[end + 2:]
+            event, pos = bytes(buf[pos:end]), end + 2
             data_lines = []
             for line in event.split(b"\n"):
                 if line.startswith(b"data:"):
@@ -146,10 +174,11 @@ class SseParser:
                 _handle_event(b"\n".join(data_lines), t, self.chat, out, self._state)
                 if out.error_kind:
                     return
-        self._buf = buf
+        if pos:
+            del buf[:pos]
 
     def finish(self) -> StreamResult:
-        out, buf = self.out, self._buf
+        out, buf = self.out, bytes(self._buf)
         if not out.error_kind and buf.strip():
             if buf.lstrip().startswith(b"data:") and not out.done:
                 out.fail("truncated", "the stream ended inside an event")

@@ -42,6 +42,9 @@ class ItlResult:
     num_split_by_mean: int = 0  # requests with more tokens than chunks but no per-chunk usage
 
 
+MAX_TOKENS_PER_CHUNK = 4096
+
+
 def itl_ms(records: list[RequestRecord]) -> ItlResult:
     out = ItlResult()
     for r in records:
@@ -54,7 +57,9 @@ def itl_ms(records: list[RequestRecord]) -> ItlResult:
             if any(k > 1 for k in tokens):
                 out.num_split_by_usage += 1
             for gap, k in zip(gaps.tolist(), tokens, strict=True):
-                k = max(1, k)
+                # A chunk's usage delta is bounded by what any server streams in one chunk; beyond that (or
+                # negative) the server's usage is not believable and the gap counts as one token.
+                k = k if isinstance(k, int) and 1 <= k <= MAX_TOKENS_PER_CHUNK else 1
                 out.values_ms.extend([gap / k] * k)
         elif r.output_tokens is not None and r.output_tokens_source == "usage" and r.output_tokens > len(times):
             # Tokens per chunk unknown, total known: divide every gap by the mean tokens per later chunk.
@@ -116,6 +121,10 @@ def summarize(spec: LevelSpec, records: list[RequestRecord], slo: dict[str, floa
     if by_chunks:
         notes_list.append(f"output tokens of {by_chunks}/{len(ok)} requests were counted from content chunks: "
                           "the server sent no usage.completion_tokens")
+    bad_usage = sum(1 for r in ok if r.output_tokens_source == "chunks_bad_usage")
+    if bad_usage:
+        notes_list.append(f"usage: {bad_usage} requests reported a negative, non-integer or absurd "
+                          "usage.completion_tokens; their tokens were counted from the chunks instead")
     if itl.num_split_by_usage:
         notes_list.append(f"ITL: {itl.num_split_by_usage} requests had multi-token chunks; each gap was split "
                           "evenly over its tokens using per-chunk usage")
