@@ -160,7 +160,10 @@ def engine_flags(knobs: dict[str, object], engine: Any) -> tuple[tuple[str, ...]
         if flags:
             cmds_list.append(f"{launcher} ... {' '.join(flags)}")
             checked.append(f"{PRETTY[eng]} {rs[0].version}")
-    note = f" Flags as of {', '.join(checked)} (engine unknown)." if checked else ""
+    why = "engine unknown" if not name else (
+        "triage's reference engine, whose `triage serve` takes vLLM's flag names" if name == "reference"
+        else f"no flag table for {name}")
+    note = f" Flags as of {', '.join(checked)} ({why})." if checked else ""
     return tuple(cmds_list), note
 
 
