@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -15,7 +16,10 @@ from triage.core.errors import ReportError
 from triage.core.report_io import loads
 from triage.probes.prom import MAX_ABS_VALUE, normalise, parse_metrics
 
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# make test runs a bounded number of cases; benchmarks/fuzz_parsers.py sets TRIAGE_FUZZ_EXAMPLES=10000.
+EXAMPLES_PER_SUITE = int(os.environ.get("TRIAGE_FUZZ_EXAMPLES", "150"))
+FAST = settings(max_examples=EXAMPLES_PER_SUITE, deadline=None, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 EXAMPLES = Path(__file__).resolve().parent.parent / "reports" / "examples"
 
 _json_values = st.recursive(
@@ -92,7 +96,8 @@ def _paths(obj, prefix=()):
 _REPORTS = {p.name: json.loads(p.read_text()) for p in sorted(EXAMPLES.glob("*.json"))}
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=EXAMPLES_PER_SUITE, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.sampled_from(sorted(_REPORTS)), st.data(), _json_values)
 def test_report_loader_gives_a_report_or_one_report_error(name, data, replacement):
     doc = json.loads(json.dumps(_REPORTS[name]))
