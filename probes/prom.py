@@ -185,11 +185,11 @@ def detect_engine(sample: MetricsSample) -> str | None:
 
 
 def _sum(sample: MetricsSample, names: Sequence[str], **labels: str) -> float | None:
-    """The first name present, summed over its label sets."""
+    """The first name present, summed over its label sets; a sum beyond the sane range is not measured."""
     for name in names:
         series = sample.series(name, **labels)
         if series:
-            return float(sum(s.value for s in series))
+            return _value(sum(s.value for s in series))
     return None
 
 
