@@ -64,3 +64,38 @@ def test_crlf_split_across_reads_still_frames_events():
     for cut in range(1, len(raw)):
         result = parse_stream([(0.0, raw[:cut]), (0.1, raw[cut:])], chat=False)
         assert result.error_kind is None and result.done and len(result.chunk_times) == 1, cut
+
+
+def test_nan_inf_and_400_digit_metrics_are_dropped_and_counted_not_fatal():
+    """Issue reproductions 3-5: `vllm:kv_cache_usage_perc{...} NaN`, a 400-digit integer, an infinite peak."""
+    from triage.probes.prom import normalise, parse_metrics
+
+    text = ('vllm:kv_cache_usage_perc{model_name="m",engine="0"} NaN\n'
+            'vllm:num_requests_running{model_name="m",engine="0"} ' + "9" * 400 + "\n"
+            'vllm:num_requests_swapped{model_name="m",engine="0"} +Inf\n'
+            'vllm:num_requests_waiting{model_name="m",engine="0"} 3\n')
+    sample = parse_metrics(text)
+    metrics = normalise(sample)
+    assert sample.num_bad_lines == 3
+    assert metrics.kv_cache_usage_frac is None and metrics.num_requests_running is None
+    assert metrics.num_requests_waiting == 3
+
+
+def test_a_diagnose_report_with_hostile_metrics_is_standard_json(tmp_path):
+    import json as _json
+
+    from triage.core.report_io import dumps
+    from triage.diagnose import load_snapshot  # noqa: F401  (the loader path used by --from)
+    from triage.probes.http import HttpResponse
+    from triage.probes.server_metrics import probe_server_metrics
+
+    bad = 'vllm:kv_cache_usage_perc{model_name="m",engine="0"} NaN\nvllm:num_requests_running{model_name="m",engine="0"} ' + "9" * 400 + "\n"
+    result = probe_server_metrics("http://10.0.0.5:8000", window_s=0.0, num_intermediate=0,
+                                  get=lambda url, timeout: HttpResponse(200, bad), sleep=lambda s: None)
+    import dataclasses
+
+    from tests.factories import bench_report
+
+    report = dataclasses.replace(bench_report([]), probes=(result,))
+    text = dumps(report)                       # allow_nan=False: raises if any NaN slipped through
+    assert "NaN" not in text and _json.loads(text)["probes"][0]["name"] == "server_metrics"
