@@ -7,8 +7,8 @@ vLLM and SGLang: the published source distributions are downloaded from PyPI (ne
 when a release has no sdist), checked against the index's sha256, and the argument parser, config
 dataclasses, env-var table and metrics modules are read with `ast`. TGI has no registry package: its
 launcher (`launcher/src/main.rs`, clap arguments) and router metric files are read from
-scripts/engine_sources/tgi/<tag>/ (copied from huggingface/text-generation-inference at that tag;
-PROVENANCE.json there names the commit).
+scripts/engine_sources/tgi/<tag>/ (fetched from huggingface/text-generation-inference at that tag, as the
+README there shows; PROVENANCE.json names the commit; the files are not kept in this repository).
 
 One JSON file per engine version lands in --out, each with its provenance (package and version or
 repository and tag, every file read, its sha256). Re-running is safe: downloads are cached in --cache.
@@ -745,6 +745,9 @@ def tgi_flags(src: str) -> tuple[dict[str, dict[str, Any]], list[str]]:
 
 def tgi_table(tag: str, src_dir: Path) -> dict[str, Any]:
     prov = json.loads((src_dir.parent / "PROVENANCE.json").read_text())[tag]
+    if not (src_dir / "launcher/src/main.rs").is_file():
+        sys.exit(f"extract_engine_truth: TGI {tag}'s sources are not in {src_dir}; fetch them at commit "
+                 f"{prov['commit']} as scripts/engine_sources/tgi/README.md shows, or pass --only vllm --only sglang")
     launcher = (src_dir / "launcher/src/main.rs").read_text()
     flags, unresolved = tgi_flags(launcher)
     metrics: dict[str, str] = {}
