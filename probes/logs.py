@@ -27,6 +27,11 @@ _MAX_CONCURRENCY = re.compile(r"Maximum concurrency for\s*([\d,]+)\s*tokens per 
 _CUDA_GRAPH = re.compile(r"CUDA graph|cuda_graph|Graph capturing|capturing CUDA", re.I)
 _NCCL_ERROR = re.compile(r"NCCL.*(error|WARN|failed|timeout)|(error|failed).*NCCL", re.I)
 _SHM_STALL = re.compile(r"No available shared memory broadcast block", re.I)
+# Startup vs serving. vLLM logs "vLLM API server version X" first (entrypoints/openai/api_server.py) and
+# uvicorn "Application startup complete." once it serves; vLLM's shm_broadcast warning says it "typically
+# happens" during compilation or weight/KV-cache quantization, i.e. at startup, where it is not a stall.
+_START = re.compile(r"vLLM API server version", re.I)
+_READY = re.compile(r"Application startup complete|Starting vLLM API server", re.I)
 _OOM = re.compile(r"CUDA out of memory|OutOfMemoryError", re.I)
 # vLLM model_executor/model_loader/weight_utils.py logs this when fetching the weights took > 0.5 s:
 # "Time spent downloading weights for <model>: 508.576789 seconds"
@@ -37,10 +42,15 @@ def scan_lines(lines: list[str]) -> dict:
         "num_lines": len(lines), "slow_tokenizer": False, "num_preemption_lines": 0,
         "kv_cache_tokens": None, "num_gpu_blocks": None, "max_concurrency": None,
         "max_concurrency_tokens_per_request": None, "cuda_graph_hints": [], "num_nccl_errors": 0,
-        "num_shm_broadcast_stalls": 0, "num_oom_lines": 0, "preemption_examples": [],
-        "weights_download_s": None,
+        "num_shm_broadcast_stalls": 0, "num_shm_broadcast_stalls_startup": 0, "num_oom_lines": 0,
+        "preemption_examples": [], "weights_download_s": None,
     }
+    starting = False  # between a startup line and the server's ready line
     for line in lines:
+        if _START.search(line):
+            starting = True
+        elif _READY.search(line):
+            starting = False
         if _PREEMPT.search(line):
             out["num_preemption_lines"] += 1
             if len(out["preemption_examples"]) < 3:
@@ -60,6 +70,7 @@ def scan_lines(lines: list[str]) -> dict:
             out["num_nccl_errors"] += 1
         if _SHM_STALL.search(line):
             out["num_shm_broadcast_stalls"] += 1
+            out["num_shm_broadcast_stalls_startup"] += starting
         if _OOM.search(line):
             out["num_oom_lines"] += 1
         if m := _DOWNLOAD.search(line):

@@ -1,6 +1,8 @@
 """Small text helpers for rule messages (numbers with units, never a bare float)."""
 from __future__ import annotations
 
+import math
+
 GIB = float(2**30)
 
 
@@ -20,8 +22,10 @@ def round_up(value: float, multiple: int) -> int:
     return int(-(-value // multiple) * multiple)
 
 
-def pow2_at_least(value: float) -> int:
-    n = 1
-    while n < value:
-        n *= 2
-    return n
+def seqs_at_least(value: float) -> int:
+    """The smallest batch cap >= value that vLLM captures a CUDA graph for: 1, 2, 4, then every 8
+    (vllm/config/compilation.py). No power of two is needed, whatever seed 002 says."""
+    for small in (1, 2, 4):
+        if value <= small:
+            return small
+    return math.ceil(value / 8) * 8

@@ -103,7 +103,11 @@ THRESHOLDS: dict[str, Threshold] = {
     "SCHED004.min_scaling_x": _T(2.0, "x", "000 §4 and quick reference", "throughput gain from c=1 to c=16 below which it fires"),
     "SCHED004.high_concurrency": _T(16.0, "requests", "catalog (1 -> 16)", "the concurrency compared with c=1"),
     "SCHED006.min_context_tokens": _T(8192.0, "tokens", "000 §5 (beyond 8K at batch 1)", "prompt length from which growth is judged"),
-    "SCHED006.superlinear_exponent": _T(1.5, "exponent", "000 §5 (O(N^2) attention)", "TTFT ~ len^k exponent that fires"),
+    "SCHED006.excess_exponent": _T(0.15, "exponent", "000 §5; attention is O(N^2) FLOPs even with FlashAttention",
+                                   "TTFT ~ len^k exponent above what a FlashAttention prefill shows at those lengths"),
+    "SCHED006.assumed_hidden_size": _T(896.0, "hidden units", "smallest common chat model (Qwen2.5-0.5B): the most "
+                                       "quadratic share, so the fewest false alarms",
+                                       "model width that sets where attention FLOPs overtake the linear layers (12 x width)"),
     # --- precision, engine, capacity -------------------------------------------------------------
     "ENG002.min_roofline_frac": _T(0.50, "fraction", "000 §7, 004 §2 (decode is bandwidth-bound)", "decode share of roofline below which it fires"),
     "ENG003.min_acceptance_frac": _T(0.50, "fraction", "002 step 5 (75-85% accepted is good)", "draft acceptance below which it fires"),
@@ -112,6 +116,10 @@ THRESHOLDS: dict[str, Threshold] = {
                                         "non-weight, non-KV memory per GPU"),
     "ENG006.min_drop_frac": _T(0.15, "fraction", "002 lessons (15% drop after 48 h), 003 case 2", "throughput drop against the earlier report that fires"),
     "ENG006.long_uptime_s": _T(24 * 3600.0, "s", "002 lessons (48 h), 003 case 2 (5 days)", "uptime that counts as long"),
+    "ENG006.idle_kv_usage_frac": _T(0.05, "fraction", "vllm #15085, #27073 (KV usage stuck after failed requests)",
+                                    "KV usage with no request running or waiting that counts as held (leaked)"),
+    "ENG006.rss_growth_frac": _T(0.25, "fraction", "vllm #50150 (host RAM growth over days)",
+                                 "server RSS growth against the earlier report that counts as a leak"),
     # --- the measurement itself ------------------------------------------------------------------
     "BENCH001.min_achieved_frac": _T(0.90, "fraction", "anchors' known pitfalls", "achieved/requested concurrency below which the client is the limit"),
     "BENCH001.max_loop_lag_ms": _T(10.0, "ms", "anchors' known pitfalls", "event-loop lag p99 above which the client is the limit"),

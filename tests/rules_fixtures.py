@@ -129,7 +129,7 @@ def healthy_probes() -> dict[str, dict[str, Any]]:
         "logs": {"path": "/var/log/vllm.log", "truncated": False, "num_lines": 5200, "slow_tokenizer": False,
                  "num_preemption_lines": 0, "kv_cache_tokens": 480000, "num_gpu_blocks": 30000, "max_concurrency": 58.6,
                  "max_concurrency_tokens_per_request": 8192, "cuda_graph_hints": [], "num_nccl_errors": 0,
-                 "num_shm_broadcast_stalls": 0, "num_oom_lines": 0, "weights_download_s": None},
+                 "num_shm_broadcast_stalls": 0, "num_shm_broadcast_stalls_startup": 0, "num_oom_lines": 0, "weights_download_s": None},
     })
 
 
@@ -385,6 +385,18 @@ def _define() -> None:
     case("CPU001", "positive_wrong_node", "GPU on node 1, server pinned to node 0",
          {**FIRES, "commands": ["numactl --cpunodebind=1 --membind=1 <your server command>"]},
          snapshot({g + "numa_node": 1}))
+    case("CPU001", "positive_wrong_node_numa_bind", "vLLM 0.33 on node 0, GPU on node 1: --numa-bind, not numactl",
+         {**FIRES, "commands": ["--numa-bind"]},
+         snapshot({g + "numa_node": 1, "server_config.engine_version": "0.33.0"}))
+    tp_two_sockets = {"gpu.gpus": [healthy_probes()["gpu"]["gpus"][0],
+                                   {**healthy_probes()["gpu"]["gpus"][0], "index": 1, "uuid": "GPU-2222", "numa_node": 1}],
+                      "server_config.tensor_parallel_size": 2}
+    case("CPU001", "positive_tp_across_sockets_old_vllm", "TP=2 with GPUs on nodes 0 and 1, server pinned to node 0, "
+         "vLLM 0.18: no whole-server numactl advice",
+         {**FIRES, "commands": [], "text_contains": ["pins some workers to the wrong node", "0.31.0 adds --numa-bind"]},
+         snapshot(tp_two_sockets))
+    case("CPU001", "positive_tp_across_sockets_new_vllm", "The same on vLLM 0.33: --numa-bind",
+         {**FIRES, "commands": ["--numa-bind"]}, snapshot({**tp_two_sockets, "server_config.engine_version": "0.33.0"}))
     case("CPU001", "negative_aligned", "Server on the GPU's node", PASSES, snapshot())
     case("CPU001", "negative_single_node", "A one-node host cannot be misaligned",
          PASSES, snapshot({g + "numa_node": 1, "cpu.numa_nodes": [{"node": 0, "cpus": list(range(112))}]}))
@@ -544,6 +556,13 @@ def _define() -> None:
          {**FIRES, "evidence_keys": ["bench.c16.server.prefix_cache_hit_rate"]},
          snapshot(), bench({"config.shared_prefix_len": 1024,
                             **{f"levels.{i}.server.prefix_cache_hit_rate": 0.02 for i in range(4)}}))
+    case("KV005", "positive_low_hit_rate_state_assumed", "2% hit rate on vLLM 0.33 where only the default says prefix "
+         "caching is on: vLLM decides it per model, so the finding is hedged",
+         {**FIRES, "certainty": "possible", "text_contains": ["hybrid Mamba/attention and pooling models"]},
+         snapshot({"server_config.engine_version": "0.33.0", "server_config.enable_prefix_caching": None,
+                   "server_config.sources.enable_prefix_caching": "default",
+                   "server_metrics.cache_config.enable_prefix_caching": None}),
+         bench({"config.shared_prefix_len": 1024, **{f"levels.{i}.server.prefix_cache_hit_rate": 0.02 for i in range(4)}}))
     case("KV005", "negative_low_hit_no_shared_prefix", "Low hit rate on traffic with no shared prefix is expected",
          PASSES, snapshot(), bench({"config.shared_prefix_len": 0,
                                     **{f"levels.{i}.server.prefix_cache_hit_rate": 0.01 for i in range(4)}}))
@@ -577,6 +596,11 @@ def _define() -> None:
          {**FIRES, "commands": ["--max-num-seqs 32"]},
          snapshot({"server_config.max_num_seqs": 16}),
          bench({"levels.3.server.num_requests_running_max": 16, "levels.3.server.num_requests_waiting_mean": 40.0,
+                "levels.3.server.kv_cache_usage_frac_max": 0.31}))
+    case("SCHED002", "positive_seq_cap_not_pow2", "24 running = max_num_seqs: doubled to 48, not rounded up to a "
+         "power of two (vLLM captures graphs every 8)", {**FIRES, "commands": ["--max-num-seqs 48"]},
+         snapshot({"server_config.max_num_seqs": 24}),
+         bench({"levels.3.server.num_requests_running_max": 24, "levels.3.server.num_requests_waiting_mean": 40.0,
                 "levels.3.server.kv_cache_usage_frac_max": 0.31}))
     case("SCHED002", "negative_kv_bound", "Waiting with a full KV cache is KV001's case, not SCHED002's",
          PASSES, snapshot({"server_config.max_num_seqs": 16}),
@@ -628,6 +652,10 @@ def _define() -> None:
          snapshot({"server_config.engine_version": "0.5.4"}), bench(ctx_sweep, concurrencies=(1, 4)))
     case("SCHED006", "negative_linear", "TTFT 180 ms at 2K, 1.5 s at 16K (linear)",
          PASSES, snapshot(), bench({**ctx_sweep, "levels.1.ttft_ms.p50": 1500.0}, concurrencies=(1, 4)))
+    case("SCHED006", "negative_small_model_at_32k", "8K -> 32K at batch 1 grows as len^1.6: the O(N^2) FLOPs of "
+         "a FlashAttention prefill for a small model, not a missing flash kernel", PASSES, snapshot(),
+         bench({"levels.0.input_tokens_mean": 8192.0, "levels.0.ttft_ms.p50": 1000.0, "levels.1.concurrency": 1,
+                "levels.1.input_tokens_mean": 32768.0, "levels.1.ttft_ms.p50": 9100.0}, concurrencies=(1, 4)))
     case("SCHED006", "skipped_no_sweep", "One prompt length only",
          {"fires": False, "skipped_reason": "context sweep"}, snapshot(), bench())
     # QUANT001
@@ -742,8 +770,15 @@ def _define() -> None:
     # ENG005
     case("ENG005", "positive_v0", "vLLM 0.6.3 (V0 engine)", {**FIRES, "severity": "medium"},
          snapshot({"server_config.engine_version": "0.6.3"}))
-    case("ENG005", "positive_pre_fa3", "vLLM 0.11 (V1, before automatic FA3/FA4)", {**FIRES, "severity": "low"},
+    case("ENG005", "positive_pre_fa4_on_sm100", "vLLM 0.11 on a B200 (SM100): FA4 is automatic from 0.17.1",
+         {**FIRES, "severity": "low", "text_contains": ["vLLM 0.17.1 does"]},
+         snapshot({"server_config.engine_version": "0.11.0", "gpu.gpus.0.name": "NVIDIA B200",
+                   "gpu.gpus.0.compute_capability": [10, 0]}))
+    case("ENG005", "negative_v1_on_hopper", "vLLM 0.11 on an H100 already picks FA3 (since 0.8): quiet", PASSES,
          snapshot({"server_config.engine_version": "0.11.0"}))
+    case("ENG005", "negative_v1_on_ampere", "vLLM 0.10 on an A100: no newer FlashAttention to gain", PASSES,
+         snapshot({"server_config.engine_version": "0.10.2", "gpu.gpus.0.name": "NVIDIA A100-SXM4-80GB",
+                   "gpu.gpus.0.compute_capability": [8, 0]}))
     case("ENG005", "negative_current", "vLLM 0.18.1", PASSES, snapshot())
     # ENG006
     base_report = {"kind": "bench", "target": {"model": "meta-llama/Llama-3.1-8B-Instruct"},
@@ -751,6 +786,14 @@ def _define() -> None:
     case("ENG006", "positive_degraded", "c=16 fell 1500 -> 1050 tok/s with 55 preemptions after 5 days up",
          {**FIRES, "certainty": "likely", "evidence_keys": ["derived.throughput_drop_frac"]},
          snapshot({"server_process.uptime_s": 5 * 86400}),
+         bench({"levels.2.output_tokens_per_s": 1050.0, "levels.2.server.num_preemptions_delta": 55}),
+         baseline=base_report)
+    case("ENG006", "positive_kv_stuck_at_idle", "Slower with preemptions, and 30% of the KV cache still held with "
+         "nothing running: a leak; a restart is called a workaround",
+         {**FIRES, "evidence_keys": ["server_metrics.kv_cache_usage_frac"],
+          "text_contains": ["a leak", "workaround until then, not a fix"]},
+         snapshot({"server_process.uptime_s": 5 * 86400, "server_metrics.kv_cache_usage_frac": 0.30,
+                   "server_metrics.num_requests_running_max": 0, "server_metrics.num_requests_waiting_max": 0}),
          bench({"levels.2.output_tokens_per_s": 1050.0, "levels.2.server.num_preemptions_delta": 55}),
          baseline=base_report)
     case("ENG006", "negative_same_speed", "Same throughput as last week", PASSES, snapshot(), bench(),
@@ -766,6 +809,8 @@ def _define() -> None:
     case("ENG007", "positive_stalls_nccl_not_counted", "Stalls counted, NCCL lines not: no '0 NCCL errors' claim",
          {**FIRES, "severity": "medium", "text_contains": ["The server log has 5 shared-memory broadcast stall"]},
          snapshot({"logs.num_shm_broadcast_stalls": 5, "logs.num_nccl_errors": None}))
+    case("ENG007", "negative_startup_only", "14 shm broadcast warnings, all while vLLM compiled at startup",
+         PASSES, snapshot({"logs.num_shm_broadcast_stalls": 14, "logs.num_shm_broadcast_stalls_startup": 14}))
     case("ENG007", "negative_clean_log", "No communication trouble", PASSES, snapshot())
     # BENCH001
     case("BENCH001", "positive_client_lag", "c=64: achieved 41.5, loop lag 38 ms, marked invalid",

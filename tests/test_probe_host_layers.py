@@ -292,3 +292,24 @@ def test_server_process_limits_and_user_come_from_its_own_proc_entries(tmp_path)
     unlimited = read_limits(4242, str(proc), str(sys_root))
     assert unlimited.cpu_quota_cores is None and unlimited.memory_max_bytes is None
     assert read_limits(9999, str(proc), str(sys_root)).cgroup_path is None      # gone or not ours: unknown
+
+
+def test_logs_probe_tells_startup_shm_warnings_from_serving_stalls(tmp_path):
+    """vLLM warns about the shm broadcast block while it compiles at startup; only warnings after the ready
+    line (or after no startup line at all) count as serving stalls for ENG007."""
+    warn = ("WARNING 11-20 10:0{}:00 [shm_broadcast.py:501] No available shared memory broadcast block found in 60 "
+            "seconds. This typically happens when some processes are hanging or doing some time-consuming work "
+            "(e.g. compilation, weight/kv cache quantization).")
+    log = tmp_path / "vllm.log"
+    log.write_text("\n".join([
+        "INFO 11-20 10:00:00 [api_server.py:1351] vLLM API server version 0.11.2",
+        warn.format(1), warn.format(2),
+        "INFO:     Application startup complete.",
+        warn.format(5),
+        "INFO 11-21 09:00:00 [api_server.py:1351] vLLM API server version 0.11.2",  # restarted
+        warn.format(6),
+        "INFO:     Application startup complete.",
+    ]) + "\n")
+    d = probe_logs(str(log)).data
+    assert d.num_shm_broadcast_stalls == 4
+    assert d.num_shm_broadcast_stalls_startup == 3

@@ -1,5 +1,13 @@
-"""CPU001 (numa-misaligned): one rule, its doc and thresholds; fixtures in tests/fixtures/rules/CPU001/."""
+"""CPU001 (numa-misaligned): one rule, its doc and thresholds; fixtures in tests/fixtures/rules/CPU001/.
+
+One `numactl --cpunodebind=N --membind=N` around the whole server is right only when every GPU it serves
+hangs off node N. With tensor-parallel GPUs on both sockets it pins half the workers to the wrong node.
+vLLM's `--numa-bind` (in the engine-truth tables from 0.31.0) binds each worker to its own GPU's node;
+SGLang has `--numa-node`, one node per GPU.
+"""
 from __future__ import annotations
+
+import triage.core.engine_truth as truth
 
 from typing import Any
 
@@ -19,8 +27,11 @@ from triage.rules.registry import rule
         "the socket interconnect: higher latency, lower bandwidth, and jitter in TTFT.",
     example="gpu.gpus[0].numa_node = 1, server_process.affinity_numa_nodes = [0], "
             "server_process.memory_numa_nodes = [0]",
-    fix="Bind the server to the GPU's node: `numactl --cpunodebind=N --membind=N vllm serve ...`.",
-    references=("seed 003 CPU layer (check NUMA affinity, bind vLLM to the correct node)", "nvidia-smi topo -m"),
+    fix="Bind each worker to its GPU's node: vLLM `--numa-bind` where the version has it, SGLang `--numa-node`; "
+        "`numactl --cpunodebind=N --membind=N` on the whole server only when all its GPUs are on node N.",
+    references=("seed 003 CPU layer (check NUMA affinity, bind vLLM to the correct node)", "nvidia-smi topo -m",
+                "vLLM ParallelConfig.numa_bind (--numa-bind), SGLang ServerArgs --numa-node, via "
+                "triage/core/engine_truth; seed 003's whole-server numactl is wrong when TP spans sockets"),
 ))
 def cpu001(ctx: Context) -> Hit | None:
     nodes = {g.numa_node for g in ctx.serving_gpus()}
@@ -37,16 +48,50 @@ def cpu001(ctx: Context) -> Hit | None:
     if not set(affinity) & nodes:
         evidence["server_process.affinity_numa_nodes"] = affinity
         problems.append("its CPUs are all on another NUMA node")
+    elif len(nodes) > 1 and not nodes <= set(affinity):
+        evidence["server_process.affinity_numa_nodes"] = affinity
+        problems.append(f"the server is pinned to node {', '.join(map(str, sorted(affinity)))} only, so the workers "
+                        f"of the GPUs on node {', '.join(map(str, sorted(nodes - set(affinity))))} cross the socket")
     if memory is not None and memory and not set(memory) & nodes:
         evidence["server_process.memory_numa_nodes"] = memory
         problems.append("its memory sits on another NUMA node")
     if not problems:
         return None
-    node = min(nodes)
     return Hit(
         title="The server runs on a different NUMA node than its GPU",
-        message=f"The GPU is on NUMA node {node} but {' and '.join(problems)}.",
-        evidence=evidence, certainty=Certainty.CONFIRMED, impact=0.3,
-        fix=Fix(f"Start the server bound to node {node}.",
-                (f"numactl --cpunodebind={node} --membind={node} <your server command>",)),
+        message=f"The GPU{'s are' if len(nodes) > 1 else ' is'} on NUMA node{'s' if len(nodes) > 1 else ''} "
+                f"{', '.join(map(str, sorted(nodes)))} but {' and '.join(problems)}.",
+        evidence=evidence, certainty=Certainty.CONFIRMED, impact=0.3, fix=_binding_fix(ctx, sorted(nodes)),
     )
+
+
+def _binding_fix(ctx: Context, nodes: list[int]) -> Fix:
+    """Per-worker binding where the engine has it; whole-process numactl only for a single-node GPU set."""
+    engine = ctx.engine()
+    if engine.name in ("vllm", "sglang"):
+        flag = "--numa-bind" if engine.name == "vllm" else "--numa-node"
+        table = truth.table(engine.name, engine.version)
+        if table is not None and table.flag(flag) is not None:
+            cmd = flag if engine.name == "vllm" else f"{flag} {' '.join(map(str, nodes))}"
+            return Fix(f"Let {engine.name} bind each worker to its own GPU's NUMA node (checked against "
+                       f"{table.label}); drop any numactl around the whole server.", (cmd,))
+        first = _first_with_flag(engine.name, flag)
+        if len(nodes) > 1:
+            upgrade = f" {engine.name} {first} adds {flag}, which binds each worker to its own GPU's node." if first else ""
+            return Fix("The GPUs span NUMA nodes, so one numactl binding for the whole server pins some workers "
+                       "to the wrong node: keep tensor-parallel GPUs within one node, or unpin the server." + upgrade,
+                       ())
+    if len(nodes) > 1:
+        return Fix("The GPUs span NUMA nodes: keep tensor-parallel GPUs within one node, or unpin the server; a "
+                   "whole-server numactl binding is wrong for half of them.", ())
+    node = nodes[0]
+    return Fix(f"Start the server bound to node {node}.",
+               (f"numactl --cpunodebind={node} --membind={node} <your server command>",))
+
+
+def _first_with_flag(engine: str, flag: str) -> str | None:
+    for version in truth.versions(engine):
+        table = truth.table(engine, version)
+        if table is not None and table.flag(flag) is not None:
+            return version
+    return None

@@ -10,19 +10,27 @@ from triage.rules.registry import rule
 
 @rule("ENG007", "multi-gpu-communication-stalls", Severity.HIGH, ("logs",), RuleDoc(
     what="The server log shows NCCL errors, or vLLM's 'No available shared memory broadcast block found' "
-         "warnings: the workers of a multi-GPU (TP/PP) server stall waiting for each other.",
+         "warnings while serving: the workers of a multi-GPU (TP/PP) server stall waiting for each other. "
+         "Warnings between vLLM's startup line and its ready line are left out: vLLM itself says they "
+         "typically happen during compilation or quantization.",
     why="Each engine step waits for every worker; a worker stuck on a collective (a slow or failing link, an "
         "oversubscribed CPU, a hung GPU) stalls all requests, which shows as long TTFT/ITL gaps and timeouts.",
     example="logs.num_shm_broadcast_stalls = 14, logs.num_nccl_errors = 0",
     fix="Check the GPUs' links and health (GPU004, GPU006, GPU010), give the workers CPU headroom, and set "
         "NCCL_DEBUG=INFO to find the failing collective.",
-    references=("vLLM log 'No available shared memory broadcast block found in 60 seconds'",
+    references=("vLLM log 'No available shared memory broadcast block found in 60 seconds' "
+                "(vllm/distributed/device_communicators/shm_broadcast.py: 'typically happens ... compilation, "
+                "weight/kv cache quantization')",
                 "NCCL troubleshooting (NCCL_DEBUG=INFO)", "seed 002 step 6 (interconnect)"),
 ))
 def eng007(ctx: Context) -> Hit | None:
-    nccl, stalls = ctx.seen(LogsData).num_nccl_errors, ctx.seen(LogsData).num_shm_broadcast_stalls
+    logs = ctx.seen(LogsData)
+    nccl, stalls = logs.num_nccl_errors, logs.num_shm_broadcast_stalls
     if nccl is None and stalls is None:
         raise MissingInput("logs.num_nccl_errors and logs.num_shm_broadcast_stalls were not measured")
+    startup = logs.num_shm_broadcast_stalls_startup or 0
+    if stalls is not None:
+        stalls -= startup  # warnings while compiling or quantizing at startup are not serving stalls
     if not (nccl or 0) and not (stalls or 0):
         return None
     return Hit(
@@ -31,7 +39,8 @@ def eng007(ctx: Context) -> Hit | None:
             part for part in (f"{nccl} NCCL error line(s)" if nccl is not None else "",
                               f"{stalls} shared-memory broadcast stall warning(s)" if stalls is not None else "")
             if part) + ": workers wait for each other.",
-        evidence={"logs.num_nccl_errors": nccl, "logs.num_shm_broadcast_stalls": stalls, "logs.path": ctx.seen(LogsData).path},
+        evidence={"logs.num_nccl_errors": nccl, "logs.num_shm_broadcast_stalls": logs.num_shm_broadcast_stalls,
+                  "logs.num_shm_broadcast_stalls_startup": startup, "logs.path": logs.path},
         severity=Severity.HIGH if nccl else Severity.MEDIUM, certainty=Certainty.CONFIRMED, impact=0.6,
         fix=Fix("Check the GPU links and health, give the worker processes CPU headroom, and rerun with NCCL_DEBUG=INFO "
                 "to see which collective fails.", ("export NCCL_DEBUG=INFO",)),

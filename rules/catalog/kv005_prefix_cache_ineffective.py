@@ -10,6 +10,9 @@ from triage.rules.engines import DISABLING_FLAGS, engine_flags
 from triage.rules.fmt import pct
 from triage.rules.registry import rule
 
+_PER_MODEL = ("newer vLLM decides the default per model at startup (hybrid Mamba/attention and pooling models "
+              "differ: CacheConfig.enable_prefix_caching is None until the model is known)")
+
 
 @rule("KV005", "prefix-cache-ineffective", Severity.MEDIUM, ("server_config|server_metrics|bench",), RuleDoc(
     what="Prefix caching is disabled, or its hit rate is < 10% while the prompts share a prefix of >= 256 "
@@ -21,6 +24,7 @@ from triage.rules.registry import rule
     fix="Turn prefix caching on (or stop turning it off), and put the shared system prompt first, "
         "byte-identical across requests.",
     references=("seed 002 step 2 (prefix caching is critical for shared system prompts)",
+                "vLLM CacheConfig.enable_prefix_caching (default None, resolved per model) via triage/core/engine_truth",
                 "seed 004 §7.4 (automatic prefix caching)"),
 ), thresholds=("KV005.min_hit_rate_frac", "KV005.min_shared_prefix_tokens"))
 def kv005(ctx: Context) -> Hit | None:
@@ -40,7 +44,9 @@ def kv005(ctx: Context) -> Hit | None:
         default_on = engine.default_on("prefix_caching")
         off_flag = DISABLING_FLAGS["prefix_caching"].get(engine.name or "")
         if default_on and off_flag:
-            text = f"Remove `{off_flag}`: {engine.label} caches prefixes by default."
+            text = f"Remove `{off_flag}`: {engine.label} caches prefixes by default" + (
+                f" for attention models ({_PER_MODEL})."
+                if engine.name == "vllm" else ".")
             cmds: tuple[str, ...] = ()
         else:
             cmds, note = engine_flags({"enable_prefix_caching": None}, engine.name)
@@ -71,6 +77,21 @@ def kv005(ctx: Context) -> Hit | None:
         return None
     for lv, r in low:
         evidence[f"{level_label(lv)}.server.prefix_cache_hit_rate"] = r
+    assumed = enabled is not False and (where is None or where.startswith("default"))
+    if assumed and engine.name == "vllm":
+        # Only the default says it is on, and vLLM's default depends on the model: do not claim it is on.
+        return Hit(
+            title="The prefix cache rarely hits although prompts share a prefix",
+            message=f"Prompts share a {shared}-token prefix but the prefix cache hit rate stays at "
+                    f"{pct(min(r for _, r in low))}. Whether prefix caching is on was not seen: {engine.label} "
+                    f"turns it on by default for attention models, but {_PER_MODEL}.",
+            evidence={**evidence, "derived.prefix_caching_state": "assumed default"},
+            certainty=Certainty.POSSIBLE, impact=0.4,
+            fix=Fix("Check the enable_prefix_caching label of `vllm:cache_config_info` in /metrics (or the startup "
+                    "args). Off with no flag saying so means vLLM's per-model default turned it off for this "
+                    "architecture. On means something before the shared part differs: put the shared system prompt "
+                    "first, byte-identical across requests.", ()),
+        )
     return Hit(
         title="The prefix cache rarely hits although prompts share a prefix",
         message=f"Prompts share a {shared}-token prefix but the prefix cache hit rate stays at "

@@ -8,7 +8,7 @@ from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label, metrics_kv_usage
 from triage.rules.engines import engine_flags
-from triage.rules.fmt import pct, pow2_at_least
+from triage.rules.fmt import pct, seqs_at_least
 from triage.rules.registry import rule
 
 
@@ -19,10 +19,14 @@ from triage.rules.registry import rule
         "and TTFT grows while the GPU could batch more (seed 000 quick reference).",
     example="server_config.max_num_seqs = 16, bench.c64.server.num_requests_running_max = 16, "
             "bench.c64.server.num_requests_waiting_mean = 40, bench.c64.server.kv_cache_usage_frac_max = 0.31",
-    fix="Raise `--max-num-seqs` (keep it a power of two for CUDA graphs); SGLang `--max-running-requests`, TGI "
-        "`--max-concurrent-requests`.",
+    fix="Raise `--max-num-seqs` (doubled, rounded to a multiple of 8); SGLang `--max-running-requests`, TGI "
+        "`--max-batch-size`. No power of two is needed: vLLM captures CUDA graphs for batch 1, 2, 4 and "
+        "then every 8.",
     references=("seed 000 quick reference (good single-request latency, poor concurrency: --max-num-seqs)",
-                "seed 004 §10 (tuning --max-num-seqs)"),
+                "seed 004 §10 (tuning --max-num-seqs)",
+                "seed 002 says keep it a power of two for CUDA graphs; vLLM's compilation config captures 1, 2, 4 "
+                "then steps of 8, so triage follows the source",
+                "TGI backends/v3 --max-batch-size bounds the batch; --max-concurrent-requests refuses clients"),
 ), thresholds=("SCHED002.max_kv_usage_frac",))
 def sched002(ctx: Context) -> Hit | None:
     seqs = ctx.measured(ctx.need(ServerConfigData).max_num_seqs, "server_config.max_num_seqs")
@@ -53,12 +57,13 @@ def sched002(ctx: Context) -> Hit | None:
         raise MissingInput("running/waiting requests and KV usage were not measured together")
     if not evidence:
         return None
-    proposed = pow2_at_least(seqs * 2)
+    proposed = seqs_at_least(seqs * 2)
     cmds, note = engine_flags({"max_num_seqs": proposed}, ctx.engine().name)
     return Hit(
         title="max_num_seqs caps the batch while KV has room",
         message=f"The batch is full at max_num_seqs={seqs} while requests wait and the KV cache is below "
                 f"{pct(max_kv)}: the sequence cap, not memory, limits concurrency.",
         evidence={"server_config.max_num_seqs": seqs, **evidence}, certainty=Certainty.CONFIRMED, impact=0.6,
-        fix=Fix(f"Raise max_num_seqs to {proposed} (a power of two keeps CUDA graph capture efficient)." + note, cmds),
+        fix=Fix(f"Raise max_num_seqs to {proposed} (twice the cap; no power of two is needed for CUDA graphs)."
+                + note, cmds),
     )

@@ -6,7 +6,7 @@ from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
 from triage.rules.engines import engine_flags
-from triage.rules.fmt import pow2_at_least
+from triage.rules.fmt import seqs_at_least
 from triage.rules.registry import rule
 
 
@@ -40,7 +40,7 @@ def sched004(ctx: Context) -> Hit | None:
     text = ("Serve with a continuous-batching engine (vLLM, SGLang, TGI), and remove any proxy or worker pool "
             "that forwards one request at a time.")
     if seqs is not None and seqs < c_hi:
-        cmds, note = engine_flags({"max_num_seqs": pow2_at_least(max(c_hi, seqs * 2))}, engine.name)
+        cmds, note = engine_flags({"max_num_seqs": seqs_at_least(max(c_hi, seqs * 2))}, engine.name)
         text = f"max_num_seqs={seqs} caps the batch below the offered concurrency: raise it." + note
     return Hit(
         title="Throughput does not scale with concurrency",

@@ -212,3 +212,13 @@ def removed_in(engine: str, name: str) -> str | None:
         elif seen:
             return v
     return None
+
+
+def first_with(engine: str, default_key: str) -> str | None:
+    """The oldest tabled version whose `default_key` default is true and stays true in every newer table
+    (e.g. vllm flash_attn_4_on_sm100 -> 0.17.1); None when the newest table does not have it."""
+    found: str | None = None
+    for v in versions(engine):
+        on = bool(table(engine, v).defaults.get(default_key))  # type: ignore[union-attr]
+        found = (found or v) if on else None
+    return found

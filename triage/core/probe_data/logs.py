@@ -25,6 +25,7 @@ class LogsData(Payload):
     cuda_graph_hints: tuple[str, ...] = ()
     num_nccl_errors: int | None = None
     num_shm_broadcast_stalls: int | None = None
+    num_shm_broadcast_stalls_startup: int | None = None  # of those, between vLLM's startup and ready lines
     num_oom_lines: int | None = None
     weights_download_s: float | None = None         # the longest "Time spent downloading weights" vLLM logged
 
