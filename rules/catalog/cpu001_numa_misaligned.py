@@ -7,10 +7,9 @@ SGLang has `--numa-node`, one node per GPU.
 """
 from __future__ import annotations
 
-import triage.core.engine_truth as truth
-
 from typing import Any
 
+import triage.core.engine_truth as truth
 from triage.core.probe_data import (
     CpuData,
     ServerProcessData,
