@@ -42,6 +42,7 @@ from triage.commands import import_cmd as _import  # noqa: E402
 from triage.commands import plan as _plan  # noqa: E402
 from triage.commands import rules as _rules  # noqa: E402
 from triage.commands import serve as _serve  # noqa: E402
+from triage.commands import watch as _watch  # noqa: E402
 
 app.command("diagnose", help="Run every probe and the rules; print ranked findings with evidence and exact flags.")(
     _diagnose.diagnose)
@@ -52,6 +53,8 @@ app.command("import", help="Convert a vLLM, AIPerf or GuideLLM result file into 
 app.command("serve", help="Serve the reference engine: OpenAI-compatible API, vLLM-named /metrics.")(_serve.serve)
 app.add_typer(_rules.app, name="rules", help="The rule registry: `list`, or `explain CODE`.")
 app.command("baseline", help="Measure seed 000's before/after table on this host with the reference engine.")(_baseline.baseline)
+app.command("watch", help="Diagnose on a loop and serve findings and key signals as Prometheus metrics.")(
+    _watch.watch)
 app.command("plan", help="VRAM fit, KV capacity, roofline speed, fleet size and cost; vLLM flags.")(_plan.plan)
 
 

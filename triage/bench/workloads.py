@@ -8,30 +8,15 @@ import dataclasses
 import hashlib
 import json
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from triage.bench.config import BenchConfig, Endpoint, LevelSpec
+from triage.core.durations import parse_duration_s
 from triage.core.errors import UsageError
 
 MOONCAKE_BLOCK_TOKENS = 512  # Mooncake's traces hash prompts in blocks of 512 tokens
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min)?\s*$")
-
-
-def parse_duration_s(text: str, flag: str) -> float:
-    """'20s', '1.5m', '500ms' or a bare number of seconds."""
-    match = _DURATION.match(text)
-    if not match:
-        raise UsageError(f"{flag} {text!r}: expected a duration like 20s, 2m or 500ms")
-    value, unit = float(match.group(1)), match.group(2) or "s"
-    seconds = value / 1000.0 if unit == "ms" else value * 60.0 if unit in ("m", "min") else value
-    if not seconds > 0:
-        raise UsageError(f"{flag} {text!r}: the duration must be > 0")
-    return seconds
-
-
 @dataclass(frozen=True, slots=True)
 class Ramp:
     """`step:2,4,8:20s` (each step a closed-loop level of 20 s) or `linear:1:20:60s` (concurrency rising

@@ -1,0 +1,77 @@
+"""A real Prometheus on loopback for tests (Debian's `prometheus` package; scripts/bootstrap.sh installs it
+where apt is usable). Tests that need it skip with the reason when the binary is missing."""
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+PROMETHEUS = shutil.which("prometheus")
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (Debian package "
+                                    "'prometheus'; scripts/bootstrap.sh installs it where apt is usable)")
+needs_prometheus = pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None,
+                                      reason="prometheus is not installed (Debian package 'prometheus'; "
+                                             "scripts/bootstrap.sh installs it where apt is usable)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def prometheus(tmp: Path, scrape_targets: list[str] = (), storage: Path | None = None,
+               scrape_interval_s: float = 1.0, retention: str = "30d") -> Iterator[str]:
+    """Start prometheus on 127.0.0.1 (scraping `scrape_targets`, host:port) and yield its base URL."""
+    config = tmp / "prometheus.yml"
+    jobs = "" if not scrape_targets else (
+        "scrape_configs:\n  - job_name: triage\n    scrape_interval: {s}s\n    static_configs:\n"
+        "      - targets: [{t}]\n").format(s=scrape_interval_s, t=", ".join(f"'{t}'" for t in scrape_targets))
+    config.write_text(f"global:\n  scrape_interval: {scrape_interval_s}s\n  evaluation_interval: {scrape_interval_s}s\n"
+                      + jobs)
+    port = free_port()
+    data = storage or (tmp / "data")
+    log = open(tmp / "prometheus.log", "wb")
+    proc = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={data}",
+                             f"--web.listen-address=127.0.0.1:{port}", f"--storage.tsdb.retention.time={retention}"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError("prometheus exited: " + (tmp / "prometheus.log").read_text()[-2000:])
+            try:
+                if httpx.get(url + "/-/ready", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("prometheus did not become ready: " + (tmp / "prometheus.log").read_text()[-2000:])
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def query(url: str, expr: str, at_s: float | None = None) -> list[dict]:
+    params = {"query": expr}
+    if at_s is not None:
+        params["time"] = str(at_s)
+    body = httpx.get(url + "/api/v1/query", params=params, timeout=10).json()
+    assert body["status"] == "success", body
+    return body["data"]["result"]
