@@ -15,6 +15,26 @@ stamp="$VENV/.triage-installed"
 # pip here warns about every find-links/index location a package is missing from; keep real errors.
 pip_install() { "$VENV/bin/python" -m pip install -q "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 
+# The real Prometheus and promtool (Debian's `prometheus` package) for the alert-rule and `triage watch`
+# tests, where apt is usable (root or passwordless sudo). Anywhere else those tests skip with the reason.
+install_prometheus() {
+  command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && return 0
+  command -v apt-get >/dev/null 2>&1 || return 0
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null || return 0
+    sudo="sudo -n"
+  fi
+  echo "bootstrap: installing Debian's prometheus (promtool) for the alert-rule tests" >&2
+  { $sudo apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1 ||
+    { $sudo apt-get update -q >/dev/null 2>&1 &&
+      $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1; }; } ||
+    echo "bootstrap: could not install prometheus; its tests will skip" >&2
+  # The package starts a service on :9090 where systemd runs; tests start their own on loopback.
+  return 0
+}
+[ "${TRIAGE_NO_APT:-0}" = 1 ] || DEBIAN_FRONTEND=noninteractive install_prometheus
+
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VENV/bin/python" -c "import triage, torch" 2>/dev/null; then
   exit 0

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
@@ -32,12 +33,13 @@ def free_port() -> int:
 def prometheus(tmp: Path, scrape_targets: list[str] = (), storage: Path | None = None,
                scrape_interval_s: float = 1.0, retention: str = "30d") -> Iterator[str]:
     """Start prometheus on 127.0.0.1 (scraping `scrape_targets`, host:port) and yield its base URL."""
+    every = f"{round(scrape_interval_s * 1000)}ms"
+    body: dict = {"global": {"scrape_interval": every, "evaluation_interval": every}}
+    if scrape_targets:
+        body["scrape_configs"] = [{"job_name": "triage", "scrape_interval": every,
+                                   "static_configs": [{"targets": list(scrape_targets)}]}]
     config = tmp / "prometheus.yml"
-    jobs = "" if not scrape_targets else (
-        "scrape_configs:\n  - job_name: triage\n    scrape_interval: {s}s\n    static_configs:\n"
-        "      - targets: [{t}]\n").format(s=scrape_interval_s, t=", ".join(f"'{t}'" for t in scrape_targets))
-    config.write_text(f"global:\n  scrape_interval: {scrape_interval_s}s\n  evaluation_interval: {scrape_interval_s}s\n"
-                      + jobs)
+    config.write_text(yaml.safe_dump(body))
     port = free_port()
     data = storage or (tmp / "data")
     log = open(tmp / "prometheus.log", "wb")
