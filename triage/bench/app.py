@@ -97,8 +97,15 @@ class Outcome:
     exit_code: int
 
 
-def _run(cfg: BenchConfig, sink: RecordSink, observer: Observer | None, nvml: Any) -> tuple[BenchRunner, bool]:
-    runner = BenchRunner(cfg, sink=sink, observer=observer, nvml=nvml)
+def _run(cfg: BenchConfig, sink: RecordSink, observer: Observer | None, nvml: Any,
+         find_max: Any = None, progress: Any = None) -> tuple[BenchRunner, bool]:
+    if find_max is not None:
+        from triage.bench.find_max_runner import FindMaxRunner
+
+        runner: BenchRunner = FindMaxRunner(cfg, sink=sink, observer=observer, nvml=nvml, find_max=find_max,
+                                            progress=progress)
+    else:
+        runner = BenchRunner(cfg, sink=sink, observer=observer, nvml=nvml)
     try:
         asyncio.run(runner.run())
     except KeyboardInterrupt:
@@ -107,7 +114,7 @@ def _run(cfg: BenchConfig, sink: RecordSink, observer: Observer | None, nvml: An
 
 
 def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_console: Console | None = None,
-            nvml: Any = None) -> Outcome:
+            nvml: Any = None, find_max: Any = None, progress: Any = None) -> Outcome:
     """Run the bench and write the outputs. Interrupted (Ctrl-C): the levels that finished are still
     reported and written, and the exit code is 130."""
     from triage.core.report import new_report
@@ -126,7 +133,7 @@ def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_consol
             from triage.bench.live import LiveView
 
             observer = stack.enter_context(LiveView(live_console))
-        runner, interrupted = _run(cfg, sink, observer, nvml)
+        runner, interrupted = _run(cfg, sink, observer, nvml, find_max, progress)
     section = runner.section()
     if interrupted:
         section = dataclasses.replace(section, config={

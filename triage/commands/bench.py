@@ -63,6 +63,12 @@ def bench(
     csv: Path = typer.Option(None, "--csv", help="One row per level (CSV)."),
     html: Path = typer.Option(None, "--html", help="HTML report with plots."),
     fmt: str = format_option(),
+    find_max: str = typer.Option(None, "--find-max", help="Search for the highest load (concurrency or rate) "
+                                 "whose SLO attainment meets --attainment: needs --slo; replaces the level list."),
+    attainment: float = typer.Option(0.99, "--attainment", help="--find-max: share of requests that must meet "
+                                     "the SLO (failed requests count as misses)."),
+    max_requests: int = typer.Option(None, "--max-requests", help="--find-max: stop after this many requests."),
+    max_duration: str = typer.Option(None, "--max-duration", help="--find-max: stop after this long, e.g. 10m."),
     output_dir: Path = typer.Option(None, "--output-dir", help="Write bench.json, requests.jsonl, levels.csv "
                                     "and report.html here (explicit paths win)."),
 ) -> int:
@@ -90,7 +96,19 @@ def bench(
                           num_requests_flag=num_requests, duration_flag=duration)
     paths = OutputPaths.resolve(output_dir, json_path, jsonl, csv, html)
     err = console(stderr=True)
-    outcome = execute(cfg, paths, embedded=embedded, live_console=err if fmt == "text" and err.is_terminal else None)
+    search, progress = None, None
+    if find_max is not None:
+        from triage.bench.find_max_cli import find_max_spec, progress_printer
+
+        if num_requests is None and duration is None:  # each level sends 4x its concurrency, not a fixed count
+            import dataclasses
+
+            cfg = dataclasses.replace(cfg, num_requests=None)
+        search = find_max_spec(find_max, cfg, attainment, max_requests, max_duration,
+                               levels_given=concurrency is not None or rate is not None or ramp is not None)
+        progress = progress_printer(err)
+    outcome = execute(cfg, paths, embedded=embedded, live_console=err if fmt == "text" and err.is_terminal
+                      and search is None else None, find_max=search, progress=progress)
     emit(outcome.report, paths.json, fmt, other_files={"per-request JSONL": paths.jsonl, "levels CSV": paths.csv,
                                                       "HTML report": paths.html})
     return outcome.exit_code

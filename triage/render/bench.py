@@ -60,9 +60,27 @@ def detail_lines(section: BenchSection) -> list[str]:
         if summary.get("best_throughput_level"):
             lines.append(f"best throughput: {summary['best_throughput_level']} "
                          f"({num(summary.get('best_output_tokens_per_s'))} output tokens/s)")
+    lines += find_max_lines(summary.get("find_max"))
     for note in config.get("notes", []):
         lines.append(f"note: {note}")
     return lines
+
+
+def find_max_lines(found: dict | None) -> list[str]:
+    """`--find-max`: the answer, its bracket and why the search stopped."""
+    if not found:
+        return []
+    unit = "" if found.get("mode") == "concurrency" else " req/s"
+    slo = ", ".join(f"{k}<={v:g}" for k, v in (found.get("slo") or {}).items())
+    target = f"{found.get('target_attainment', 0):.0%} of requests within {slo}"
+    lo, hi = (found.get("bracket") or [None, None])[:2]
+    if found.get("answer") is None:
+        head = f"find-max: no load met {target}"
+    else:
+        head = f"find-max: highest {found['mode']} meeting {target}: {found['answer']:g}{unit}"
+    bracket = f"bracket: passes at {lo if lo is not None else '-'}, fails at {hi if hi is not None else '(none tried)'}"
+    return [head, f"find-max: {bracket}; {len(found.get('probes') or [])} levels, {found.get('requests_sent', 0)} "
+                  f"requests; stopped: {found.get('stop_reason') or '-'}"]
 
 
 def _needed_width(headers: list[str], rows: list[list[str]], per_column: int) -> int:
