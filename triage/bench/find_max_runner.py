@@ -10,11 +10,11 @@ from collections.abc import Callable
 
 import httpx
 
+from triage.bench.client import RequestOptions
 from triage.bench.config import LevelSpec
 from triage.bench.find_max import FindMaxResult, FindMaxSpec, Measured, Probe, search
 from triage.bench.pool import ConnectionPool
 from triage.bench.preflight import preflight
-from triage.bench.client import RequestOptions
 from triage.bench.runner import BenchRunner
 from triage.bench.server_watch import GpuSampler
 from triage.core.report import BenchLevel, BenchSection, level_name
