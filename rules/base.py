@@ -34,6 +34,7 @@ KNOWN_INPUTS = frozenset({
     "gpu", "kernel_log", "cpu", "server_process", "memory", "storage", "network", "engine_identity",
     "server_metrics", "server_config", "logs", "bench", "baseline",
     "host_memory", "pcie", "hbm", "matmul", "allreduce",        # `diagnose --active` (probes/active/)
+    "prometheus_history",                                        # `diagnose --prometheus`
 })
 
 

@@ -812,6 +812,26 @@ def _define() -> None:
     case("ENG007", "negative_startup_only", "14 shm broadcast warnings, all while vLLM compiled at startup",
          PASSES, snapshot({"logs.num_shm_broadcast_stalls": 14, "logs.num_shm_broadcast_stalls_startup": 14}))
     case("ENG007", "negative_clean_log", "No communication trouble", PASSES, snapshot())
+    # HIST001
+    def history(now: dict[str, float], then: dict[str, float] | None = None) -> dict[str, Any]:
+        base = {"ttft_p50_s": 0.30, "ttft_p90_s": 0.60, "ttft_p99_s": 0.95, "requests_per_s": 20.0,
+                "prompt_tokens_per_s": 20000.0, "prompt_tokens_per_request": 1000.0, "kv_cache_usage_mean": 0.5,
+                "requests_waiting_mean": 1.0, "preemptions_per_s": 0.0, "gpu_sm_clock_mhz_mean": 1980.0}
+        return {"prometheus_history": {"url": "http://prometheus:9090", "engine": "vllm", "window_s": 3600.0,
+                                       "against_s": 7 * 86400.0, "at_epoch_s": 1795000000.0,
+                                       "now": {**base, **now}, "then": base if then is None else then}}
+    case("HIST001", "positive_server_side", "TTFT p99 0.95 -> 1.9 s at the same traffic, SM clock down 30%",
+         {**FIRES, "severity": "high", "text_contains": ["traffic did not grow", "the server or the hardware changed", "GPU SM clock -30%"],
+          "evidence_keys": ["derived.latency_rise_x", "prometheus_history.now.gpu_sm_clock_mhz_mean"]},
+         snapshot(history({"ttft_p99_s": 1.9, "requests_per_s": 20.5, "gpu_sm_clock_mhz_mean": 1386.0})))
+    case("HIST001", "positive_traffic", "TTFT p99 0.95 -> 1.9 s with prompts twice as long: traffic",
+         {**FIRES, "severity": "medium", "text_contains": ["traffic grew", "prompt tokens per request +100%", "Capacity, not a regression"]},
+         snapshot(history({"ttft_p99_s": 1.9, "prompt_tokens_per_request": 2000.0, "prompt_tokens_per_s": 40000.0})))
+    case("HIST001", "negative_noise", "TTFT p99 +5% week over week", PASSES,
+         snapshot(history({"ttft_p99_s": 1.0})))
+    case("HIST001", "skipped_no_history_then", "Prometheus keeps less than a week",
+         {"fires": False, "skipped_reason": "comparison window"},
+         snapshot({"prometheus_history": {**history({})["prometheus_history"], "then": {"ttft_p99_s": None}}}))
     # BENCH001
     case("BENCH001", "positive_client_lag", "c=64: achieved 41.5, loop lag 38 ms, marked invalid",
          {**FIRES, "evidence_keys": ["bench.c64.client.achieved_concurrency", "bench.c64.client.event_loop_lag_ms_p99"]},

@@ -37,6 +37,7 @@ from triage.probes.kernel_log import probe_kernel_log
 from triage.probes.logs import probe_logs
 from triage.probes.memory import probe_memory
 from triage.probes.network import probe_network
+from triage.probes.prometheus_history import probe_history
 from triage.probes.server_config import probe_server_config
 from triage.probes.server_metrics import probe_server_metrics
 from triage.probes.server_process import probe_server_process
@@ -171,6 +172,9 @@ def _replays(tmp: Path, reference_url: str) -> list[ProbeResult]:
                                          {}, get=lcpp_get))
     results.append(probe_engine_identity(None, "transformers", ["transformers", "serve", "m"], {}))
     results.append(probe_engine_identity(None, "ollama", ["ollama", "serve"], {"OLLAMA_NUM_PARALLEL": "1"}))
+    # `diagnose --prometheus`: the history probe over canned instant-query answers (a query -> number table).
+    results.extend(probe_history("http://prometheus:9090", 3600.0, 7 * 86400.0, 1_795_000_000.0,
+                                 query=_canned_prometheus))
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "vllm", "serve", "m"],
                              env={"NCCL_DEBUG": "INFO", "HF_HOME": "/data/hf", "PATH": "/usr/bin:/bin"})
     try:
@@ -179,6 +183,15 @@ def _replays(tmp: Path, reference_url: str) -> list[ProbeResult]:
         child.kill()
         child.wait(5)
     return results
+
+
+def _canned_prometheus(expr: str, at_epoch_s: float) -> float | None:
+    """Prometheus answers: a count for the vLLM marker, a plausible number for every other query; the
+    comparison window (7 days earlier) answers 20% lower so that the rule sees a change."""
+    if expr.startswith("count("):
+        return 1.0 if "vllm:" in expr else None
+    value = 0.9 if "histogram_quantile" in expr else 1980.0 if "DCGM_FI_DEV_SM_CLOCK" in expr else 12.0
+    return value if at_epoch_s >= 1_795_000_000.0 else value / 1.2
 
 
 @pytest.fixture(scope="module")
@@ -267,6 +280,8 @@ def test_every_registered_probe_has_a_payload_type_and_a_replay(produced):
     from triage.probes.registry import probes
 
     names = [e.name for e in probes()]
-    assert sorted(names) == sorted(PAYLOAD_TYPES), "a registered probe without a payload type, or the reverse"
+    history_only = {"prometheus_history"}   # runs under `diagnose --prometheus`, not in the live registry
+    assert sorted(names) == sorted(set(PAYLOAD_TYPES) - history_only), \
+        "a registered probe without a payload type, or the reverse"
     for name, cls in PAYLOAD_TYPES.items():
         assert any(p.startswith(f"{cls.__name__}.") for p in produced), f"probe {name} is never replayed here"

@@ -50,6 +50,18 @@ def diagnose(
     config_path: Path = typer.Option(None, "--config", envvar="TRIAGE_CONFIG",
                                      help="A triage.toml with [rules] disable=[...] and [thresholds] overrides. "
                                           "Default: ./triage.toml when it exists."),
+    prometheus: str = typer.Option(None, "--prometheus", envvar="TRIAGE_PROMETHEUS",
+                                   help="Diagnose from the engine's metrics history in this Prometheus (its base "
+                                        "URL) instead of the live server; with --window and --against."),
+    window: str = typer.Option("1h", "--window", help="--prometheus: the window judged, ending at --at."),
+    against: str = typer.Option("7d", "--against", help="--prometheus: compare with the same window this much "
+                                                        "earlier."),
+    at: str = typer.Option(None, "--at", help="--prometheus: the end of the window (Unix seconds or ISO 8601; "
+                                              "default now)."),
+    selector: str = typer.Option("", "--selector", help="--prometheus: label matcher for the engine's series, "
+                                                        "e.g. 'instance=\"10.0.0.5:8000\"'."),
+    gpu_selector: str = typer.Option("", "--gpu-selector", help="--prometheus: label matcher for dcgm-exporter's "
+                                                                "GPU series, e.g. 'Hostname=\"node-3\"'."),
     active: bool = typer.Option(False, "--active",
                                 help="Also measure what the host moves: host memory (per NUMA node), PCIe both "
                                      "ways, GPU memory, bf16/fp8 matmul and all-reduce bandwidth, against the "
@@ -80,7 +92,17 @@ def diagnose(
         if from_path is not None:
             raise UsageError("--active measures this host now; it cannot be combined with --from")
         require_extra("engine", "triage diagnose --active (torch)")
-    if from_path is not None:
+    if prometheus is not None:
+        from triage.core.durations import parse_duration_s
+        from triage.diagnose.history import diagnose_history, parse_at
+
+        if url or from_path or active or log or kernel_log or bench_path:
+            raise UsageError("--prometheus reads history; it cannot be combined with --url, --from, --active, "
+                             "--log, --kernel-log or --bench")
+        result = diagnose_history(prometheus, parse_duration_s(window, "--window"),
+                                  parse_duration_s(against, "--against"), parse_at(at), selector, gpu_selector,
+                                  rules_config)
+    elif from_path is not None:
         if url or log or kernel_log:
             raise UsageError("--from replays a saved snapshot; it cannot be combined with --url, --log or --kernel-log")
         result = replay(from_path, bench, rules_config)
@@ -104,6 +126,8 @@ def diagnose(
         engine = result.report.target.engine or found.engine or "an unidentified server"
         says.print(f"diagnosing {found.url}" + (f" ({engine}, pid {found.pid})" if found.pid else f" ({engine})"),
                    markup=False)
+    elif found.how == "prometheus":
+        says.print("diagnosing from Prometheus history", markup=False)
     elif found.how == "none":
         says.print("no server to diagnose: host and GPU probes only", markup=False)
     if found.note:
@@ -119,6 +143,18 @@ def diagnose(
         for row in measured_rows(result.report.probes, rules_config.model_weight_bytes):
             says.print(f"  {row['measure']:<26} {row['measured']:>16}  {row['expected']:<26} {row['share']:>5}  "
                        f"{row['note']}".rstrip(), markup=False, soft_wrap=True)
+    if prometheus is not None:
+        from triage.diagnose.history import change_rows
+
+        rows = change_rows(result.snapshot)
+        if rows and fmt == "text":
+            says.print("What changed (now vs then):", markup=False)
+            for row in rows:
+                says.print(f"  {row['signal']:<24} {row['now']:>12} {row['then']:>12} {row['change']:>8}", markup=False)
+        history = result.snapshot.get("prometheus_history")
+        if history is not None and not history.ok:
+            says.print(f"triage: error: {history.reason}", markup=False)
+            return EXIT_CANNOT
     if bundle is not None:
         written = write_bundle(bundle, result, str(log) if log else None)
         says.print(f"bundle written to {written}", markup=False)

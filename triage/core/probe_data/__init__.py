@@ -15,6 +15,7 @@ from triage.core.probe_data.gpu import (
     NvLinkErrors,
     ThrottleTimes,
 )
+from triage.core.probe_data.history import PromHistoryData
 from triage.core.probe_data.host import CpuData, MemoryData, NetworkData, NumaNode, StorageData
 from triage.core.probe_data.logs import KernelLogData, LogsData, XidEvent
 from triage.core.probe_data.server import (
@@ -30,7 +31,7 @@ from triage.core.probe_data.server import (
 
 PAYLOAD_TYPES: dict[str, type[Payload]] = {t.PROBE: t for t in (
     GpuData, KernelLogData, CpuData, ServerProcessData, MemoryData, StorageData, NetworkData,
-    ServerMetricsData, ServerConfigData, LogsData, EngineIdentityData)}
+    ServerMetricsData, ServerConfigData, LogsData, EngineIdentityData, PromHistoryData)}
 
 
 def read_payload(probe: str, data: Any, where: str = "probe data") -> Any:
@@ -50,6 +51,6 @@ __all__ = [
     "PAYLOAD_TYPES", "Payload", "read_payload",
     "GpuData", "GpuDevice", "GpuPair", "GpuProcess", "NvLink", "NvLinkErrors", "ThrottleTimes",
     "CpuData", "MemoryData", "NetworkData", "NumaNode", "StorageData",
-    "KernelLogData", "LogsData", "XidEvent",
+    "KernelLogData", "LogsData", "XidEvent", "PromHistoryData",
     "BatchingSettings", "EngineIdentityData", "HistogramWindow", "LlamaCppSlotsData", "ProcessInfo", "ServerConfigData", "ServerMetricsData", "ServerProcessData",
 ]
