@@ -240,7 +240,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("CPU", ("cpu", "server_process"), ("CPU",)),
     ("memory", ("memory", "host_memory"), ("MEM",)),
     ("network & storage", ("network", "storage"), ("NET",)),
-    ("server & config", ("server_metrics", "server_config", "engine_identity", "logs"), ("KV", "SCHED", "ENG", "QUANT")),
+    ("server & config", ("server_metrics", "server_config", "engine_identity", "logs", "prometheus_history"),
+     ("KV", "SCHED", "ENG", "QUANT", "HIST")),
     ("bench", (), ("BENCH",)),
 )
 
