@@ -46,7 +46,12 @@ from triage.commands import watch as _watch  # noqa: E402
 
 app.command("diagnose", help="Run every probe and the rules; print ranked findings with evidence and exact flags.")(
     _diagnose.diagnose)
-app.command("bench", help="Load-test an OpenAI-compatible server (or the bundled reference engine).")(_bench.bench)
+bench_app = typer.Typer(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+bench_app.callback(help="Load-test an OpenAI-compatible server (or the bundled reference engine); "
+                        "`triage bench merge DIR...` merges shard outputs.")(_bench.bench)
+bench_app.command("merge", help="One report from the per-request records of several shards or workers "
+                                "(percentiles from all records).")(_bench.merge)
+app.add_typer(bench_app, name="bench")
 app.command("compare", help="The CI gate: compare two reports; exit 1 on a regression.")(_compare.compare)
 app.command("import", help="Convert a vLLM, AIPerf or GuideLLM result file into a triage bench report.")(
     _import.import_file)

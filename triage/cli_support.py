@@ -70,6 +70,9 @@ def funnel(fn: Callable[..., int | None]) -> Callable[..., None]:
             error(f"unexpected {type(e).__name__}: {e}. Re-run with --debug for the traceback, "
                   "and please report it.")
             raise typer.Exit(EXIT_CANNOT) from None
+        ctx = kwargs.get("ctx")
+        if ctx is not None and getattr(ctx, "invoked_subcommand", None):
+            return  # a group's callback (`triage bench` before `merge`): the subcommand runs next
         raise typer.Exit(int(code or 0))
 
     return wrapper

@@ -84,6 +84,8 @@ class BenchConfig:
     prefix_len: int = 0
     ramp: Any = None  # workloads.Ramp
     window_s: float | None = None
+    # --shard/--workers (shards.py): {index, count, levels: the whole run's levels, clock_offset_s}; None alone.
+    shard: dict[str, Any] | None = None
 
     @property
     def input_lens(self) -> tuple[int, ...]:
@@ -128,6 +130,7 @@ class BenchConfig:
             "warm_connections": self.warm_connections,
             "request_id_header": self.request_id_header,
             "workload": self.workload_dict(),
+            **({"shard": self.shard} if self.shard is not None else {}),
         }
 
     def workload_dict(self) -> dict[str, Any]:

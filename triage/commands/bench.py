@@ -6,11 +6,12 @@ from pathlib import Path
 import typer
 
 from triage.cli_support import console, emit, format_option, funnel, json_option, url_option
-from triage.core.errors import require_extra
+from triage.core.errors import UsageError, require_extra
 
 
 @funnel
 def bench(
+    ctx: typer.Context,
     url: str = url_option("Server base URL, e.g. http://127.0.0.1:8000. Without it, the bundled reference engine "
                           "is started on a free loopback port."),
     model: str = typer.Option(None, "--model", help="Model name to request (default: the first of /v1/models). "
@@ -69,11 +70,19 @@ def bench(
                                      "the SLO (failed requests count as misses)."),
     max_requests: int = typer.Option(None, "--max-requests", help="--find-max: stop after this many requests."),
     max_duration: str = typer.Option(None, "--max-duration", help="--find-max: stop after this long, e.g. 10m."),
+    workers: int = typer.Option(1, "--workers", help="Run the load from N processes on this host, each with its "
+                                "own event loop and a 1/N share, merged into one report (exact percentiles)."),
+    shard: str = typer.Option(None, "--shard", help="Run share INDEX/COUNT of the load (one machine of several; "
+                              "`env`: from JOB_COMPLETION_INDEX and TRIAGE_SHARDS). Needs --url and --output-dir; "
+                              "`triage bench merge DIR...` joins the shards."),
     output_dir: Path = typer.Option(None, "--output-dir", help="Write bench.json, requests.jsonl, levels.csv "
                                     "and report.html here (explicit paths win)."),
 ) -> int:
     """Load-test a server: closed-loop concurrency and open-loop rate levels, with goodput, server and GPU
-    state per level, and a verdict on whether the client itself was the bottleneck."""
+    state per level, and a verdict on whether the client itself was the bottleneck.
+    `triage bench merge DIR...` builds one report from shard outputs (--shard, --workers)."""
+    if ctx.invoked_subcommand is not None:
+        return None
     embedded = url is None
     if embedded:
         require_extra("engine", "triage bench without --url (the bundled reference engine)")
@@ -96,6 +105,18 @@ def bench(
                           num_requests_flag=num_requests, duration_flag=duration)
     paths = OutputPaths.resolve(output_dir, json_path, jsonl, csv, html)
     err = console(stderr=True)
+    if shard is not None or workers != 1:
+        from triage.bench.workers import as_shard
+        from triage.bench.shards import parse_shard
+
+        if find_max is not None:
+            raise UsageError("--find-max runs one search from one process; drop --shard/--workers")
+        if shard is not None:
+            if workers != 1 or embedded or output_dir is None:
+                raise UsageError("--shard needs --url and --output-dir, and no --workers")
+            cfg = as_shard(cfg, *parse_shard(shard))
+        else:
+            return _bench_workers(cfg, workers, paths, output_dir, embedded, fmt, err)
     search, progress = None, None
     if find_max is not None:
         from triage.bench.find_max_cli import find_max_spec, progress_printer
@@ -112,3 +133,39 @@ def bench(
     emit(outcome.report, paths.json, fmt, other_files={"per-request JSONL": paths.jsonl, "levels CSV": paths.csv,
                                                       "HTML report": paths.html})
     return outcome.exit_code
+
+
+def _bench_workers(cfg, workers: int, paths, output_dir: Path | None, embedded: bool, fmt: str, err) -> int:
+    """--workers N: N processes, their shards merged into one report."""
+    import contextlib
+    import dataclasses
+    import tempfile
+
+    from triage.bench.app import embedded_server
+    from triage.bench.merge import merged_report
+    from triage.bench.outputs import write_csv
+    from triage.bench.workers import run_workers
+
+    with contextlib.ExitStack() as stack:
+        if embedded:
+            handle = stack.enter_context(embedded_server(cfg.model or "tiny"))
+            cfg = dataclasses.replace(cfg, url=handle.url)
+        out = output_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="triage-bench-")))
+        dirs = run_workers(cfg, workers, out, lambda line: err.print(line, markup=False))
+        report = merged_report(dirs)
+    if paths.csv is not None and report.bench is not None:
+        write_csv(report.bench, paths.csv)
+    emit(report, paths.json, fmt, other_files={"levels CSV": paths.csv})
+    return 0
+
+
+@funnel
+def merge(dirs: list[Path] = typer.Argument(..., help="Shard output directories (each with bench.json and "
+                                                         "requests.jsonl)."),
+          json_path: Path = json_option(), fmt: str = format_option()) -> int:
+    """One report from several shards' per-request records: every percentile from all the records."""
+    from triage.bench.merge import merged_report
+
+    report = merged_report(list(dirs))
+    emit(report, json_path, fmt)
+    return 0

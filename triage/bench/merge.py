@@ -1,0 +1,139 @@
+"""`triage bench merge DIR...`: one bench report from the per-request records of several shards or workers.
+
+Each DIR holds a shard's `bench.json` and `requests.jsonl` (what `--shard i/N --output-dir DIR` writes).
+Level k of the merged report is the union of every shard's level k records; its latencies, percentiles,
+throughput and goodput are computed from all of them (never by averaging percentiles), on one time base:
+each record's start is moved from its shard's clock to the earliest shard start (epoch seconds), and the
+report states the clock-skew bound (shards.py) and the spread of the shards' level starts.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from triage.bench import saturation
+from triage.bench.config import LevelSpec
+from triage.bench.records import RequestRecord, read_records
+from triage.bench.shards import skew_bound_s
+from triage.bench.stats import summarize
+from triage.core.errors import UsageError
+from triage.core.report import BenchLevel, BenchSection, ClientStats, level_name
+from triage.core.report_io import read_report
+
+_MUST_MATCH = ("url", "model", "endpoint", "slo", "input_len", "output_len")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Shard:
+    path: Path
+    index: int
+    count: int
+    config: dict[str, Any]
+    levels: tuple[BenchLevel, ...]
+    global_levels: list[dict[str, Any]]
+    records: list[RequestRecord]
+
+
+def _load(path: Path) -> Shard:
+    if not path.is_dir():
+        raise UsageError(f"bench merge {path}: not a directory (give the --output-dir of each shard)")
+    report_path, records_path = path / "bench.json", path / "requests.jsonl"
+    for f in (report_path, records_path):
+        if not f.is_file():
+            raise UsageError(f"bench merge {path}: no {f.name} (was the shard run with --output-dir {path}?)")
+    report = read_report(report_path)
+    if report.bench is None:
+        raise UsageError(f"bench merge {report_path}: not a bench report")
+    shard = report.bench.config.get("shard") or {}
+    if "index" not in shard or "levels" not in shard:
+        raise UsageError(f"bench merge {report_path}: not a shard's report (run it with --shard i/N or --workers)")
+    return Shard(path, int(shard["index"]), int(shard["count"]), report.bench.config, report.bench.levels,
+                 list(shard["levels"]), read_records(records_path))
+
+
+def _client(levels: list[BenchLevel]) -> ClientStats:
+    invalid = [lv.client.invalid_reason for lv in levels if not lv.client.valid]
+
+    def worst(values):
+        values = [v for v in values if v is not None]
+        return max(values) if values else None
+
+    achieved = [lv.client.achieved_concurrency for lv in levels]
+    return ClientStats(cpu_pct=worst(lv.client.cpu_pct for lv in levels),
+                       event_loop_lag_ms_p99=worst(lv.client.event_loop_lag_ms_p99 for lv in levels),
+                       achieved_concurrency=sum(achieved) if None not in achieved else None,
+                       valid=not invalid, invalid_reason="; ".join(r for r in invalid if r) or None)
+
+
+def merge_dirs(paths: list[Path]) -> tuple[BenchSection, dict[str, Any], list[str]]:
+    """(the merged bench section, the first shard's config, warnings)."""
+    if not paths:
+        raise UsageError("bench merge: give at least one shard directory")
+    shards = sorted((_load(p) for p in paths), key=lambda s: s.index)
+    first = shards[0]
+    warnings: list[str] = []
+    for s in shards[1:]:
+        for key in _MUST_MATCH:
+            if s.config.get(key) != first.config.get(key):
+                raise UsageError(f"bench merge: {s.path} ran {key}={s.config.get(key)!r}, {first.path} "
+                                 f"{first.config.get(key)!r}: not the same bench")
+        if s.global_levels != first.global_levels:
+            raise UsageError(f"bench merge: {s.path} ran other levels than {first.path}")
+    indices = [s.index for s in shards]
+    if len(set(indices)) != len(indices):
+        raise UsageError(f"bench merge: shard index given twice ({indices})")
+    missing = sorted(set(range(first.count)) - set(indices))
+    if missing:
+        warnings.append(f"shards {missing} of {first.count} are missing: the merged load is only the shards given")
+    start = min(float(s.config["started_epoch_s"]) for s in shards)
+    levels: list[BenchLevel] = []
+    for k, spec_dict in enumerate(first.global_levels):
+        spec = LevelSpec(**spec_dict)
+        records: list[RequestRecord] = []
+        parts: list[BenchLevel] = []
+        starts: list[float] = []
+        for s in shards:
+            if k >= len(s.levels):
+                warnings.append(f"{s.path}: level {level_name(spec)} did not finish there (interrupted?)")
+                continue
+            part = s.levels[k]
+            parts.append(part)
+            shift = float(s.config["started_epoch_s"]) - start
+            name = level_name(part)
+            mine = [dataclasses.replace(r, t0_s=r.t0_s + shift) for r in s.records if r.level == name and not r.warmup]
+            if mine:
+                starts.append(min(r.t0_s for r in mine))
+            records.extend(mine)
+        if not parts:
+            continue
+        level = summarize(spec, records, first.config.get("slo"), _client(parts), server=parts[0].server,
+                          gpu=parts[0].gpu)
+        spread = round(max(starts) - min(starts), 3) if len(starts) > 1 else 0.0
+        levels.append(dataclasses.replace(level, notes=(
+            *level.notes, f"merged from {len(parts)} shards; their first requests started within {spread:g} s of "
+                          "each other; server and GPU windows are shard 0's")))
+    offsets = [s.config["shard"].get("clock_offset_s") for s in shards]
+    bound = skew_bound_s(offsets)
+    config = {**first.config, "shard": None, "num_shards": first.count,
+              "merged_from": [str(s.path) for s in shards], "started_epoch_s": start,
+              "clock": {"offsets_s": offsets, "skew_bound_s": bound,
+                        "note": "each shard's offset from the server's Date header (1 s resolution); the skew "
+                                "bound is the widest gap between two shards' offset intervals" if bound is not None
+                        else "a shard read no Date header from the server: the skew between machines is not bounded"},
+              "warnings": [*first.config.get("warnings", []), *warnings]}
+    section = BenchSection(config=config, levels=tuple(levels), summary=saturation.summary(levels))
+    return section, first.config, warnings
+
+
+def merged_report(paths: list[Path]):
+    """The merged bench report, its findings from the bench rules, its target from the first shard."""
+    from triage.bench.app import evaluate_rules
+    from triage.core.report import ReportKind, new_report
+    from triage.probes.host import host_info
+
+    section, _, _ = merge_dirs(paths)
+    first = read_report(sorted(paths)[0] / "bench.json")
+    findings, skipped = evaluate_rules(section)
+    return new_report(ReportKind.BENCH, host_info(), first.target, bench=section, findings=findings,
+                      skipped_rules=skipped)
