@@ -106,8 +106,8 @@ def bench(
     paths = OutputPaths.resolve(output_dir, json_path, jsonl, csv, html)
     err = console(stderr=True)
     if shard is not None or workers != 1:
-        from triage.bench.workers import as_shard
         from triage.bench.shards import parse_shard
+        from triage.bench.workers import as_shard
 
         if find_max is not None:
             raise UsageError("--find-max runs one search from one process; drop --shard/--workers")
