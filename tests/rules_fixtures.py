@@ -812,6 +812,28 @@ def _define() -> None:
     case("ENG007", "negative_startup_only", "14 shm broadcast warnings, all while vLLM compiled at startup",
          PASSES, snapshot({"logs.num_shm_broadcast_stalls": 14, "logs.num_shm_broadcast_stalls_startup": 14}))
     case("ENG007", "negative_clean_log", "No communication trouble", PASSES, snapshot())
+    # FLEET001
+    def replica(i: int, ttft_p99: float, waiting: float, kv: float, blocks: int) -> dict[str, Any]:
+        return {"replica": i, "url": f"http://10.0.0.{i + 1}:8000", "requests": 256, "failed": 0,
+                "ttft_ms": {"p50": ttft_p99 / 3, "p99": ttft_p99, "mean": ttft_p99 / 2.5}, "tpot_ms": {"p50": 20.0, "p99": 30.0},
+                "e2e_ms": {"p99": 4000.0}, "output_tokens_per_s": 900.0, "slo_attainment_pct": None,
+                "server": {"num_requests_waiting_mean": waiting, "kv_cache_usage_frac_max": kv},
+                "cache_config": {"num_gpu_blocks": blocks, "block_size": 16, "gpu_memory_utilization": 0.92}}
+    case("FLEET001", "positive_undersized_replica", "Replica 1 started with a 12-block KV cache: TTFT p99 490 ms vs "
+         "11 ms, 4 waiting", {**FIRES, "certainty": "confirmed", "text_contains": ["num_gpu_blocks 12 vs 4096",
+                                                                                    "round robin"]},
+         snapshot(), bench({"config.balance": "round-robin",
+                            "levels.3.replicas": [replica(0, 11.0, 0.0, 0.2, 4096), replica(1, 490.0, 4.3, 0.97, 12)]}))
+    case("FLEET001", "positive_same_flags_slow_hardware", "Same flags, least-in-flight, one replica 3x slower",
+         {**FIRES, "certainty": "likely", "text_contains": ["hardware may be slower"]},
+         snapshot(), bench({"config.balance": "least-in-flight",
+                            "levels.3.replicas": [replica(0, 200.0, 1.0, 0.5, 4096), replica(1, 650.0, 1.5, 0.55, 4096),
+                                                  replica(2, 210.0, 1.0, 0.5, 4096)]}))
+    case("FLEET001", "negative_balanced", "Three replicas within 20% of each other", PASSES,
+         snapshot(), bench({"levels.3.replicas": [replica(0, 200.0, 1.0, 0.5, 4096), replica(1, 240.0, 1.2, 0.55, 4096),
+                                                  replica(2, 210.0, 1.0, 0.5, 4096)]}))
+    case("FLEET001", "skipped_one_replica", "A bench against one server", {"fires": False, "skipped_reason": "one replica"},
+         snapshot(), bench())
     # HIST001
     def history(now: dict[str, float], then: dict[str, float] | None = None) -> dict[str, Any]:
         base = {"ttft_p50_s": 0.30, "ttft_p90_s": 0.60, "ttft_p99_s": 0.95, "requests_per_s": 20.0,

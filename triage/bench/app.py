@@ -142,7 +142,8 @@ def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_consol
                       f"interrupted: {len(section.levels)} of {len(cfg.levels)} levels finished"]})
     findings, skipped = evaluate_rules(section)
     server_engines = [lv.server.get("engine") for lv in section.levels if lv.server]
-    target = Target(url=redact_text(cfg.url), engine=engine or (server_engines[0] if server_engines else "openai-compatible"),
+    target = Target(url=redact_text(cfg.url), urls=tuple(redact_text(u) for u in cfg.urls) if len(cfg.urls) > 1 else None,
+                    engine=engine or (server_engines[0] if server_engines else "openai-compatible"),
                     engine_version=runner.info.engine_version if runner.info else None,
                     model=runner.info.model if runner.info else cfg.model)
     report = new_report(ReportKind.BENCH, host_info(), target, bench=section, findings=findings,

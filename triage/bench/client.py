@@ -116,6 +116,9 @@ async def send(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, *, 
     except HttpError as e:
         exc_kind, exc_text = e.kind, str(e)[:300]
         response = e.response
+        replica = getattr(e, "replica", None)
+    else:
+        replica = response.replica
     end = perf()
     body_bytes = response.body if response is not None else b""
     status = response.status if response is not None else None
@@ -131,7 +134,7 @@ async def send(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, *, 
         new_connection=response is not None and not response.reused and response.t_sent is not None,
         retried=response.retried if response is not None else False,
         request_id=request_id, send_epoch_s=wall(t0), end_epoch_s=wall(end),
-        conversation=item.conversation, turn=item.turn, trace_line=item.trace_line)
+        conversation=item.conversation, turn=item.turn, trace_line=item.trace_line, replica=replica)
     if status is not None and status != 200:
         return RequestRecord(**common, error_kind=f"http_{status}", error=_error_message(status, body_bytes))
 

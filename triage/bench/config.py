@@ -86,6 +86,9 @@ class BenchConfig:
     window_s: float | None = None
     # --shard/--workers (shards.py): {index, count, levels: the whole run's levels, clock_offset_s}; None alone.
     shard: dict[str, Any] | None = None
+    # Several replicas (fleet.py): every URL (url is the first) and how requests are spread over them.
+    urls: tuple[str, ...] = ()
+    balance: str = "round-robin"
 
     @property
     def input_lens(self) -> tuple[int, ...]:
@@ -131,6 +134,7 @@ class BenchConfig:
             "request_id_header": self.request_id_header,
             "workload": self.workload_dict(),
             **({"shard": self.shard} if self.shard is not None else {}),
+            **({"urls": [redact_text(u) for u in self.urls], "balance": self.balance} if len(self.urls) > 1 else {}),
         }
 
     def workload_dict(self) -> dict[str, Any]:

@@ -44,6 +44,7 @@ class Response:
     connect_s: float = 0.0
     reused: bool = False
     retried: bool = False
+    replica: int | None = None  # several --url: which replica's pool answered (fleet.py)
 
     def add(self, t: float, data: bytes) -> None:
         if self.on_piece is not None and self.status == 200:

@@ -55,6 +55,8 @@ class RequestRecord:
     conversation: int | None = None
     turn: int | None = None
     trace_line: int | None = None
+    # Several --url: the index of the replica the request went to (fleet.py).
+    replica: int | None = None
 
     @property
     def ok(self) -> bool:

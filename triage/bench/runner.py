@@ -2,6 +2,7 @@
 the client, and keep every finished level so that an interrupted run still reports what it measured."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -14,6 +15,7 @@ from triage.bench import saturation
 from triage.bench.client import RequestOptions, make_client, make_pool
 from triage.bench.config import BenchConfig, LevelSpec
 from triage.bench.conversation import run_conversations, turn_stats
+from triage.bench.fleet import FleetPool, fleet_summary, replica_stats
 from triage.bench.level_extras import connection_stats, reasoning_stats, stopped_reason
 from triage.bench.levels import LevelContext, LevelRun, run_closed, run_open
 from triage.bench.pool import ConnectEvent, ConnectionPool
@@ -88,6 +90,7 @@ class BenchRunner:
         self.wall_start_s = time.time()
         self.epoch = time.perf_counter()
         self.idle_connects: list[ConnectEvent] = []
+        self.scrapers: list[httpx.AsyncClient] = []
 
     # ---- what was measured so far, as the report's bench section
 
@@ -107,7 +110,10 @@ class BenchRunner:
         idle = sorted(e.connect_s * 1000.0 for e in self.idle_connects)
         config["idle_connect_ms_p50"] = float(np.median(idle)) if idle else None
         levels = tuple(self.levels)
-        return BenchSection(config=config, levels=levels, summary=saturation.summary(levels))
+        summary = saturation.summary(levels)
+        if self.fleet and summary is not None:
+            summary["fleet"] = fleet_summary(list(levels), list(self.cfg.urls), self.cfg.balance)
+        return BenchSection(config=config, levels=levels, summary=summary)
 
     # ---- the run
 
@@ -128,13 +134,25 @@ class BenchRunner:
 
     async def run(self) -> BenchSection:
         cfg = self.cfg
-        pool = make_pool(cfg.url, self._pool_size(), cfg.timeout_s, cfg.headers, cfg.api_key)
+        scrape_timeout_s = max(5.0, cfg.scrape_interval_s * 4)
+        if self.fleet:
+            pool = FleetPool([make_pool(u, self._pool_size(), cfg.timeout_s, cfg.headers, cfg.api_key)
+                              for u in cfg.urls], cfg.balance)
+        else:
+            pool = make_pool(cfg.url, self._pool_size(), cfg.timeout_s, cfg.headers, cfg.api_key)
         try:
-            async with make_client(cfg.url, cfg.timeout_s, cfg.headers, cfg.api_key) as client, \
-                    make_client(cfg.url, max(5.0, cfg.scrape_interval_s * 4), cfg.headers, cfg.api_key) as scraper:
-                return await self._run(pool, client, scraper)
+            async with contextlib.AsyncExitStack() as stack:
+                client = await stack.enter_async_context(make_client(cfg.url, cfg.timeout_s, cfg.headers, cfg.api_key))
+                self.scrapers = [await stack.enter_async_context(make_client(u, scrape_timeout_s, cfg.headers,
+                                                                              cfg.api_key))
+                                 for u in (cfg.urls if self.fleet else (cfg.url,))]
+                return await self._run(pool, client, self.scrapers[0])
         finally:
             pool.close()
+
+    @property
+    def fleet(self) -> bool:
+        return len(self.cfg.urls) > 1
 
     async def _run(self, pool: ConnectionPool, client: httpx.AsyncClient, scraper: httpx.AsyncClient) -> BenchSection:
         cfg = self.cfg
@@ -210,7 +228,9 @@ class BenchRunner:
                      spec: LevelSpec, slices: list[list[PromptItem]], gpu: GpuSampler | None) -> BenchLevel:
         cfg = self.cfg
         watcher = ServerWatcher(scraper, interval_s=cfg.scrape_interval_s)
-        await watcher.start()
+        replica_watchers = [watcher, *(ServerWatcher(s, interval_s=cfg.scrape_interval_s) for s in self.scrapers[1:])]
+        for w in replica_watchers:
+            await w.start()
         if gpu is not None:
             gpu.start()
         records: list[RequestRecord] = []
@@ -247,7 +267,8 @@ class BenchRunner:
                 if run.stopped is not None:
                     notes.append(self._stopped_note(run))
         finally:
-            await watcher.stop(expected_finished=sum(1 for r in records if r.ok))
+            for i, w in enumerate(replica_watchers):
+                await w.stop(expected_finished=sum(1 for r in records if r.ok and (not self.fleet or r.replica == i)))
             if gpu is not None:
                 gpu_dict = gpu.stop()
         level = summarize(spec, records, cfg.slo, _merge_client(client_stats), gpu=gpu_dict,
@@ -257,6 +278,11 @@ class BenchRunner:
         runner_notes = [server_reason] if server_reason else []
         if per_repeat:
             runner_notes.append(f"{len(per_repeat)} repeats pooled; per-repeat numbers are in `repeats`")
+        if self.fleet:  # each replica's own window; the level's `server` is replica 0's, reconciled with its TTFT
+            replicas = replica_stats(spec, records, list(cfg.urls), cfg.slo, level.client, replica_watchers)
+            level = dataclasses.replace(level, replicas=replicas)
+            server = replicas[0]["server"]
+            runner_notes.append("server window: replica 0's (each replica's is under `replicas`)")
         return dataclasses.replace(
             level, server=server, notes=(*notes, *runner_notes, *level.notes[len(notes):]),
             repeats=[repeat_summary(lv) for lv in per_repeat] if per_repeat else level.repeats,

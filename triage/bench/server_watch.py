@@ -98,6 +98,10 @@ class ServerWatcher:
         first, last = (self._metrics(self.texts[i]).num_requests_finished_total for i in (0, -1))
         return last - first if first is not None and last is not None else None
 
+    def cache_config(self) -> dict[str, Any]:
+        """The server's cache_config_info labels (vLLM) from the last scrape; {} when it exports none."""
+        return dict(self._metrics(self.texts[-1]).cache_config) if self.texts else {}
+
     def _metrics(self, scrape: tuple[float, str]) -> EngineMetrics:
         t, text = scrape
         if t not in self._parsed:

@@ -5,15 +5,20 @@ from pathlib import Path
 
 import typer
 
-from triage.cli_support import console, emit, format_option, funnel, json_option, url_option
+from triage.cli_support import console, emit, format_option, funnel, json_option
 from triage.core.errors import UsageError, require_extra
 
 
 @funnel
 def bench(
     ctx: typer.Context,
-    url: str = url_option("Server base URL, e.g. http://127.0.0.1:8000. Without it, the bundled reference engine "
-                          "is started on a free loopback port."),
+    url: list[str] = typer.Option(None, "--url", envvar="TRIAGE_URL",
+                                  help="Server base URL, e.g. http://127.0.0.1:8000; give it more than once for "
+                                       "several replicas. Without it, the bundled reference engine is started on a "
+                                       "free loopback port."),
+    urls: Path = typer.Option(None, "--urls", help="A file of replica URLs, one per line (# comments)."),
+    balance: str = typer.Option("round-robin", "--balance", help="Several replicas: round-robin or "
+                                "least-in-flight."),
     model: str = typer.Option(None, "--model", help="Model name to request (default: the first of /v1/models). "
                               "Without --url: the reference engine preset to start (default tiny)."),
     concurrency: str = typer.Option(None, "--concurrency", help="Closed-loop levels: requests kept in flight "
@@ -83,6 +88,12 @@ def bench(
     `triage bench merge DIR...` builds one report from shard outputs (--shard, --workers)."""
     if ctx.invoked_subcommand is not None:
         return None
+    from triage.bench.fleet import BALANCES, read_urls
+
+    all_urls = read_urls(url, urls)
+    if balance not in BALANCES:
+        raise UsageError(f"--balance {balance!r}: use {' or '.join(BALANCES)}")
+    url = all_urls[0] if all_urls else None
     embedded = url is None
     if embedded:
         require_extra("engine", "triage bench without --url (the bundled reference engine)")
@@ -99,6 +110,10 @@ def bench(
         output_len=output_len, len_dist=len_dist, shared_prefix_len=shared_prefix_len, dataset=dataset, slo=slo,
         max_in_flight=max_in_flight, defaults=EMBEDDED_DEFAULTS if embedded else URL_DEFAULTS,
         warm_connections=warm_connections, request_id_header=request_id_header)
+    if len(all_urls) > 1:
+        import dataclasses as _dc
+
+        cfg = _dc.replace(cfg, urls=tuple(all_urls), balance=balance)
     cfg = apply_workloads(cfg, turns=turns, think_time_ms=think_time_ms, trace=trace, time_scale=time_scale,
                           prefix_groups=prefix_groups, prefix_len=prefix_len, ramp=ramp, window=window,
                           level_flags_given=concurrency is not None or rate is not None,

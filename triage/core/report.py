@@ -74,6 +74,7 @@ class Target:
     engine: str | None = None  # vllm|sglang|tgi|reference|openai-compatible|None
     engine_version: str | None = None
     model: str | None = None
+    urls: tuple[str, ...] | None = None  # bench with several --url: all of them (url is the first)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +194,8 @@ class BenchLevel:
     reasoning: dict[str, Any] | None = None
     # The workload's own view of the level: per-turn TTFT (multi-turn), the trace cut, a ramp window's span.
     workload: dict[str, Any] | None = None
+    # Several --url: per replica its records' latencies and throughput and its own server window (fleet.py).
+    replicas: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,111 @@
+"""FLEET001 (replica-imbalance): one rule, its doc and thresholds; fixtures in tests/fixtures/rules/FLEET001/.
+
+A bench against several replicas (`triage bench --url A --url B`) records each replica's own latency and
+/metrics window. Under the same load, one replica far slower than the rest means requests landing there
+suffer: its flags differ (the KV cache configuration its /metrics reports), its hardware is slower, or the
+balancer hands equal shares to unequal capacity (round robin).
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from triage.core.report import Certainty, Fix, Severity
+from triage.rules.base import Hit, MissingInput, RuleDoc
+from triage.rules.context import Context, level_label
+from triage.rules.fmt import ms
+from triage.rules.registry import rule
+
+_CONFIG_KEYS = ("num_gpu_blocks", "block_size", "gpu_memory_utilization", "cache_dtype", "enable_prefix_caching")
+
+
+def _signals(rep: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
+    server = rep.get("server") or {}
+    return ((rep.get("ttft_ms") or {}).get("p99"), server.get("num_requests_waiting_mean"),
+            server.get("kv_cache_usage_frac_max"))
+
+
+@rule("FLEET001", "replica-imbalance", Severity.MEDIUM, ("bench",), RuleDoc(
+    what="In a bench over several replicas, one replica's TTFT p99, queue or KV usage is far above the others' "
+         "at the same level (TTFT >= 2x and >= 50 ms above the median of the others, or >= 2 more requests "
+         "waiting, or KV >= 90% while the others stay <= 60%).",
+    why="Requests that land on the slow replica wait while the others have room: the fleet's tail latency is "
+        "that replica's. Round robin sends equal shares to unequal capacity; a replica started with other "
+        "flags, or on slower hardware, has less capacity.",
+    example="bench.c8.replicas[1].ttft_ms.p99 = 490, replicas[0] = 11; replica 1 num_gpu_blocks 12 vs 4096",
+    fix="Give every replica the same flags; balance on load (least outstanding requests), not round robin; "
+        "then `triage diagnose --url` on the slow replica for its hardware.",
+    references=("seed 003 (Nginx least_conn in front of several vLLM instances)",
+                "vllm-doctor's replica-imbalance rule (uneven load across replicas)"),
+), thresholds=("FLEET001.min_ttft_ratio", "FLEET001.min_ttft_gap_ms", "FLEET001.min_queue_gap",
+               "FLEET001.kv_full_frac", "FLEET001.kv_roomy_frac"))
+def fleet001(ctx: Context) -> Hit | None:
+    levels = [lv for lv in ctx.levels() if lv.replicas and len(lv.replicas) >= 2]
+    if not levels:
+        raise MissingInput("the bench ran against one replica (give --url more than once)")
+    worst = None
+    for lv in levels:
+        for i, rep in enumerate(lv.replicas):
+            others = [r for j, r in enumerate(lv.replicas) if j != i]
+            problems = _imbalance(ctx, rep, others)
+            if problems and (worst is None or len(problems) > len(worst[2])):
+                worst = (lv, rep, problems, others)
+    if worst is None:
+        return None
+    lv, rep, problems, others = worst
+    label = level_label(lv)
+    evidence: dict[str, Any] = {f"{label}.replicas[{rep['replica']}].url": rep.get("url")}
+    ttft, queue, kv = _signals(rep)
+    evidence.update({f"{label}.replicas[{rep['replica']}].ttft_ms.p99": ttft,
+                     f"{label}.replicas[{rep['replica']}].server.num_requests_waiting_mean": queue,
+                     f"{label}.replicas[{rep['replica']}].server.kv_cache_usage_frac_max": kv})
+    for o in others:
+        evidence[f"{label}.replicas[{o['replica']}].ttft_ms.p99"] = _signals(o)[0]
+    causes = []
+    differing = _config_differences(rep, others)
+    if differing:
+        causes.append(f"its flags differ ({'; '.join(differing)})")
+        evidence["derived.config_differences"] = differing
+    balance = (ctx.bench_section().config or {}).get("balance")
+    if balance == "round-robin":
+        causes.append("the requests were spread round robin, equal shares to unequal capacity")
+    if not differing:
+        causes.append("its hardware may be slower (same flags as far as /metrics says)")
+    return Hit(
+        title="One replica is much slower than the others",
+        message=f"At {label}, replica {rep['replica']} ({rep.get('url')}) has {', '.join(problems)}. Likely "
+                f"cause: {'; '.join(causes)}.",
+        evidence=evidence, certainty=Certainty.CONFIRMED if differing else Certainty.LIKELY, impact=0.5,
+        fix=Fix(("Start every replica with the same flags (" + "; ".join(differing) + "). " if differing else "")
+                + "Balance on load, not in turn: least outstanding requests (Nginx least_conn, Envoy "
+                  "LEAST_REQUEST, `triage bench --balance least-in-flight` to compare). Then run `triage diagnose "
+                  f"--url {rep.get('url')}` on the slow replica.", ()),
+    )
+
+
+def _imbalance(ctx: Context, rep: dict[str, Any], others: list[dict[str, Any]]) -> list[str]:
+    ttft, queue, kv = _signals(rep)
+    out = []
+    other_ttft = [t for t in (_signals(o)[0] for o in others) if t is not None]
+    if ttft is not None and other_ttft:
+        base = statistics.median(other_ttft)
+        if ttft >= ctx.th("FLEET001.min_ttft_ratio") * base and ttft - base >= ctx.th("FLEET001.min_ttft_gap_ms"):
+            out.append(f"TTFT p99 {ms(ttft)} against {ms(base)} on the others")
+    other_queue = [q for q in (_signals(o)[1] for o in others) if q is not None]
+    if queue is not None and other_queue and queue - max(other_queue) >= ctx.th("FLEET001.min_queue_gap"):
+        out.append(f"{queue:.1f} requests waiting against {max(other_queue):.1f}")
+    other_kv = [k for k in (_signals(o)[2] for o in others) if k is not None]
+    if kv is not None and other_kv and kv >= ctx.th("FLEET001.kv_full_frac") and \
+            max(other_kv) <= ctx.th("FLEET001.kv_roomy_frac"):
+        out.append(f"its KV cache {kv:.0%} full against at most {max(other_kv):.0%}")
+    return out
+
+
+def _config_differences(rep: dict[str, Any], others: list[dict[str, Any]]) -> list[str]:
+    mine = rep.get("cache_config") or {}
+    out = []
+    for key in _CONFIG_KEYS:
+        theirs = {str((o.get("cache_config") or {}).get(key)) for o in others if o.get("cache_config")}
+        if key in mine and theirs and str(mine[key]) not in theirs:
+            out.append(f"{key} {mine[key]} vs {', '.join(sorted(theirs))}")
+    return out
