@@ -7,6 +7,7 @@ arrived and when the first token and the end left (wall clock and perf_counter).
   close_after_stream  close the connection after every streamed response while the headers advertise
                       `Connection: keep-alive` and `Keep-Alive: timeout=5, max=100` (as llama-server does);
                       `close_delay_s` waits that long first, so the client's next request races the close
+  final_crlf_delay_s  write the last chunk `0\r\n` and the body's final CRLF apart, this long between them
   reasoning_chunks    chat: this many `reasoning_content` chunks before the answer's `content` chunks
   status              answer every non-probe POST (max_tokens > 2) with this HTTP status and `error_message`
   fail_prompt_words   a POST whose prompt has this many words gets a 500 (breaks the calibration probe)
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 class LoopbackServer:
     close_after_stream: bool = False
     close_delay_s: float = 0.0
+    final_crlf_delay_s: float = 0.0
     reasoning_chunks: int = 0
     status: int | None = None
     error_message: str = "error"
@@ -173,7 +175,13 @@ class LoopbackServer:
         usage = {"choices": [], "usage": {"prompt_tokens": len(prompt.split()) + 3, "completion_tokens": total}}
         for event in (b"data: " + json.dumps(usage).encode() + b"\n\n", b"data: [DONE]\n\n"):
             writer.write(b"%x\r\n%s\r\n" % (len(event), event))
-        writer.write(b"0\r\n\r\n")
+        if self.final_crlf_delay_s:  # the last chunk and the body's final CRLF in two writes (cpp-httplib)
+            writer.write(b"0\r\n")
+            await writer.drain()
+            await asyncio.sleep(self.final_crlf_delay_s)
+            writer.write(b"\r\n")
+        else:
+            writer.write(b"0\r\n\r\n")
         await writer.drain()
         entry["end_epoch_s"] = time.time()
         if self.close_after_stream:

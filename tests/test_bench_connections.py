@@ -198,3 +198,16 @@ def test_a_token_that_arrives_while_the_loop_is_blocked_keeps_its_arrival_time()
     with LoopbackServer(first_token_delay_s=0.02, token_delay_s=0.4) as srv:
         ttft_s, _ = asyncio.run(main(srv.url))
     assert 0.015 < ttft_s < 0.1
+
+
+def test_a_final_crlf_that_arrives_after_reuse_does_not_block_the_retry(tmp_path):
+    """llama-server writes the last chunk and the body's final CRLF apart, then closes. The client finishes the
+    response at the last chunk and reuses the connection; the stray CRLF lands on the next request, then the
+    FIN. Those two bytes are the old response's, not an answer: the request is still retried, and nothing fails."""
+    with LoopbackServer(close_after_stream=True, close_delay_s=0.03, final_crlf_delay_s=0.01) as srv:
+        section = run_bench(cfg_for(srv.url, levels=(LevelSpec(concurrency=1),), warm_connections=False,
+                                    num_requests=12), tmp_path / "r.jsonl")
+    (lv,) = section.levels
+    assert lv.requests.failed == 0, lv.requests.errors_by_kind
+    assert lv.connections["retries"] >= 6
+    assert all(r.ok for r in read_records(tmp_path / "r.jsonl") if not r.warmup)

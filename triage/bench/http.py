@@ -90,6 +90,9 @@ class Conn(asyncio.Protocol):
         self.idle_since_s = 0.0
         self._buf = b""
         self._state = "idle"  # idle | head | chunk_size | chunk_data | length | until_close
+        # The finished chunked body's final CRLF, when it had not arrived with the last chunk: its bytes may land
+        # after the connection was reused, and belong to the old response, not to an answer to the new one.
+        self._crlf_owed = b""
         self._remaining = 0
 
     # -- asyncio callbacks
@@ -106,6 +109,15 @@ class Conn(asyncio.Protocol):
         """`t`: when the bytes reached this host (a kernel stamp, stamped.py); else now."""
         if t is None:
             t = time.perf_counter()
+        if self._crlf_owed:
+            owed = self._crlf_owed
+            if data[:len(owed)] == owed[:len(data)]:
+                take = min(len(owed), len(data))
+                self._crlf_owed, data = owed[take:], data[take:]
+            else:
+                self._crlf_owed = b""
+            if not data:
+                return
         self.last_data_s = t
         self.response_bytes += len(data)
         if self.response is None or self.done is None or self.done.done():
@@ -184,7 +196,10 @@ class Conn(asyncio.Protocol):
                     raise HttpError("malformed_http", f"negative chunk size {size_text[:20]!r}")
                 buf = buf[end + 2:]
                 if size == 0:
-                    # trailers are not used by SSE servers; the final CRLF may still be in flight
+                    # Trailers are not used by SSE servers. The final CRLF may still be in flight: it is owed, and
+                    # data_received drops it when it comes (it is not a byte of the next response).
+                    rest = buf[:2]
+                    self._crlf_owed = b"\r\n"[len(rest):] if b"\r\n".startswith(rest) else b""
                     resp.complete = True
                     self._finish(None)
                     buf = b""

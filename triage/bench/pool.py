@@ -8,6 +8,9 @@ yields to the event loop (so a FIN that already arrived is delivered), polls the
 `Connection: close` and the Keep-Alive `max` and `timeout`. A FIN can still race the write: when a request on a
 *reused* connection fails before a single byte of the response arrived, the server never answered it, and
 it is sent again, once, on a fresh connection (a POST, on purpose; the retries are counted per level).
+Only then: a request that got any byte of an answer is never sent twice, since the server may have started on
+it. The previous response's final CRLF, when the server writes it apart from the last chunk (llama-server
+does) and it lands after the reuse, is the old response's and does not count as an answer (http.py).
 
 Timing, as the contract says: `Response.t_sent` is the write that got the response; everything before it
 (a new connection, or a dead one's lost time plus the new connect) is `Response.connect_s`, never TTFT.
