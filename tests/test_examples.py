@@ -34,3 +34,12 @@ def test_examples_carry_no_secrets():
     text = "\n".join(p.read_text() for p in FILES)
     for pattern in (r"\bsk-[A-Za-z0-9_-]{8,}", r"\bhf_[A-Za-z0-9]{20,}", r"Bearer \S{8,}"):
         assert not re.search(pattern, text), pattern
+
+
+def test_the_bench_examples_cover_every_workload_users_ask_about():
+    kinds = {read_report(p).bench.config.get("workload", {}).get("kind") for p in FILES
+             if read_report(p).kind is ReportKind.BENCH}
+    assert {"synthetic", "multi_turn", "trace"} <= kinds
+    found = [read_report(p) for p in FILES if read_report(p).kind is ReportKind.BENCH
+             and (read_report(p).bench.summary or {}).get("find_max")]
+    assert found and found[0].bench.summary["find_max"]["answer"] is not None
