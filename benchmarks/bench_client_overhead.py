@@ -283,7 +283,7 @@ def main() -> int:
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "host": {"cpu_model": platform.processor() or None, "num_cpus": os.cpu_count(),
                      "python": platform.python_version(), "loadavg_1m_at_end": load1, "loadavg_5m_at_end": load5,
-                     "note": "shared host: other jobs ran at the same time"},
+                     "note": "the host may be shared: judge by the load average"},
             "uvloop": False,
             "num_rounds": num_rounds,
             "duration_s": time.time() - started,

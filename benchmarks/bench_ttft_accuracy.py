@@ -247,7 +247,7 @@ def main() -> int:
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": {"cpu_model": cpu_model(), "num_cpus": os.cpu_count(), "python": platform.python_version(),
                  "loadavg_1m_at_end": load1, "loadavg_5m_at_end": load5,
-                 "note": "shared host: other jobs ran at the same time"},
+                 "note": "the host may be shared: judge by the load average"},
         "setup": {"levels": [1, 64], "num_requests_per_level": 256, "tokens_per_request": NUM_TOKENS,
                   "first_token_delay_ms": FIRST_TOKEN_DELAY_S * 1000, "token_gap_ms": TOKEN_GAP_S * 1000,
                   "server_listen_backlog": 1024, "first_wave_included": True},
