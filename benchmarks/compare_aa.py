@@ -161,7 +161,7 @@ def main() -> int:
         "what": "A/A false-alarm rate and detectable slowdown of triage compare (default thresholds, "
                 "default --inconclusive pass)",
         "host": {"python": platform.python_version(), "num_cpus": os.cpu_count(), "load_avg_1m_at_end": load[0],
-                 "note": "2-core VM shared with other jobs"},
+                 "note": "the host may be shared: judge by the load average"},
         "bench_args": list(BENCH_ARGS), "delays_ms": delays, "rounds": args.rounds,
         "runs": {f"{d:g}": len(p) for d, p in runs.items()},
         "aa_repeats": {"pairs": len(aa_pairs), "per_metric": _rates(aa_pairs),
