@@ -118,6 +118,7 @@ THRESHOLDS: dict[str, Threshold] = {
     "FLEET001.min_ttft_gap_ms": _T(50.0, "ms", "below this a ratio is noise", "smallest TTFT p99 gap that counts"),
     "FLEET001.min_queue_gap": _T(2.0, "requests", "triage", "more waiting requests than any other replica"),
     "FLEET001.kv_full_frac": _T(0.9, "fraction", "KV001", "KV usage of the full replica"),
+    "FLEET001.min_failed_frac": _T(0.5, "fraction", "triage", "share of one replica's requests failing while the others' do not (a tenth of it)"),
     "FLEET001.kv_roomy_frac": _T(0.6, "fraction", "triage", "KV usage the others stay under"),
     "HIST001.min_latency_rise_x": _T(1.25, "x", "seed 003 (7-day offset alerts); triage watch's TTFT alert uses the same",
                                      "latency now over the same window --against earlier that counts as a jump"),

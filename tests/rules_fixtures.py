@@ -829,6 +829,12 @@ def _define() -> None:
          snapshot(), bench({"config.balance": "least-in-flight",
                             "levels.3.replicas": [replica(0, 200.0, 1.0, 0.5, 4096), replica(1, 650.0, 1.5, 0.55, 4096),
                                                   replica(2, 210.0, 1.0, 0.5, 4096)]}))
+    case("FLEET001", "positive_replica_down", "Replica 1 refuses every connection: 64 of 64 failed",
+         {**FIRES, "text_contains": ["64 of its 64 requests failed", "take it out of the balancer"]},
+         snapshot(), bench({"levels.3.replicas": [replica(0, 200.0, 1.0, 0.5, 4096),
+                                                  {**replica(1, 0.0, 0.0, 0.0, 4096), "requests": 64, "failed": 64,
+                                                   "ttft_ms": {"p50": None, "p99": None, "mean": None},
+                                                   "server": None, "cache_config": None}]}))
     case("FLEET001", "negative_balanced", "Three replicas within 20% of each other", PASSES,
          snapshot(), bench({"levels.3.replicas": [replica(0, 200.0, 1.0, 0.5, 4096), replica(1, 240.0, 1.2, 0.55, 4096),
                                                   replica(2, 210.0, 1.0, 0.5, 4096)]}))

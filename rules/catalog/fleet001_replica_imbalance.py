@@ -28,7 +28,8 @@ def _signals(rep: dict[str, Any]) -> tuple[float | None, float | None, float | N
 @rule("FLEET001", "replica-imbalance", Severity.MEDIUM, ("bench",), RuleDoc(
     what="In a bench over several replicas, one replica's TTFT p99, queue or KV usage is far above the others' "
          "at the same level (TTFT >= 2x and >= 50 ms above the median of the others, or >= 2 more requests "
-         "waiting, or KV >= 90% while the others stay <= 60%).",
+         "waiting, or KV >= 90% while the others stay <= 60%), or half its requests fail while the others' "
+         "do not.",
     why="Requests that land on the slow replica wait while the others have room: the fleet's tail latency is "
         "that replica's. Round robin sends equal shares to unequal capacity; a replica started with other "
         "flags, or on slower hardware, has less capacity.",
@@ -38,7 +39,7 @@ def _signals(rep: dict[str, Any]) -> tuple[float | None, float | None, float | N
     references=("seed 003 (Nginx least_conn in front of several vLLM instances)",
                 "vllm-doctor's replica-imbalance rule (uneven load across replicas)"),
 ), thresholds=("FLEET001.min_ttft_ratio", "FLEET001.min_ttft_gap_ms", "FLEET001.min_queue_gap",
-               "FLEET001.kv_full_frac", "FLEET001.kv_roomy_frac"))
+               "FLEET001.kv_full_frac", "FLEET001.kv_roomy_frac", "FLEET001.min_failed_frac"))
 def fleet001(ctx: Context) -> Hit | None:
     levels = [lv for lv in ctx.levels() if lv.replicas and len(lv.replicas) >= 2]
     if not levels:
@@ -69,7 +70,9 @@ def fleet001(ctx: Context) -> Hit | None:
     balance = (ctx.bench_section().config or {}).get("balance")
     if balance == "round-robin":
         causes.append("the requests were spread round robin, equal shares to unequal capacity")
-    if not differing:
+    if _failed_frac(rep) >= ctx.th("FLEET001.min_failed_frac"):
+        causes.insert(0, "it is not serving: take it out of the balancer until it is healthy")
+    elif not differing:
         causes.append("its hardware may be slower (same flags as far as /metrics says)")
     return Hit(
         title="One replica is much slower than the others",
@@ -83,9 +86,17 @@ def fleet001(ctx: Context) -> Hit | None:
     )
 
 
+def _failed_frac(rep: dict[str, Any]) -> float:
+    return (rep.get("failed") or 0) / rep["requests"] if rep.get("requests") else 0.0
+
+
 def _imbalance(ctx: Context, rep: dict[str, Any], others: list[dict[str, Any]]) -> list[str]:
     ttft, queue, kv = _signals(rep)
     out = []
+    if _failed_frac(rep) >= ctx.th("FLEET001.min_failed_frac") and \
+            all(_failed_frac(o) < ctx.th("FLEET001.min_failed_frac") / 10 for o in others):
+        out.append(f"{rep.get('failed')} of its {rep.get('requests')} requests failed while the others served "
+                   "theirs (down, unreachable, or refusing)")
     other_ttft = [t for t in (_signals(o)[0] for o in others) if t is not None]
     if ttft is not None and other_ttft:
         base = statistics.median(other_ttft)

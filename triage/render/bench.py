@@ -49,7 +49,8 @@ def detail_lines(section: BenchSection) -> list[str]:
             lines.append(f"{name}: errors: {kinds}")
         for rep in level.replicas or ():
             srv = rep.get("server") or {}
-            lines.append(f"{name} replica {rep['replica']} ({rep['url']}): {rep['requests']} requests, TTFT p99 "
+            failed = f" ({rep['failed']} failed)" if rep.get("failed") else ""
+            lines.append(f"{name} replica {rep['replica']} ({rep['url']}): {rep['requests']} requests{failed}, TTFT p99 "
                          f"{num((rep.get('ttft_ms') or {}).get('p99'))} ms, waiting {num(srv.get('num_requests_waiting_mean'), 1)}, "
                          f"KV max {num(srv.get('kv_cache_usage_frac_max'), 2)}")
         gap = (level.server or {}).get("client_minus_server_ttft_ms")
