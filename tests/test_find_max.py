@@ -77,12 +77,14 @@ def test_find_max_flag_errors_are_clear(args, message):
 @pytest.mark.slow
 def test_find_max_answer_lies_in_the_bracket_a_sweep_shows_on_a_kv_capped_server(tmp_path):
     launcher = pytest.importorskip("triage.reference_engine.launcher")
-    # 20 blocks of 16 tokens: four requests of ~80 tokens fit at once; the rest queue for a slot.
-    common = ["--input-len", "24", "--output-len", "48", "--slo", "ttft_ms=150", "--warmup", "2"]
+    # 20 blocks of 16 tokens: three requests of 88 tokens (6 blocks each) fit at once; a fourth waits a whole
+    # request (~64 decode steps), far past the 80 ms SLO, while an admitted request's TTFT stays far below it.
+    # The boundary is the KV cap, not a latency that load on the host could move.
+    common = ["--input-len", "24", "--output-len", "64", "--slo", "ttft_ms=80", "--warmup", "2"]
     with launcher.start_reference_server("tiny", extra_args=("--num-kv-blocks", "20", "--block-size", "16",
                                                              "--max-num-seqs", "16")) as server:
         sweep_json, found_json = tmp_path / "sweep.json", tmp_path / "found.json"
-        sweep = CliRunner().invoke(app, ["bench", "--url", server.url, "--concurrency", "1,2,4,8,16",
+        sweep = CliRunner().invoke(app, ["bench", "--url", server.url, "--concurrency", "1,2,4,8",
                                          "--num-requests", "32", *common, "--json", str(sweep_json)])
         assert sweep.exit_code == 0, sweep.output
         found = CliRunner().invoke(app, ["bench", "--url", server.url, "--find-max", "concurrency",
@@ -91,12 +93,14 @@ def test_find_max_answer_lies_in_the_bracket_a_sweep_shows_on_a_kv_capped_server
         assert found.exit_code == 0, found.output
     levels = json.loads(sweep_json.read_text())["bench"]["levels"]
     attained = {lv["concurrency"]: lv["slo_attainment_pct"] / 100 for lv in levels}
-    passing = [c for c, a in attained.items() if a >= 0.9]
-    failing = [c for c, a in attained.items() if a < 0.9]
+    # The sweep brackets the cap where it is clear: levels that pass or fail by a margin (a level right at the
+    # 90% target can land either side from one run to the next).
+    passing = [c for c, a in attained.items() if a >= 0.95]
+    failing = [c for c, a in attained.items() if a <= 0.6]
     assert passing and failing, attained              # the KV cap shows in the sweep
     report = json.loads(found_json.read_text())
     result = report["bench"]["summary"]["find_max"]
-    assert result["answer"] is not None
+    assert result["answer"] is not None, (attained, result)
     assert max(passing) <= result["answer"] < min(c for c in failing if c > max(passing)), (attained, result)
     assert len(report["bench"]["levels"]) == len(result["probes"])   # every probe is a normal level
     assert "find-max: highest concurrency" in found.output

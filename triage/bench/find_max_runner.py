@@ -16,7 +16,7 @@ from triage.bench.find_max import FindMaxResult, FindMaxSpec, Measured, Probe, s
 from triage.bench.pool import ConnectionPool
 from triage.bench.preflight import preflight
 from triage.bench.runner import BenchRunner
-from triage.bench.server_watch import GpuSampler
+from triage.bench.server_scrape import GpuSampler
 from triage.core.report import BenchLevel, BenchSection, level_name
 
 

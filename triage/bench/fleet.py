@@ -100,15 +100,15 @@ class FleetPool:
 
 
 def replica_stats(spec: LevelSpec, records: list[RequestRecord], urls: list[str], slo: dict[str, float] | None,
-                  client: ClientStats, watchers: list[Any]) -> list[dict]:
-    """One entry per replica: its records' latencies and throughput, and its own server window (`watchers[i]`
+                  client: ClientStats, scrapers: list[Any]) -> list[dict]:
+    """One entry per replica: its records' latencies and throughput, and its own server window (`scrapers[i]`
     scraped replica i's /metrics) reconciled with that replica's client TTFT."""
     out = []
     for i, url in enumerate(urls):
         mine = [r for r in records if r.replica == i]
         lv = summarize(spec, mine, slo, client, keep_samples=False)
-        server, cache = (watchers[i].summary(lv.ttft_ms.mean)[0], watchers[i].cache_config()) \
-            if i < len(watchers) else (None, {})
+        server, cache = (scrapers[i].summary(lv.ttft_ms.mean)[0], scrapers[i].cache_config()) \
+            if i < len(scrapers) else (None, {})
         out.append({
             "replica": i, "url": redact_text(url), "requests": lv.requests.completed + lv.requests.failed,
             "failed": lv.requests.failed, "ttft_ms": {"p50": lv.ttft_ms.p50, "p99": lv.ttft_ms.p99,

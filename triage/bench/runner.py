@@ -22,7 +22,7 @@ from triage.bench.pool import ConnectEvent, ConnectionPool
 from triage.bench.preflight import ServerInfo, check_sweep_fits, preflight
 from triage.bench.ramp import run_linear, window_specs
 from triage.bench.records import RecordSink, RequestRecord
-from triage.bench.server_watch import GpuSampler, ServerWatcher
+from triage.bench.server_scrape import GpuSampler, ServerScraper
 from triage.bench.stats import duration_s, repeat_summary, summarize
 from triage.bench.validity import ClientMeasurements, CpuMeter, LoopLagMonitor, verdict
 from triage.bench.workload import PromptItem, build, from_trace, synthetic
@@ -227,9 +227,9 @@ class BenchRunner:
     async def _level(self, pool: ConnectionPool, scraper: httpx.AsyncClient, opts: RequestOptions,
                      spec: LevelSpec, slices: list[list[PromptItem]], gpu: GpuSampler | None) -> BenchLevel:
         cfg = self.cfg
-        watcher = ServerWatcher(scraper, interval_s=cfg.scrape_interval_s)
-        replica_watchers = [watcher, *(ServerWatcher(s, interval_s=cfg.scrape_interval_s) for s in self.scrapers[1:])]
-        for w in replica_watchers:
+        level_scraper = ServerScraper(scraper, interval_s=cfg.scrape_interval_s)
+        replica_scrapers = [level_scraper, *(ServerScraper(s, interval_s=cfg.scrape_interval_s) for s in self.scrapers[1:])]
+        for w in replica_scrapers:
             await w.start()
         if gpu is not None:
             gpu.start()
@@ -267,19 +267,19 @@ class BenchRunner:
                 if run.stopped is not None:
                     notes.append(self._stopped_note(run))
         finally:
-            for i, w in enumerate(replica_watchers):
+            for i, w in enumerate(replica_scrapers):
                 await w.stop(expected_finished=sum(1 for r in records if r.ok and (not self.fleet or r.replica == i)))
             if gpu is not None:
                 gpu_dict = gpu.stop()
         level = summarize(spec, records, cfg.slo, _merge_client(client_stats), gpu=gpu_dict,
                           notes=tuple(notes), duration_override_s=sum(durations_s))
-        server, server_reason = watcher.summary(level.ttft_ms.mean)
+        server, server_reason = level_scraper.summary(level.ttft_ms.mean)
         # The runner's notes come first, then the server's and the repeats', then summarize()'s own.
         runner_notes = [server_reason] if server_reason else []
         if per_repeat:
             runner_notes.append(f"{len(per_repeat)} repeats pooled; per-repeat numbers are in `repeats`")
         if self.fleet:  # each replica's own window; the level's `server` is replica 0's, reconciled with its TTFT
-            replicas = replica_stats(spec, records, list(cfg.urls), cfg.slo, level.client, replica_watchers)
+            replicas = replica_stats(spec, records, list(cfg.urls), cfg.slo, level.client, replica_scrapers)
             level = dataclasses.replace(level, replicas=replicas)
             server = replicas[0]["server"]
             runner_notes.append("server window: replica 0's (each replica's is under `replicas`)")

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from triage.bench.server_watch import GpuSampler, gpu_summary, server_summary
+from triage.bench.server_scrape import GpuSampler, gpu_summary, server_summary
 from triage.probes.nvml import decode_clock_event_reasons as clock_event_names
 
 PROM = Path(__file__).parent / "fixtures" / "prom"
@@ -134,7 +134,7 @@ def test_last_scrape_waits_for_the_server_to_count_the_last_requests():
 
     import httpx
 
-    from triage.bench.server_watch import ServerWatcher
+    from triage.bench.server_scrape import ServerScraper
 
     finished = iter([0, 3, 4, 4])
 
@@ -148,7 +148,7 @@ def test_last_scrape_waits_for_the_server_to_count_the_last_requests():
 
     async def main():
         async with httpx.AsyncClient(transport=httpx.MockTransport(metrics), base_url="http://x") as client:
-            watcher = ServerWatcher(client, interval_s=60.0)
+            watcher = ServerScraper(client, interval_s=60.0)
             await watcher.start()
             await watcher.stop(expected_finished=4)
             return watcher

@@ -1,6 +1,6 @@
 """Watching the server and the GPU while a level runs.
 
-ServerWatcher scrapes /metrics at the start, every `interval_s`, and at the end. It only stores the raw text
+ServerScraper scrapes /metrics at the start, every `interval_s`, and at the end. It only stores the raw text
 while the level runs and parses afterwards (with the one parser, probes/prom.py), so scraping costs the event
 loop little. GpuSampler reads NVML in a thread. Both degrade to None with a reason; neither fails a run.
 """
@@ -40,7 +40,7 @@ def _ms(seconds: float | None) -> float | None:
 
 
 @dataclass(slots=True)
-class ServerWatcher:
+class ServerScraper:
     client: httpx.AsyncClient
     path: str = "/metrics"
     interval_s: float = 0.5
