@@ -255,13 +255,17 @@ class EngineConfig:
     seed: int = 0
     load_format: str = "auto"
     num_threads: int | None = None      # CPU: torch intra-op threads (process-wide); None leaves torch's default
+    # With fp32 compute on a CPU: keep bf16-valued Linear weights in bf16 (kernels/bf16_weights.py). auto
+    # measures; bf16 forces it where the weights are bf16 values; fp32 never.
+    weight_storage: str = "auto"
 
     def replace(self, **changes: Any) -> EngineConfig:
         return replace(self, **changes)
 
     def validate(self) -> None:
         # ``attention`` is checked against the backend registry by the engine (backends can be registered).
-        choices = {"scheduler": SCHEDULERS, "kv_layout": KV_LAYOUTS, "load_format": LOAD_FORMATS, "dtype": DTYPES, "kv_cache_dtype": KV_CACHE_DTYPES}
+        choices = {"scheduler": SCHEDULERS, "kv_layout": KV_LAYOUTS, "load_format": LOAD_FORMATS, "dtype": DTYPES, "kv_cache_dtype": KV_CACHE_DTYPES,
+                   "weight_storage": ("auto", "bf16", "fp32")}
         for name, allowed in choices.items():
             value = getattr(self, name)
             if value not in allowed:

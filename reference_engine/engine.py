@@ -96,6 +96,7 @@ class LLMEngine:
 
         model = build_model(mc, self.dtype, config.device, config.load_format, directory, config.seed)
         self.load_format = model.load_format
+        self.weight_storage = self._store_weights(model)
         kv_bytes_per_token = kv_format.bytes_per_token(mc.num_hidden_layers, mc.num_key_value_heads, mc.head_dim)
         self._kv_bytes_per_token = kv_bytes_per_token
         capacity_tokens = self._kv_capacity_tokens(kv_bytes_per_token)
@@ -128,6 +129,33 @@ class LLMEngine:
         self.last_step: StepStats | None = None
 
     # -- setup helpers ---------------------------------------------------------------------------
+    def _store_weights(self, model) -> str:
+        """fp32 compute on a CPU: keep bf16-valued weights in bf16 when that measures faster. Returns the
+        storage dtype of the Linear weights, and adds the reason to the dtype note."""
+        cfg, mc = self.config, self.model_config
+        if self.dtype != torch.float32 or cfg.weight_storage == "fp32":
+            return DTYPE_NAMES[self.dtype]
+        from triage.reference_engine.kernels.bf16_weights import (
+            bf16_exact,
+            choose_storage,
+            kernel,
+            store_bf16,
+        )
+
+        if cfg.weight_storage == "bf16":
+            if not bf16_exact(model):
+                raise EngineError("weight_storage=bf16: the weights are not bf16 values (storing them would change them)")
+            if kernel()[0] is None:
+                raise EngineError(f"weight_storage=bf16: {kernel()[1]}")
+            use, why = True, "bf16-stored weights, fp32 arithmetic (forced)"
+        else:
+            use, why = choose_storage(model, mc.hidden_size, mc.intermediate_size, cfg.device)
+        self.dtype_note = f"{self.dtype_note}; {why}"
+        if not use:
+            return "float32"
+        store_bf16(model)
+        return "bfloat16"
+
     def _kv_capacity_tokens(self, bytes_per_token: int) -> int:
         cfg = self.config
         if cfg.num_kv_blocks is not None:

@@ -67,6 +67,11 @@ def _set_module(model: nn.Module, name: str, module: nn.Module) -> None:
 
 
 def _linears(model: nn.Module) -> list[tuple[str, nn.Linear]]:
+    from triage.reference_engine.kernels.bf16_weights import Bf16StoredLinear
+
+    for n, m in list(model.named_modules()):
+        if isinstance(m, Bf16StoredLinear):      # bf16-stored fp32 layers quantize from their exact fp32 values
+            _set_module(model, n, m.to_linear())
     return [(n, m) for n, m in model.named_modules() if type(m) is nn.Linear]
 
 

@@ -208,8 +208,9 @@ def roofline(ctx: Context) -> list[dict]:
         warm(engine, mc.vocab_size)
         model = engine.runner.model
         w_bytes = model_weight_bytes(model)
-        if not mc.tie_word_embeddings:  # decode gathers B embedding rows, it does not stream the table
-            w_bytes -= model.model.embed_tokens.weight.numel() * model.model.embed_tokens.weight.element_size()
+        embed = model.model.embed_tokens.weight
+        if getattr(model.lm_head, "weight", None) is not embed:  # decode gathers B embedding rows, it does not
+            w_bytes -= embed.numel() * embed.element_size()       # stream the table (unless lm_head is it)
         kv_tok = engine.runner.kv_cache_bytes / (engine.runner.num_blocks * engine.runner.block_size)
         for b in cfg.roofline_batch_sizes:
             ctx.on_step(f"roofline: {dtype} bs={b}")
