@@ -23,12 +23,15 @@ def test_the_layer_matches_fp32_on_bf16_values(rows):
     linear = nn.Linear(200, 96, bias=True)
     with torch.no_grad():
         linear.weight.copy_(_bf16_valued(96, 200))
-    stored = bw.Bf16StoredLinear(linear, bw.kernel()[0])
+    stored = bw.Bf16StoredLinear(linear)
     assert stored.weight.dtype == torch.bfloat16 and torch.equal(stored.weight.float(), linear.weight)
     x = torch.randn(rows, 200)
     # fp32 sums of 200 products in another order: a few ulps of the ~10-sized outputs apart.
     torch.testing.assert_close(stored(x), F.linear(x, linear.weight, linear.bias), rtol=1e-5, atol=1e-4)
     assert torch.equal(stored.to_linear().weight, linear.weight)       # back to fp32, exactly
+    import copy
+
+    torch.testing.assert_close(copy.deepcopy(stored)(x), stored(x), rtol=0, atol=0)   # baseline copies models
 
 
 def test_weights_that_are_not_bf16_values_stay_fp32():

@@ -65,17 +65,17 @@ def _cpu_flags() -> set[str]:
 class Bf16StoredLinear(nn.Module):
     """nn.Linear's job with a bf16 weight and fp32 arithmetic. Same parameter names (`weight`, `bias`)."""
 
-    def __init__(self, linear: nn.Linear, module: Any):
+    def __init__(self, linear: nn.Linear):
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight = nn.Parameter(linear.weight.detach().to(torch.bfloat16), requires_grad=False)
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
-        self._kernel = module
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features)
-        if rows.shape[0] <= MAX_KERNEL_ROWS and rows.dtype == torch.float32:
-            out = self._kernel.bf16_weight_linear(rows, self.weight)
+        module = kernel()[0]      # looked up, not kept: the layer must deep-copy (baseline copies models)
+        if module is not None and rows.shape[0] <= MAX_KERNEL_ROWS and rows.dtype == torch.float32:
+            out = module.bf16_weight_linear(rows, self.weight)
             if self.bias is not None:
                 out = out + self.bias
         else:
@@ -138,12 +138,11 @@ def choose_storage(model: nn.Module, hidden: int, intermediate: int, device: str
 def store_bf16(model: nn.Module) -> int:
     """Swap every nn.Linear for a Bf16StoredLinear (a tied lm_head gets its own bf16 copy; the embedding
     table stays fp32). Returns how many were swapped."""
-    module, _ = kernel()
     swapped = 0
     for name, m in list(model.named_modules()):
         if type(m) is nn.Linear:
             parent_name, _, child = name.rpartition(".")
             parent = model.get_submodule(parent_name) if parent_name else model
-            setattr(parent, child, Bf16StoredLinear(m, module))
+            setattr(parent, child, Bf16StoredLinear(m))
             swapped += 1
     return swapped
