@@ -28,14 +28,23 @@ torch::Tensor bf16_weight_linear(torch::Tensor x, torch::Tensor w) {
       const uint16_t* row = wp + n * K;
       for (int64_t t = 0; t < T; ++t) {
         const float* xr = xp + t * K;
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+        // Eight independent accumulators: one FMA chain would wait on its own latency every step.
+        __m256 acc[8];
+        for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
         int64_t k = 0;
-        for (; k + 16 <= K; k += 16) {
-          __m256i a = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k)));
-          __m256i b = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k + 8)));
-          acc0 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(a, 16)), _mm256_loadu_ps(xr + k), acc0);
-          acc1 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(b, 16)), _mm256_loadu_ps(xr + k + 8), acc1);
+        for (; k + 64 <= K; k += 64) {
+          for (int i = 0; i < 8; ++i) {
+            __m256i wi = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k + 8 * i)));
+            acc[i] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(wi, 16)), _mm256_loadu_ps(xr + k + 8 * i),
+                                     acc[i]);
+          }
         }
+        for (; k + 8 <= K; k += 8) {
+          __m256i wi = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k)));
+          acc[0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(wi, 16)), _mm256_loadu_ps(xr + k), acc[0]);
+        }
+        __m256 acc0 = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+        __m256 acc1 = _mm256_add_ps(_mm256_add_ps(acc[4], acc[5]), _mm256_add_ps(acc[6], acc[7]));
         float total = hsum(_mm256_add_ps(acc0, acc1));
         for (; k < K; ++k) {
           uint32_t bits = static_cast<uint32_t>(row[k]) << 16;
