@@ -150,8 +150,8 @@ class Conn(asyncio.Protocol):
         """Before reuse, on an idle plain-TCP socket that polls readable: read what is there. True when it was
         just the owed final CRLF of the last body (now consumed: the connection is clean); False on an EOF, an
         error, or any other byte."""
-        if not self._crlf_owed:
-            return False
+        if not self._crlf_owed or not isinstance(sock, socket.socket):
+            return False  # (asyncio's own transport hands out a wrapper that should not be read)
         try:
             data = sock.recv(len(self._crlf_owed), socket.MSG_PEEK)
         except (BlockingIOError, InterruptedError):
