@@ -7,6 +7,12 @@ CLOCK_MONOTONIC time just before it wrote the first token. The true TTFT is the 
 same id is the error. time.perf_counter() is CLOCK_MONOTONIC on Linux, so the send side (t0 vs arrival) and the
 receive side (first-token arrival vs the server's write) are reported too.
 
+Where the error comes from is recorded with it: the client's event-loop lag and CPU, and how many errors over
+1 ms belong to a request whose first token was read in one piece with the next (equal first two chunk times).
+Kernel receive stamps survive a late loop, except there: TCP merges segments left unread in the socket and the
+merged bytes keep the newest segment's stamp (tcp_try_coalesce, net/ipv4/tcp_input.c), so a client kept off the
+CPU for longer than the token gap stamps its first token with a later token's arrival.
+
 The same run is repeated with --no-warm-connections (the pre-issue-14 behaviour: the first wave opens its
 connections inside the measured window) as the baseline, on the same host, round after round.
 
@@ -177,6 +183,7 @@ def one_run(url: str, levels: tuple[int, ...], num_requests: int, warm: bool) ->
         name = f"c={level.concurrency}"
         rows = [r for r in records if r.level == name and r.ok and not r.warmup]
         err, send_side, recv_side, first_wave, raw, bracket = [], [], [], [], [], []
+        merged, late, late_merged = 0, 0, 0
         first_sends = sorted(r.t0_s for r in rows)[:level.concurrency]
         cutoff = first_sends[-1] if first_sends else 0.0
         for r in rows:
@@ -189,6 +196,13 @@ def one_run(url: str, levels: tuple[int, ...], num_requests: int, warm: bool) ->
             hi = truth["first_write_done"] - truth["arrived"]
             e = (r.ttft_s - hi if r.ttft_s > hi else min(0.0, r.ttft_s - lo)) * 1000.0
             err.append(e)
+            # TCP merges segments left unread and keeps the newest one's receive stamp (tcp_try_coalesce): a first
+            # token read in one piece with the next carries the next one's arrival (equal first two chunk times).
+            is_merged = len(r.chunk_times_s) > 1 and r.chunk_times_s[0] == r.chunk_times_s[1]
+            merged += is_merged
+            if e > 1.0:
+                late += 1
+                late_merged += is_merged
             raw.append((r.ttft_s - lo) * 1000.0)
             bracket.append((hi - lo) * 1000.0)
             if r.t0_s <= cutoff:
@@ -203,6 +217,9 @@ def one_run(url: str, levels: tuple[int, ...], num_requests: int, warm: bool) ->
             "ttft_ms_p50": level.ttft_ms.p50, "ttft_ms_p99": level.ttft_ms.p99,
             "true_ttft_ms_p50": float(np.median([(v["first_write"] - v["arrived"]) * 1000 for v in log.values()])),
             "failed": level.requests.failed, "client_valid": level.client.valid,
+            "client_loop_lag_ms_p99": level.client.event_loop_lag_ms_p99, "client_cpu_pct": level.client.cpu_pct,
+            "first_token_merged_with_next": merged, "errors_over_1ms": late,
+            "errors_over_1ms_with_first_token_merged": late_merged,
             "connections_opened_warm": conns.get("opened_warm"), "connections_opened_in_window":
                 conns.get("opened_in_window"), "connect_ms_p99": (conns.get("connect_ms") or {}).get("p99"),
         }
@@ -222,6 +239,7 @@ def main() -> int:
     server = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve"], stdout=subprocess.PIPE,
                               text=True)
     started = time.time()
+    load1_at_start = os.getloadavg()[0]
     rounds: dict[str, list[dict]] = {"warm_connections": [], "no_warm_connections": []}
     try:
         url = f"http://127.0.0.1:{int(server.stdout.readline())}"
@@ -239,14 +257,19 @@ def main() -> int:
 
     summary = {mode: {level: {"ttft_error_ms_p50": median(mode, level, "ttft_error_ms", "p50"),
                               "ttft_error_ms_p99": median(mode, level, "ttft_error_ms", "p99"),
-                              "first_wave_ttft_error_ms_p99": median(mode, level, "first_wave_ttft_error_ms", "p99")}
+                              "first_wave_ttft_error_ms_p99": median(mode, level, "first_wave_ttft_error_ms", "p99"),
+                              "client_loop_lag_ms_p99": float(np.median([r[level]["client_loop_lag_ms_p99"] or 0.0
+                                                                         for r in rounds[mode]])),
+                              "errors_over_1ms": sum(r[level]["errors_over_1ms"] for r in rounds[mode]),
+                              "errors_over_1ms_with_first_token_merged":
+                                  sum(r[level]["errors_over_1ms_with_first_token_merged"] for r in rounds[mode])}
                       for level in ("c=1", "c=64")} for mode in rounds}
     load1, load5, _ = os.getloadavg()
     report = {
         "benchmark": "bench_ttft_accuracy",
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": {"cpu_model": cpu_model(), "num_cpus": os.cpu_count(), "python": platform.python_version(),
-                 "loadavg_1m_at_end": load1, "loadavg_5m_at_end": load5,
+                 "loadavg_1m_at_start": load1_at_start, "loadavg_1m_at_end": load1, "loadavg_5m_at_end": load5,
                  "note": "the host may be shared: judge by the load average"},
         "setup": {"levels": [1, 64], "num_requests_per_level": 256, "tokens_per_request": NUM_TOKENS,
                   "first_token_delay_ms": FIRST_TOKEN_DELAY_S * 1000, "token_gap_ms": TOKEN_GAP_S * 1000,

@@ -8,6 +8,7 @@ arrived and when the first token and the end left (wall clock and perf_counter).
                       `Connection: keep-alive` and `Keep-Alive: timeout=5, max=100` (as llama-server does);
                       `close_delay_s` waits that long first, so the client's next request races the close
   final_crlf_delay_s  write the last chunk `0\r\n` and the body's final CRLF apart, this long between them
+  trailing_bytes      written after the body's end (bytes no request asked for)
   reasoning_chunks    chat: this many `reasoning_content` chunks before the answer's `content` chunks
   status              answer every non-probe POST (max_tokens > 2) with this HTTP status and `error_message`
   fail_prompt_words   a POST whose prompt has this many words gets a 500 (breaks the calibration probe)
@@ -29,6 +30,7 @@ class LoopbackServer:
     close_after_stream: bool = False
     close_delay_s: float = 0.0
     final_crlf_delay_s: float = 0.0
+    trailing_bytes: bytes = b""
     reasoning_chunks: int = 0
     status: int | None = None
     error_message: str = "error"
@@ -182,6 +184,9 @@ class LoopbackServer:
             writer.write(b"\r\n")
         else:
             writer.write(b"0\r\n\r\n")
+        if self.trailing_bytes:
+            await writer.drain()
+            writer.write(self.trailing_bytes)
         await writer.drain()
         entry["end_epoch_s"] = time.time()
         if self.close_after_stream:

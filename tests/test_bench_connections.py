@@ -211,3 +211,47 @@ def test_a_final_crlf_that_arrives_after_reuse_does_not_block_the_retry(tmp_path
     assert lv.requests.failed == 0, lv.requests.errors_by_kind
     assert lv.connections["retries"] >= 6
     assert all(r.ok for r in read_records(tmp_path / "r.jsonl") if not r.warmup)
+
+
+def test_a_late_final_crlf_on_a_kept_alive_connection_neither_fails_nor_drops_it():
+    """The same split end on a server that keeps the connection: the late CRLF is the old response's, whether
+    it lands after the next request was written (no pause), while the connection sat idle (the loop reads it),
+    or sits unread in the socket when the connection is reused (the loop was blocked: the reuse check reads
+    it); nothing fails, nothing is retried and the one connection is kept."""
+    for pause in ("none", "idle", "blocked"):
+        with LoopbackServer(final_crlf_delay_s=0.01) as srv:
+            responses = asyncio.run(_four_posts(srv.url, pause))
+            num_connections = srv.num_connections
+        assert all(r.status == 200 and r.complete and not r.retried for r in responses), pause
+        assert [r.reused for r in responses] == [False, True, True, True], pause
+        assert num_connections == 1, pause
+
+
+def test_bytes_after_a_response_mean_the_connection_is_not_reused():
+    """Bytes after the body's end answer nothing: that connection is never reused (the next request opens a
+    fresh one and succeeds), whether the loop read them while it sat idle or they wait in the socket."""
+    for pause in ("idle", "blocked"):
+        with LoopbackServer(trailing_bytes=b"HTTP/1.1 200 OK\r\n\r\n") as srv:
+            responses = asyncio.run(_four_posts(srv.url, pause))
+            num_connections = srv.num_connections
+        assert all(r.status == 200 and r.complete and not r.retried for r in responses), pause
+        assert [r.reused for r in responses] == [False] * 4, pause
+        assert num_connections == 4, pause
+
+
+async def _four_posts(url: str, pause: str) -> list:
+    import time
+
+    from triage.bench.pool import ConnectionPool
+
+    pool = ConnectionPool(url, 1)
+    body = json.dumps({"model": "loop", "prompt": "hi", "max_tokens": 3, "stream": True}).encode()
+    responses = []
+    for _ in range(4):
+        responses.append(await pool.post_stream("/v1/completions", body, 10.0))
+        if pause == "idle":
+            await asyncio.sleep(0.05)
+        elif pause == "blocked":
+            time.sleep(0.05)  # what arrives now stays in the socket until the reuse check
+    pool.close()
+    return responses

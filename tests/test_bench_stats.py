@@ -147,6 +147,19 @@ def test_loop_lag_and_cpu_use_the_same_thresholds_as_rule_bench001():
     assert not busy.valid and "client CPU 90%" in busy.invalid_reason
 
 
+def test_a_lagging_loop_names_first_tokens_that_share_a_read_stamp_with_the_next():
+    """TCP merges unread segments and keeps the newest one's receive stamp: a first token read with the next one
+    has that one's arrival. The lag reason counts them (equal first two chunk times), and only then."""
+    merged = [rec(i, 0.5 * i, [0.035, 0.035, 0.04]) for i in range(3)] + [rec(3, 1.5, [0.03, 0.035, 0.04])]
+    lagging = verdict(LevelSpec(concurrency=1), merged, ClientMeasurements(20.0, 30.0, [], 0))
+    assert "3 of 4 first tokens were read in one piece with the next token" in lagging.invalid_reason
+    apart = [rec(i, 0.5 * i, [0.03, 0.035, 0.04]) for i in range(4)]
+    lagging = verdict(LevelSpec(concurrency=1), apart, ClientMeasurements(20.0, 30.0, [], 0))
+    assert "read in one piece" not in lagging.invalid_reason
+    quiet = verdict(LevelSpec(concurrency=1), merged, ClientMeasurements(20.0, 1.0, [], 0))
+    assert "read in one piece" not in (quiet.invalid_reason or "")  # no lag: the stamps were read in time
+
+
 def test_verdict_flags_an_open_loop_that_fell_behind_schedule():
     records = [rec(i, 0.1 * i, [0.05]) for i in range(10)]
     late = verdict(LevelSpec(request_rate=10.0), records, ClientMeasurements(30.0, 1.0, [0.0] * 8 + [80.0] * 2, 0))

@@ -84,6 +84,7 @@ class Conn(asyncio.Protocol):
         self.last_data_s = 0.0
         self.t_sent = 0.0  # perf_counter() just before the last request's bytes were written
         self.response_bytes = 0  # bytes received for the current request (0: the server never answered)
+        self.unsolicited = False  # bytes arrived that no request asked for: never reuse this connection
         self.num_requests = 0  # requests written on this connection
         self.keep_alive_max: int | None = None  # from the last response's `Keep-Alive: timeout=T, max=N`
         self.keep_alive_timeout_s: float | None = None
@@ -121,7 +122,8 @@ class Conn(asyncio.Protocol):
         self.last_data_s = t
         self.response_bytes += len(data)
         if self.response is None or self.done is None or self.done.done():
-            return  # bytes with no request outstanding: the connection will not be reused
+            self.unsolicited = True  # bytes with no request outstanding: the connection will not be reused
+            return
         try:
             self._feed(t, data)
         except HttpError as e:
@@ -143,6 +145,24 @@ class Conn(asyncio.Protocol):
                 where = "before the response headers" if self._state == "head" else "mid-response"
                 self._finish(HttpError("disconnected", f"the server closed the connection {where}"
                                                        + (f": {exc}" if exc else "")))
+
+    def drain_owed(self, sock: socket.socket) -> bool:
+        """Before reuse, on an idle plain-TCP socket that polls readable: read what is there. True when it was
+        just the owed final CRLF of the last body (now consumed: the connection is clean); False on an EOF, an
+        error, or any other byte."""
+        if not self._crlf_owed or not isinstance(sock, socket.socket):
+            return False  # (asyncio's own transport hands out a wrapper that should not be read)
+        try:
+            data = sock.recv(len(self._crlf_owed), socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:
+            return False
+        if not data or not self._crlf_owed.startswith(data):
+            return False
+        sock.recv(len(data))
+        self._crlf_owed = self._crlf_owed[len(data):]
+        return True
 
     # -- framing
     def start(self, loop: asyncio.AbstractEventLoop, request: bytes,
@@ -200,6 +220,8 @@ class Conn(asyncio.Protocol):
                     # data_received drops it when it comes (it is not a byte of the next response).
                     rest = buf[:2]
                     self._crlf_owed = b"\r\n"[len(rest):] if b"\r\n".startswith(rest) else b""
+                    if len(buf) > 2 or not b"\r\n".startswith(rest):
+                        self.unsolicited = True  # bytes after the body's end: no answer to anything
                     resp.complete = True
                     self._finish(None)
                     buf = b""

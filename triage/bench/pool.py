@@ -10,7 +10,9 @@ yields to the event loop (so a FIN that already arrived is delivered), polls the
 it is sent again, once, on a fresh connection (a POST, on purpose; the retries are counted per level).
 Only then: a request that got any byte of an answer is never sent twice, since the server may have started on
 it. The previous response's final CRLF, when the server writes it apart from the last chunk (llama-server
-does) and it lands after the reuse, is the old response's and does not count as an answer (http.py).
+does) and it lands after the reuse, is the old response's and does not count as an answer (http.py); still
+unread at the reuse check, it is read there and the connection kept. Any other byte that no request asked for
+retires the connection. A timeout is never retried.
 
 Timing, as the contract says: `Response.t_sent` is the write that got the response; everything before it
 (a new connection, or a dead one's lost time plus the new connect) is `Response.connect_s`, never TTFT.
@@ -117,7 +119,7 @@ class ConnectionPool:
     def _reusable(self, conn: Conn) -> bool:
         """Not closed by the peer, within the Keep-Alive max and timeout, and (plain TCP) not readable: an idle
         HTTP/1.1 connection that polls readable has either an EOF or bytes nobody asked for."""
-        if conn.closed or conn.transport is None or conn.transport.is_closing():
+        if conn.closed or conn.unsolicited or conn.transport is None or conn.transport.is_closing():
             return False
         if conn.keep_alive_max is not None and (conn.keep_alive_max <= 1 or conn.num_requests >= conn.keep_alive_max):
             return False
@@ -131,8 +133,8 @@ class ConnectionPool:
                     readable, _, _ = select.select([sock.fileno()], [], [], 0)
                 except (OSError, ValueError):
                     return False
-                if readable:
-                    return False
+                if readable and not (conn.drain_owed(sock) and not select.select([sock.fileno()], [], [], 0)[0]):
+                    return False  # an EOF, or a byte other than the last body's late final CRLF
         return True
 
     async def _idle_connection(self) -> Conn | None:

@@ -123,6 +123,18 @@ def _host_hint(cpu_pct: float | None) -> str:
     return f" (this process used only {cpu_pct:.0f}% of a core: other work on the host kept it from running)"
 
 
+def _merged_hint(measured: list[RequestRecord]) -> str:
+    """Kernel receive stamps survive a late loop, except where TCP merged segments the client had not read yet:
+    the merged bytes carry the newest segment's arrival (tcp_try_coalesce in the kernel's tcp_input.c). A first
+    token read in one piece with the next one shows as two equal chunk times; its TTFT may be that gap high."""
+    ok = [r for r in measured if r.ok and len(r.chunk_times_s) > 1]
+    merged = sum(1 for r in ok if r.chunk_times_s[0] == r.chunk_times_s[1])
+    if not merged:
+        return ""
+    return (f"; {merged} of {len(ok)} first tokens were read in one piece with the next token and carry its "
+            "arrival time (TCP merges unread segments), so their TTFT may read a token gap or more high")
+
+
 def verdict(spec: LevelSpec, records: list[RequestRecord], m: ClientMeasurements,
             holds_concurrency: bool = True) -> ClientStats:
     """`holds_concurrency=False` for loads that do not keep `spec.concurrency` in flight by design (multi-turn
@@ -134,7 +146,7 @@ def verdict(spec: LevelSpec, records: list[RequestRecord], m: ClientMeasurements
         reasons.append(f"client CPU {m.cpu_pct:.0f}% of a core >= {MAX_CPU_PCT:.0f}%: the event loop was saturated")
     if m.loop_lag_ms_p99 is not None and m.loop_lag_ms_p99 > MAX_LOOP_LAG_MS:
         reasons.append(f"event-loop lag p99 {m.loop_lag_ms_p99:.1f} ms > {MAX_LOOP_LAG_MS:.0f} ms: 1% of "
-                       "timestamps may be late by that much" + _host_hint(m.cpu_pct))
+                       "timestamps may be late by that much" + _host_hint(m.cpu_pct) + _merged_hint(measured))
     if spec.concurrency is not None and holds_concurrency and steady and conc is not None \
             and conc < MIN_CONCURRENCY_FRAC * spec.concurrency:
         reasons.append(f"achieved concurrency {conc:.1f} < {MIN_CONCURRENCY_FRAC:.0%} of {spec.concurrency}: "
