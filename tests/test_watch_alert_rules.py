@@ -120,14 +120,19 @@ def test_promtool_checks_the_rules_file(tmp_path):
     assert "SUCCESS" in out.stdout
 
 
-@needs_promtool
-def test_promtool_unit_tests_fire_on_a_30_percent_ttft_rise_and_stay_quiet_on_noise_and_traffic(tmp_path):
+def promtool_test_rules(tmp_path) -> subprocess.CompletedProcess:
+    """`promtool test rules` on the generated rules file and the unit tests of unit_test_file()."""
     rules = tmp_path / "triage-rules.yml"
     rules.write_text(alert_rules.rules_yaml())
     tests = tmp_path / "triage-rules.test.yml"
     tests.write_text(yaml.safe_dump(unit_test_file(rules.name), sort_keys=False, width=400))
-    out = subprocess.run([PROMTOOL, "test", "rules", str(tests)], capture_output=True, text=True, timeout=240,
-                         cwd=tmp_path)
+    return subprocess.run([PROMTOOL, "test", "rules", str(tests)], capture_output=True, text=True, timeout=240,
+                          cwd=tmp_path)
+
+
+@needs_promtool
+def test_promtool_unit_tests_fire_on_a_30_percent_ttft_rise_and_stay_quiet_on_noise_and_traffic(tmp_path):
+    out = promtool_test_rules(tmp_path)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     assert "SUCCESS" in out.stdout
 
@@ -136,10 +141,4 @@ def test_promtool_unit_tests_fire_on_a_30_percent_ttft_rise_and_stay_quiet_on_no
 def test_promtool_unit_test_fails_when_the_alert_is_wrong(tmp_path, monkeypatch):
     """The unit test can fail: with the threshold at 1.35x the 30% rise no longer fires."""
     monkeypatch.setattr(alert_rules, "TTFT_RISE_X", 1.35)
-    rules = tmp_path / "triage-rules.yml"
-    rules.write_text(alert_rules.rules_yaml())
-    tests = tmp_path / "triage-rules.test.yml"
-    tests.write_text(yaml.safe_dump(unit_test_file(rules.name), sort_keys=False, width=400))
-    out = subprocess.run([PROMTOOL, "test", "rules", str(tests)], capture_output=True, text=True, timeout=240,
-                         cwd=tmp_path)
-    assert out.returncode != 0
+    assert promtool_test_rules(tmp_path).returncode != 0
