@@ -50,3 +50,17 @@ def report_validator():
 from tests.live_engines import transformers_server  # noqa: E402, F401
 from tests.live_llamacpp import llama_server_parallel1  # noqa: E402, F401
 from tests.server_fixture import reference_server  # noqa: E402, F401
+
+
+@pytest.fixture
+def python_sigint_handler():
+    """Python's own SIGINT handler (KeyboardInterrupt) for the test's duration. A test process started in the
+    background by a non-interactive shell inherits SIGINT ignored, and then `_thread.interrupt_main()` and a
+    real Ctrl-C do nothing; a test that relies on Ctrl-C sets the state it needs, and puts the old one back."""
+    import signal
+
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)

@@ -17,6 +17,9 @@ own httpx code meets every failure the way it would in production. Each POST to 
   error_event   one chunk, then an SSE {"error": ...} event
   stall         one chunk, then silence for `stall_s`
   hang          one chunk, then silence until the server stops (for kill tests)
+  no_text       llama.cpp's bytes for tokens that decode to nothing printable: one final chunk with "text": "",
+                finish_reason "length" and usage.completion_tokens = max_tokens, then [DONE]
+  no_text_zero  the same final chunk with usage.completion_tokens 0: the server says it generated nothing
 
 With `reject_fields`, a POST carrying one of those fields (top level or in stream_options) gets a 400.
 With `require_api_key`, a POST without that bearer token gets a 401, whatever the schedule says.
@@ -175,6 +178,18 @@ class _Handler(BaseHTTPRequestHandler):
         if chat:
             self._event({"id": "x", "object": "chat.completion.chunk",
                          "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+        if behaviour in ("no_text", "no_text_zero"):
+            generated = max_tokens if behaviour == "no_text" else 0
+            self._event({"choices": [{"text": "", "index": 0, "logprobs": None, "finish_reason": "length"}],
+                         "object": "text_completion", "model": st.model, "id": "chatcmpl-x",
+                         "usage": {"completion_tokens": generated, "prompt_tokens": prompt_tokens,
+                                   "total_tokens": prompt_tokens + generated}})
+            self._event("[DONE]")
+            self._chunk(b"")
+            with st.lock:
+                st.num_completed += 1
+                st.generation_tokens_total += generated
+            return
         per_chunk = 2 if behaviour == "multi" else 1
         sent = 0
         i = 0

@@ -45,7 +45,7 @@ def test_every_error_kind_is_counted_and_the_report_is_written(tmp_path, report_
     assert result.exit_code == 0, result.output
     data = report_validator(json.loads((tmp_path / "bench.json").read_text()))
     (lv,) = data["bench"]["levels"]
-    assert lv["requests"] == {"completed": 4, "failed": 8, "errors_by_kind": KINDS}
+    assert lv["requests"] == {"completed": 4, "failed": 8, "errors_by_kind": KINDS, "completed_no_text": 0}
     assert lv["slo_attainment_pct"] == pytest.approx(100 * 4 / 12)  # the 8 failures are misses
     records = read_records(tmp_path / "requests.jsonl")
     assert sorted(r.error_kind for r in records if not r.ok) == sorted(KINDS)
@@ -60,7 +60,7 @@ def test_a_level_where_every_request_fails_still_reports(tmp_path, report_valida
     assert result.exit_code == 0, result.output
     data = report_validator(json.loads((tmp_path / "r.json").read_text()))
     for lv in data["bench"]["levels"]:
-        assert lv["requests"] == {"completed": 0, "failed": 3, "errors_by_kind": {"http_500": 3}}
+        assert lv["requests"] == {"completed": 0, "failed": 3, "errors_by_kind": {"http_500": 3}, "completed_no_text": 0}
         assert lv["ttft_ms"]["p50"] is None
     assert any("warmup requests failed" in n for n in data["bench"]["config"]["notes"])
 
@@ -213,12 +213,20 @@ def test_duration_mode_stops_issuing_at_the_deadline(tmp_path):
     assert rate.requests.completed == len(sends)
 
 
+def _sigint_as_at_a_terminal() -> None:
+    """In the child, before exec: SIGINT back to its default disposition. A job started in the background by a
+    non-interactive shell (as CI does) inherits SIGINT *ignored*; Python then installs no KeyboardInterrupt
+    handler, and the Ctrl-C this test sends would never arrive."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _bench_process(url: str, tmp_path: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
     return subprocess.Popen(
         [sys.executable, "-m", "triage", "bench", "--url", url, "--warmup", "0", "--input-len", "8",
          "--output-len", "4", "--jsonl", str(tmp_path / "r.jsonl"), "--json", str(tmp_path / "r.json"), *extra],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_sigint_as_at_a_terminal)
 
 
 def _wait_for(predicate, timeout_s: float = 30.0) -> None:

@@ -124,3 +124,28 @@ def test_workers_give_the_statistics_of_their_pooled_records(reference_server, t
     dirs = [tmp_path / "run" / "worker-0", tmp_path / "run" / "worker-1"]
     merged = json.loads(out.read_text())
     _assert_exact(merged, dirs, {"c=2": ["c=1", "c=1"], "c=4": ["c=2", "c=2"]})
+
+
+def test_a_shard_with_output_dir_and_json_keeps_its_directory_complete_and_merges(tmp_path):
+    """--json beside --output-dir writes a copy: the directory still holds bench.json and requests.jsonl, so
+    `bench merge` takes it."""
+    from tests.fake_servers import FakeOpenAIServer
+
+    dirs = [tmp_path / "s0", tmp_path / "s1"]
+    with FakeOpenAIServer() as srv:
+        for i, d in enumerate(dirs):
+            result = CliRunner().invoke(app, [
+                "bench", "--url", srv.url, "--concurrency", "2", "--num-requests", "4", "--warmup", "0",
+                "--input-len", "8", "--output-len", "4", "--shard", f"{i}/2", "--output-dir", str(d),
+                "--json", str(tmp_path / f"copy{i}.json"), "--jsonl", str(tmp_path / f"copy{i}.jsonl"),
+                "--format", "json"])
+            assert result.exit_code == 0, result.output
+    for i, d in enumerate(dirs):
+        assert (d / "bench.json").read_text() == (tmp_path / f"copy{i}.json").read_text()
+        assert (d / "requests.jsonl").read_text() == (tmp_path / f"copy{i}.jsonl").read_text()
+        assert len((d / "requests.jsonl").read_text().splitlines()) == 2  # each shard sends half the requests
+    merged = CliRunner().invoke(app, ["bench", "merge", str(dirs[0]), str(dirs[1]), "--format", "json"])
+    assert merged.exit_code == 0, merged.output
+    report = json.loads(merged.stdout)
+    (level,) = report["bench"]["levels"]
+    assert level["concurrency"] == 2 and level["requests"]["completed"] == 4

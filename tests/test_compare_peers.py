@@ -4,12 +4,14 @@ tests/fixtures/peers/README.md) and vLLM fixtures built from the keys in vLLM's 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from triage.cli import app
 from triage.importers import detect, load_any
+from triage.importers.common import workload
 
 PEERS = "tests/fixtures/peers"
 runner = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"})
@@ -111,3 +113,23 @@ def test_demo_pair_workload_difference_exits_2_unless_allowed(tmp_path):
     assert "what changed" in result.stdout and "engine engine: reference -> vllm" in result.stdout
     assert "server_flags max_model_len: 4096 -> 1024" in result.stdout
     assert runner.invoke(app, ["compare", str(a), str(b), "--allow-different", "bogus"]).exit_code == 2
+
+
+def test_two_tools_runs_of_one_workload_show_no_workload_difference():
+    """AIPerf 0.13 and GuideLLM 0.8.1 ran the same synthetic 32-in/16-out streaming completions workload: each
+    importer speaks triage's vocabulary, so nothing but the level set differs."""
+    from triage.compare.comparability import differences
+
+    aiperf, guidellm, vllm = (load_any(Path(FILES[f][0])) for f in ("aiperf", "guidellm", "vllm"))
+    for a, b in ((aiperf, guidellm), (guidellm, aiperf)):
+        assert [d.describe() for d in differences(a, b) if d.category == "workload"] == []
+    # vLLM's result file (this one) does not name its dataset: that alone is left as unknown
+    assert [d.describe() for d in differences(aiperf, vllm) if d.category == "workload"] == \
+        ["dataset: synthetic -> unset"]
+    cfg = aiperf.bench.config
+    assert (cfg["endpoint"], cfg["streaming"], cfg["input_len"], cfg["dataset"], cfg["turns"]) == \
+        ("completions", True, 32, "synthetic", 1)
+    chat = workload(endpoint="/v1/chat/completions", streaming="yes", input_len=31.5, output_len=None,
+                    dataset="sharegpt", turns=3)
+    assert chat == {"endpoint": "chat", "streaming": None, "input_len": 31.5, "output_len": None,
+                    "dataset": "sharegpt", "turns": 3}

@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -178,11 +179,24 @@ def _replays(tmp: Path, reference_url: str) -> list[ProbeResult]:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "vllm", "serve", "m"],
                              env={"NCCL_DEBUG": "INFO", "HF_HOME": "/data/hf", "PATH": "/usr/bin:/bin"})
     try:
+        _wait_until_exec_shows(child.pid)
         results.append(probe_server_process(child.pid, "vllm", window_s=0.3))
     finally:
         child.kill()
         child.wait(5)
     return results
+
+
+def _wait_until_exec_shows(pid: int, timeout_s: float = 10.0) -> None:
+    """Until the child's /proc cmdline is its own: just after Popen returns, a loaded host can still show an
+    empty one, and the replay then lacks ServerProcessData.cmdline (seen once in a fresh clone's run)."""
+    import psutil
+
+    deadline = time.monotonic() + timeout_s
+    while "vllm" not in psutil.Process(pid).cmdline():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"process {pid} never showed its command line")
+        time.sleep(0.01)
 
 
 def _canned_prometheus(expr: str, at_epoch_s: float) -> float | None:

@@ -74,7 +74,8 @@ def test_a_probe_that_could_not_run_exports_its_status_and_no_signal():
 
 @pytest.mark.parametrize("args, message", [
     (["--interval", "soon"], "expected a duration"),
-    (["--interval", "1s", "--window-s", "2"], "must be shorter than --interval"),
+    (["--interval", "1s", "--window-s", "2"], "shorter than --interval (1 s)"),
+    (["--interval", "10s", "--window-s", "0"], "must be > 0"),
     (["--metrics-port", "70000"], "not a port"),
     (["--cycles", "0"], "at least 1"),
 ])
@@ -144,3 +145,25 @@ def test_prometheus_scrapes_triage_watch_and_sees_the_undersized_servers_kv_find
             stop.set()
             watch.terminate()
             watch.wait(30)
+
+
+@pytest.mark.parametrize("interval, window", [("2s", 1.0), ("1s", 0.5), ("500ms", 0.25), ("30s", 2.0)])
+def test_the_default_window_fits_any_valid_interval(interval, window, monkeypatch):
+    """A default never rejects a valid value of another option: --window-s defaults to at most half the
+    interval. One real cycle runs against a loopback server at the shortest intervals."""
+    from tests.fake_servers import FakeOpenAIServer
+    from triage.watch import loop
+
+    seen: list[float] = []
+    real = loop.watch_forever
+
+    def spy(opts, *args, **kwargs):
+        seen.append(opts.window_s)
+        return real(opts, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "watch_forever", spy)
+    with FakeOpenAIServer() as srv:
+        result = CliRunner().invoke(app, ["watch", "--url", srv.url, "--interval", interval, "--cycles", "1",
+                                          "--metrics-port", "0", "--skip", "storage,network"])
+    assert result.exit_code == 0, result.output
+    assert seen == [pytest.approx(window)]

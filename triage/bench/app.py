@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import importlib.util
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,23 +39,40 @@ class OutputPaths:
     jsonl: Path | None = None
     csv: Path | None = None
     html: Path | None = None
+    # (written file, extra copy): --json/--jsonl/--csv given beside --output-dir get a copy of the
+    # directory's own file, so the directory is always complete (`triage bench merge` reads it).
+    copies: tuple[tuple[Path, Path], ...] = ()
 
     @classmethod
     def resolve(cls, output_dir: Path | None, json: Path | None, jsonl: Path | None, csv: Path | None,
                 html: Path | None) -> OutputPaths:
-        """--output-dir DIR fills in every path not given explicitly (the HTML page only where the
-        'html' extra, matplotlib, is installed)."""
+        """--output-dir DIR always holds bench.json, requests.jsonl and levels.csv (and report.html where the
+        'html' extra, matplotlib, is installed); --json, --jsonl and --csv given as well are written as copies."""
         if output_dir is None:
             return cls(json, jsonl, csv, html)
         if html is None and importlib.util.find_spec("matplotlib") is not None:
             html = output_dir / "report.html"
-        return cls(json or output_dir / "bench.json", jsonl or output_dir / "requests.jsonl",
-                   csv or output_dir / "levels.csv", html)
+        own = (output_dir / "bench.json", output_dir / "requests.jsonl", output_dir / "levels.csv")
+        copies = tuple((mine, asked) for mine, asked in zip(own, (json, jsonl, csv), strict=True)
+                       if asked is not None and asked.resolve() != mine.resolve())
+        return cls(*own, html, copies)
+
+    def write_copies(self) -> dict[str, Path]:
+        """Copy each written file to where --json/--jsonl/--csv asked; {"copy of NAME": path} of those made."""
+        made = {}
+        for mine, asked in self.copies:
+            if mine.exists():
+                shutil.copyfile(mine, asked)
+                made[f"copy of {mine.name}"] = asked
+        return made
 
     def check_writable(self) -> None:
         """Fail before the run, not after it: a bench can take many minutes, and an unwritable --json at the
         end would lose its report."""
-        for flag, path in (("--json", self.json), ("--jsonl", self.jsonl), ("--csv", self.csv), ("--html", self.html)):
+        asked = {mine: copy for mine, copy in self.copies}
+        for flag, path in (("--json", self.json), ("--jsonl", self.jsonl), ("--csv", self.csv), ("--html", self.html),
+                           ("--json", asked.get(self.json)), ("--jsonl", asked.get(self.jsonl)),
+                           ("--csv", asked.get(self.csv))):
             if path is None:
                 continue
             if path.is_dir():

@@ -19,7 +19,7 @@ from triage.bench.config import Endpoint
 from triage.bench.http import HttpError
 from triage.bench.pool import ConnectionPool
 from triage.bench.records import RequestRecord
-from triage.bench.sse import SseParser
+from triage.bench.sse import SseParser, StreamResult
 from triage.bench.workload import PromptItem
 
 
@@ -50,6 +50,14 @@ def build_payload(item: PromptItem, opts: RequestOptions) -> dict[str, Any]:
         payload["ignore_eos"] = True
         payload["min_tokens"] = item.output_tokens
     return payload
+
+
+def completed_without_text(result: StreamResult) -> bool:
+    """A stream that ended normally ([DONE] or a finish_reason) whose usage says the server generated tokens,
+    though no chunk carried text: the tokens decoded to nothing printable (llama.cpp streams one final chunk
+    with "text": ""), or a reasoning model spent max_tokens where we do not see it. Served, not failed."""
+    normal_end = result.done or result.finish_reason is not None
+    return normal_end and result.completion_tokens is not None and result.completion_tokens > 0
 
 
 def _error_message(status: int, body: bytes) -> str:
@@ -142,8 +150,10 @@ async def send(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, *, 
     error_kind, error = result.error_kind, result.error
     if exc_kind is not None and error_kind in (None, "truncated"):
         error_kind, error = exc_kind, exc_text  # the transport's reason beats "the stream ended early"
-    if error_kind is None and not result.chunk_times:
-        error_kind, error = "no_content", "the stream finished without a content chunk"
+    no_text = error_kind is None and not result.chunk_times and completed_without_text(result)
+    if error_kind is None and not result.chunk_times and not no_text:
+        error_kind, error = "no_content", ("the stream finished without a content chunk and without "
+                                           "usage.completion_tokens > 0")
     if error_kind is None and not result.done and result.finish_reason is None:
         error_kind, error = "truncated", "the stream ended without [DONE] or a finish_reason"
     if text_out is not None and error_kind is None:
@@ -161,6 +171,9 @@ async def send(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, *, 
     def since(t: float | None) -> float | None:
         return None if t is None else t - t0
 
+    if no_text:
+        return RequestRecord(**common, e2e_s=end - t0, input_tokens=result.prompt_tokens,
+                             output_tokens=result.completion_tokens, output_tokens_source="usage", no_text=True)
     return RequestRecord(
         **common, ttft_s=times[0] if times else None, e2e_s=times[-1] if times else None,
         input_tokens=result.prompt_tokens, output_tokens=output_tokens if times else None,

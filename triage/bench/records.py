@@ -57,6 +57,9 @@ class RequestRecord:
     trace_line: int | None = None
     # Several --url: the index of the replica the request went to (fleet.py).
     replica: int | None = None
+    # The server finished normally and usage says it generated tokens, but no chunk carried text: a success with
+    # no TTFT and no ITL (its e2e is the end of the stream; its tokens come from usage).
+    no_text: bool = False
 
     @property
     def ok(self) -> bool:

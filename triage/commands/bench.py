@@ -81,7 +81,7 @@ def bench(
                               "`env`: from JOB_COMPLETION_INDEX and TRIAGE_SHARDS). Needs --url and --output-dir; "
                               "`triage bench merge DIR...` joins the shards."),
     output_dir: Path = typer.Option(None, "--output-dir", help="Write bench.json, requests.jsonl, levels.csv "
-                                    "and report.html here (explicit paths win)."),
+                                    "and report.html here; --json, --jsonl and --csv given too get copies."),
 ) -> int:
     """Load-test a server: closed-loop concurrency and open-loop rate levels, with goodput, server and GPU
     state per level, and a verdict on whether the client itself was the bottleneck.
@@ -145,8 +145,13 @@ def bench(
         progress = progress_printer(err)
     outcome = execute(cfg, paths, embedded=embedded, live_console=err if fmt == "text" and err.is_terminal
                       and search is None else None, find_max=search, progress=progress)
-    emit(outcome.report, paths.json, fmt, other_files={"per-request JSONL": paths.jsonl, "levels CSV": paths.csv,
-                                                      "HTML report": paths.html})
+    from triage.core.report_io import write_report
+
+    if paths.json is not None:
+        write_report(outcome.report, paths.json)
+    emit(outcome.report, None, fmt, other_files={"report": paths.json, "per-request JSONL": paths.jsonl,
+                                                 "levels CSV": paths.csv, "HTML report": paths.html,
+                                                 **paths.write_copies()})
     return outcome.exit_code
 
 
@@ -170,7 +175,11 @@ def _bench_workers(cfg, workers: int, paths, output_dir: Path | None, embedded: 
         report = merged_report(dirs)
     if paths.csv is not None and report.bench is not None:
         write_csv(report.bench, paths.csv)
-    emit(report, paths.json, fmt, other_files={"levels CSV": paths.csv})
+    from triage.core.report_io import write_report
+
+    if paths.json is not None:
+        write_report(report, paths.json)
+    emit(report, None, fmt, other_files={"report": paths.json, "levels CSV": paths.csv, **paths.write_copies()})
     return 0
 
 

@@ -7,6 +7,8 @@ import typer
 
 from triage.cli_support import console, funnel
 
+DEFAULT_WINDOW_S = 2.0
+
 
 @funnel
 def watch(
@@ -14,7 +16,9 @@ def watch(
                             help="The server to watch. Without it, triage looks for a local vLLM, SGLang, TGI or "
                                  "`triage serve` process, as diagnose does."),
     interval: str = typer.Option("30s", "--interval", help="Time between the starts of two cycles, e.g. 30s, 2m."),
-    window_s: float = typer.Option(2.0, "--window-s", help="Seconds each cycle measures rates and deltas over."),
+    window_s: float = typer.Option(None, "--window-s",
+                                   help="Seconds each cycle measures rates and deltas over (default: 2, or half "
+                                        "the --interval when that is shorter). Must be shorter than --interval."),
     metrics_port: int = typer.Option(9464, "--metrics-port", help="Port of the /metrics endpoint (0: any free port)."),
     metrics_host: str = typer.Option("127.0.0.1", "--metrics-host",
                                      help="Address the /metrics endpoint binds. 0.0.0.0 exposes it to the network "
@@ -49,8 +53,10 @@ def watch(
         raise UsageError(f"--metrics-port {metrics_port}: not a port (0 to 65535)")
     if log is not None and not log.is_file():
         raise UsageError(f"--log {log}: no such file")
-    if window_s >= interval_s:
-        raise UsageError(f"--window-s {window_s:g} must be shorter than --interval ({interval_s:g} s)")
+    if window_s is None:
+        window_s = min(DEFAULT_WINDOW_S, interval_s / 2)  # a default never rejects a valid --interval
+    elif not 0 < window_s < interval_s:
+        raise UsageError(f"--window-s {window_s:g} must be > 0 and shorter than --interval ({interval_s:g} s)")
     opts = DiagnoseOptions(url=url, window_s=window_s, log_path=str(log) if log else None,
                            skip=tuple(s.strip() for s in (skip or "").split(",") if s.strip()),
                            rules_config=load_rules_config(None).with_disabled((disable or "").split(",")))

@@ -131,6 +131,9 @@ class RequestCounts:
     completed: int
     failed: int
     errors_by_kind: dict[str, int] = field(default_factory=dict)
+    # Of `completed`: streams that ended normally with usage.completion_tokens > 0 but no text chunk (tokens that
+    # decode to nothing printable, or all of max_tokens spent on special tokens). No TTFT, no ITL; not failures.
+    completed_no_text: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from triage.core.report import LatencyStats, Report
-from triage.importers.common import NONE_STATS, bench_report, make_level, number
+from triage.importers.common import NONE_STATS, bench_report, make_level, number, workload
 
 SOURCE = "AIPerf profile_export_aiperf.json"
 RECORDS_FILE = "profile_export.jsonl"
@@ -91,11 +91,11 @@ def convert(data: dict[str, Any], path: Path | None = None) -> Report:
     datasets = [d for d in cfg.get("datasets") or [] if isinstance(d, dict)]
     prompts = (datasets[0].get("prompts") or {}) if datasets else {}
     models = ((cfg.get("models") or {}).get("items") or [{}])
-    workload = {"endpoint": endpoint.get("type"), "streaming": endpoint.get("streaming"),
-                "input_len": (prompts.get("isl") or {}).get("mean"), "output_len": (prompts.get("osl") or {}).get("mean"),
-                "dataset": datasets[0].get("type") if datasets else None}
+    work = workload(endpoint=endpoint.get("type"), streaming=endpoint.get("streaming"),
+                    input_len=(prompts.get("isl") or {}).get("mean"), output_len=(prompts.get("osl") or {}).get("mean"),
+                    dataset=datasets[0].get("type") if datasets else None)
     extra = [] if samples else [f"per-request records ({RECORDS_FILE} was not next to the file)"]
     return bench_report(source=f"{SOURCE} (AIPerf {data.get('aiperf_version', '?')})",
                         model=models[0].get("name") if models else None,
-                        url=(endpoint.get("urls") or [None])[0], workload=workload, levels=[level],
+                        url=(endpoint.get("urls") or [None])[0], workload=work, levels=[level],
                         extra_missing=extra)

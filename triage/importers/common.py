@@ -90,6 +90,34 @@ def missing_fields(levels: Sequence[BenchLevel]) -> list[str]:
     return out
 
 
+_ENDPOINTS = {"completions": "completions", "/v1/completions": "completions", "v1/completions": "completions",
+              "text_completions": "completions", "openai": "completions", "vllm": "completions",
+              "chat": "chat", "/v1/chat/completions": "chat", "v1/chat/completions": "chat",
+              "chat_completions": "chat", "openai-chat": "chat"}
+_SYNTHETIC = {"synthetic", "synthetic_text", "random", "synthetic_random"}
+
+
+def _length(value: Any) -> int | float | None:
+    """A length in tokens: a whole number as int (32.0 and 32 are one workload), else as given."""
+    v = number(value)
+    return int(v) if v is not None and v.is_integer() else v
+
+
+def workload(*, endpoint: Any, streaming: Any, input_len: Any, output_len: Any, dataset: Any,
+             turns: Any = None, **extra: Any) -> dict[str, Any]:
+    """A peer's workload in triage's own vocabulary, so that two tools' runs of one workload compare equal:
+    the endpoint as `completions` or `chat` (the names bench's --endpoint takes), `streaming` as a bool,
+    whole-number lengths as ints, every synthetic dataset as `synthetic`, and one turn when the source
+    names none. Extra source-specific keys are kept only when the source set them."""
+    ep = _ENDPOINTS.get(str(endpoint).strip().lower(), endpoint) if endpoint is not None else None
+    name = str(dataset).strip().lower() if dataset is not None else None
+    return {"endpoint": ep, "streaming": streaming if isinstance(streaming, bool) else None,
+            "input_len": _length(input_len), "output_len": _length(output_len),
+            "dataset": "synthetic" if name in _SYNTHETIC else dataset,
+            "turns": int(turns) if number(turns) else 1,
+            **{k: v for k, v in extra.items() if v is not None}}
+
+
 def bench_report(*, source: str, model: str | None, url: str | None, workload: dict[str, Any],
                  levels: list[BenchLevel], extra_missing: Sequence[str] = ()) -> Report:
     missing = [*missing_fields(levels), *extra_missing]

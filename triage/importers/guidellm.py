@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from triage.core.report import LatencyStats, Report
-from triage.importers.common import NONE_STATS, bench_report, make_level, number
+from triage.importers.common import NONE_STATS, bench_report, make_level, number, workload
 
 SOURCE = "GuideLLM benchmarks.json"
 # GuideLLM per-request key -> (triage family, factor to ms)
@@ -85,8 +85,8 @@ def convert(data: dict[str, Any]) -> Report:
     d0 = datasets[0] if datasets else {}
     version = (data.get("metadata") or {}).get("guidellm_version", "?")
     levels = [_level(b) for b in data["benchmarks"] if isinstance(b, dict)]
-    workload = {"endpoint": backend.get("request_format"), "input_len": d0.get("prompt_tokens"),
-                "output_len": d0.get("output_tokens"), "dataset": d0.get("kind"), "turns": d0.get("turns"),
-                "prefix": d0.get("prefix_buckets")}
+    work = workload(endpoint=backend.get("request_format"), streaming=backend.get("stream"),
+                    input_len=d0.get("prompt_tokens"), output_len=d0.get("output_tokens"), dataset=d0.get("kind"),
+                    turns=d0.get("turns"), prefix=d0.get("prefix_buckets"))
     return bench_report(source=f"{SOURCE} (GuideLLM {version})", model=backend.get("model"),
-                        url=backend.get("target"), workload=workload, levels=levels)
+                        url=backend.get("target"), workload=work, levels=levels)

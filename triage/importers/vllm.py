@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from triage.core.report import LatencyStats, Report
-from triage.importers.common import NONE_STATS, bench_report, make_level, number
+from triage.importers.common import NONE_STATS, bench_report, make_level, number, workload
 
 SOURCE = "vllm bench serve --save-result"
 MARKERS = ("request_throughput", "output_throughput", "completed", "duration")
@@ -73,12 +73,14 @@ def convert(data: dict[str, Any]) -> Report:
         output_tokens_mean=(data["total_output_tokens"] / completed) if completed and number(data.get("total_output_tokens")) else None,
         note=f"imported from {SOURCE}")
     in_lens = data.get("input_lens") if isinstance(data.get("input_lens"), list) else None
-    workload = {"endpoint": data.get("endpoint_type") or data.get("backend"),
-                "input_len": round(sum(in_lens) / len(in_lens)) if in_lens else None,
-                "output_len": round(level.output_tokens_mean) if level.output_tokens_mean else None,
-                "dataset": data.get("dataset_name") or data.get("label"),
-                "burstiness": data.get("burstiness"),
-                "ramp": data.get("ramp_up_strategy")}
+    # vllm bench serve always streams (its OpenAI backends send stream=True).
+    work = workload(endpoint=data.get("endpoint_type") or data.get("backend"), streaming=True,
+                    input_len=round(sum(in_lens) / len(in_lens)) if in_lens else None,
+                    output_len=round(level.output_tokens_mean) if level.output_tokens_mean else None,
+                    dataset=data.get("dataset_name") or data.get("label"),
+                    ramp=data.get("ramp_up_strategy"),
+                    # burstiness shapes the arrivals of a finite --request-rate only
+                    burstiness=data.get("burstiness") if rate_value is not None else None)
     extra = [] if ttfts else ["per-request ttfts/itls/output_lens (run vllm bench serve with --save-detailed)"]
-    return bench_report(source=SOURCE, model=data.get("model_id"), url=None, workload=workload, levels=[level],
+    return bench_report(source=SOURCE, model=data.get("model_id"), url=None, workload=work, levels=[level],
                         extra_missing=extra)
