@@ -41,6 +41,9 @@ def level_label(level: BenchLevel) -> str:
     return "bench.level"
 
 
+FP8_MIN_CC = (8, 9)   # the first compute capability with FP8 tensor cores (Ada)
+
+
 @dataclass(frozen=True, slots=True)
 class Context:
     snapshot: Snapshot
@@ -259,6 +262,14 @@ class Context:
             return float(logs.num_gpu_blocks) * float(block), "logs.num_gpu_blocks*server_config.block_size"
         raise MissingInput("the KV cache capacity is unknown (needs the server log's 'GPU KV cache size' line via "
                            "--log, or cache_config num_gpu_blocks / SGLang max_total_num_tokens in /metrics)")
+
+    def fp8_native(self) -> tuple[bool, tuple[int, int]]:
+        """(the serving GPUs run FP8 natively for this engine, their smallest compute capability). FP8 tensor
+        cores start at 8.9 (Ada: L4, L40S), and vLLM uses them from there (claim vllm.fp8-from-sm89)."""
+        cc = self.compute_capability()
+        module = self.engine().module
+        floor = module.fp8_min_capability if module is not None and module.fp8_min_capability else FP8_MIN_CC
+        return cc >= floor, cc
 
     def compute_capability(self) -> tuple[int, int]:
         caps = [tuple(g.compute_capability) for g in self.serving_gpus() if g.compute_capability]

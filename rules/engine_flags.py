@@ -1,9 +1,11 @@
-"""Fix builders: each tuning knob's flag per engine, rendered and checked against the engine truth tables.
+"""Fix builders: each tuning knob's flag for the server's engine *at the server's version*, rendered and checked
+against the engine truth tables.
 
-Every flag a rule prints goes through `render()`: the flag must exist in the server's version (or, when
-the version is unknown, the newest tabled version, which the fix then names) and the value must be one
-the engine's parser accepts. Where an engine has no equivalent knob the fix says so instead of printing
-a near-miss. Facts: triage/core/engine_truth/*.json (scripts/extract_engine_truth.py).
+The knobs live in the engines registry (triage/engines/<engine>.py); a knob can change meaning between versions
+(TGI 3.x ignores --max-batch-size while prefill chunking is on). Every flag a rule prints goes through
+`render()`: the flag must exist in that version's table and the value must be one the engine's parser accepts.
+Where the engine has no equivalent the fix says so instead of printing a near-miss. When the server's version is
+unknown the newest table is used and the fix says so; a version between two tables is named as a gap.
 """
 from __future__ import annotations
 
@@ -11,84 +13,26 @@ from dataclasses import dataclass
 from typing import Any
 
 import triage.core.engine_truth as engine_truth
+from triage.engines import Knob, NoEquivalent, get, with_flag_tables
 
-LAUNCHERS = {
-    "vllm": "vllm serve",
-    "sglang": "python -m sglang.launch_server",
-    "tgi": "text-generation-launcher",
-}
-PRETTY = {"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI"}
+__all__ = ["DISABLING_FLAGS", "DISABLING_OTHER", "KNOBS", "LAUNCHERS", "PRETTY", "Knob", "NoEquivalent", "Rendered",
+           "checked_versions", "engine_flags", "render"]
 
-
-@dataclass(frozen=True, slots=True)
-class Knob:
-    flag: str
-    value: str | None = "{v}"    # None: a switch without a value; "{v}" filled from the rule's number
-    note: str = ""               # said next to the flag (e.g. what the engine's default already does)
-
-
-@dataclass(frozen=True, slots=True)
-class NoEquivalent:
-    reason: str
-
-
-_NO_SEQ_CAP_TGI = NoEquivalent("its batch is bounded by `--max-batch-total-tokens` (and `--max-batch-size`); "
-                               "`--max-concurrent-requests` refuses clients instead of queueing them")
-
-KNOBS: dict[str, dict[str, Knob | NoEquivalent]] = {
-    "gpu_memory_utilization": {
-        "vllm": Knob("--gpu-memory-utilization"), "sglang": Knob("--mem-fraction-static"),
-        # TGI: the launcher's default is 1.0 and KV is sized from fraction x TGI_WIGGLE_ROOM (0.95), so a
-        # vLLM-style 0.92 would shrink it. More room on TGI means 1.0: drop any lower setting.
-        "tgi": Knob("--cuda-memory-fraction", "1.0",
-                    "TGI's default is 1.0 (launcher/src/main.rs); only a lower setting costs KV room"),
-    },
-    "max_model_len": {"vllm": Knob("--max-model-len"), "sglang": Knob("--context-length"),
-                      "tgi": Knob("--max-total-tokens")},
-    "max_num_seqs": {"vllm": Knob("--max-num-seqs"), "sglang": Knob("--max-running-requests"),
-                     "tgi": Knob("--max-batch-size")},
-    "max_num_batched_tokens": {"vllm": Knob("--max-num-batched-tokens"), "sglang": Knob("--chunked-prefill-size"),
-                               "tgi": Knob("--max-batch-prefill-tokens")},
-    "max_batch_total_tokens": {"tgi": Knob("--max-batch-total-tokens"),
-                               "vllm": NoEquivalent("vLLM sizes the batch's KV from gpu_memory_utilization"),
-                               "sglang": NoEquivalent("SGLang sizes the KV pool from --mem-fraction-static")},
-    "kv_cache_dtype_fp8": {"vllm": Knob("--kv-cache-dtype", "fp8"), "sglang": Knob("--kv-cache-dtype", "fp8_e4m3"),
-                           "tgi": Knob("--kv-cache-dtype", "fp8_e4m3fn")},
-    "quantization_fp8": {"vllm": Knob("--quantization", "fp8"), "sglang": Knob("--quantization", "fp8"),
-                         "tgi": Knob("--quantize", "fp8")},
-    # INT4 (AWQ/GPTQ) needs a checkpoint quantized offline: the flag on a 16-bit model fails to load
-    # (vllm issue #1419, "Cannot find the config file for awq"). No engine has a ready command for it.
-    "quantization_int4": {e: NoEquivalent("INT4 needs a pre-quantized AWQ or GPTQ checkpoint (the engine reads "
-                                          "the method from its config); the flag alone fails on a 16-bit model")
-                          for e in LAUNCHERS},
-    "tensor_parallel_size": {"vllm": Knob("--tensor-parallel-size"), "sglang": Knob("--tp-size"),
-                             "tgi": Knob("--num-shard")},
-    "enable_chunked_prefill": {"vllm": Knob("--enable-chunked-prefill", None),
-                               "sglang": Knob("--chunked-prefill-size", "8192"),
-                               "tgi": NoEquivalent("TGI has no chunked-prefill switch (3.x chunks prefills on its "
-                                                   "flash backends; backends/v3/src/main.rs)")},
-    "enable_prefix_caching": {"vllm": Knob("--enable-prefix-caching", None),
-                              "sglang": NoEquivalent("SGLang caches prefixes unless --disable-radix-cache is set"),
-                              "tgi": NoEquivalent("TGI sets prefix caching with the PREFIX_CACHING environment "
-                                                  "variable, not a flag")},
-    "api_server_count": {"vllm": Knob("--api-server-count")},
-    "tokenizer_mode_auto": {"vllm": Knob("--tokenizer-mode", "auto"), "sglang": Knob("--tokenizer-mode", "auto")},
-    "numa_bind": {"vllm": Knob("--numa-bind", None)},
-    "speculative_config": {"vllm": Knob("--speculative-config")},  # JSON; vLLM < 0.8 has no such flag
-    "speculative_num_draft_tokens": {"sglang": Knob("--speculative-num-draft-tokens")},
-}
-
-# Flags that turn a default-on feature off: the fix is to remove them. Checked by the conformance test.
-DISABLING_FLAGS: dict[str, dict[str, str]] = {
-    "prefix_caching": {"vllm": "--no-enable-prefix-caching", "sglang": "--disable-radix-cache"},
-    "chunked_prefill": {"vllm": "--no-enable-chunked-prefill"},
-    "cuda_graphs": {"vllm": "--enforce-eager", "sglang": "--disable-cuda-graph", "tgi": "--cuda-graphs 0"},
-}
-# Non-flag forms that also turn a feature off (environment variables, newer spellings).
-DISABLING_OTHER: dict[str, dict[str, str]] = {
-    "prefix_caching": {"tgi": "PREFIX_CACHING=0 (environment)"},
-    "cuda_graphs": {"sglang": "--disable-decode-cuda-graph / --cuda-graph-backend-decode disabled (newer SGLang)"},
-}
+LAUNCHERS = {e.name: e.launcher for e in with_flag_tables()}
+PRETTY = {e.name: e.display for e in with_flag_tables()}
+# Each knob's flag per engine at the newest version (the per-version forms: Engine.knob(knob, version)).
+KNOBS: dict[str, dict[str, Knob | NoEquivalent]] = {}
+for _engine in with_flag_tables():
+    for _knob in _engine.knobs:
+        KNOBS.setdefault(_knob, {})[_engine.name] = _engine.knob(_knob)  # type: ignore[assignment]
+# Flags that turn a default-on feature off (the fix is to remove them), and non-flag forms that do too.
+DISABLING_FLAGS: dict[str, dict[str, str]] = {}
+DISABLING_OTHER: dict[str, dict[str, str]] = {}
+for _engine in with_flag_tables():
+    for _feature, _flag in _engine.disabling.items():
+        DISABLING_FLAGS.setdefault(_feature, {})[_engine.name] = _flag
+    for _feature, _form in _engine.disabling_other.items():
+        DISABLING_OTHER.setdefault(_feature, {})[_engine.name] = _form
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,24 +43,31 @@ class Rendered:
     note: str | None          # why not, or what to know next to it
     version: str | None       # the table version it was checked against
     assumed: bool
+    match: str = "exact"      # how the table was chosen: exact | patch | gap | unknown
+    claims: tuple[str, ...] = ()
 
 
 def render(knob: str, engine: str, value: object = None, version: str | None = None) -> Rendered:
     """One knob for one engine at one version, checked against that version's flags."""
-    spec = KNOBS.get(knob, {}).get(engine)
+    eng = get(engine)
+    spec = eng.knob(knob, version) if eng is not None else None
     t = engine_truth.table(engine, version)
-    tv, assumed = (t.version, t.assumed) if t else (None, False)
+    tv, assumed, match = (t.version, t.assumed, t.match) if t else (None, False, "unknown")
+    pretty = eng.display if eng is not None else engine
     if spec is None:
-        return Rendered(engine, knob, None, f"{PRETTY.get(engine, engine)} has no equivalent of {knob}", tv, assumed)
+        return Rendered(engine, knob, None, f"{pretty} has no equivalent of {knob}", tv, assumed, match)
     if isinstance(spec, NoEquivalent):
-        return Rendered(engine, knob, None, spec.reason, tv, assumed)
+        return Rendered(engine, knob, None, spec.reason, tv, assumed, match, spec.claims)
     val = None if spec.value is None else spec.value.format(v=value)
+    if spec.is_env:
+        text = spec.flag if val is None else f"{spec.flag}={val}"
+        return Rendered(engine, knob, text, spec.note or None, tv, assumed, match, spec.claims)
     if t is not None:
         problem = t.check(spec.flag, val)
         if problem is not None:
-            return Rendered(engine, knob, None, problem, tv, assumed)
+            return Rendered(engine, knob, None, problem, tv, assumed, match, spec.claims)
     text = spec.flag if val is None else f"{spec.flag} {val}"
-    return Rendered(engine, knob, text, spec.note or None, tv, assumed)
+    return Rendered(engine, knob, text, spec.note or None, tv, assumed, match, spec.claims)
 
 
 def _engine_of(engine: Any) -> tuple[str | None, str | None]:
@@ -125,18 +76,28 @@ def _engine_of(engine: Any) -> tuple[str | None, str | None]:
     return getattr(engine, "name", None), getattr(engine, "version", None)
 
 
+def _which_table(r: Rendered, pretty: str, version: str | None) -> str:
+    if r.match == "unknown" or version is None:
+        return f" Flags as of {pretty} {r.version} (server version unknown)."
+    if r.match == "gap":
+        return f" Flags as of {pretty} {r.version}, the nearest table below {version} ({version} is not tabled)."
+    if r.match == "patch":
+        return f" Flags as of {pretty} {r.version} (same minor as {version})."
+    return ""
+
+
 def engine_flags(knobs: dict[str, object], engine: Any) -> tuple[tuple[str, ...], str]:
     """Commands plus a sentence with the other engines' equivalents and what was assumed.
 
-    `engine`: an EngineInfo (name and version) or an engine name. A known engine gets its flags as the
-    commands, checked against its version (the newest tabled one when unknown, which the note names). An
-    unknown engine gets a vLLM, SGLang and TGI line each, checked against each one's newest version.
+    `engine`: an EngineInfo (name and version: pass it whole, so the fix is checked at the server's version) or
+    an engine name. A known engine gets its flags as the commands, checked against its version (the newest
+    tabled one when unknown, which the note names). An unknown engine gets a line per engine with a flag table.
     """
     name, version = _engine_of(engine)
     if name in LAUNCHERS:
         rendered = [render(k, name, v, version) for k, v in knobs.items()]
         cmds = tuple(r.text for r in rendered if r.text)
-        notes = [f"{r.note}" for r in rendered if r.note]
+        notes = [r.note for r in rendered if r.note]
         others = []
         for other in LAUNCHERS:
             if other == name:
@@ -147,9 +108,8 @@ def engine_flags(knobs: dict[str, object], engine: Any) -> tuple[tuple[str, ...]
         note = ""
         if notes:
             note += f" {PRETTY[name]}: {'; '.join(notes)}."
-        if cmds and rendered and rendered[0].assumed and rendered[0].version:
-            note += (f" Flags as of {PRETTY[name]} {rendered[0].version}"
-                     + (" (server version unknown)." if version is None else f" (nearest to {version})."))
+        if cmds and rendered:
+            note += _which_table(rendered[0], PRETTY[name], version)
         if others:
             note += f" Equivalents: {'; '.join(others)}."
         return cmds, note
@@ -160,11 +120,20 @@ def engine_flags(knobs: dict[str, object], engine: Any) -> tuple[tuple[str, ...]
         if flags:
             cmds_list.append(f"{launcher} ... {' '.join(flags)}")
             checked.append(f"{PRETTY[eng]} {rs[0].version}")
+    reference = get(name)
     why = "engine unknown" if not name else (
-        "triage's reference engine, whose `triage serve` takes vLLM's flag names" if name == "reference"
-        else f"no flag table for {name}")
+        "triage's reference engine, whose `triage serve` takes vLLM's flag names"
+        if reference is not None and reference.name == "reference" else f"no flag table for {name}")
     note = f" Flags as of {', '.join(checked)} ({why})." if checked else ""
     return tuple(cmds_list), note
+
+
+def claims_of(knobs: dict[str, object], engine: Any) -> tuple[str, ...]:
+    """The ledger claims behind the flags (or the absence of one) that `engine_flags` gives for `knobs`."""
+    name, version = _engine_of(engine)
+    if name not in LAUNCHERS:
+        return ()
+    return tuple(dict.fromkeys(c for k, v in knobs.items() for c in render(k, name, v, version).claims))
 
 
 def checked_versions() -> dict[str, list[str]]:

@@ -29,9 +29,18 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-VLLM_VERSIONS = ("0.6.6.post1", "0.8.5", "0.10.2", "0.11.2", "0.17.1", "0.18.0", "0.31.0", "0.32.0", "0.33.0")
-SGLANG_VERSIONS = ("0.4.10.post2", "0.5.10", "0.5.23")
-TGI_TAGS = ("v2.4.1", "v3.3.7")
+# Every release people run: vLLM's last patch of every minor from 0.6 (0.8.5 and 0.18.0 were tabled before
+# their later patches and are kept), SGLang's last build of every 0.5.N (it ships features in its third
+# number) and the last 0.4 release. A version between two tabled ones is a gap the tables' test reports.
+VLLM_VERSIONS = ("0.6.6.post1", "0.7.3", "0.8.5", "0.9.2", "0.10.2", "0.11.2", "0.12.0", "0.13.0", "0.14.1",
+                 "0.15.1", "0.16.0", "0.17.1", "0.18.0", "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0",
+                 "0.25.1", "0.26.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
+SGLANG_VERSIONS = ("0.4.10.post2", "0.5.1.post3", "0.5.2", "0.5.3.post3", "0.5.4.post3", "0.5.5.post3",
+                   "0.5.6.post2", "0.5.7", "0.5.8.post1", "0.5.9", "0.5.10", "0.5.11", "0.5.12.post1",
+                   "0.5.13.post1", "0.5.14", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20",
+                   "0.5.21", "0.5.22", "0.5.23")
+# TGI: the last patch of every minor from 2.0.
+TGI_TAGS = ("v2.0.4", "v2.1.1", "v2.2.0", "v2.3.1", "v2.4.1", "v3.0.2", "v3.1.1", "v3.2.3", "v3.3.7")
 
 # Files read per engine (suffix match inside the archive).
 VLLM_FILES = (
@@ -58,11 +67,12 @@ def _index(pkg: str) -> dict[str, Any]:
 
 
 def download(pkg: str, version: str, cache: Path, index: dict[str, Any]) -> tuple[Path, str]:
-    """The sdist (or a py3.11 x86_64 / pure wheel) of pkg==version, sha256-checked. -> (path, sha256)."""
+    """The sdist (or a py3.11 or abi3 x86_64 / pure wheel) of pkg==version, sha256-checked. -> (path, sha256)."""
     files = {f["filename"]: f for f in index["files"]}
     wanted = [f"{pkg}-{version}.tar.gz"]
     wanted += sorted(n for n in files if n.startswith(f"{pkg}-{version}-") and n.endswith(".whl")
-                     and ("py3-none-any" in n or "cp311-cp311-manylinux" in n and "x86_64" in n))
+                     and ("py3-none-any" in n or ("cp311-cp311-manylinux" in n or "cp38-abi3-manylinux" in n)
+                                               and "x86_64" in n))
     for name in wanted:
         if name not in files:
             continue
@@ -557,7 +567,34 @@ def extract_metrics(sym: Symbols, rels: list[str], prefix: str) -> dict[str, str
             if isinstance(name_node, ast.Constant) and isinstance(name_node.value, str) \
                     and name_node.value.startswith(prefix):
                 out.setdefault(name_node.value, kind)
+        for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            for name, kind in _indirect_metrics(fn, prefix):
+                out.setdefault(name, kind)
     return dict(sorted(out.items()))
+
+
+_METRIC_NAME = re.compile(r"^[a-z_]+:[a-z0-9_]+$")
+
+
+def _indirect_metrics(fn: ast.AST, prefix: str) -> list[tuple[str, str]]:
+    """Names built apart from the metric's constructor inside one function: `name = "vllm:cache_config_info"`
+    then `Gauge(name=name, ...)`, or a list of `("vllm:spec_decode_num_drafts", doc)` pairs turned into
+    counters in a loop (vLLM >= 0.11). The kind is the one metric class the function constructs."""
+    kinds = {k for call in ast.walk(fn) if isinstance(call, ast.Call)
+             for k in METRIC_CLASSES if k in _call_name(call).lower()}
+    if len(kinds) != 1:
+        return []
+    names = []
+    for node in ast.walk(fn):
+        value = None
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "name" for t in node.targets):
+            value = node.value
+        elif isinstance(node, ast.Tuple) and node.elts:
+            value = node.elts[0]
+        if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value.startswith(prefix) \
+                and _METRIC_NAME.match(value.value):
+            names.append((value.value, next(iter(kinds))))
+    return names
 
 
 def vllm_env_vars(sym: Symbols) -> dict[str, str | None]:
@@ -642,7 +679,9 @@ def sglang_table(version: str, archive: Path, sha: str) -> dict[str, Any]:
     for rel in sorted(files):
         sym.add(rel, files[rel])
     flags, unresolved = extract_argparse(sym, ["sglang/srt/server_args.py"])
-    unresolved += add_annotated_flags(sym, sorted(r for r in files if "arg_groups/fields/" in r), flags)
+    # Annotated dataclass fields: in server_args.py itself (0.5.14 to 0.5.19), then in arg_groups/fields/
+    unresolved += add_annotated_flags(sym, ["sglang/srt/server_args.py",
+                                            *sorted(r for r in files if "arg_groups/fields/" in r)], flags)
     metrics = extract_metrics(sym, [r for r in files if "metrics" in r or "observability" in r], "sglang:")
     defaults = {
         "gpu_memory_utilization": flags.get("--mem-fraction-static", {}).get("default"),
@@ -743,6 +782,27 @@ def tgi_flags(src: str) -> tuple[dict[str, dict[str, Any]], list[str]]:
     return dict(sorted(flags.items())), unresolved
 
 
+def tgi_memory_defaults(launcher: str, server_globals: str) -> dict[str, Any]:
+    """Two different wiggle rooms: the launcher's (only its VRAM estimate for --max-total-tokens) and the
+    server's (globals.py, the fraction of free memory the KV cache is sized with)."""
+    launcher_room = re.search(r'"TGI_WIGGLE_ROOM"\)[^;]*?unwrap_or\(([\d.]+)\)', launcher, re.S)
+    kv_room = re.search(r'TGI_WIGGLE_ROOM\s*=\s*float\(os\.getenv\("TGI_WIGGLE_ROOM",\s*"([\d.]+)"\)', server_globals)
+    return {"memory_wiggle_room": float(kv_room.group(1)) if kv_room else None,
+            "launcher_vram_wiggle_room": float(launcher_room.group(1)) if launcher_room else None}
+
+
+def tgi_feature_defaults(launcher: str, server_globals: str) -> dict[str, Any]:
+    """Prefix caching: the launcher's own default for the variable it exports (absent before 2.3: none).
+    Chunked prefill: the server's PREFILL_CHUNKING default (absent before 2.4: none)."""
+    env = re.search(r'std::env::var\("((?:USE_)?PREFIX_CACHING)"\)', launcher)
+    prefix = re.search(r'prefix_caching\.unwrap_or\("(\w+)"', launcher)
+    chunk = re.search(r'PREFILL_CHUNKING\s*=\s*os\.getenv\("PREFILL_CHUNKING",\s*"(\w+)"\)', server_globals)
+    return {"enable_prefix_caching": bool(prefix) and prefix.group(1).lower() in ("1", "true"),
+            "prefix_caching_env": env.group(1) if env else None,
+            "enable_chunked_prefill": bool(chunk) and chunk.group(1).lower() in ("1", "true"),
+            "prefill_chunking_env": "PREFILL_CHUNKING" if chunk else None}
+
+
 def tgi_table(tag: str, src_dir: Path) -> dict[str, Any]:
     prov = json.loads((src_dir.parent / "PROVENANCE.json").read_text())[tag]
     if not (src_dir / "launcher/src/main.rs").is_file():
@@ -751,20 +811,21 @@ def tgi_table(tag: str, src_dir: Path) -> dict[str, Any]:
     launcher = (src_dir / "launcher/src/main.rs").read_text()
     flags, unresolved = tgi_flags(launcher)
     metrics: dict[str, str] = {}
-    rels = sorted(str(p.relative_to(src_dir)) for p in src_dir.rglob("*.rs"))
-    for rel in rels:
+    rels = sorted(str(p.relative_to(src_dir)) for p in src_dir.rglob("*") if p.suffix in (".rs", ".py"))
+    for rel in (r for r in rels if r.endswith(".rs")):
         for m in re.finditer(r'metrics::(counter|gauge|histogram)!\(\s*"(tgi_\w+)"', (src_dir / rel).read_text()):
             metrics.setdefault(m.group(2), m.group(1))
     env_reads = sorted(set(re.findall(r'env::var\("([A-Z_]+)"\)', launcher)))
-    wiggle = re.search(r'"TGI_WIGGLE_ROOM"\)[^;]*?unwrap_or\(([\d.]+)\)', launcher, re.S)
+    globals_py = src_dir / "server/text_generation_server/models/globals.py"
+    server_globals = globals_py.read_text() if globals_py.is_file() else ""
     defaults = {
         "gpu_memory_utilization": flags.get("--cuda-memory-fraction", {}).get("default"),
-        "memory_wiggle_room": float(wiggle.group(1)) if wiggle else None,
-        "max_num_seqs": flags.get("--max-concurrent-requests", {}).get("default"),
+        **tgi_memory_defaults(launcher, server_globals),
+        # TGI's batch cap is --max-batch-size (no cap by default); --max-concurrent-requests refuses clients
+        "max_num_seqs": flags.get("--max-batch-size", {}).get("default"),
+        "max_concurrent_requests": flags.get("--max-concurrent-requests", {}).get("default"),
         "max_num_batched_tokens": flags.get("--max-batch-prefill-tokens", {}).get("default"),
-        "enable_prefix_caching": "PREFIX_CACHING" in env_reads and tag >= "v3",
-        "enable_chunked_prefill": tag >= "v3",
-        "prefix_caching_env": "PREFIX_CACHING" if "PREFIX_CACHING" in launcher else None,
+        **tgi_feature_defaults(launcher, server_globals),
         "attention_env": "ATTENTION" if '"ATTENTION"' in launcher else None,
     }
     return {
@@ -788,18 +849,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "triage/core/engine_truth")
     ap.add_argument("--tgi-sources", type=Path, default=ROOT / "scripts/engine_sources/tgi")
     ap.add_argument("--only", choices=("vllm", "sglang", "tgi"), action="append")
+    ap.add_argument("--version", action="append", help="only these versions (repeatable); default: all listed")
     args = ap.parse_args(argv)
+    pick = (lambda versions: [v for v in versions if v in args.version]) if args.version else list
     args.cache.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
     only = set(args.only or ("vllm", "sglang", "tgi"))
     if "vllm" in only:
         idx = _index("vllm")
-        for v in VLLM_VERSIONS:
+        for v in pick(VLLM_VERSIONS):
             path, sha = download("vllm", v, args.cache, idx)
             print(write(vllm_table(v, path, sha), args.out), file=sys.stderr)
     if "sglang" in only:
         idx = _index("sglang")
-        for v in SGLANG_VERSIONS:
+        for v in pick(SGLANG_VERSIONS):
             path, sha = download("sglang", v, args.cache, idx)
             print(write(sglang_table(v, path, sha), args.out), file=sys.stderr)
     if "tgi" in only:

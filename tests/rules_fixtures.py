@@ -393,10 +393,17 @@ def _define() -> None:
                       "server_config.tensor_parallel_size": 2}
     case("CPU001", "positive_tp_across_sockets_old_vllm", "TP=2 with GPUs on nodes 0 and 1, server pinned to node 0, "
          "vLLM 0.18: no whole-server numactl advice",
-         {**FIRES, "commands": [], "text_contains": ["pins some workers to the wrong node", "0.31.0 adds --numa-bind"]},
+         {**FIRES, "commands": [], "text_contains": ["pins some workers to the wrong node",
+                                                     "no --numa-bind (added in 0.20)"]},
          snapshot(tp_two_sockets))
     case("CPU001", "positive_tp_across_sockets_new_vllm", "The same on vLLM 0.33: --numa-bind",
          {**FIRES, "commands": ["--numa-bind"]}, snapshot({**tp_two_sockets, "server_config.engine_version": "0.33.0"}))
+    case("CPU001", "positive_tp_across_sockets_vllm_0_20", "The same on vLLM 0.20.1, where --numa-bind came in",
+         {**FIRES, "commands": ["--numa-bind"]}, snapshot({**tp_two_sockets, "server_config.engine_version": "0.20.1"}))
+    case("CPU001", "positive_tp_across_sockets_sglang", "TP=2 over two nodes on SGLang 0.5.4: one --numa-node "
+         "value per GPU, in GPU order (numa_node[gpu_id]), never the set of nodes",
+         {**FIRES, "commands": ["--numa-node 0 1"]},
+         snapshot({**tp_two_sockets, "server_config.engine": "sglang", "server_config.engine_version": "0.5.4"}))
     case("CPU001", "negative_aligned", "Server on the GPU's node", PASSES, snapshot())
     case("CPU001", "negative_single_node", "A one-node host cannot be misaligned",
          PASSES, snapshot({g + "numa_node": 1, "cpu.numa_nodes": [{"node": 0, "cpus": list(range(112))}]}))
@@ -540,6 +547,10 @@ def _define() -> None:
     case("KV004", "positive_bf16_kv_hopper", "16-bit KV on an H100 while preempting",
          {**FIRES, "commands": ["--kv-cache-dtype fp8"]},
          snapshot({"server_config.kv_cache_dtype": "auto", "server_metrics.num_preemptions_delta": 9}))
+    case("KV004", "positive_bf16_kv_ada", "16-bit KV on an L40S (compute capability 8.9: vLLM runs FP8 natively "
+         "from Ada on) while preempting", {**FIRES, "commands": ["--kv-cache-dtype fp8"]},
+         snapshot({"server_config.kv_cache_dtype": "auto", "server_metrics.num_preemptions_delta": 9,
+                   g + "compute_capability": [8, 9], g + "name": "NVIDIA L40S"}))
     case("KV004", "negative_ampere", "16-bit KV on an A100 (no FP8 tensor cores)",
          PASSES, snapshot({"server_config.kv_cache_dtype": "auto", "server_metrics.num_preemptions_delta": 9,
                            g + "compute_capability": [8, 0]}))

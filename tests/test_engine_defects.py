@@ -27,7 +27,10 @@ def test_3_tgi_kv_room_never_lowers_its_memory_fraction():
 
 
 def test_4_tgi_batch_cap_is_max_batch_size_not_max_concurrent_requests():
-    cmds, _ = engine_flags({"max_num_seqs": 256}, "tgi")
+    from triage.rules.engines import EngineInfo
+
+    # TGI 2.x without prefill chunking: --max-batch-size bounds the batch. (3.x ignores it: test_engine_audit.)
+    cmds, _ = engine_flags({"max_num_seqs": 256}, EngineInfo("tgi", "2.4.1"))
     assert cmds == ("--max-batch-size 256",)
 
 

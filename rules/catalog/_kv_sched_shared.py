@@ -51,10 +51,10 @@ def kv_relief(ctx: Context, engine: EngineInfo,
                        f"down from {max_len}")
     dtype, dtype_src = ctx.setting("kv_cache_dtype", "cache_dtype")
     try:
-        cc = ctx.compute_capability()
+        native, cc = ctx.fp8_native()
     except MissingInput:
-        cc = None
-    if pinned is None and cc is not None and cc >= (9, 0) and str(dtype or "auto").lower() in SIXTEEN_BIT_KV:
+        native, cc = False, None
+    if pinned is None and cc is not None and native and str(dtype or "auto").lower() in SIXTEEN_BIT_KV:
         evidence[dtype_src or "server_config.kv_cache_dtype"] = dtype
         evidence["gpu.compute_capability"] = list(cc)
         knobs["kv_cache_dtype_fp8"] = None

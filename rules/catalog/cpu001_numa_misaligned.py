@@ -2,14 +2,16 @@
 
 One `numactl --cpunodebind=N --membind=N` around the whole server is right only when every GPU it serves
 hangs off node N. With tensor-parallel GPUs on both sockets it pins half the workers to the wrong node.
-vLLM's `--numa-bind` (in the engine-truth tables from 0.31.0) binds each worker to its own GPU's node;
-SGLang has `--numa-node`, one node per GPU.
+vLLM's `--numa-bind` (from 0.20, claim vllm.numa-bind) binds each worker to its own GPU's node; SGLang's
+`--numa-node` takes one node per GPU, in GPU order (claim sglang.numa-node-per-gpu), and from 0.5.18 SGLang binds
+each GPU's process itself (claim sglang.auto-numa-bind).
 """
 from __future__ import annotations
 
 from typing import Any
 
 import triage.core.engine_truth as truth
+from triage.rules.engine_flags import KNOBS, LAUNCHERS, PRETTY, render
 from triage.core.probe_data import (
     CpuData,
     ServerProcessData,
@@ -29,8 +31,8 @@ from triage.rules.registry import rule
     fix="Bind each worker to its GPU's node: vLLM `--numa-bind` where the version has it, SGLang `--numa-node`; "
         "`numactl --cpunodebind=N --membind=N` on the whole server only when all its GPUs are on node N.",
     references=("seed 003 CPU layer (check NUMA affinity, bind vLLM to the correct node)", "nvidia-smi topo -m",
-                "vLLM ParallelConfig.numa_bind (--numa-bind), SGLang ServerArgs --numa-node, via "
-                "triage/core/engine_truth; seed 003's whole-server numactl is wrong when TP spans sockets"),
+                "claim:vllm.numa-bind", "claim:sglang.numa-node-per-gpu", "claim:sglang.auto-numa-bind-0.5.18",
+                "seed 003's whole-server numactl is wrong when TP spans sockets"),
 ))
 def cpu001(ctx: Context) -> Hit | None:
     nodes = {g.numa_node for g in ctx.serving_gpus()}
@@ -65,32 +67,25 @@ def cpu001(ctx: Context) -> Hit | None:
 
 
 def _binding_fix(ctx: Context, nodes: list[int]) -> Fix:
-    """Per-worker binding where the engine has it; whole-process numactl only for a single-node GPU set."""
+    """Per-worker binding where the engine at this version has it (vLLM --numa-bind from 0.20; SGLang
+    --numa-node, one node per GPU, and its own binding from 0.5.18); whole-process numactl only for a GPU set
+    on a single node."""
     engine = ctx.engine()
-    if engine.name in ("vllm", "sglang"):
-        flag = "--numa-bind" if engine.name == "vllm" else "--numa-node"
+    per_gpu = " ".join(str(g.numa_node) for g in sorted(ctx.serving_gpus(), key=lambda g: g.index or 0))
+    if engine.name in LAUNCHERS and "numa_bind" in KNOBS:
+        r = render("numa_bind", engine.name, per_gpu, engine.version)
         table = truth.table(engine.name, engine.version)
-        if table is not None and table.flag(flag) is not None:
-            cmd = flag if engine.name == "vllm" else f"{flag} {' '.join(map(str, nodes))}"
-            return Fix(f"Let {engine.name} bind each worker to its own GPU's NUMA node (checked against "
-                       f"{table.label}); drop any numactl around the whole server.", (cmd,))
-        first = _first_with_flag(engine.name, flag)
-        if len(nodes) > 1:
-            upgrade = f" {engine.name} {first} adds {flag}, which binds each worker to its own GPU's node." if first else ""
+        label = table.label if table is not None else engine.label
+        if r.text is not None:
+            return Fix(f"Let {PRETTY[engine.name]} bind each worker to its own GPU's NUMA node (checked against "
+                       f"{label}); drop any numactl around the whole server.", (r.text,))
+        if r.note and len(nodes) > 1:
             return Fix("The GPUs span NUMA nodes, so one numactl binding for the whole server pins some workers "
-                       "to the wrong node: keep tensor-parallel GPUs within one node, or unpin the server." + upgrade,
-                       ())
+                       f"to the wrong node: keep tensor-parallel GPUs within one node, or unpin the server. "
+                       f"{PRETTY[engine.name]} {engine.version or '(version unknown)'}: {r.note}.", ())
     if len(nodes) > 1:
         return Fix("The GPUs span NUMA nodes: keep tensor-parallel GPUs within one node, or unpin the server; a "
                    "whole-server numactl binding is wrong for half of them.", ())
     node = nodes[0]
     return Fix(f"Start the server bound to node {node}.",
                (f"numactl --cpunodebind={node} --membind={node} <your server command>",))
-
-
-def _first_with_flag(engine: str, flag: str) -> str | None:
-    for version in truth.versions(engine):
-        table = truth.table(engine, version)
-        if table is not None and table.flag(flag) is not None:
-            return version
-    return None

@@ -35,7 +35,7 @@ def cpu003(ctx: Context) -> Hit | None:
     if engine.name == "vllm" and v is not None and v >= (0, 10, 0):
         current = ctx.seen(ServerConfigData).api_server_count or 1
         knobs["api_server_count"] = max(2, int(current) * 2)
-    cmds, note = engine_flags(knobs, engine.name)
+    cmds, note = engine_flags(knobs, engine)
     return Hit(
         title="A pegged CPU thread starves the GPU",
         message=f"One server thread runs at {thread:.0f}% of a core while the GPU is at {max(utils):.0f}%: the "

@@ -23,7 +23,7 @@ def cpu004(ctx: Context) -> Hit | None:
     slow = ctx.measured(ctx.need(LogsData).slow_tokenizer, "logs.slow_tokenizer")
     if not slow:
         return None
-    cmds, note = engine_flags({"tokenizer_mode_auto": None}, ctx.engine().name)
+    cmds, note = engine_flags({"tokenizer_mode_auto": None}, ctx.engine())
     return Hit(
         title="The server uses a slow (Python) tokenizer",
         message="The server log reports a slow tokenizer: tokenization runs in Python under the GIL.",

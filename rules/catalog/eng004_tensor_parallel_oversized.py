@@ -60,7 +60,7 @@ def eng004(ctx: Context) -> Hit | None:
     if smallest >= tp:
         return None
     tokens_small = capacity * kv_bytes(smallest) / kv_bytes(tp)
-    cmds, note = engine_flags({"tensor_parallel_size": smallest}, ctx.engine().name)
+    cmds, note = engine_flags({"tensor_parallel_size": smallest}, ctx.engine())
     return Hit(
         title="Tensor parallelism is larger than the model needs",
         message=f"TP={tp}, but TP={smallest} would still hold about {tokens_small:.0f} KV tokens, above the peak "

@@ -21,7 +21,7 @@ from triage.rules.registry import rule
         "transfers run 10-50x slower than HBM, so decode collapses to a few tokens/s (seed 000 §1).",
     example="gpu.gpus[0].memory_used_frac = 0.99, server_process.rss_growth_bytes = 6.4e9, "
             "server_process.max_thread_cpu_pct = 100, gpu.gpus[0].utilization_gpu_pct = 12",
-    fix="Quantize (`--quantization fp8` on Hopper/Blackwell, AWQ/GPTQ INT4 elsewhere), shard over more GPUs "
+    fix="Quantize (`--quantization fp8` on Ada, Hopper and Blackwell (compute capability >= 8.9), AWQ/GPTQ INT4 elsewhere), shard over more GPUs "
         "(`--tensor-parallel-size`), or use a bigger GPU. `triage plan` shows the fit.",
     references=("seed 000 §1 (wrong GPU: model doesn't fit)", "seed 001 (the wrong GPU can look cheap until it spills)"),
 ), thresholds=("GPU001.vram_used_frac", "GPU001.rss_growth_bytes", "GPU001.cpu_busy_pct", "GPU001.gpu_starved_util_pct"))
@@ -71,9 +71,9 @@ def gpu001(ctx: Context) -> Hit | None:
             raise MissingInput("VRAM is full but server_process has no RSS, thread CPU or command line to tell "
                                "offload from a healthy, preallocated KV pool")
         return None
-    major, minor = ctx.compute_capability() if any(g.compute_capability for g, _ in full) else (0, 0)
-    knob = "quantization_fp8" if (major, minor) >= (9, 0) else "quantization_int4"
-    cmds, note = engine_flags({knob: None}, ctx.engine().name)
+    native = ctx.fp8_native()[0] if any(g.compute_capability for g, _ in full) else False
+    knob = "quantization_fp8" if native else "quantization_int4"
+    cmds, note = engine_flags({knob: None}, ctx.engine())
     certainty = Certainty.CONFIRMED if "server_process.cmdline.cpu_offload_gb" in evidence else Certainty.LIKELY
     return Hit(
         title="The model spills out of VRAM into host memory",

@@ -70,7 +70,7 @@ def gpu008(ctx: Context) -> Hit | None:
             and running_max >= cfg_seqs:
         knobs["max_num_seqs"] = max(256, int(cfg_seqs) * 2)
         text = f"The batch is capped at max_num_seqs={cfg_seqs}: raise it. Then check " + text[len("Check "):]
-    cmds, note = engine_flags(knobs, engine.name) if knobs else ((), "")
+    cmds, note = engine_flags(knobs, engine) if knobs else ((), "")
     return Hit(
         title="The GPU idles while requests are in flight",
         message="GPU utilization stays low although several requests are in flight: they are not being batched "

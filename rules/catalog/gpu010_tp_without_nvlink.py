@@ -54,7 +54,7 @@ def gpu010(ctx: Context) -> Hit | None:
     evidence: dict[str, Any] = {"server_config.tensor_parallel_size": tp, **(measured.evidence if measured else {})}
     for t in bad:
         evidence[f"gpu.topology[{t.gpu_a},{t.gpu_b}].common_ancestor"] = t.common_ancestor
-    cmds, note = engine_flags({"tensor_parallel_size": max(1, tp // 2)}, ctx.engine().name)
+    cmds, note = engine_flags({"tensor_parallel_size": max(1, tp // 2)}, ctx.engine())
     return Hit(
         title="Tensor parallelism runs over PCIe, without NVLink",
         message=f"TP={tp} all-reduces every layer over PCIe ({', '.join(sorted({t.common_ancestor for t in bad}))}) "

@@ -105,7 +105,7 @@ def kv001(ctx: Context) -> Hit | None:
         evidence.update(n.evidence)
     engine = ctx.engine()
     knobs, why = kv_relief(ctx, engine, evidence)
-    cmds, note = engine_flags(knobs, engine.name)
+    cmds, note = engine_flags(knobs, engine)
     text = ("Give the KV cache more room: " + "; ".join(why) + "." if why else
             "The memory share, context cap and KV dtype are already tuned: add tensor parallelism or replicas.")
     return Hit(

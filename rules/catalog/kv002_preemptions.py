@@ -58,7 +58,7 @@ def kv002(ctx: Context) -> Hit | None:
         if seqs is None or lower < seqs:
             knobs["max_num_seqs"] = lower
             why.append(f"admit fewer sequences at once ({lower}, 3/4 of the {running_peak:.0f} that ran at the peak)")
-    cmds, note = engine_flags(knobs, engine.name)
+    cmds, note = engine_flags(knobs, engine)
     return Hit(
         title="The engine is preempting requests",
         message=f"{total:.0f} preemption(s) during the window: sequences are evicted from the KV cache and "

@@ -31,7 +31,7 @@ def kv003(ctx: Context) -> Hit | None:
     if not limited:
         return None
     proposed = kv003_context_cap(ctx, observed)
-    cmds, note = engine_flags({"max_model_len": proposed}, ctx.engine().name)
+    cmds, note = engine_flags({"max_model_len": proposed}, ctx.engine())
     return Hit(
         title="max_model_len is far larger than the traffic needs",
         message=f"max_model_len is {max_len} tokens, {max_len / observed:.0f}x the longest observed request "

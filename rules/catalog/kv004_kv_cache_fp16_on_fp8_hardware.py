@@ -10,7 +10,7 @@ from triage.rules.registry import rule
 
 
 @rule("KV004", "kv-cache-fp16-on-fp8-hardware", Severity.MEDIUM, ("server_config|server_metrics", "gpu"), RuleDoc(
-    what="The server is KV-limited on a Hopper or Blackwell GPU (compute capability >= 9.0) while the KV "
+    what="The server is KV-limited on an Ada, Hopper or Blackwell GPU (compute capability >= 8.9) while the KV "
          "cache is stored in 16 bits (cache dtype auto/fp16/bf16).",
     why="FP8 KV halves the bytes per token, which doubles the sequences the cache holds, with < 0.5% quality "
         "loss on these GPUs (seed 004 §5).",
@@ -23,13 +23,13 @@ def kv004(ctx: Context) -> Hit | None:
     dtype, source = ctx.setting("kv_cache_dtype", "cache_dtype")
     if dtype is None:
         raise MissingInput("the KV cache dtype was not measured (server_config.kv_cache_dtype, cache_config)")
-    cc = ctx.compute_capability()
-    if cc < (9, 0) or str(dtype).lower() not in SIXTEEN_BIT_KV:
+    native, cc = ctx.fp8_native()
+    if not native or str(dtype).lower() not in SIXTEEN_BIT_KV:
         return None
     limited, kv_evidence = ctx.kv_pressure()
     if not limited:
         return None
-    cmds, note = engine_flags({"kv_cache_dtype_fp8": None}, ctx.engine().name)
+    cmds, note = engine_flags({"kv_cache_dtype_fp8": None}, ctx.engine())
     return Hit(
         title="A 16-bit KV cache on FP8-capable hardware is the limit",
         message=f"The KV cache is full and stored in 16 bits (kv_cache_dtype={dtype}) on a compute-capability "

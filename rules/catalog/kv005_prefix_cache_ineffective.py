@@ -49,7 +49,7 @@ def kv005(ctx: Context) -> Hit | None:
                 if engine.name == "vllm" else ".")
             cmds: tuple[str, ...] = ()
         else:
-            cmds, note = engine_flags({"enable_prefix_caching": None}, engine.name)
+            cmds, note = engine_flags({"enable_prefix_caching": None}, engine)
             text = "Enable automatic prefix caching." + note
         matters = shared is not None and shared >= min_shared
         return Hit(

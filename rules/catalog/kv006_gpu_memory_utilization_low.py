@@ -30,7 +30,7 @@ def kv006(ctx: Context) -> Hit | None:
     if not limited:
         return None
     target = ctx.th("KV001.gpu_memory_utilization_target")
-    cmds, note = engine_flags({"gpu_memory_utilization": f"{target:.2f}"}, ctx.engine().name)
+    cmds, note = engine_flags({"gpu_memory_utilization": f"{target:.2f}"}, ctx.engine())
     return Hit(
         title="The KV cache is starved by a low gpu_memory_utilization",
         message=f"gpu_memory_utilization is {util}, leaving {pct(target - util)} of VRAM unused while the KV "

@@ -13,15 +13,16 @@ from triage.rules.registry import rule
 
 
 @rule("QUANT001", "fp16-on-fp8-hardware", Severity.MEDIUM, ("server_config", "gpu"), RuleDoc(
-    what="The model is served in fp16/bf16 without quantization on a Hopper or Blackwell GPU (compute "
-         "capability >= 9.0), which runs FP8 natively. An opportunity (LOW) unless a symptom shows on this "
+    what="The model is served in fp16/bf16 without quantization on an Ada, Hopper or Blackwell GPU (compute "
+         "capability >= 8.9), which runs FP8 natively. An opportunity (LOW) unless a symptom shows on this "
          "deployment: memory pressure (KV usage >= 90% or preemptions) or decode slower than the bench's TPOT SLO.",
     why="Decode is memory-bound: FP8 weights halve the bytes read per token, for 1.5-2x throughput with "
         "< 1-2% quality loss, and free VRAM for KV (seed 000 §3).",
     example="server_config.dtype = 'bfloat16', server_config.quantization = null, gpu.gpus[0].compute_capability = [9, 0]",
     fix="`--quantization fp8` (not `--dtype fp8`, which vLLM rejects), or serve a pre-quantized FP8 "
         "checkpoint; SGLang `--quantization fp8`, TGI `--quantize fp8`.",
-    references=("seed 000 §3 (FP16 when lower precision works)", "seed 004 §8 (FP8 on Hopper: near-lossless)"),
+    references=("seed 000 §3 (FP16 when lower precision works)", "seed 004 §8 (FP8 on Hopper: near-lossless)",
+                "claim:vllm.fp8-from-sm89"),
 ))
 def quant001(ctx: Context) -> Hit | None:
     data = ctx.need(ServerConfigData)
@@ -31,11 +32,11 @@ def quant001(ctx: Context) -> Hit | None:
     dtype = ctx.measured(ctx.need(ServerConfigData).dtype, "server_config.dtype")
     if str(dtype).lower() not in SIXTEEN_BIT:
         return None
-    cc = ctx.compute_capability()
-    if cc < (9, 0):
+    native, cc = ctx.fp8_native()
+    if not native:
         return None
     explicit = ctx.cfg_source("quantization") not in (None, "default")
-    cmds, note = engine_flags({"quantization_fp8": None}, ctx.engine().name)
+    cmds, note = engine_flags({"quantization_fp8": None}, ctx.engine())
     symptom = _fp8_symptom(ctx)
     return Hit(
         kind=FindingKind.PROBLEM if symptom else FindingKind.OPPORTUNITY,

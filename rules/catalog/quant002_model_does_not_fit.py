@@ -26,7 +26,7 @@ def quant002(ctx: Context) -> Hit | None:
         return None
     engine = ctx.engine()
     fit_len = max(256, (int(capacity) // 256) * 256)
-    cmds, note = engine_flags({"max_model_len": fit_len}, engine.name)
+    cmds, note = engine_flags({"max_model_len": fit_len}, engine)
     return Hit(
         title="The model does not fit with room for one full-length request",
         message=f"After the weights, the KV cache holds {capacity:.0f} tokens, less than max_model_len={max_len}: "

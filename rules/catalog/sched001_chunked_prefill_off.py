@@ -43,7 +43,7 @@ def sched001(ctx: Context) -> Hit | None:
         if default_on and off_flag:
             text, cmds = f"Remove `{off_flag}`: {engine.label} chunks prefills by default.", ()
         else:
-            cmds, note = engine_flags({"enable_chunked_prefill": None}, engine.name)
+            cmds, note = engine_flags({"enable_chunked_prefill": None}, engine)
             text = "Enable chunked prefill so long prompts are split and interleaved with decode." + note
         return Hit(
             title="Chunked prefill is off",
@@ -71,12 +71,12 @@ def sched001(ctx: Context) -> Hit | None:
         evidence[f"{p}.input_tokens_mean"] = lv.input_tokens_mean
     batched = ctx.seen(ServerConfigData).max_num_batched_tokens
     proposed = 2048 if batched is None or batched > 2048 else max(512, int(batched) // 2)
-    cmds, note = engine_flags({"max_num_batched_tokens": proposed}, engine.name)
+    cmds, note = engine_flags({"max_num_batched_tokens": proposed}, engine)
     if enabled:
         text = (f"Chunked prefill is already on ({engine.label}); make the chunks smaller so decode steps "
                 f"interleave more often: max_num_batched_tokens {batched or 'default'} -> {proposed}.")
     else:
-        cmds_on, _ = engine_flags({"enable_chunked_prefill": None}, engine.name)
+        cmds_on, _ = engine_flags({"enable_chunked_prefill": None}, engine)
         cmds = cmds_on + cmds
         text = "Turn chunked prefill on (if this engine version has it off) and keep the chunk small."
     worst = max(spikes, key=lambda lv: lv.tpot_ms.p99 / lv.tpot_ms.p50)

@@ -58,7 +58,7 @@ def sched002(ctx: Context) -> Hit | None:
     if not evidence:
         return None
     proposed = seqs_at_least(seqs * 2)
-    cmds, note = engine_flags({"max_num_seqs": proposed}, ctx.engine().name)
+    cmds, note = engine_flags({"max_num_seqs": proposed}, ctx.engine())
     return Hit(
         title="max_num_seqs caps the batch while KV has room",
         message=f"The batch is full at max_num_seqs={seqs} while requests wait and the KV cache is below "

@@ -40,7 +40,7 @@ def sched004(ctx: Context) -> Hit | None:
     text = ("Serve with a continuous-batching engine (vLLM, SGLang, TGI), and remove any proxy or worker pool "
             "that forwards one request at a time.")
     if seqs is not None and seqs < c_hi:
-        cmds, note = engine_flags({"max_num_seqs": seqs_at_least(max(c_hi, seqs * 2))}, engine.name)
+        cmds, note = engine_flags({"max_num_seqs": seqs_at_least(max(c_hi, seqs * 2))}, engine)
         text = f"max_num_seqs={seqs} caps the batch below the offered concurrency: raise it." + note
     return Hit(
         title="Throughput does not scale with concurrency",

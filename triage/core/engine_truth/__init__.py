@@ -4,7 +4,7 @@ The JSON files here are produced by `scripts/extract_engine_truth.py` (vLLM and 
 source distributions, TGI from its launcher at a release tag) and committed; each records its provenance
 (package and version or repository and tag, files read, sha256). Nothing here downloads anything.
 
-    t = table("vllm", "0.8.5")      # the nearest table at or below 0.8.5, `t.assumed` says if inexact
+    t = table("vllm", "0.8.5")      # that release's table, else its minor's, else the nearest below (a gap)
     t.flag("-tp")                    # FlagSpec for --tensor-parallel-size (aliases and _ spellings resolve)
     t.check("--kv-cache-dtype", "bf16")   # "--kv-cache-dtype: 'bf16' is not one of auto, ..."
     default("vllm", "gpu_memory_utilization", "0.33.0")   # (0.92, table)
@@ -43,6 +43,7 @@ class FlagSpec:
     deprecated: bool = False
     replacement: str | None = None
     config_default: Any = None      # the config class's default when the flag's own default is None
+    nargs: Any = None               # argparse nargs: "+" / "*" take several values (SGLang --numa-node 0 0 1 1)
 
     def accepts(self, value: Any) -> str | None:
         """None when `value` is accepted; otherwise why not."""
@@ -53,6 +54,9 @@ class FlagSpec:
         if value is None:
             return f"{self.name} needs a value"
         text = str(value)
+        if (self.nargs in ("+", "*") or self.type == "list") and len(text.split()) > 1:
+            element = FlagSpec(self.name, None if self.type == "list" else self.type, self.choices, None, (), (), True)
+            return next((p for p in (element.accepts(part) for part in text.split()) if p), None)
         if self.choices is not None:
             allowed = [str(c) for c in self.choices if c is not None]
             if text not in allowed:
@@ -82,13 +86,15 @@ class Table:
     env: tuple[str, ...]
     _flags: dict[str, dict[str, Any]] = field(repr=False)
     _index: dict[str, str] = field(repr=False)
+    match: str = "exact"            # exact | patch (same minor, another patch) | gap (nearest below) | unknown
 
     @property
     def label(self) -> str:
         text = f"{self.engine} {self.version}"
-        if self.assumed:
-            text += " (assumed: server version unknown)" if self.requested is None else \
-                f" (nearest table to {self.requested})"
+        if self.match == "unknown":
+            text += " (assumed: server version unknown)"
+        elif self.match in ("patch", "gap"):
+            text += f" (nearest table to {self.requested}{', not tabled' if self.match == 'gap' else ''})"
         return text
 
     def flag(self, name: str) -> FlagSpec | None:
@@ -102,7 +108,8 @@ class Table:
         return FlagSpec(canonical, raw.get("type"), tuple(choices) if choices is not None else None,
                         raw.get("default"), tuple(raw.get("aliases", ())), tuple(raw.get("env", ())),
                         takes_value=not is_bool, deprecated=bool(raw.get("deprecated")),
-                        replacement=raw.get("replacement"), config_default=raw.get("config_default"))
+                        replacement=raw.get("replacement"), config_default=raw.get("config_default"),
+                        nargs=raw.get("nargs"))
 
     def flags(self) -> list[str]:
         return sorted(self._flags)
@@ -161,21 +168,30 @@ def _build(engine: str, version: str) -> tuple[dict[str, Any], dict[str, str]]:
 
 
 def table(engine: str, version: str | None = None) -> Table | None:
-    """The table for `engine` at `version`: exact, else the newest table not newer than it (the oldest
-    when it predates them all), else the newest. None when the engine has no tables."""
+    """The table for `engine` at `version`: that release's (post builds count as the release), else another
+    patch of the same minor (vLLM and TGI table the last patch of each minor), else the newest table below it
+    (the oldest when it predates them all): a gap, which `match` says. An unknown version gets the newest.
+    None when the engine has no tables."""
     tables = _load_all().get(engine) or []
     if not tables:
         return None
     want = version_key(version)
-    chosen = tables[-1]["version"]
+    chosen, match = tables[-1]["version"], "unknown"
     if want is not None:
-        exact = [d for d in tables if version_key(d["version"]) == want]
-        below = [d for d in tables if (version_key(d["version"]) or (0, 0, 0)) <= want]
-        chosen = (exact or below or tables[:1])[-1]["version"]
+        key = [(d, version_key(d["version"]) or (0, 0, 0)) for d in tables]
+        exact = [d for d, k in key if k == want]
+        # SGLang ships features in its third number: only vLLM and TGI patches share a table
+        patch = [d for d, k in key if k[:2] == want[:2]] if engine != "sglang" else []
+        below = [d for d, k in key if k <= want]
+        if exact:
+            chosen, match = exact[-1]["version"], "exact"
+        elif patch:
+            chosen, match = patch[-1]["version"], "patch"
+        else:
+            chosen, match = (below or tables[:1])[-1]["version"], "gap"
     data, index = _build(engine, chosen)
-    assumed = want is None or version_key(chosen) != want
-    return Table(engine, chosen, version, assumed, data["provenance"], dict(data["defaults"]), dict(data["metrics"]),
-                 tuple(data.get("env", ())), data["flags"], index)
+    return Table(engine, chosen, version, match != "exact", data["provenance"], dict(data["defaults"]),
+                 dict(data["metrics"]), tuple(data.get("env", ())), data["flags"], index, match)
 
 
 def flag(engine: str, name: str, version: str | None = None) -> FlagSpec | None:

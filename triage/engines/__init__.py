@@ -1,0 +1,15 @@
+"""Everything triage knows about each serving engine, one module per engine (see docs/ARCHITECTURE.md, "Adding an
+engine"): how to recognise it, its knobs per version checked against the truth tables, its defaults, its log
+markers, and the claims ledger that cites the engine's own source for every sentence about its behaviour.
+
+Outside this package no code compares engine names: it asks the engine.
+"""
+from __future__ import annotations
+
+from triage.engines import others, sglang, tgi, vllm  # noqa: F401  (each registers its engine)
+from triage.engines.base import BatchingKnob, Engine, Identity, Knob, NoEquivalent, Since, Spec
+from triage.engines.claims import Claim, cite, claim, ledger
+from triage.engines.registry import engines, get, names, normalise, with_flag_tables
+
+__all__ = ["BatchingKnob", "Claim", "Engine", "Identity", "Knob", "NoEquivalent", "Since", "Spec", "cite", "claim",
+           "engines", "get", "ledger", "names", "normalise", "with_flag_tables"]

@@ -1,0 +1,136 @@
+"""The shape of what triage knows about one serving engine. Pure data plus small pure functions: no I/O.
+
+Every fact an engine module states about the engine's behaviour carries the ids of the claims that show it
+(`claims.py`: a sentence, the engine's repository or package, the tag or version, the path and the line range,
+and a hash of those lines).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from triage.core.engine_truth import version_key
+
+Version = tuple[int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Knob:
+    """A flag (or environment variable) that sets a tuning knob."""
+
+    flag: str
+    value: str | None = "{v}"    # None: a switch without a value; "{v}" filled from the rule's number
+    note: str = ""               # said next to the flag (e.g. what the engine's default already does)
+    claims: tuple[str, ...] = ()
+    is_env: bool = False         # an environment variable of the server process, not a flag
+
+
+@dataclass(frozen=True, slots=True)
+class NoEquivalent:
+    """The engine has no such knob, or the flag that looks like it does not do it: the reason, said instead."""
+
+    reason: str
+    claims: tuple[str, ...] = ()
+
+
+Spec = Knob | NoEquivalent
+
+
+@dataclass(frozen=True, slots=True)
+class Since:
+    """`spec` applies from `version` on (None: from the first version triage knows) until the next Since."""
+
+    version: str | None
+    spec: Spec
+
+
+@dataclass(frozen=True, slots=True)
+class BatchingKnob:
+    """The setting that bounds how many requests an engine runs at once (engines without a flag table)."""
+
+    flag: str                     # as typed on the command line, or an environment variable
+    is_env: bool                  # True: an environment variable of the server process
+    default: str                  # the engine's default, as its source states it
+    meaning: str
+    claims: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """How the engine shows itself on the wire and in `ps`."""
+
+    metric_prefixes: tuple[str, ...] = ()
+    server_header: str | None = None          # the exact `Server:` response header value
+    version_path: str | None = None           # GET path answering {"version": ...}
+    openapi_paths: tuple[str, ...] = ()       # routes in /openapi.json only this engine serves
+    owned_by: str | None = None               # `owned_by` of its /v1/models entries
+    process_names: tuple[str, ...] = ()       # words of its command line that name it
+    source: str = ""                          # where these were read
+
+
+DefaultOn = Callable[[str, "Version | None", bool, bool], "bool | None"]
+
+
+def _unknown_default(feature: str, version: Version | None, v0: bool, v1_metrics: bool) -> bool | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str                                  # triage's engine id
+    display: str
+    aliases: tuple[str, ...] = ()              # other spellings that mean this engine
+    launcher: str | None = None                # the command a fix is written for; None: no flag table
+    identity: Identity = Identity()
+    batches: bool = True                       # batches concurrent requests with its defaults
+    batching_knob: BatchingKnob | None = None
+    knobs: dict[str, tuple[Since, ...]] = field(default_factory=dict)
+    disabling: dict[str, str] = field(default_factory=dict)        # feature -> the flag that turns it off
+    disabling_other: dict[str, str] = field(default_factory=dict)  # feature -> other forms that turn it off
+    default_on_fn: DefaultOn = _unknown_default
+    # What its memory-share knob measures: "total" (all the GPU memory the engine may take: vLLM, TGI) or
+    # "static" (weights + KV only, activations and CUDA graphs reserved apart: SGLang).
+    memory_share: str = "total"
+    log_markers: dict[str, tuple[tuple[str | None, str], ...]] = field(default_factory=dict)
+    fp8_min_capability: Version | None = None  # smallest compute capability it runs FP8 weights/KV natively on
+    notes: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)  # fact id -> (sentence, claims)
+    rank: int = 100                            # listing order: the engines with flag tables first
+
+    def knob(self, knob: str, version: str | None = None) -> Spec | None:
+        """The flag for `knob` at `version` (the newest form when the version is unknown); None: not known."""
+        steps = self.knobs.get(knob)
+        if not steps:
+            return None
+        want = version_key(version)
+        chosen = steps[-1].spec if want is None else None
+        if want is not None:
+            for step in steps:
+                if step.version is None or (version_key(step.version) or (0, 0, 0)) <= want:
+                    chosen = step.spec
+        return chosen
+
+    def default_on(self, feature: str, version: str | None, v0: bool = False, v1_metrics: bool = False) -> bool | None:
+        """Is `feature` ('chunked_prefill' | 'prefix_caching') on by default here? None: unknown."""
+        return self.default_on_fn(feature, version_key(version), v0, v1_metrics)
+
+    def log_marker(self, what: str, version: str | None = None) -> tuple[str, ...]:
+        """The log lines that mark `what` (e.g. 'api_server_start'); every known form when the version is
+        unknown, else the form at that version."""
+        forms = self.log_markers.get(what, ())
+        want = version_key(version)
+        if want is None:
+            return tuple(dict.fromkeys(m for _, m in forms))
+        chosen = [m for v, m in forms if v is None or (version_key(v) or (0, 0, 0)) <= want]
+        return (chosen[-1],) if chosen else ()
+
+    def cited(self) -> tuple[str, ...]:
+        """Every claim id this module cites."""
+        ids: list[str] = []
+        for steps in self.knobs.values():
+            for step in steps:
+                ids.extend(step.spec.claims)
+        if self.batching_knob is not None:
+            ids.extend(self.batching_knob.claims)
+        for _, claims in self.notes.values():
+            ids.extend(claims)
+        return tuple(dict.fromkeys(ids))

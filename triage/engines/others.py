@@ -1,0 +1,66 @@
+"""Engines without per-version flag tables: how triage recognises each, and the one knob that bounds its batch.
+Each fact names the engine source it was read from (and, where the ledger has it, the claim)."""
+from __future__ import annotations
+
+from triage.engines.base import BatchingKnob, Engine, Identity, Version
+from triage.engines.registry import register
+
+
+def _reference_default_on(feature: str, version: Version | None, v0: bool, v1_metrics: bool) -> bool | None:
+    return True if feature in ("chunked_prefill", "prefix_caching") else None
+
+
+LLAMACPP = register(Engine(
+    name="llama.cpp", display="llama.cpp llama-server", aliases=("llamacpp", "llama-cpp", "llama-server"),
+    identity=Identity(metric_prefixes=("llamacpp:",), server_header="llama.cpp", owned_by="llamacpp",
+                      process_names=("llama-server",),
+                      source="ggml-org/llama.cpp tools/server/server.cpp (Server header, /props, /slots, llamacpp:*)"),
+    batching_knob=BatchingKnob(
+        flag="--parallel", is_env=False, default="-1 (auto: 4 slots with a unified KV cache; 1 in older builds)",
+        meaning="number of server slots: requests decoded together in one batch; -c is split over the slots",
+        claims=("llamacpp.parallel-flag", "llamacpp.parallel-auto", "llamacpp.parallel-auto-is-4")),
+))
+
+OLLAMA = register(Engine(
+    name="ollama", display="Ollama",
+    identity=Identity(version_path="/api/version", process_names=("ollama",),
+                      source="ollama/ollama server/routes.go (GET /api/version -> {\"version\": ...})"),
+    batching_knob=BatchingKnob(
+        flag="OLLAMA_NUM_PARALLEL", is_env=True, default="1 (since 0.10; 0, auto-select, before)",
+        meaning="maximum number of parallel requests per loaded model (OLLAMA_MAX_QUEUE, default 512, queue more)",
+        claims=("ollama.num-parallel-default-1", "ollama.num-parallel-default-1-0.10",
+                "ollama.num-parallel-default-0-0.9", "ollama.max-queue-512")),
+))
+
+TRANSFORMERS = register(Engine(
+    name="transformers", display="transformers serve", aliases=("transformers-serve",),
+    identity=Identity(openapi_paths=("/v1/systemone", "/load_model"),
+                      source="huggingface/transformers src/transformers/cli/serving/server.py (routes)"),
+    batches=False,
+    batching_knob=BatchingKnob(
+        flag="--continuous-batching", is_env=False, default="off",
+        meaning="continuous batching with paged attention (configure with --cb-* flags)"),
+))
+
+LMDEPLOY = register(Engine(
+    name="lmdeploy", display="LMDeploy",
+    identity=Identity(metric_prefixes=("lmdeploy:",), process_names=("lmdeploy",),
+                      source="InternLM/lmdeploy lmdeploy/metrics/loggers.py (lmdeploy:num_requests_running, ...)"),
+))
+
+TRTLLM = register(Engine(
+    name="trtllm", display="TensorRT-LLM trtllm-serve", aliases=("tensorrt-llm", "tensorrt_llm", "trtllm-serve"),
+    identity=Identity(metric_prefixes=("tensorrt_llm:", "trtllm_"), version_path="/version",
+                      process_names=("trtllm-serve",),
+                      source="NVIDIA/TensorRT-LLM docs/source/commands/trtllm-serve.rst (/health, /metrics, /version); "
+                             "tensorrt_llm/serve/metrics/metrics.py (tensorrt_llm:* names)"),
+))
+
+REFERENCE = register(Engine(
+    name="reference", display="triage reference engine", aliases=("triage-reference",),
+    identity=Identity(version_path="/version",
+                      source="reference_engine/server.py (this repository: /version carries engine=ENGINE_NAME)"),
+    default_on_fn=_reference_default_on,
+))
+
+HF_GENERATE = register(Engine(name="hf-generate", display="transformers generate()", batches=False))

@@ -1,0 +1,51 @@
+"""The engines registry: each engine module registers one Engine, as each rule registers itself with @rule.
+
+    from triage.engines import get, normalise
+    get("tgi").knob("max_num_seqs", "3.3.7")     # NoEquivalent: ignored while prefill chunking is on
+"""
+from __future__ import annotations
+
+from triage.engines.base import Engine
+
+_REGISTRY: dict[str, Engine] = {}
+
+
+def register(engine: Engine) -> Engine:
+    if engine.name in _REGISTRY:
+        raise ValueError(f"engine {engine.name} is registered twice")
+    _REGISTRY[engine.name] = engine
+    return engine
+
+
+def get(name: str | None) -> Engine | None:
+    """The engine called `name` (any spelling `normalise` knows), or None."""
+    key = normalise(name)
+    return _REGISTRY.get(key) if key else None
+
+
+def engines() -> tuple[Engine, ...]:
+    return tuple(sorted(_REGISTRY.values(), key=lambda e: (e.rank, e.name)))
+
+
+def names() -> tuple[str, ...]:
+    return tuple(e.name for e in engines())
+
+
+def with_flag_tables() -> tuple[Engine, ...]:
+    """The engines whose fixes are checked against per-version flag tables (they have a launcher)."""
+    return tuple(e for e in engines() if e.launcher is not None)
+
+
+def normalise(name: str | None) -> str | None:
+    """triage's id for an engine name as a probe, a report or a user spells it; unknown names pass through
+    lower-cased (a report may name an engine triage has no module for)."""
+    if not name:
+        return None
+    n = str(name).strip().lower()
+    for engine in _REGISTRY.values():
+        if n == engine.name or n in engine.aliases:
+            return engine.name
+    for engine in _REGISTRY.values():
+        if any(n.startswith(a) for a in (engine.name, *engine.aliases) if len(a) >= 4):
+            return engine.name
+    return n

@@ -1,0 +1,73 @@
+"""SGLang: its knobs per version (every 0.5.N and the last 0.4 are tabled), defaults and memory semantics."""
+from __future__ import annotations
+
+from triage.engines.base import Engine, Identity, Knob, NoEquivalent, Since, Version
+from triage.engines.registry import register
+
+GIB = 1024 ** 3
+
+
+def _default_on(feature: str, version: Version | None, v0: bool, v1_metrics: bool) -> bool | None:
+    # RadixAttention prefix caching is on unless --disable-radix-cache; chunked prefill is on
+    # (--chunked-prefill-size, -1 turns it off) in every tabled version.
+    return True if feature in ("chunked_prefill", "prefix_caching") else None
+
+
+ENGINE = register(Engine(
+    rank=1,
+    name="sglang", display="SGLang", launcher="python -m sglang.launch_server",
+    identity=Identity(metric_prefixes=("sglang:",), openapi_paths=("/get_server_info", "/server_info", "/flush_cache"),
+                      process_names=("sglang",), source="sgl-project/sglang python/sglang/srt/entrypoints/http_server.py"),
+    knobs={
+        # --mem-fraction-static counts weights + KV only (activations and CUDA graphs are reserved apart), so
+        # rules size it with `static_memory_share` below, never with vLLM's 0.92.
+        "gpu_memory_utilization": (Since(None, Knob("--mem-fraction-static",
+                                                    claims=("sglang.mem-fraction-static-meaning",))),),
+        "max_model_len": (Since(None, Knob("--context-length")),),
+        "max_num_seqs": (Since(None, Knob("--max-running-requests")),),
+        "max_num_batched_tokens": (Since(None, Knob("--chunked-prefill-size")),),
+        "max_batch_total_tokens": (Since(None, NoEquivalent(
+            "SGLang sizes the KV pool from --mem-fraction-static")),),
+        "kv_cache_dtype_fp8": (Since(None, Knob("--kv-cache-dtype", "fp8_e4m3")),),
+        "quantization_fp8": (Since(None, Knob("--quantization", "fp8")),),
+        "quantization_int4": (Since(None, NoEquivalent(
+            "INT4 needs a pre-quantized AWQ or GPTQ checkpoint (the engine reads the method from its config); "
+            "the flag alone fails on a 16-bit model")),),
+        "tensor_parallel_size": (Since(None, Knob("--tp-size")),),
+        "enable_chunked_prefill": (Since(None, Knob("--chunked-prefill-size", "8192")),),
+        "enable_prefix_caching": (Since(None, NoEquivalent(
+            "SGLang caches prefixes unless --disable-radix-cache is set")),),
+        "tokenizer_mode_auto": (Since(None, Knob("--tokenizer-mode", "auto")),),
+        # One NUMA node per GPU process, in GPU order (numa_node[gpu_id]): rules pass one value per GPU. From
+        # 0.5.18 SGLang also binds by itself (SGLANG_AUTO_NUMA_BIND defaults on); the flag still pins it exactly.
+        "numa_bind": (Since(None, NoEquivalent("this SGLang has no --numa-node (added in 0.5.2)")),
+                      Since("0.5.2", Knob("--numa-node", claims=("sglang.numa-node-per-gpu",)))),
+        "speculative_num_draft_tokens": (Since(None, Knob("--speculative-num-draft-tokens")),),
+    },
+    disabling={"prefix_caching": "--disable-radix-cache", "cuda_graphs": "--disable-cuda-graph"},
+    disabling_other={"cuda_graphs": "--disable-decode-cuda-graph / --cuda-graph-backend-decode disabled (newer SGLang)"},
+    default_on_fn=_default_on, memory_share="static",
+    notes={
+        "auto_numa_bind": ("From 0.5.18 SGLang binds each GPU's process to that GPU's NUMA node by itself unless "
+                           "SGLANG_AUTO_NUMA_BIND=0.", ("sglang.auto-numa-bind-off-0.5.17",
+                                                        "sglang.auto-numa-bind-0.5.18", "sglang.auto-numa-bind")),
+        "mem_fraction_static": ("SGLang's --mem-fraction-static covers weights and the KV pool only; when SGLang "
+                                "picks it, it keeps >= 10 GiB outside it on GPUs over 60 GiB.",
+                                ("sglang.mem-fraction-static-meaning", "sglang.mem-fraction-static-reserve")),
+    },
+))
+
+
+def static_memory_share(current: float | None, vram_bytes: float | None, step: float = 0.04) -> tuple[float | None, str]:
+    """A raised --mem-fraction-static that keeps SGLang's own reserve outside it (>= 10 GiB on GPUs over
+    60 GiB; elsewhere the reserve the current value leaves, at most 0.04 less), or None with the reason."""
+    if current is None:
+        return None, ("SGLang chose --mem-fraction-static itself and triage did not read the value; raise it a few "
+                      "hundredths at a time, keeping the activations' and CUDA graphs' reserve free")
+    ceiling = 1.0 - (10 * GIB / vram_bytes) if vram_bytes and vram_bytes > 60 * GIB else 0.90
+    target = round(min(current + step, ceiling), 2)
+    if target <= current:
+        return None, (f"--mem-fraction-static is already {current}, the most that keeps SGLang's reserve for "
+                      "activations and CUDA graphs free; lower --chunked-prefill-size or --cuda-graph-max-bs to "
+                      "free more, or shorten the context")
+    return target, f"raise --mem-fraction-static to {target} (now {current}), keeping SGLang's activation reserve free"

@@ -1,0 +1,75 @@
+"""Text Generation Inference: its knobs per version (every minor from 2.0 is tabled) with TGI's real meanings.
+
+What bounds a TGI batch is its token budget, not a sequence count: with prefill chunking on (the 3.x default)
+the v3 scheduler ignores --max-batch-size, so no TGI fix ever raises it there.
+"""
+from __future__ import annotations
+
+from triage.engines.base import Engine, Identity, Knob, NoEquivalent, Since, Version
+from triage.engines.registry import register
+
+_CHUNKING_IGNORES_SIZE = NoEquivalent(
+    "TGI 3.x ignores --max-batch-size while prefill chunking is on (its default): the batch is bounded by "
+    "--max-batch-total-tokens, which TGI sizes from free memory when it is not set",
+    ("tgi.chunking-ignores-max-batch-size", "tgi.prefill-chunking-default-on"))
+
+
+def _default_on(feature: str, version: Version | None, v0: bool, v1_metrics: bool) -> bool | None:
+    if version is None:
+        return None
+    if feature == "prefix_caching":       # the launcher's default from 2.3 (USE_PREFIX_CACHING, then PREFIX_CACHING)
+        return version >= (2, 3, 0)
+    if feature == "chunked_prefill":      # PREFILL_CHUNKING: added off in 2.4, on from 3.0
+        return version >= (3, 0, 0)
+    return None
+
+
+ENGINE = register(Engine(
+    rank=2,
+    name="tgi", display="TGI", aliases=("text-generation-inference", "text-generation-launcher"),
+    launcher="text-generation-launcher",
+    identity=Identity(metric_prefixes=("tgi_",), process_names=("text-generation-launcher", "text-generation-router"),
+                      source="huggingface/text-generation-inference router/src/server.rs (/info, tgi_* metrics)"),
+    knobs={
+        # More room for KV on TGI means the whole GPU: --cuda-memory-fraction 1.0 is the default; only a lower
+        # setting costs KV room (the KV cache is then sized with TGI_WIGGLE_ROOM of what is free).
+        "gpu_memory_utilization": (Since(None, Knob(
+            "--cuda-memory-fraction", "1.0", "TGI's default is 1.0; only a lower setting costs KV room",
+            claims=("tgi.cuda-memory-fraction-default", "tgi.kv-sized-with-wiggle-room"))),),
+        "max_model_len": (Since(None, Knob("--max-total-tokens")),),
+        "max_num_seqs": (Since(None, Knob("--max-batch-size")),
+                         Since("3.0.0", _CHUNKING_IGNORES_SIZE)),
+        "max_num_batched_tokens": (Since(None, Knob("--max-batch-prefill-tokens")),),
+        "max_batch_total_tokens": (Since(None, Knob("--max-batch-total-tokens",
+                                                    claims=("tgi.chunking-ignores-max-batch-size",))),),
+        "kv_cache_dtype_fp8": (Since(None, Knob("--kv-cache-dtype", "fp8_e4m3fn")),),
+        "quantization_fp8": (Since(None, Knob("--quantize", "fp8")),),
+        "quantization_int4": (Since(None, NoEquivalent(
+            "INT4 needs a pre-quantized AWQ or GPTQ checkpoint (the engine reads the method from its config); "
+            "the flag alone fails on a 16-bit model")),),
+        "tensor_parallel_size": (Since(None, Knob("--num-shard")),),
+        "enable_chunked_prefill": (
+            Since(None, NoEquivalent("this TGI has no prefill chunking (the PREFILL_CHUNKING switch came in 2.4)")),
+            Since("2.4.0", Knob("PREFILL_CHUNKING=1", None, "an environment variable of the launcher",
+                                claims=("tgi.prefill-chunking-default-off-2.4",), is_env=True)),
+            Since("3.0.0", NoEquivalent("TGI 3.x chunks prefills by default (PREFILL_CHUNKING=0 turns it off)",
+                                        ("tgi.prefill-chunking-default-on",)))),
+        "enable_prefix_caching": (
+            Since(None, NoEquivalent("this TGI has no prefix caching (it came in 2.3)")),
+            Since("2.3.0", NoEquivalent("TGI turns prefix caching on by default; PREFIX_CACHING=0 (USE_PREFIX_CACHING "
+                                        "in 2.3) or the model turns it off", ("tgi.prefix-caching-default-on",
+                                                                              "tgi.prefix-caching-default-on-2.3")))),
+    },
+    disabling={"cuda_graphs": "--cuda-graphs 0"},
+    disabling_other={"prefix_caching": "PREFIX_CACHING=0 (environment)",
+                     "chunked_prefill": "PREFILL_CHUNKING=0 (environment)"},
+    default_on_fn=_default_on, memory_share="total",
+    notes={
+        "max_concurrent_requests": ("--max-concurrent-requests is TGI's refusal limit (an 'overloaded' error), "
+                                    "not its batch size.", ("tgi.max-concurrent-requests-refuses",)),
+        "kv_usage": ("TGI's batch fill is tgi_batch_current_max_tokens over tgi_batch_max_total_tokens.",
+                     ("tgi.batch-current-max-tokens", "tgi.batch-max-total-tokens")),
+        "queue_time": ("TGI records each request's queue time in tgi_request_queue_duration.",
+                       ("tgi.request-queue-duration",)),
+    },
+))

@@ -1,0 +1,85 @@
+"""vLLM: its knobs per version, its defaults and its log markers. Flags are checked against the truth tables
+(triage/core/engine_truth/vllm-*.json, every minor from 0.6); each behaviour sentence cites the ledger."""
+from __future__ import annotations
+
+from triage.engines.base import Engine, Identity, Knob, NoEquivalent, Since, Version
+from triage.engines.registry import register
+
+
+def _default_on(feature: str, version: Version | None, v0: bool, v1_metrics: bool) -> bool | None:
+    # 0.8.0 made the V1 engine the default (PR #13726); V1 always schedules with chunked prefill and turns
+    # automatic prefix caching on (per model since CacheConfig's default became None, resolved at startup).
+    if feature not in ("chunked_prefill", "prefix_caching"):
+        return None
+    if v0:
+        return False
+    if version is None:
+        return True if v1_metrics else None
+    return version >= (0, 8, 0)
+
+
+ENGINE = register(Engine(
+    rank=0,
+    name="vllm", display="vLLM", aliases=("vllm-v0", "vllm-v1"), launcher="vllm serve",
+    identity=Identity(metric_prefixes=("vllm:",), version_path="/version", process_names=("vllm",),
+                      source="vllm-project/vllm vllm/entrypoints/openai/api_server.py (/version), "
+                             "vllm/v1/metrics/loggers.py"),
+    knobs={
+        "gpu_memory_utilization": (Since(None, Knob("--gpu-memory-utilization")),),
+        "max_model_len": (Since(None, Knob("--max-model-len")),),
+        "max_num_seqs": (Since(None, Knob("--max-num-seqs")),),
+        "max_num_batched_tokens": (Since(None, Knob("--max-num-batched-tokens")),),
+        "max_batch_total_tokens": (Since(None, NoEquivalent(
+            "vLLM sizes the batch's KV from gpu_memory_utilization")),),
+        "kv_cache_dtype_fp8": (Since(None, Knob("--kv-cache-dtype", "fp8")),),
+        "quantization_fp8": (Since(None, Knob("--quantization", "fp8")),),
+        "quantization_int4": (Since(None, NoEquivalent(
+            "INT4 needs a pre-quantized AWQ or GPTQ checkpoint (the engine reads the method from its config); "
+            "the flag alone fails on a 16-bit model")),),
+        "tensor_parallel_size": (Since(None, Knob("--tensor-parallel-size")),),
+        "enable_chunked_prefill": (Since(None, Knob("--enable-chunked-prefill", None)),),
+        "enable_prefix_caching": (Since(None, Knob("--enable-prefix-caching", None)),),
+        "api_server_count": (Since(None, Knob("--api-server-count")),),
+        "tokenizer_mode_auto": (Since(None, Knob("--tokenizer-mode", "auto")),),
+        "numa_bind": (Since(None, NoEquivalent("this vLLM has no --numa-bind (added in 0.20), which binds each "
+                                               "worker to its own GPU's node", ("vllm.numa-bind",))),
+                      Since("0.20.0", Knob("--numa-bind", None, claims=("vllm.numa-bind",)))),
+        "speculative_config": (Since(None, NoEquivalent("this vLLM has no --speculative-config (added in 0.8)")),
+                               Since("0.8.0", Knob("--speculative-config"))),
+    },
+    disabling={"prefix_caching": "--no-enable-prefix-caching", "chunked_prefill": "--no-enable-chunked-prefill",
+               "cuda_graphs": "--enforce-eager"},
+    default_on_fn=_default_on, memory_share="total",
+    log_markers={
+        # The first line of the API server's start; up to 0.17 `vllm serve` wrote "vLLM API server version",
+        # from 0.18 "vLLM server version %s, serving model %s".
+        "api_server_start": ((None, "vLLM API server version"),
+                             ("0.18.0", "vLLM server version")),
+        "ready": ((None, "Application startup complete"),),
+    },
+    fp8_min_capability=(8, 9),
+    notes={
+        "gpu_memory_utilization_default": (
+            "vLLM's default gpu_memory_utilization is 0.9 up to 0.19 and 0.92 from 0.20.",
+            ("vllm.gpu-memory-utilization-0.9", "vllm.gpu-memory-utilization-0.92")),
+        "max_num_seqs_default": (
+            "vLLM's default max_num_seqs is 1024 on GPUs of at least 70 GiB other than the A100, 256 elsewhere.",
+            ("vllm.max-num-seqs-1024", "vllm.max-num-seqs-256")),
+        "fp8": ("vLLM runs FP8 natively from compute capability 8.9 (Ada) up.", ("vllm.fp8-from-sm89",)),
+        "sm100_attention": (
+            "On SM100 vLLM's default attention backend is FlashInfer; FA4 applies only when FlashAttention "
+            "is chosen.", ("vllm.sm100-defaults-to-flashinfer", "vllm.fa4-on-sm100")),
+        "startup_log": ("Since 0.18 `vllm serve` logs 'vLLM server version X, serving model M' at startup.",
+                        ("vllm.server-version-log-0.18", "vllm.server-version-log")),
+    },
+))
+
+
+def default_max_num_seqs(vram_bytes: float | None, gpu_name: str | None) -> tuple[int, str]:
+    """vLLM's own default max_num_seqs for `vllm serve` on this GPU (get_batch_defaults, 0.19 and later),
+    and why."""
+    gib = 1024 ** 3
+    name = (gpu_name or "").lower()
+    if vram_bytes is not None and (vram_bytes >= 160 * gib or (vram_bytes >= 70 * gib and "a100" not in name)):
+        return 1024, "vLLM's default on GPUs of >= 70 GiB other than the A100"
+    return 256, "vLLM's default on this GPU"
