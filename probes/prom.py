@@ -330,8 +330,14 @@ def _sglang(sample: MetricsSample) -> EngineMetrics:
 def _tgi(sample: MetricsSample) -> EngineMetrics:
     input_len = _histogram(sample, ["tgi_request_input_length"])
     generated = _histogram(sample, ["tgi_request_generated_tokens"])
+    # TGI's KV signal: the running batch's tokens over its token budget (claims tgi.batch-current-max-tokens,
+    # tgi.batch-max-total-tokens); the budget is what bounds a TGI batch.
+    batch_tokens = _max(sample, ["tgi_batch_current_max_tokens"])
+    budget = _max(sample, ["tgi_batch_max_total_tokens"])
     return EngineMetrics(
         engine="tgi",
+        kv_cache_usage_frac=min(1.0, batch_tokens / budget) if batch_tokens is not None and budget else None,
+        kv_cache_capacity_tokens=budget,
         num_requests_running=_sum(sample, ["tgi_batch_current_size"]),
         num_requests_waiting=_sum(sample, ["tgi_queue_size"]),
         # TGI counts tokens only inside per-request histograms: their sums are the token totals.

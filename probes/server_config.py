@@ -63,6 +63,7 @@ _TGI_FLAGS = {
     "--max-batch-size": ("max_num_seqs", "int"), "--cuda-memory-fraction": ("gpu_memory_utilization", "float"),
     "--max-batch-total-tokens": ("max_batch_total_tokens", "int"),
     "--max-batch-prefill-tokens": ("max_num_batched_tokens", "int"), "--quantize": ("quantization", "str"),
+    "--max-concurrent-requests": ("max_concurrent_requests", "int"),
     "--num-shard": ("tensor_parallel_size", "int"), "--dtype": ("dtype", "str"),
     "--kv-cache-dtype": ("kv_cache_dtype", "str"), "--speculate": ("speculative_config", "str"),
 }
@@ -294,7 +295,9 @@ def probe_server_config(url: str | None, cmdline: Sequence[str] | None = None, e
             put("engine_version", info.get("version"), "/info")
             put("model", info.get("model_id"), "/info")
             put("max_model_len", info.get("max_total_tokens"), "/info")
-            put("max_num_seqs", info.get("max_concurrent_requests"), "/info")
+            # max_concurrent_requests is TGI's refusal limit (claim tgi.max-concurrent-requests-refuses), not
+            # its batch size: /info has none, and TGI 3.x bounds its batch by tokens.
+            put("max_concurrent_requests", info.get("max_concurrent_requests"), "/info")
     argv = redact_argv(cmdline) if cmdline else None
     if engine is None and metrics_engine:
         engine = "vllm" if metrics_engine.startswith("vllm") else metrics_engine

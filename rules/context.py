@@ -263,6 +263,14 @@ class Context:
         raise MissingInput("the KV cache capacity is unknown (needs the server log's 'GPU KV cache size' line via "
                            "--log, or cache_config num_gpu_blocks / SGLang max_total_num_tokens in /metrics)")
 
+    def vram_bytes(self) -> float | None:
+        """The smallest serving GPU's memory, or None when not measured."""
+        try:
+            sizes = [g.memory_total_bytes for g in self.serving_gpus() if g.memory_total_bytes]
+        except MissingInput:
+            return None
+        return float(min(sizes)) if sizes else None
+
     def fp8_native(self) -> tuple[bool, tuple[int, int]]:
         """(the serving GPUs run FP8 natively for this engine, their smallest compute capability). FP8 tensor
         cores start at 8.9 (Ada: L4, L40S), and vLLM uses them from there (claim vllm.fp8-from-sm89)."""

@@ -481,8 +481,16 @@ def _define() -> None:
           "evidence_keys": ["server_metrics.kv_cache_usage_frac_max", "server_metrics.num_requests_waiting"],
           "commands": ["--gpu-memory-utilization 0.92", "--max-model-len 1024", "--kv-cache-dtype fp8"]},
          snapshot(kv_sat), bench())
-    case("KV001", "positive_bench_only_sglang", "SGLang: saturated during the bench, no snapshot metrics",
-         {**FIRES, "commands": ["--mem-fraction-static 0.92"],
+    case("KV001", "positive_sglang_at_its_ceiling", "SGLang on an 80 GiB H100 at --mem-fraction-static 0.87: "
+         "raising it would eat the >= 10 GiB SGLang keeps for activations and CUDA graphs, so no 0.92",
+         {**FIRES, "text_contains": ["already 0.87", "--chunked-prefill-size"]},
+         snapshot({"server_config.engine": "sglang", "server_config.engine_version": "0.5.23",
+                   "server_config.gpu_memory_utilization": 0.87}, drop=("server_metrics",)),
+         bench({"levels.3.server.kv_cache_usage_frac_max": 0.98, "levels.3.server.num_requests_waiting_max": 30,
+                "levels.3.server.num_requests_waiting_mean": 17.0}))
+    case("KV001", "positive_bench_only_sglang", "SGLang: saturated during the bench, no snapshot metrics; its "
+         "--mem-fraction-static rises by a few hundredths, in SGLang's own terms, never to vLLM's 0.92",
+         {**FIRES, "commands": ["--mem-fraction-static 0.84"],
           "evidence_keys": ["bench.c64.server.kv_cache_usage_frac_max"]},
          snapshot({"server_config.engine": "sglang", "server_config.engine_version": "0.5.2",
                    "server_config.gpu_memory_utilization": 0.8}, drop=("server_metrics",)),
@@ -556,6 +564,10 @@ def _define() -> None:
                            g + "compute_capability": [8, 0]}))
     case("KV004", "negative_fp8_already", "FP8 KV already", PASSES, snapshot({"server_metrics.num_preemptions_delta": 9}))
     # KV005
+    case("KV005", "negative_default_tgi_2_4", "TGI 2.4 with no PREFIX_CACHING set: its launcher turns prefix "
+         "caching on by default from 2.3, so it is never called turned off", PASSES,
+         snapshot({"server_config.engine": "tgi", "server_config.engine_version": "2.4.1",
+                   "server_config.enable_prefix_caching": None}), bench())
     case("KV005", "positive_disabled_v1", "vLLM 0.18 started with --no-enable-prefix-caching; 400-token shared prompt",
          {**FIRES, "severity": "medium", "certainty": "confirmed", "text_contains": ["Remove `--no-enable-prefix-caching`"]},
          snapshot({"server_config.enable_prefix_caching": False, "server_config.sources.enable_prefix_caching": "cmdline"}),
@@ -586,6 +598,15 @@ def _define() -> None:
     case("KV006", "positive_low_util_kv_limited", "gpu_memory_utilization 0.7 while preempting",
          {**FIRES, "commands": ["--gpu-memory-utilization 0.92"]},
          snapshot({"server_config.gpu_memory_utilization": 0.7, "server_metrics.num_preemptions_delta": 4}))
+    case("KV006", "positive_sglang_low_fraction", "SGLang 0.5.23 at --mem-fraction-static 0.7 on an 80 GiB H100 "
+         "while preempting: raised a few hundredths in SGLang's terms, not to 0.92",
+         {**FIRES, "commands": ["--mem-fraction-static 0.74"], "text_contains": ["activations and CUDA graphs"]},
+         snapshot({"server_config.engine": "sglang", "server_config.engine_version": "0.5.23",
+                   "server_config.gpu_memory_utilization": 0.7, "server_metrics.num_preemptions_delta": 4}))
+    case("KV006", "negative_sglang_default_fraction", "SGLang at 0.87 on an 80 GiB GPU: what lies outside is its "
+         "activation reserve, not unused VRAM", PASSES,
+         snapshot({"server_config.engine": "sglang", "server_config.engine_version": "0.5.23",
+                   "server_config.gpu_memory_utilization": 0.87, "server_metrics.num_preemptions_delta": 4}))
     case("KV006", "negative_low_util_no_pressure", "0.7 with plenty of KV room is a choice, not a problem",
          PASSES, snapshot({"server_config.gpu_memory_utilization": 0.7}))
     # SCHED001
@@ -781,10 +802,22 @@ def _define() -> None:
     # ENG005
     case("ENG005", "positive_v0", "vLLM 0.6.3 (V0 engine)", {**FIRES, "severity": "medium"},
          snapshot({"server_config.engine_version": "0.6.3"}))
-    case("ENG005", "positive_pre_fa4_on_sm100", "vLLM 0.11 on a B200 (SM100): FA4 is automatic from 0.17.1",
-         {**FIRES, "severity": "low", "text_contains": ["vLLM 0.17.1 does"]},
+    case("ENG005", "positive_pre_fa4_on_sm100_flash_attn_chosen", "vLLM 0.11 on a B200 (SM100) started with "
+         "--attention-backend FLASH_ATTN: FA4 comes with 0.17",
+         {**FIRES, "severity": "low", "text_contains": ["FlashAttention 4 on Blackwell SM100", "from vLLM 0.17"]},
+         snapshot({"server_config.engine_version": "0.11.0", "gpu.gpus.0.name": "NVIDIA B200",
+                   "gpu.gpus.0.compute_capability": [10, 0],
+                   "server_process.cmdline": ["vllm", "serve", "m", "--attention-backend", "FLASH_ATTN"]}))
+    case("ENG005", "negative_pre_fa4_on_sm100_default_backend", "vLLM 0.11 on a B200 with the default backend: "
+         "SM100 defaults to FlashInfer, so FA4 is no reason to upgrade", PASSES,
          snapshot({"server_config.engine_version": "0.11.0", "gpu.gpus.0.name": "NVIDIA B200",
                    "gpu.gpus.0.compute_capability": [10, 0]}))
+    case("ENG005", "positive_tgi_2_2", "TGI 2.2: no prefix caching by default (2.3) nor prefill chunking (3.0)",
+         {**FIRES, "text_contains": ["prefix caching on by default from TGI 2.3",
+                                     "prefill chunking on by default from TGI 3.0"]},
+         snapshot({"server_config.engine": "tgi", "server_config.engine_version": "2.2.0"}))
+    case("ENG005", "negative_tgi_3", "TGI 3.3.7", PASSES,
+         snapshot({"server_config.engine": "tgi", "server_config.engine_version": "3.3.7"}))
     case("ENG005", "negative_v1_on_hopper", "vLLM 0.11 on an H100 already picks FA3 (since 0.8): quiet", PASSES,
          snapshot({"server_config.engine_version": "0.11.0"}))
     case("ENG005", "negative_v1_on_ampere", "vLLM 0.10 on an A100: no newer FlashAttention to gain", PASSES,

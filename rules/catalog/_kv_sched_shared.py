@@ -32,7 +32,16 @@ def kv_relief(ctx: Context, engine: EngineInfo,
     util, util_src = ctx.setting("gpu_memory_utilization", "gpu_memory_utilization")
     if util_src is not None:
         evidence[util_src] = util
-    if pinned is None and (util is None or util < target):
+    module = engine.module
+    if pinned is None and module is not None:
+        # Each engine's own meaning: vLLM's share is all it may take (0.92), SGLang's excludes its activation
+        # reserve (claim sglang.mem-fraction-static-meaning), TGI's is the whole GPU by default.
+        proposed, reason = module.memory_share_target(util, ctx.vram_bytes(), target)
+        if proposed is not None:
+            knobs["gpu_memory_utilization"] = f"{proposed:.2f}"
+        if proposed is not None or module.memory_share == "static":
+            why.append(reason)
+    elif pinned is None and (util is None or util < target):
         knobs["gpu_memory_utilization"] = f"{target:.2f}"
         why.append(f"raise the memory share for KV to {target:.2f}" + (f" (now {util})" if util is not None else ""))
     max_len = ctx.seen(ServerConfigData).max_model_len

@@ -87,8 +87,9 @@ def eng006(ctx: Context) -> Hit | None:
         evidence=evidence, certainty=Certainty.LIKELY if uptime is not None or seen else Certainty.POSSIBLE,
         impact=0.5,
         fix=Fix("Look for a leak before anything else: KV usage when no request is running should fall back to "
-                "~0, and the server's RSS should not grow day over day. If either leaks, upgrade the engine "
-                "(vLLM fixed such leaks, e.g. #15085) or file a bug with these numbers. A rolling restart is a "
+                "~0, and the server's RSS should not grow day over day. If either leaks, check the engine's release "
+                "notes for a fix (vLLM #15085, KV usage stuck after failed requests, is still open) and file a "
+                "bug with these numbers. A rolling restart is a "
                 "workaround until then, not a fix; gate throughput week over week with `triage compare`.",
                 ("triage compare BASE.json CAND.json --max-regression output_tokens_per_s=15",)),
     )

@@ -29,6 +29,7 @@ _PER_MODEL = ("newer vLLM decides the default per model at startup (hybrid Mamba
 ), thresholds=("KV005.min_hit_rate_frac", "KV005.min_shared_prefix_tokens"))
 def kv005(ctx: Context) -> Hit | None:
     engine = ctx.engine()
+    per_model = engine.module is not None and engine.module.prefix_caching_per_model
     enabled, where = ctx.setting("enable_prefix_caching", "enable_prefix_caching")
     if enabled is None or ctx.cfg_source("enable_prefix_caching") == "default":
         default = engine.default_on("prefix_caching")  # version-aware: what this engine does when not told
@@ -46,7 +47,7 @@ def kv005(ctx: Context) -> Hit | None:
         if default_on and off_flag:
             text = f"Remove `{off_flag}`: {engine.label} caches prefixes by default" + (
                 f" for attention models ({_PER_MODEL})."
-                if engine.name == "vllm" else ".")
+                if per_model else ".")
             cmds: tuple[str, ...] = ()
         else:
             cmds, note = engine_flags({"enable_prefix_caching": None}, engine)
@@ -78,7 +79,7 @@ def kv005(ctx: Context) -> Hit | None:
     for lv, r in low:
         evidence[f"{level_label(lv)}.server.prefix_cache_hit_rate"] = r
     assumed = enabled is not False and (where is None or where.startswith("default"))
-    if assumed and engine.name == "vllm":
+    if assumed and per_model:
         # Only the default says it is on, and vLLM's default depends on the model: do not claim it is on.
         return Hit(
             title="The prefix cache rarely hits although prompts share a prefix",

@@ -16,21 +16,40 @@ from triage.rules.registry import rule
         "a Llama-3.1-8B (128 KiB per token in 16 bits).",
     example="server_config.gpu_memory_utilization = 0.7, server_metrics.kv_cache_usage_frac_max = 0.97, "
             "server_metrics.num_requests_waiting = 9",
-    fix="`--gpu-memory-utilization 0.92` (0.90 if other processes share the GPU); SGLang "
-        "`--mem-fraction-static`, TGI `--cuda-memory-fraction`.",
-    references=("seed 000 §2 (tune --gpu-memory-utilization 0.92)", "seed 003 configuration layer (0.92)"),
+    fix="`--gpu-memory-utilization 0.92` (0.90 if other processes share the GPU); TGI `--cuda-memory-fraction "
+        "1.0`. SGLang's `--mem-fraction-static` excludes activations and CUDA graphs: it rises a few hundredths "
+        "at a time, keeping >= 10 GiB free on GPUs over 60 GiB.",
+    references=("seed 000 §2 (tune --gpu-memory-utilization 0.92)", "seed 003 configuration layer (0.92)",
+                "claim:sglang.mem-fraction-static-meaning", "claim:sglang.mem-fraction-static-reserve",
+                "claim:tgi.cuda-memory-fraction-default"),
 ), thresholds=("KV006.min_gpu_memory_utilization", "KV001.gpu_memory_utilization_target"))
 def kv006(ctx: Context) -> Hit | None:
     util, where = ctx.setting("gpu_memory_utilization", "gpu_memory_utilization")
     if util is None:
         raise MissingInput("gpu_memory_utilization was not measured (server_config or cache_config)")
-    if util >= ctx.th("KV006.min_gpu_memory_utilization"):
+    engine = ctx.engine()
+    module = engine.module
+    static = module is not None and module.memory_share == "static"
+    if not static and util >= ctx.th("KV006.min_gpu_memory_utilization"):
         return None
     limited, kv_evidence = ctx.kv_pressure()
     if not limited:
         return None
     target = ctx.th("KV001.gpu_memory_utilization_target")
-    cmds, note = engine_flags({"gpu_memory_utilization": f"{target:.2f}"}, ctx.engine())
+    if static:
+        # SGLang's --mem-fraction-static leaves out activations and CUDA graphs on purpose (claim
+        # sglang.mem-fraction-static-meaning): what lies outside it is not "unused". Judge it by SGLang's reserve.
+        proposed, reason = module.memory_share_target(util, ctx.vram_bytes(), target)
+        if proposed is None:
+            return None
+        cmds, note = engine_flags({"gpu_memory_utilization": f"{proposed:.2f}"}, engine)
+        return Hit(
+            title="The KV cache is starved by a low --mem-fraction-static",
+            message=f"--mem-fraction-static is {util} while the KV cache is the limit; SGLang's reserve for "
+                    f"activations and CUDA graphs still fits at {proposed:.2f}.",
+            evidence={where: util, **kv_evidence}, certainty=Certainty.LIKELY, impact=0.4,
+            fix=Fix(reason[:1].upper() + reason[1:] + "." + note, cmds))
+    cmds, note = engine_flags({"gpu_memory_utilization": f"{target:.2f}"}, engine)
     return Hit(
         title="The KV cache is starved by a low gpu_memory_utilization",
         message=f"gpu_memory_utilization is {util}, leaving {pct(target - util)} of VRAM unused while the KV "

@@ -13,7 +13,8 @@ from triage.rules.registry import rule
     why="A server whose pages (pinned buffers' neighbours, Python heaps, the tokenizer) are swapped stalls "
         "for milliseconds per fault: random, large latency spikes.",
     example="memory.swap_total_bytes = 8.6e9, memory.swap_in_bytes_delta = 2.1e8, memory.window_s = 5",
-    fix="`sudo swapoff -a` on serving hosts, and size host RAM for the engine's pinned buffers and CPU swap space.",
+    fix="`sudo swapoff -a` on serving hosts, and size host RAM for the engine's pinned buffers and host-side "
+        "caches (vLLM's CPU swap space is gone since 0.18 and inert in V1: see MEM002).",
     references=("seed 003 memory layer (disable swap: sudo swapoff -a)",),
 ), thresholds=("MEM001.swap_activity_bytes",))
 def mem001(ctx: Context) -> Hit | None:
@@ -29,6 +30,6 @@ def mem001(ctx: Context) -> Hit | None:
         evidence={"memory.swap_total_bytes": total, "memory.swap_in_bytes_delta": swap_in,
                   "memory.swap_out_bytes_delta": swap_out, "memory.window_s": ctx.seen(MemoryData).window_s},
         severity=Severity.HIGH if swap_in > 0 else Severity.MEDIUM, certainty=Certainty.CONFIRMED, impact=0.4,
-        fix=Fix("Turn swap off on serving hosts and give the host enough RAM (or lower the engine's CPU swap "
-                "space).", ("sudo swapoff -a",)),
+        fix=Fix("Turn swap off on serving hosts and give the host enough RAM for the engine's pinned buffers and "
+                "host-side caches.", ("sudo swapoff -a",)),
     )

@@ -22,7 +22,7 @@ from triage.rules.scaling import flat_scaling
     fix="Add capacity (replicas, or free the cap that KV001/SCHED002 name), route with least-pending-requests "
         "load balancing, and rate-limit at the gateway.",
     references=("seed 001 (watch queue depth: slow inference may be queueing)",
-                "seed 004 §10 (scaling out: least-pending-requests routing)"),
+                "seed 004 §10 (scaling out: least-pending-requests routing)", "claim:tgi.request-queue-duration"),
 ), thresholds=("SCHED003.queue_share_frac", "SCHED003.min_queue_ms", "SCHED003.max_tpot_growth",
                "SCHED003.min_ttft_growth_frac_of_linear"))
 def sched003(ctx: Context) -> Hit | None:
@@ -33,16 +33,19 @@ def sched003(ctx: Context) -> Hit | None:
     if ctx.bench is not None:
         for lv, s in ctx.level_server():
             queue, server_ttft = s.get("server_queue_time_ms_mean"), s.get("server_ttft_ms_mean")
-            if queue is None or not server_ttft:
+            # TGI exports queue time but no TTFT histogram (claim tgi.request-queue-duration): the client's TTFT,
+            # which includes the server's, is then the denominator (a smaller share, never a larger one).
+            if queue is None or not (server_ttft or lv.ttft_ms.mean):
                 continue
             seen = True
             # Share of the TTFT the user sees (client TTFT includes the HTTP path) when it is larger.
-            ttft = max(server_ttft, lv.ttft_ms.mean or 0.0)
+            ttft = max(server_ttft or 0.0, lv.ttft_ms.mean or 0.0)
             if queue >= min_queue and queue / ttft >= share_min:
                 p = level_label(lv)
                 evidence[f"{p}.server.server_queue_time_ms_mean"] = queue
-                evidence[f"{p}.server.server_ttft_ms_mean"] = server_ttft
-                if ttft > server_ttft:
+                if server_ttft:
+                    evidence[f"{p}.server.server_ttft_ms_mean"] = server_ttft
+                if ttft > (server_ttft or 0.0):
                     evidence[f"{p}.ttft_ms.mean"] = lv.ttft_ms.mean
                 worst = max(worst, queue / ttft)
         levels = sorted((lv for lv in ctx.levels() if lv.concurrency and lv.ttft_ms.p50 and lv.tpot_ms.p50),
@@ -63,12 +66,15 @@ def sched003(ctx: Context) -> Hit | None:
                 evidence["derived.concurrency_growth_x"] = round(c_ratio, 2)
     hist = ctx.seen(ServerMetricsData).histograms or {}
     queue_h, ttft_h = hist.get("queue_time_s") or HistogramWindow(), hist.get("ttft_s") or HistogramWindow()
-    if queue_h.mean_s is not None and ttft_h.mean_s:
+    # Without a TTFT histogram (TGI) the request's whole duration bounds TTFT from above: queue / e2e is a
+    # share of TTFT no larger than the true one.
+    bound_key, bound_h = ("ttft_s", ttft_h) if ttft_h.mean_s else ("e2e_s", hist.get("e2e_s") or HistogramWindow())
+    if queue_h.mean_s is not None and bound_h.mean_s:
         seen = True
-        if queue_h.mean_s * 1000 >= min_queue and queue_h.mean_s / ttft_h.mean_s >= share_min:
+        if queue_h.mean_s * 1000 >= min_queue and queue_h.mean_s / bound_h.mean_s >= share_min:
             evidence["server_metrics.histograms.queue_time_s.mean_s"] = queue_h.mean_s
-            evidence["server_metrics.histograms.ttft_s.mean_s"] = ttft_h.mean_s
-            worst = max(worst, queue_h.mean_s / ttft_h.mean_s)
+            evidence[f"server_metrics.histograms.{bound_key}.mean_s"] = bound_h.mean_s
+            worst = max(worst, queue_h.mean_s / bound_h.mean_s)
     if not seen:
         raise MissingInput("neither server queue time nor a concurrency sweep of TTFT was measured")
     if not evidence:

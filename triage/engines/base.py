@@ -68,6 +68,20 @@ class Identity:
     source: str = ""                          # where these were read
 
 
+@dataclass(frozen=True, slots=True)
+class Milestone:
+    """A release from which the engine does something better by default: ENG005 names it to a user on an
+    older version. `gpu_major`: only on that GPU generation; `needs_choice`: only when the server chose this
+    (an --attention-backend value or its environment variable), since the default is something else."""
+
+    version: str                    # the first release (minor) with it
+    what: str                       # "FlashAttention 3 on Hopper (SM90)"
+    gpu_major: int | None = None
+    needs_choice: str | None = None
+    major_change: bool = False      # a whole engine generation (vLLM V1): MEDIUM, not LOW
+    claims: tuple[str, ...] = ()
+
+
 DefaultOn = Callable[[str, "Version | None", bool, bool], "bool | None"]
 
 
@@ -94,7 +108,12 @@ class Engine:
     log_markers: dict[str, tuple[tuple[str | None, str], ...]] = field(default_factory=dict)
     fp8_min_capability: Version | None = None  # smallest compute capability it runs FP8 weights/KV natively on
     notes: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)  # fact id -> (sentence, claims)
+    milestones: tuple[Milestone, ...] = ()
+    upgrade: str | None = None                 # the upgrade command, "{v}" the version to reach
+    prefix_caching_per_model: bool = False     # its prefix-caching default is decided per model at startup
     rank: int = 100                            # listing order: the engines with flag tables first
+    # How far to raise the memory-share knob: (current, VRAM bytes, the usual target) -> (value or None, why).
+    memory_target_fn: Callable[[float | None, float | None, float], tuple[float | None, str]] | None = None
 
     def knob(self, knob: str, version: str | None = None) -> Spec | None:
         """The flag for `knob` at `version` (the newest form when the version is unknown); None: not known."""
@@ -112,6 +131,16 @@ class Engine:
     def default_on(self, feature: str, version: str | None, v0: bool = False, v1_metrics: bool = False) -> bool | None:
         """Is `feature` ('chunked_prefill' | 'prefix_caching') on by default here? None: unknown."""
         return self.default_on_fn(feature, version_key(version), v0, v1_metrics)
+
+    def memory_share_target(self, current: float | None, vram_bytes: float | None,
+                            usual: float) -> tuple[float | None, str]:
+        """The memory-share value to propose, or None with the reason. "total" engines: the usual target (vLLM's
+        0.92) when the current share is lower or unknown."""
+        if self.memory_target_fn is not None:
+            return self.memory_target_fn(current, vram_bytes, usual)
+        if current is not None and current >= usual:
+            return None, f"the memory share is already {current}"
+        return usual, f"raise the memory share for KV to {usual:.2f}" + (f" (now {current})" if current is not None else "")
 
     def log_marker(self, what: str, version: str | None = None) -> tuple[str, ...]:
         """The log lines that mark `what` (e.g. 'api_server_start'); every known form when the version is

@@ -1,6 +1,8 @@
 """SGLang: its knobs per version (every 0.5.N and the last 0.4 are tabled), defaults and memory semantics."""
 from __future__ import annotations
 
+import math
+
 from triage.engines.base import Engine, Identity, Knob, NoEquivalent, Since, Version
 from triage.engines.registry import register
 
@@ -47,6 +49,7 @@ ENGINE = register(Engine(
     disabling={"prefix_caching": "--disable-radix-cache", "cuda_graphs": "--disable-cuda-graph"},
     disabling_other={"cuda_graphs": "--disable-decode-cuda-graph / --cuda-graph-backend-decode disabled (newer SGLang)"},
     default_on_fn=_default_on, memory_share="static",
+    memory_target_fn=lambda current, vram, usual: static_memory_share(current, vram),
     notes={
         "auto_numa_bind": ("From 0.5.18 SGLang binds each GPU's process to that GPU's NUMA node by itself unless "
                            "SGLANG_AUTO_NUMA_BIND=0.", ("sglang.auto-numa-bind-off-0.5.17",
@@ -65,7 +68,7 @@ def static_memory_share(current: float | None, vram_bytes: float | None, step: f
         return None, ("SGLang chose --mem-fraction-static itself and triage did not read the value; raise it a few "
                       "hundredths at a time, keeping the activations' and CUDA graphs' reserve free")
     ceiling = 1.0 - (10 * GIB / vram_bytes) if vram_bytes and vram_bytes > 60 * GIB else 0.90
-    target = round(min(current + step, ceiling), 2)
+    target = math.floor(min(current + step, ceiling) * 100 + 1e-9) / 100   # never above the ceiling
     if target <= current:
         return None, (f"--mem-fraction-static is already {current}, the most that keeps SGLang's reserve for "
                       "activations and CUDA graphs free; lower --chunked-prefill-size or --cuda-graph-max-bs to "

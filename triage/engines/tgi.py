@@ -5,13 +5,20 @@ the v3 scheduler ignores --max-batch-size, so no TGI fix ever raises it there.
 """
 from __future__ import annotations
 
-from triage.engines.base import Engine, Identity, Knob, NoEquivalent, Since, Version
+from triage.engines.base import Engine, Identity, Knob, Milestone, NoEquivalent, Since, Version
 from triage.engines.registry import register
 
 _CHUNKING_IGNORES_SIZE = NoEquivalent(
     "TGI 3.x ignores --max-batch-size while prefill chunking is on (its default): the batch is bounded by "
     "--max-batch-total-tokens, which TGI sizes from free memory when it is not set",
     ("tgi.chunking-ignores-max-batch-size", "tgi.prefill-chunking-default-on"))
+
+
+def _whole_gpu(current: float | None) -> tuple[float | None, str]:
+    """TGI's --cuda-memory-fraction defaults to the whole GPU: only a lower setting can be raised (to 1.0)."""
+    if current is not None and current >= 1.0:
+        return None, "--cuda-memory-fraction is already 1.0, the whole GPU"
+    return 1.0, "give TGI the whole GPU: --cuda-memory-fraction 1.0" + (f" (now {current})" if current is not None else "")
 
 
 def _default_on(feature: str, version: Version | None, v0: bool, v1_metrics: bool) -> bool | None:
@@ -63,7 +70,14 @@ ENGINE = register(Engine(
     disabling={"cuda_graphs": "--cuda-graphs 0"},
     disabling_other={"prefix_caching": "PREFIX_CACHING=0 (environment)",
                      "chunked_prefill": "PREFILL_CHUNKING=0 (environment)"},
-    default_on_fn=_default_on, memory_share="total",
+    upgrade="docker pull ghcr.io/huggingface/text-generation-inference:{v}",
+    milestones=(
+        Milestone("2.3", "prefix caching on by default",
+                  claims=("tgi.prefix-caching-default-on-2.3",)),
+        Milestone("3.0", "prefill chunking on by default",
+                  claims=("tgi.prefill-chunking-default-off-2.4", "tgi.prefill-chunking-default-on")),
+    ),
+    default_on_fn=_default_on, memory_share="total", memory_target_fn=lambda current, vram, usual: _whole_gpu(current),
     notes={
         "max_concurrent_requests": ("--max-concurrent-requests is TGI's refusal limit (an 'overloaded' error), "
                                     "not its batch size.", ("tgi.max-concurrent-requests-refuses",)),

@@ -2,8 +2,15 @@
 (triage/core/engine_truth/vllm-*.json, every minor from 0.6); each behaviour sentence cites the ledger."""
 from __future__ import annotations
 
-from triage.engines.base import Engine, Identity, Knob, NoEquivalent, Since, Version
+import triage.core.engine_truth as truth
+from triage.engines.base import Engine, Identity, Knob, Milestone, NoEquivalent, Since, Version
 from triage.engines.registry import register
+
+
+def _minor(key: str) -> str:
+    """The first minor whose table has `key` on (tables hold each minor's last patch): '0.17.1' -> '0.17'."""
+    first = truth.first_with("vllm", key) or "0"
+    return ".".join(first.split(".")[:2])
 
 
 def _default_on(feature: str, version: Version | None, v0: bool, v1_metrics: bool) -> bool | None:
@@ -57,7 +64,16 @@ ENGINE = register(Engine(
                              ("0.18.0", "vLLM server version")),
         "ready": ((None, "Application startup complete"),),
     },
-    fp8_min_capability=(8, 9),
+    prefix_caching_per_model=True, fp8_min_capability=(8, 9), upgrade="pip install -U 'vllm>={v}'",
+    milestones=(
+        Milestone("0.8", "the V1 engine (V1 scheduler; chunked prefill and prefix caching on by default)",
+                  major_change=True),
+        Milestone(_minor("flash_attn_3_on_sm90"), "FlashAttention 3 on Hopper (SM90)", gpu_major=9),
+        # SM100's default backend is FlashInfer: FA4 matters only where the server chose FlashAttention.
+        Milestone(_minor("flash_attn_4_on_sm100"), "FlashAttention 4 on Blackwell SM100 (with FlashAttention "
+                  "chosen as the backend)", gpu_major=10, needs_choice="FLASH_ATTN",
+                  claims=("vllm.sm100-defaults-to-flashinfer", "vllm.fa4-on-sm100")),
+    ),
     notes={
         "gpu_memory_utilization_default": (
             "vLLM's default gpu_memory_utilization is 0.9 up to 0.19 and 0.92 from 0.20.",

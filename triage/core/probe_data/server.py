@@ -77,6 +77,8 @@ class ServerConfigData(Payload):
     gpu_memory_utilization: float | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
+    max_batch_total_tokens: int | None = None        # TGI's token budget of a batch (--max-batch-total-tokens)
+    max_concurrent_requests: int | None = None       # TGI's refusal limit (/info), not a batch size
     enable_chunked_prefill: bool | None = None
     enable_prefix_caching: bool | None = None
     kv_cache_dtype: str | None = None
