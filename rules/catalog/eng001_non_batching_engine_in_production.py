@@ -7,35 +7,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from triage.core.engine_signals import signals
 from triage.core.probe_data import EngineIdentityData, ServerConfigData, ServerMetricsData
 from triage.core.report import Certainty, FindingKind, Fix, Severity
+from triage.engines import cite, get
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
 from triage.rules.registry import rule
 from triage.rules.scaling import flat_scaling, throughput_scaling
 
-BATCHING_ENGINES = frozenset({"vllm", "sglang", "tgi", "reference", "lmdeploy", "trtllm"})
-
-
 def _one_at_a_time(ctx: Context, engine: str | None) -> tuple[str | None, dict[str, Any]]:
-    """Why this engine's own configuration serves one request at a time (None when it does not)."""
-    ident = ctx.seen(EngineIdentityData)
-    batching = ident.batching
-    lcpp = ident.llamacpp
-    lcpp_slots = lcpp.total_slots if lcpp is not None else None
-    if engine == "llama.cpp":
-        slots = lcpp_slots or (batching.slots if batching is not None else None)
-        if slots == 1:
-            key = "engine_identity.llamacpp.total_slots" if lcpp_slots else "engine_identity.batching.slots"
-            return "llama-server runs one slot (--parallel 1): it decodes one request at a time", {key: 1}
-    if engine == "ollama" and batching is not None and batching.slots == 1:
-        return "Ollama runs with OLLAMA_NUM_PARALLEL=1", {"engine_identity.batching.slots": 1}
-    if engine in ("transformers", "hf-generate") and (batching is None or batching.continuous is not True):
-        what = ("`transformers serve` runs without --continuous-batching (its default)" if engine == "transformers"
-                else "a Hugging Face generate() wrapper serves one request at a time")
-        return what, {"engine_identity.batching.continuous": False}
-    return None, {}
+    """Why this engine's own configuration serves one request at a time (None when it does not); each engine
+    module knows its own knob (triage/engines/others.py)."""
+    module = get(engine)
+    if module is None or module.one_at_a_time_fn is None:
+        return None, {}
+    found = module.one_at_a_time_fn(ctx.seen(EngineIdentityData))
+    return found if found is not None else (None, {})
 
 
 def _queueing(ctx: Context) -> dict[str, Any]:
@@ -54,25 +41,14 @@ def _queueing(ctx: Context) -> dict[str, Any]:
 
 def _fix(engine: str | None, ctx: Context, target_slots: int) -> Fix:
     model = ctx.seen(ServerConfigData).model or "<model>"
-    knob = signals(engine).knob if signals(engine) else None
-    if engine == "llama.cpp":
-        lcpp = ctx.seen(EngineIdentityData).llamacpp
-        per_slot = lcpp.ctx_per_slot_tokens if lcpp is not None else None
-        path = (lcpp.model_path if lcpp is not None else None) or model
-        ctx_arg = f" -c {per_slot * target_slots}" if per_slot else ""
-        return Fix(f"Give llama-server {target_slots} slots with --parallel (-np); -c is split over the slots, so "
-                   "raise -c with it to keep each request's context" + (f" ({per_slot} tokens per slot now)"
-                                                                        if per_slot else "") + f" (source: {knob.source}).",
-                   (f"llama-server -m {path} --parallel {target_slots}{ctx_arg}",))
-    if engine == "ollama":
-        return Fix(f"Let Ollama run requests in parallel per model with OLLAMA_NUM_PARALLEL (default: {knob.default}). "
-                   f"(source: {knob.source})", (f"OLLAMA_NUM_PARALLEL={target_slots} ollama serve",))
-    if engine == "transformers":
-        return Fix("Start `transformers serve` with continuous batching (paged attention; tune with --cb-* flags), "
-                   f"or serve with vLLM or SGLang for production traffic (source: {knob.source}).",
-                   (f"transformers serve {model} --continuous-batching", f"vllm serve {model}"))
-    if engine in BATCHING_ENGINES:
-        return Fix(f"{engine} batches by itself, so something caps it at one request: check the batch cap "
+    module = get(engine)
+    if module is not None and module.batching_fix_fn is not None:
+        text, cmds = module.batching_fix_fn(ctx.seen(EngineIdentityData), target_slots, model)
+        knob = module.batching_knob
+        cited = f" ({'; '.join(cite(knob.claims))})" if knob is not None and knob.claims else ""
+        return Fix(text + cited, cmds)
+    if module is not None and module.batches:
+        return Fix(f"{module.display} batches by itself, so something caps it at one request: check the batch cap "
                    "(SCHED004 names it when the config was read) and any proxy or worker pool in front that "
                    "forwards one request at a time.", ())
     return Fix("Serve with a continuous-batching engine (vLLM, SGLang, TGI); the OpenAI-compatible API stays the "
@@ -97,7 +73,8 @@ def _fix(engine: str | None, ctx: Context, target_slots: int) -> Fix:
     references=("seed 000 §4 (throughput doesn't scale with concurrency) and §7 (wrong engine for the workload)",
                 "seed 000's engine table says llama.cpp has no continuous batching; llama-server's source says "
                 "otherwise (slots with continuous batching, -cb on by default): triage follows the source",
-                "llama.cpp common/arg.cpp (--parallel), ollama envconfig/config.go, transformers cli/serve.py"),
+                "claim:llamacpp.parallel-flag", "claim:llamacpp.parallel-auto-is-4", "claim:ollama.num-parallel-default-1",
+                "transformers cli/serve.py (--continuous-batching)"),
 ), thresholds=("ENG001.min_throughput_gain_x",))
 def eng001(ctx: Context) -> Hit | None:
     engine = ctx.engine().name

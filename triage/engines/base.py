@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from triage.core.engine_truth import version_key
 
@@ -111,6 +112,10 @@ class Engine:
     milestones: tuple[Milestone, ...] = ()
     upgrade: str | None = None                 # the upgrade command, "{v}" the version to reach
     prefix_caching_per_model: bool = False     # its prefix-caching default is decided per model at startup
+    # Engines that can be configured to run one request at a time: why this one is (from the identity probe's
+    # EngineIdentityData), or None; and the fix, (text, commands), for `slots` parallel requests of `model`.
+    one_at_a_time_fn: Callable[[Any], tuple[str, dict[str, Any]] | None] | None = None
+    batching_fix_fn: Callable[[Any, int, str], tuple[str, tuple[str, ...]]] | None = None
     rank: int = 100                            # listing order: the engines with flag tables first
     # How far to raise the memory-share knob: (current, VRAM bytes, the usual target) -> (value or None, why).
     memory_target_fn: Callable[[float | None, float | None, float], tuple[float | None, str]] | None = None

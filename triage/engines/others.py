@@ -2,8 +2,60 @@
 Each fact names the engine source it was read from (and, where the ledger has it, the claim)."""
 from __future__ import annotations
 
+from typing import Any
+
 from triage.engines.base import BatchingKnob, Engine, Identity, Version
 from triage.engines.registry import register
+
+
+def _llamacpp_single(ident: Any) -> tuple[str, dict[str, Any]] | None:
+    lcpp_slots = ident.llamacpp.total_slots if ident.llamacpp is not None else None
+    slots = lcpp_slots or (ident.batching.slots if ident.batching is not None else None)
+    if slots != 1:
+        return None
+    key = "engine_identity.llamacpp.total_slots" if lcpp_slots else "engine_identity.batching.slots"
+    return "llama-server runs one slot (--parallel 1): it decodes one request at a time", {key: 1}
+
+
+def _llamacpp_fix(ident: Any, slots: int, model: str) -> tuple[str, tuple[str, ...]]:
+    lcpp = ident.llamacpp
+    per_slot = lcpp.ctx_per_slot_tokens if lcpp is not None else None
+    path = (lcpp.model_path if lcpp is not None else None) or model
+    ctx_arg = f" -c {per_slot * slots}" if per_slot else ""
+    return (f"Give llama-server {slots} slots with --parallel (-np); -c is split over the slots, so raise -c with "
+            "it to keep each request's context" + (f" ({per_slot} tokens per slot now)" if per_slot else "") + ".",
+            (f"llama-server -m {path} --parallel {slots}{ctx_arg}",))
+
+
+def _ollama_single(ident: Any) -> tuple[str, dict[str, Any]] | None:
+    if ident.batching is not None and ident.batching.slots == 1:
+        return "Ollama runs with OLLAMA_NUM_PARALLEL=1", {"engine_identity.batching.slots": 1}
+    return None
+
+
+def _ollama_fix(ident: Any, slots: int, model: str) -> tuple[str, tuple[str, ...]]:
+    return ("Let Ollama run requests in parallel per model with OLLAMA_NUM_PARALLEL (default: 1 since 0.10).",
+            (f"OLLAMA_NUM_PARALLEL={slots} ollama serve",))
+
+
+def _transformers_single(ident: Any) -> tuple[str, dict[str, Any]] | None:
+    if ident.batching is not None and ident.batching.continuous is True:
+        return None
+    return "`transformers serve` runs without --continuous-batching (its default)", \
+        {"engine_identity.batching.continuous": False}
+
+
+def _transformers_fix(ident: Any, slots: int, model: str) -> tuple[str, tuple[str, ...]]:
+    return ("Start `transformers serve` with continuous batching (paged attention; tune with --cb-* flags), or serve "
+            "with vLLM or SGLang for production traffic.",
+            (f"transformers serve {model} --continuous-batching", f"vllm serve {model}"))
+
+
+def _generate_single(ident: Any) -> tuple[str, dict[str, Any]] | None:
+    if ident.batching is not None and ident.batching.continuous is True:
+        return None
+    return "a Hugging Face generate() wrapper serves one request at a time", \
+        {"engine_identity.batching.continuous": False}
 
 
 def _reference_default_on(feature: str, version: Version | None, v0: bool, v1_metrics: bool) -> bool | None:
@@ -19,6 +71,7 @@ LLAMACPP = register(Engine(
         flag="--parallel", is_env=False, default="-1 (auto: 4 slots with a unified KV cache; 1 in older builds)",
         meaning="number of server slots: requests decoded together in one batch; -c is split over the slots",
         claims=("llamacpp.parallel-flag", "llamacpp.parallel-auto", "llamacpp.parallel-auto-is-4")),
+    one_at_a_time_fn=_llamacpp_single, batching_fix_fn=_llamacpp_fix,
 ))
 
 OLLAMA = register(Engine(
@@ -30,6 +83,7 @@ OLLAMA = register(Engine(
         meaning="maximum number of parallel requests per loaded model (OLLAMA_MAX_QUEUE, default 512, queue more)",
         claims=("ollama.num-parallel-default-1", "ollama.num-parallel-default-1-0.10",
                 "ollama.num-parallel-default-0-0.9", "ollama.max-queue-512")),
+    one_at_a_time_fn=_ollama_single, batching_fix_fn=_ollama_fix,
 ))
 
 TRANSFORMERS = register(Engine(
@@ -40,6 +94,7 @@ TRANSFORMERS = register(Engine(
     batching_knob=BatchingKnob(
         flag="--continuous-batching", is_env=False, default="off",
         meaning="continuous batching with paged attention (configure with --cb-* flags)"),
+    one_at_a_time_fn=_transformers_single, batching_fix_fn=_transformers_fix,
 ))
 
 LMDEPLOY = register(Engine(
@@ -63,4 +118,5 @@ REFERENCE = register(Engine(
     default_on_fn=_reference_default_on,
 ))
 
-HF_GENERATE = register(Engine(name="hf-generate", display="transformers generate()", batches=False))
+HF_GENERATE = register(Engine(name="hf-generate", display="transformers generate()", batches=False,
+                              one_at_a_time_fn=_generate_single))
