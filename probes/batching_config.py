@@ -1,9 +1,9 @@
 """How many requests a non-vLLM engine may batch, read from its command line and environment.
-Flags and defaults from each engine's source (see triage/core/engine_signals.py):
+Flags and defaults from each engine's source (the engine modules in triage/engines/ cite them):
 - llama.cpp `llama-server`: `-np/--parallel N` (env LLAMA_ARG_N_PARALLEL; -1 = auto), `-c/--ctx-size`
   split over the slots, `-cb/--cont-batching` on by default, `-nocb/--no-cont-batching` turns it off
   (common/arg.cpp);
-- Ollama: OLLAMA_NUM_PARALLEL (0 = auto) and OLLAMA_MAX_QUEUE (default 512) (envconfig/config.go);
+- Ollama: OLLAMA_NUM_PARALLEL (1 since 0.10; 0 = auto before) and OLLAMA_MAX_QUEUE (default 512) (envconfig/config.go);
 - `transformers serve`: `--continuous-batching`, off by default (src/transformers/cli/serve.py).
 """
 from __future__ import annotations

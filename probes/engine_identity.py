@@ -1,7 +1,7 @@
 """Which engine serves this URL, and which version: from the command line when the process is local,
 and from what the server itself says over HTTP (its Server header, /version, /api/version, /props,
 /openapi.json, /v1/models and its metric names). Every signal comes from the engine's own source;
-see triage/core/engine_signals.py.
+see the identity of each engine module in triage/engines/.
 
 `identify()` is pure: it takes the answers already fetched. `fetch_signals()` does the GETs, each
 bounded, and a path the server does not have is simply absent.
@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from triage.core.engine_signals import ENGINES
 from triage.core.probe_data import EngineIdentityData
 from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.engines import engines, get
 from triage.probes.http import DEFAULT_TIMEOUT_S, HttpFailure, HttpGet, HttpResponse, base_url, http_get
 from triage.probes.registry import ProbeRun, register
 
@@ -71,48 +71,42 @@ def _version_of(body: Any) -> str | None:
 
 
 def _from_http(sig: HttpSignals) -> list[tuple[str, str | None, str]]:
-    """(engine, version, evidence) for every HTTP signal that names one engine."""
+    """(engine, version, evidence) for every HTTP signal that names one engine (each engine module declares
+    its own: Server header, JSON endpoints, /openapi.json routes, /v1/models owned_by)."""
     out: list[tuple[str, str | None, str]] = []
     by_path = sig.json_by_path
-    for name, eng in ENGINES.items():
-        if eng.server_header and sig.server_header == eng.server_header:
-            out.append((name, None, f"Server: {sig.server_header}"))
-    props = by_path.get("/props")
-    if isinstance(props, Mapping) and "total_slots" in props and "default_generation_settings" in props:
-        build = props.get("build_info")
-        out.append(("llama.cpp", str(build) if build else None, "/props has total_slots (llama-server)"))
-    version = by_path.get("/version")
-    if isinstance(version, Mapping) and version.get("engine") == "triage-reference":
-        out.append(("reference", _version_of(version), "/version says engine=triage-reference"))
-    api_version = by_path.get("/api/version")
-    if _version_of(api_version) is not None:
-        out.append(("ollama", _version_of(api_version), "/api/version answers (Ollama's native API)"))
-    info = by_path.get("/info")
-    if isinstance(info, Mapping) and "model_id" in info and ("router" in info or "max_batch_total_tokens" in info):
-        out.append(("tgi", _version_of(info), "/info has TGI's router fields"))
+    for eng in engines():
+        if eng.identity.server_header and sig.server_header == eng.identity.server_header:
+            out.append((eng.name, None, f"Server: {sig.server_header}"))
+    for eng in engines():
+        for signal in eng.identity.endpoints:
+            body = by_path.get(signal.path)
+            if signal.matches(body):
+                raw = body.get(signal.version_key) if signal.version_key else None
+                out.append((eng.name, str(raw)[:64] if raw not in (None, "") else None, signal.what))
     openapi = by_path.get("/openapi.json")
     paths = set(openapi.get("paths", {})) if isinstance(openapi, Mapping) and isinstance(
         openapi.get("paths"), Mapping) else set()
-    for name, eng in ENGINES.items():
-        hit = paths.intersection(eng.openapi_paths)
+    for eng in engines():
+        hit = paths.intersection(eng.identity.openapi_paths)
         if hit:
-            out.append((name, None, f"/openapi.json serves {sorted(hit)[0]}"))
+            out.append((eng.name, None, f"/openapi.json serves {sorted(hit)[0]}"))
     models = by_path.get("/v1/models")
     data = models.get("data") if isinstance(models, Mapping) else None
     owners = {str(m.get("owned_by")) for m in data if isinstance(m, Mapping)} if isinstance(data, list) else set()
-    for name, eng in ENGINES.items():
-        if eng.owned_by and eng.owned_by in owners:
-            out.append((name, None, f"/v1/models owned_by={eng.owned_by}"))
+    for eng in engines():
+        if eng.identity.owned_by and eng.identity.owned_by in owners:
+            out.append((eng.name, None, f"/v1/models owned_by={eng.identity.owned_by}"))
     return out
 
 
 def _from_metrics(metric_names: Iterable[str]) -> list[tuple[str, str | None, str]]:
     names = list(metric_names)
     out = []
-    for name, eng in ENGINES.items():
-        for prefix in eng.metric_prefixes:
-            if name != "reference" and any(n.startswith(prefix) for n in names):
-                out.append((name, None, f"/metrics has {prefix}* names"))
+    for eng in engines():
+        for prefix in eng.identity.metric_prefixes:
+            if any(n.startswith(prefix) for n in names):
+                out.append((eng.name, None, f"/metrics has {prefix}* names"))
                 break
     return out
 
@@ -128,12 +122,17 @@ def identify(cmdline_engine: str | None = None, http: HttpSignals | None = None,
     if not found:
         return EngineIdentity(None)
     engine = found[0][0]
-    # The reference engine exports vLLM's metric names on purpose; its /version says what it is.
-    if engine == "vllm" and any(e == "reference" for e, _, _ in found):
-        engine = "reference"
+    # An engine that exports another's metric names on purpose (the reference engine: vLLM's) is told apart
+    # by its own signal.
+    for e, _, _ in found:
+        module = get(e)
+        if module is not None and module.identity.exports_metrics_of == engine:
+            engine = e
+            break
     version = next((v for e, v, _ in found if e == engine and v), None)
-    if version is None and http is not None and engine in ("vllm", "trtllm", "reference"):
-        version = _version_of(http.json_by_path.get("/version"))
+    module = get(engine)
+    if version is None and http is not None and module is not None and module.identity.version_path:
+        version = _version_of(http.json_by_path.get(module.identity.version_path))
     evidence = tuple(dict.fromkeys(ev for e, _, ev in found if e == engine))
     return EngineIdentity(engine, version, evidence)
 
@@ -165,7 +164,8 @@ def probe_engine_identity(url: str | None, cmdline_engine: str | None = None, ar
     data["batching"] = {"slots": batching.slots, "continuous": batching.continuous,
                         "ctx_tokens": batching.ctx_tokens, "max_queue": batching.max_queue,
                         "evidence": list(batching.evidence), "from_cmdline": argv is not None}
-    if who.engine == "llama.cpp" and url:
+    module = get(who.engine)
+    if module is not None and module.identity.has_slots and url:
         slots = read_slots(url, get)
         if slots is not None:
             data["llamacpp"] = {"total_slots": slots.total_slots, "busy_slots": slots.busy_slots,

@@ -12,6 +12,7 @@ import time
 from triage.core.probe_data import LogsData
 from triage.core.redact import redact_text
 from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.engines import engines
 from triage.probes.registry import ProbeRun, register
 
 MAX_TAIL_BYTES = 64 * 2**20
@@ -27,11 +28,13 @@ _MAX_CONCURRENCY = re.compile(r"Maximum concurrency for\s*([\d,]+)\s*tokens per 
 _CUDA_GRAPH = re.compile(r"CUDA graph|cuda_graph|Graph capturing|capturing CUDA", re.I)
 _NCCL_ERROR = re.compile(r"NCCL.*(error|WARN|failed|timeout)|(error|failed).*NCCL", re.I)
 _SHM_STALL = re.compile(r"No available shared memory broadcast block", re.I)
-# Startup vs serving. vLLM logs "vLLM API server version X" first (entrypoints/openai/api_server.py) and
-# uvicorn "Application startup complete." once it serves; vLLM's shm_broadcast warning says it "typically
-# happens" during compilation or weight/KV-cache quantization, i.e. at startup, where it is not a stall.
-_START = re.compile(r"vLLM API server version", re.I)
-_READY = re.compile(r"Application startup complete|Starting vLLM API server", re.I)
+# Startup vs serving: each engine module lists the lines that open its startup and say it serves, per version
+# (vLLM: "vLLM API server version X" up to 0.17, "vLLM server version X, serving model M" from 0.18, claim
+# vllm.server-version-log; uvicorn's "Application startup complete." once it serves). vLLM's shm_broadcast
+# warning says it "typically happens" during compilation or weight/KV-cache quantization, i.e. at startup,
+# where it is not a stall.
+_START = re.compile("|".join(re.escape(m) for e in engines() for m in e.log_marker("api_server_start")), re.I)
+_READY = re.compile("|".join(re.escape(m) for e in engines() for m in e.log_marker("ready")), re.I)
 _OOM = re.compile(r"CUDA out of memory|OutOfMemoryError", re.I)
 # vLLM model_executor/model_loader/weight_utils.py logs this when fetching the weights took > 0.5 s:
 # "Time spent downloading weights for <model>: 508.576789 seconds"

@@ -6,6 +6,10 @@ This package init stays torch-free (config, block manager and scheduler import w
 """
 from __future__ import annotations
 
+if __name__ != "triage.reference_engine":  # one package, one import name: `reference_engine` from the repository root is a second copy
+    raise ImportError(f"import triage.reference_engine, not {__name__}: this folder installs as triage.reference_engine, and a second "
+                      "name would load a second copy (a second registry)")
+
 from triage.reference_engine.config import PRESETS, EngineConfig, ModelConfig, load_model_config
 from triage.reference_engine.sampling import SamplingParams
 

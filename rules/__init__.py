@@ -13,6 +13,10 @@ rules/catalog/ (one file per rule) -> rules/evaluate.py (ranking and causal chai
 """
 from __future__ import annotations
 
+if __name__ != "triage.rules":  # one package, one import name: `rules` from the repository root is a second copy
+    raise ImportError(f"import triage.rules, not {__name__}: this folder installs as triage.rules, and a second "
+                      "name would load a second copy (a second registry)")
+
 # Importing the rule modules registers their rules.
 from triage.rules import active, catalog  # noqa: F401
 from triage.rules.base import Hit, MissingInput, Rule, RuleDoc

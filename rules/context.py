@@ -18,6 +18,7 @@ from triage.core.probe_data import (
 )
 from triage.core.report import BenchLevel, BenchSection
 from triage.core.snapshot import Snapshot
+from triage.engines import get
 from triage.rules.base import MissingInput
 from triage.rules.config import RulesConfig
 from triage.rules.engines import EngineInfo, normalise_engine, parse_version
@@ -150,9 +151,11 @@ class Context:
         engine = normalise_engine(name)
         v = parse_version(version)
         metrics_engine = cfg.metrics_engine or metrics.engine or name or ""
-        v0 = engine == "vllm" and (str(metrics_engine).lower() == "vllm-v0" or (v is not None and v < (0, 8, 0)))
+        module = get(engine)
+        legacy = module.legacy_fn if module is not None else None
+        v0 = bool(legacy and legacy(v, str(metrics_engine)))
         exported = str(cfg.metrics_engine or metrics.engine or "").lower()
-        return EngineInfo(engine, version, v0, v1_metrics=engine == "vllm" and not v0 and exported == "vllm")
+        return EngineInfo(engine, version, v0, v1_metrics=legacy is not None and not v0 and exported == engine)
 
     def identified_engine(self) -> EngineInfo:
         """engine(), or MissingInput when no probe, bench or triage.toml named the engine."""

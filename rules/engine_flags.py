@@ -120,10 +120,10 @@ def engine_flags(knobs: dict[str, object], engine: Any) -> tuple[tuple[str, ...]
         if flags:
             cmds_list.append(f"{launcher} ... {' '.join(flags)}")
             checked.append(f"{PRETTY[eng]} {rs[0].version}")
-    reference = get(name)
+    module = get(name)
     why = "engine unknown" if not name else (
-        "triage's reference engine, whose `triage serve` takes vLLM's flag names"
-        if reference is not None and reference.name == "reference" else f"no flag table for {name}")
+        f"{module.display}, whose command takes {PRETTY.get(module.flags_like, module.flags_like)}'s flag names"
+        if module is not None and module.flags_like else f"no flag table for {name}")
     note = f" Flags as of {', '.join(checked)} ({why})." if checked else ""
     return tuple(cmds_list), note
 

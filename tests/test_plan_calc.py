@@ -83,7 +83,9 @@ def test_decode_roofline_8b_on_h100_is_about_200_tok_s():
     assert bs1["bound_tokens_per_s"] == pytest.approx(s["decode_bs1_memory_formula_tokens_per_s"])
     assert bs1["expected_tokens_per_s"] == pytest.approx(0.7 * bs1["bound_tokens_per_s"])
     batch = s["decode_at_batch"]
-    assert batch["batch_size"] == 256            # KV holds more; --max-num-seqs caps it
+    # vLLM's default --max-num-seqs on an H100 is 1024 (issue 24, defect 8): the KV cache (359 sequences of
+    # this shape) is what caps the batch, not a 256 that vLLM no longer uses there.
+    assert batch["batch_size"] == 359 and p["inputs"]["max_num_seqs"] == 1024
     assert batch["bound_tokens_per_s"] > 50 * bs1["bound_tokens_per_s"]
 
 
@@ -184,7 +186,7 @@ def test_vllm_flags():
     assert val("--tensor-parallel-size") == "2" and val("--quantization") == "fp8"
     assert val("--kv-cache-dtype") == "fp8" and val("--max-model-len") == "16384"
     assert val("--gpu-memory-utilization") == "0.92"
-    assert int(val("--max-num-seqs")) % 8 == 0 and int(val("--max-num-seqs")) <= 256
+    assert int(val("--max-num-seqs")) % 8 == 0 and int(val("--max-num-seqs")) <= 1024
     assert p["vllm_command"].startswith("vllm serve meta-llama/Llama-3.1-70B-Instruct ")
     # Never advise enabling what current vLLM already has on: only a note for vLLM < 0.8.
     assert "--enable-prefix-caching" not in flags and "--enable-chunked-prefill" not in flags
@@ -312,3 +314,12 @@ def test_section_has_tables_for_the_generic_renderer():
     assert "Start vLLM with" in titles
     for t in section["tables"]:
         assert all(len(row) == len(t["columns"]) for row in t["rows"])
+
+
+@pytest.mark.parametrize("gpu, seqs", [("h100-sxm", 1024), ("h200", 1024), ("a100-80gb", 256), ("l4", 256),
+                                       ("b200", 1024)])
+def test_the_max_num_seqs_assumed_is_vllms_own_default_for_the_gpu(gpu, seqs):
+    """vLLM's get_batch_defaults (claims vllm.max-num-seqs-1024 / -256): 1024 on GPUs of >= 70 GiB other than
+    the A100, 256 elsewhere."""
+    p = plan(model="llama-3.1-8b", gpu=gpu)
+    assert p["inputs"]["max_num_seqs"] == seqs

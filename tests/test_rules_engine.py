@@ -212,7 +212,12 @@ def test_version_parsing_and_defaults():
     assert EngineInfo("vllm", None).default_on("chunked_prefill") is None
     # No /version, but V1 metric names: the V1 engine, so both are on by default.
     assert EngineInfo("vllm", None, v1_metrics=True).default_on("prefix_caching") is True
-    assert EngineInfo("tgi", "2.4.1").default_on("prefix_caching") is False
+    # TGI's launcher turns prefix caching on from 2.3 (claim tgi.prefix-caching-default-on-2.3), and prefill
+    # chunking from 3.0 (PREFILL_CHUNKING defaulted to 0 in 2.4).
+    assert EngineInfo("tgi", "2.4.1").default_on("prefix_caching") is True
+    assert EngineInfo("tgi", "2.2.0").default_on("prefix_caching") is False
+    assert EngineInfo("tgi", "2.4.1").default_on("chunked_prefill") is False
+    assert EngineInfo("tgi", "3.0.2").default_on("chunked_prefill") is True
     assert EngineInfo("sglang", "0.4").default_on("prefix_caching") is True
 
 

@@ -38,6 +38,7 @@ from triage.commands import baseline as _baseline  # noqa: E402
 from triage.commands import bench as _bench  # noqa: E402
 from triage.commands import compare as _compare  # noqa: E402
 from triage.commands import diagnose as _diagnose  # noqa: E402
+from triage.commands import engines as _engines  # noqa: E402
 from triage.commands import import_cmd as _import  # noqa: E402
 from triage.commands import plan as _plan  # noqa: E402
 from triage.commands import rules as _rules  # noqa: E402
@@ -57,6 +58,7 @@ app.command("import", help="Convert a vLLM, AIPerf or GuideLLM result file into 
     _import.import_file)
 app.command("serve", help="Serve the reference engine: OpenAI-compatible API, vLLM-named /metrics.")(_serve.serve)
 app.add_typer(_rules.app, name="rules", help="The rule registry: `list`, or `explain CODE`.")
+app.add_typer(_engines.app, name="engines", help="What triage knows of each engine: `list`, or `show ENGINE`.")
 app.command("baseline", help="Measure seed 000's before/after table on this host with the reference engine.")(_baseline.baseline)
 app.command("watch", help="Diagnose on a loop and serve findings and key signals as Prometheus metrics.")(
     _watch.watch)

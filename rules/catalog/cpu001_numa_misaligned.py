@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import triage.core.engine_truth as truth
-from triage.rules.engine_flags import KNOBS, LAUNCHERS, PRETTY, render
 from triage.core.probe_data import (
     CpuData,
     ServerProcessData,
@@ -19,6 +18,7 @@ from triage.core.probe_data import (
 from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context
+from triage.rules.engine_flags import KNOBS, LAUNCHERS, PRETTY, render
 from triage.rules.registry import rule
 
 

@@ -6,6 +6,7 @@ from triage.core.probe_data import (
     ServerProcessData,
 )
 from triage.core.report import Certainty, Fix, Severity
+from triage.engines import Knob
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context
 from triage.rules.engines import engine_flags
@@ -31,8 +32,9 @@ def cpu003(ctx: Context) -> Hit | None:
         return None
     engine = ctx.engine()
     knobs: dict[str, object] = {"tokenizer_mode_auto": None}
-    v = engine.version_tuple
-    if engine.name == "vllm" and v is not None and v >= (0, 10, 0):
+    module = engine.module
+    if module is not None and engine.version is not None and \
+            isinstance(module.knob("api_server_count", engine.version), Knob):
         current = ctx.seen(ServerConfigData).api_server_count or 1
         knobs["api_server_count"] = max(2, int(current) * 2)
     cmds, note = engine_flags(knobs, engine)

@@ -15,6 +15,7 @@ from triage.rules.context import Context, level_label
 from triage.rules.registry import rule
 from triage.rules.scaling import flat_scaling, throughput_scaling
 
+
 def _one_at_a_time(ctx: Context, engine: str | None) -> tuple[str | None, dict[str, Any]]:
     """Why this engine's own configuration serves one request at a time (None when it does not); each engine
     module knows its own knob (triage/engines/others.py)."""

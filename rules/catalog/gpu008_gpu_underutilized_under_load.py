@@ -66,7 +66,7 @@ def gpu008(ctx: Context) -> Hit | None:
     cfg_seqs = ctx.seen(ServerConfigData).max_num_seqs
     knobs = {}
     text = "Check the path from client to GPU: a single-request proxy, a client or tokenizer bottleneck (CPU003), "
-    if engine.name in ("vllm", "sglang", "tgi") and cfg_seqs is not None and running_max is not None \
+    if engine.module is not None and engine.module.launcher and cfg_seqs is not None and running_max is not None \
             and running_max >= cfg_seqs:
         knobs["max_num_seqs"] = max(256, int(cfg_seqs) * 2)
         text = f"The batch is capped at max_num_seqs={cfg_seqs}: raise it. Then check " + text[len("Check "):]

@@ -60,9 +60,10 @@ def sched006(ctx: Context) -> Hit | None:
     if exponent < expected + ctx.th("SCHED006.excess_exponent"):
         return None
     engine = ctx.engine()
-    where = ("vLLM logs its choice at startup ('Using ... backend'); set VLLM_ATTENTION_BACKEND or "
-             "--attention-backend where your version has it" if engine.name == "vllm"
-             else "check which attention kernel the engine uses on this GPU")
+    module = engine.module
+    known = module.notes.get("attention_backend") if module is not None else None
+    where = known[0][:1].lower() + known[0][1:].rstrip(".") if known else \
+        "check which attention kernel the engine uses on this GPU"
     return Hit(
         title="TTFT grows faster than a FlashAttention prefill would",
         message=f"At batch 1, TTFT grows as prompt_len^{exponent:.2f} from {short_len:.0f} to {long_len:.0f} "

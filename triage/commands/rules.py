@@ -93,6 +93,13 @@ def explain(
     for engine, versions in checked_versions().items():
         out.print(f"- {PRETTY[engine]}: {', '.join(versions)} (unknown version: the newest, named in the fix)",
                   markup=False, soft_wrap=True)
+    claims = [r.split(":", 1)[1] for r in rule.doc.references if r.startswith("claim:")]
+    if claims:
+        from triage.engines import cite
+
+        out.print("\n## What the engines' source says (triage/engines/ledger)\n", markup=False)
+        for line in cite(claims):
+            out.print(f"- {line}", markup=False, soft_wrap=True)
     if not cfg.is_enabled(rule.code):
         out.print(f"\nThis rule is disabled by {config}.", markup=False)
     return 0

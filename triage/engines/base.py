@@ -57,6 +57,26 @@ class BatchingKnob:
 
 
 @dataclass(frozen=True, slots=True)
+class EndpointSignal:
+    """A JSON answer only this engine gives: GET `path` returns an object with every key of `keys` (and one of
+    `any_keys` when given; `equals` pins values). `version_key` names the field that carries its version."""
+
+    path: str
+    keys: tuple[str, ...] = ()
+    any_keys: tuple[str, ...] = ()
+    equals: tuple[tuple[str, str], ...] = ()
+    version_key: str | None = None
+    what: str = ""
+
+    def matches(self, body: Any) -> bool:
+        if not isinstance(body, dict) or not all(k in body for k in self.keys):
+            return False
+        if self.any_keys and not any(k in body for k in self.any_keys):
+            return False
+        return all(str(body.get(k)) == v for k, v in self.equals)
+
+
+@dataclass(frozen=True, slots=True)
 class Identity:
     """How the engine shows itself on the wire and in `ps`."""
 
@@ -66,6 +86,9 @@ class Identity:
     openapi_paths: tuple[str, ...] = ()       # routes in /openapi.json only this engine serves
     owned_by: str | None = None               # `owned_by` of its /v1/models entries
     process_names: tuple[str, ...] = ()       # words of its command line that name it
+    endpoints: tuple[EndpointSignal, ...] = ()
+    exports_metrics_of: str | None = None     # it exports another engine's metric names on purpose
+    has_slots: bool = False                   # llama-server's /props and /slots describe its slots
     source: str = ""                          # where these were read
 
 
@@ -112,6 +135,9 @@ class Engine:
     milestones: tuple[Milestone, ...] = ()
     upgrade: str | None = None                 # the upgrade command, "{v}" the version to reach
     prefix_caching_per_model: bool = False     # its prefix-caching default is decided per model at startup
+    flags_like: str | None = None              # its command takes another engine's flag names (reference: vllm)
+    # Does this version (and what its /metrics say it is, e.g. "vllm-v0") run a legacy engine generation?
+    legacy_fn: Callable[[Version | None, str], bool] | None = None
     # Engines that can be configured to run one request at a time: why this one is (from the identity probe's
     # EngineIdentityData), or None; and the fix, (text, commands), for `slots` parallel requests of `model`.
     one_at_a_time_fn: Callable[[Any], tuple[str, dict[str, Any]] | None] | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from triage.engines.base import BatchingKnob, Engine, Identity, Version
+from triage.engines.base import BatchingKnob, EndpointSignal, Engine, Identity, Version
 from triage.engines.registry import register
 
 
@@ -65,7 +65,9 @@ def _reference_default_on(feature: str, version: Version | None, v0: bool, v1_me
 LLAMACPP = register(Engine(
     name="llama.cpp", display="llama.cpp llama-server", aliases=("llamacpp", "llama-cpp", "llama-server"),
     identity=Identity(metric_prefixes=("llamacpp:",), server_header="llama.cpp", owned_by="llamacpp",
-                      process_names=("llama-server",),
+                      process_names=("llama-server",), has_slots=True,
+                      endpoints=(EndpointSignal("/props", ("total_slots", "default_generation_settings"),
+                                                version_key="build_info", what="/props has total_slots (llama-server)"),),
                       source="ggml-org/llama.cpp tools/server/server.cpp (Server header, /props, /slots, llamacpp:*)"),
     batching_knob=BatchingKnob(
         flag="--parallel", is_env=False, default="-1 (auto: 4 slots with a unified KV cache; 1 in older builds)",
@@ -77,6 +79,8 @@ LLAMACPP = register(Engine(
 OLLAMA = register(Engine(
     name="ollama", display="Ollama",
     identity=Identity(version_path="/api/version", process_names=("ollama",),
+                      endpoints=(EndpointSignal("/api/version", ("version",), version_key="version",
+                                                what="/api/version answers (Ollama's native API)"),),
                       source="ollama/ollama server/routes.go (GET /api/version -> {\"version\": ...})"),
     batching_knob=BatchingKnob(
         flag="OLLAMA_NUM_PARALLEL", is_env=True, default="1 (since 0.10; 0, auto-select, before)",
@@ -113,9 +117,11 @@ TRTLLM = register(Engine(
 
 REFERENCE = register(Engine(
     name="reference", display="triage reference engine", aliases=("triage-reference",),
-    identity=Identity(version_path="/version",
+    identity=Identity(version_path="/version", exports_metrics_of="vllm",
+                      endpoints=(EndpointSignal("/version", equals=(("engine", "triage-reference"),),
+                                                version_key="version", what="/version says engine=triage-reference"),),
                       source="reference_engine/server.py (this repository: /version carries engine=ENGINE_NAME)"),
-    default_on_fn=_reference_default_on,
+    default_on_fn=_reference_default_on, flags_like="vllm",
 ))
 
 HF_GENERATE = register(Engine(name="hf-generate", display="transformers generate()", batches=False,

@@ -5,7 +5,16 @@ the v3 scheduler ignores --max-batch-size, so no TGI fix ever raises it there.
 """
 from __future__ import annotations
 
-from triage.engines.base import Engine, Identity, Knob, Milestone, NoEquivalent, Since, Version
+from triage.engines.base import (
+    EndpointSignal,
+    Engine,
+    Identity,
+    Knob,
+    Milestone,
+    NoEquivalent,
+    Since,
+    Version,
+)
 from triage.engines.registry import register
 
 _CHUNKING_IGNORES_SIZE = NoEquivalent(
@@ -36,6 +45,8 @@ ENGINE = register(Engine(
     name="tgi", display="TGI", aliases=("text-generation-inference", "text-generation-launcher"),
     launcher="text-generation-launcher",
     identity=Identity(metric_prefixes=("tgi_",), process_names=("text-generation-launcher", "text-generation-router"),
+                      endpoints=(EndpointSignal("/info", ("model_id",), any_keys=("router", "max_batch_total_tokens"),
+                                                version_key="version", what="/info has TGI's router fields"),),
                       source="huggingface/text-generation-inference router/src/server.rs (/info, tgi_* metrics)"),
     knobs={
         # More room for KV on TGI means the whole GPU: --cuda-memory-fraction 1.0 is the default; only a lower

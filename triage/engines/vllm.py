@@ -13,6 +13,11 @@ def _minor(key: str) -> str:
     return ".".join(first.split(".")[:2])
 
 
+def _legacy(version: Version | None, metrics_engine: str) -> bool:
+    """The V0 engine: its /metrics say so, or the version predates 0.8 (where V1 became the default)."""
+    return metrics_engine.lower() == "vllm-v0" or (version is not None and version < (0, 8, 0))
+
+
 def _default_on(feature: str, version: Version | None, v0: bool, v1_metrics: bool) -> bool | None:
     # 0.8.0 made the V1 engine the default (PR #13726); V1 always schedules with chunked prefill and turns
     # automatic prefix caching on (per model since CacheConfig's default became None, resolved at startup).
@@ -46,7 +51,9 @@ ENGINE = register(Engine(
         "tensor_parallel_size": (Since(None, Knob("--tensor-parallel-size")),),
         "enable_chunked_prefill": (Since(None, Knob("--enable-chunked-prefill", None)),),
         "enable_prefix_caching": (Since(None, Knob("--enable-prefix-caching", None)),),
-        "api_server_count": (Since(None, Knob("--api-server-count")),),
+        "api_server_count": (Since(None, NoEquivalent("this vLLM has one API server process (--api-server-count "
+                                                      "came in 0.10)")),
+                             Since("0.10.0", Knob("--api-server-count"))),
         "tokenizer_mode_auto": (Since(None, Knob("--tokenizer-mode", "auto")),),
         "numa_bind": (Since(None, NoEquivalent("this vLLM has no --numa-bind (added in 0.20), which binds each "
                                                "worker to its own GPU's node", ("vllm.numa-bind",))),
@@ -56,13 +63,13 @@ ENGINE = register(Engine(
     },
     disabling={"prefix_caching": "--no-enable-prefix-caching", "chunked_prefill": "--no-enable-chunked-prefill",
                "cuda_graphs": "--enforce-eager"},
-    default_on_fn=_default_on, memory_share="total",
+    default_on_fn=_default_on, memory_share="total", legacy_fn=_legacy,
     log_markers={
         # The first line of the API server's start; up to 0.17 `vllm serve` wrote "vLLM API server version",
         # from 0.18 "vLLM server version %s, serving model %s".
         "api_server_start": ((None, "vLLM API server version"),
                              ("0.18.0", "vLLM server version")),
-        "ready": ((None, "Application startup complete"),),
+        "ready": ((None, "Application startup complete"), (None, "Starting vLLM API server")),
     },
     prefix_caching_per_model=True, fp8_min_capability=(8, 9), upgrade="pip install -U 'vllm>={v}'",
     milestones=(
@@ -75,6 +82,9 @@ ENGINE = register(Engine(
                   claims=("vllm.sm100-defaults-to-flashinfer", "vllm.fa4-on-sm100")),
     ),
     notes={
+        "attention_backend": ("vLLM logs its attention backend at startup ('Using ... backend'); "
+                              "VLLM_ATTENTION_BACKEND or --attention-backend (where the version has it) chooses it.",
+                              ()),
         "gpu_memory_utilization_default": (
             "vLLM's default gpu_memory_utilization is 0.9 up to 0.19 and 0.92 from 0.20.",
             ("vllm.gpu-memory-utilization-0.9", "vllm.gpu-memory-utilization-0.92")),

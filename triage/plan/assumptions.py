@@ -13,7 +13,8 @@ GIB = 2**30
 # (vllm/config/cache.py: 0.9 up to 0.18, 0.92 from 0.31; triage/core/engine_truth).
 PLAN_VLLM_VERSION = engine_truth.newest("vllm")
 DEFAULT_GPU_MEMORY_UTILIZATION = float(engine_truth.default("vllm", "gpu_memory_utilization")[0] or 0.9)
-# vLLM V1's default --max-num-seqs; the planned batch never exceeds it unless --concurrency says so.
+# vLLM's default --max-num-seqs on GPUs under 70 GiB (and A100s); larger GPUs get 1024 (plan/inputs.py asks
+# triage.engines.vllm.default_max_num_seqs). The planned batch never exceeds it unless --concurrency says so.
 DEFAULT_MAX_NUM_SEQS = 256
 # Tokens one scheduler step may carry (--max-num-batched-tokens); vLLM sizes its activation
 # profile with it. The plan puts the same value in the suggested command so both agree.

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from triage.core import specs
 from triage.core.errors import UsageError
 from triage.core.specs import GpuSpec
+from triage.engines import vllm as vllm_engine
 from triage.plan import assumptions as A
 from triage.plan.model_shape import ModelShape, model_for_served_name, preset_names, resolve_model
 
@@ -273,8 +274,11 @@ def resolve_inputs(raw: RawOptions) -> PlanInputs:
     util = float(_pick("gpu_memory_utilization", raw.gpu_memory_utilization,
                        _server_number(server, "gpu_memory_utilization", float, notes),
                        A.DEFAULT_GPU_MEMORY_UTILIZATION, sources))
+    # vLLM's own default for `vllm serve` on this GPU (claims vllm.max-num-seqs-1024, vllm.max-num-seqs-256):
+    # 1024 on GPUs of >= 70 GiB other than the A100, 256 elsewhere. Planning below it would cap the batch.
+    default_seqs, _ = vllm_engine.default_max_num_seqs(gpu.vram_bytes, gpu.name)
     max_num_seqs = int(_pick("max_num_seqs", raw.max_num_seqs, _server_number(server, "max_num_seqs", int, notes),
-                             A.DEFAULT_MAX_NUM_SEQS, sources))
+                             default_seqs, sources))
     input_len = int(_pick("input_len", raw.input_len, None, A.DEFAULT_INPUT_LEN, sources))
     output_len = int(_pick("output_len", raw.output_len, None, A.DEFAULT_OUTPUT_LEN, sources))
     mbu = float(_pick("mbu", raw.mbu, None, A.DEFAULT_MBU, sources))

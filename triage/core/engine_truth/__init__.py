@@ -180,8 +180,10 @@ def table(engine: str, version: str | None = None) -> Table | None:
     if want is not None:
         key = [(d, version_key(d["version"]) or (0, 0, 0)) for d in tables]
         exact = [d for d, k in key if k == want]
-        # SGLang ships features in its third number: only vLLM and TGI patches share a table
-        patch = [d for d, k in key if k[:2] == want[:2]] if engine != "sglang" else []
+        # A minor with one table (vLLM and TGI table each minor's last patch) stands for its patches; a minor
+        # with several (SGLang ships features in its third number: every 0.5.N is tabled) does not.
+        same_minor = [d for d, k in key if k[:2] == want[:2]]
+        patch = same_minor if len(same_minor) == 1 else []
         below = [d for d, k in key if k <= want]
         if exact:
             chosen, match = exact[-1]["version"], "exact"

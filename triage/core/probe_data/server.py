@@ -164,7 +164,7 @@ class LlamaCppSlotsData:
 class EngineIdentityData(Payload):
     """Which engine serves the URL and which version, on what evidence: the command line, the `Server`
     header, /version, /api/version, /props, /info, /openapi.json routes, /v1/models `owned_by` and the
-    metric names (triage/core/engine_signals.py names each engine's source)."""
+    metric names (each engine module in triage/engines/ names its signals and their source)."""
 
     PROBE = "engine_identity"
 

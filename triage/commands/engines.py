@@ -1,0 +1,121 @@
+"""`triage engines list|show`: what triage knows about each serving engine, the versions it tabled from each
+engine's own source (with provenance), and the claims that back every sentence it says about an engine."""
+from __future__ import annotations
+
+import json
+import sys
+
+import typer
+from rich.table import Table
+
+from triage.cli_support import console, funnel
+from triage.core.errors import UsageError
+
+app = typer.Typer(help="The engines triage knows: `list` them with their tabled versions, or `show ENGINE`.",
+                  no_args_is_help=True)
+
+
+def _provenance(engine: str, version: str) -> dict:
+    import triage.core.engine_truth as truth
+
+    prov = truth.table(engine, version).provenance
+    return {"version": version, "source": prov.get("package") or f"{prov.get('repository')}@{prov.get('tag')}",
+            "archive": prov.get("archive"), "sha256": prov.get("archive_sha256") or prov.get("commit"),
+            "files": len(prov.get("files", {}))}
+
+
+@app.command("list")
+@funnel
+def list_engines(fmt: str = typer.Option("text", "--format", help="text or json.")) -> int:
+    """Every engine triage recognises, and the versions whose flags, defaults and metrics are tabled.
+
+    Examples:
+      triage engines list
+      triage engines list --format json | jq '.[] | {name, versions: [.versions[].version]}'
+    """
+    import triage.core.engine_truth as truth
+    from triage.engines import engines
+
+    if fmt not in ("text", "json"):
+        raise UsageError(f"--format {fmt!r}: choose text or json")
+    rows = [{"name": e.name, "display": e.display, "launcher": e.launcher,
+             "versions": [_provenance(e.name, v) for v in truth.versions(e.name)],
+             "claims": list(e.cited())} for e in engines()]
+    if fmt == "json":
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return 0
+    table = Table(title="Engines (`triage engines show NAME` for one)", title_justify="left")
+    for col in ("engine", "launcher", "tabled versions", "claims"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        versions = [v["version"] for v in r["versions"]]
+        shown = (f"{len(versions)}: {versions[0]} ... {versions[-1]}" if len(versions) > 2 else ", ".join(versions)) \
+            or "none (no flag table)"
+        table.add_row(r["display"], r["launcher"] or "-", shown, str(len(r["claims"])))
+    console().print(table)
+    return 0
+
+
+@app.command("show")
+@funnel
+def show(engine: str = typer.Argument(..., help="An engine name: vllm, sglang, tgi, llama.cpp, ollama, ..."),
+         version: str = typer.Option(None, "--version", help="A server version: the knobs as that version has them "
+                                                            "(default: the newest tabled)."),
+         fmt: str = typer.Option("text", "--format", help="text or json.")) -> int:
+    """One engine: its knobs at a version (flag, default, or why there is none), what it turns on by default,
+    and the claims, each cited to the engine's source.
+
+    Examples:
+      triage engines show tgi --version 3.3.6
+      triage engines show sglang --version 0.5.4 --format json
+    """
+    import triage.core.engine_truth as truth
+    from triage.engines import Knob, cite, get, names
+    from triage.rules.engine_flags import render
+
+    module = get(engine)
+    if module is None:
+        raise UsageError(f"unknown engine {engine!r}; triage knows {', '.join(names())}")
+    if fmt not in ("text", "json"):
+        raise UsageError(f"--format {fmt!r}: choose text or json")
+    table = truth.table(module.name, version)
+    knobs = {}
+    for knob in module.knobs:
+        spec = module.knob(knob, version)
+        flag = spec.flag if isinstance(spec, Knob) else None
+        spec_table = table.flag(flag) if table is not None and flag and not spec.is_env else None
+        shown = flag if not isinstance(spec, Knob) or not spec.value or "{v}" in spec.value else f"{flag} {spec.value}"
+        problem = None
+        if isinstance(spec, Knob) and module.launcher and not spec.is_env:
+            r = render(knob, module.name, 1, version)
+            problem = r.note if r.text is None else None
+        knobs[knob] = {"flag": None if problem else shown,
+                       "default": spec_table.default if spec_table is not None else None,
+                       "note": problem or (spec.note if isinstance(spec, Knob) else spec.reason),
+                       "claims": list(spec.claims)}
+    out = {"name": module.name, "display": module.display, "version": version,
+           "table": table.label if table is not None else None,
+           "defaults_on": {f: module.default_on(f, version) for f in ("chunked_prefill", "prefix_caching")},
+           "knobs": knobs, "facts": {k: {"sentence": t, "claims": list(c)} for k, (t, c) in module.notes.items()},
+           "milestones": [{"version": m.version, "what": m.what} for m in module.milestones],
+           "claims": cite(module.cited())}
+    if fmt == "json":
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        return 0
+    con = console()
+    con.print(f"{module.display}" + (f" (flags checked against {out['table']})" if out["table"] else
+                                     " (no per-version flag table)"), markup=False)
+    grid = Table(title="Knobs", title_justify="left")
+    for col in ("knob", "flag", "default", "note"):
+        grid.add_column(col, overflow="fold")
+    for knob, k in knobs.items():
+        grid.add_row(knob, k["flag"] or "-", "" if k["default"] is None else str(k["default"]), k["note"] or "")
+    con.print(grid)
+    on = ", ".join(f"{f}: {'on' if v else 'off' if v is False else 'unknown'}" for f, v in out["defaults_on"].items())
+    con.print(f"Defaults: {on}", markup=False)
+    for m in out["milestones"]:
+        con.print(f"From {m['version']}: {m['what']}", markup=False)
+    con.print("\nClaims (sentence [id: source lines]):", markup=False)
+    for line in out["claims"]:
+        con.print(f"- {line}", markup=False, soft_wrap=True)
+    return 0
