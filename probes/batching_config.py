@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from triage.engines import get
+
 
 @dataclass(frozen=True, slots=True)
 class BatchingSettings:
@@ -21,49 +23,9 @@ class BatchingSettings:
     evidence: tuple[str, ...] = ()
 
 
-def _flag_value(argv: Sequence[str], names: tuple[str, ...]) -> str | None:
-    value = None
-    for i, arg in enumerate(argv):
-        for name in names:
-            if arg == name and i + 1 < len(argv):
-                value = argv[i + 1]
-            elif arg.startswith(name + "="):
-                value = arg.split("=", 1)[1]
-    return value
-
-
-def _int(text: str | None) -> int | None:
-    try:
-        value = int(str(text).strip())
-    except (TypeError, ValueError):
-        return None
-    return value if -1 <= value <= 1_000_000_000 else None
-
-
 def read_batching(engine: str | None, argv: Sequence[str], env: Mapping[str, str]) -> BatchingSettings:
-    args = [str(a) for a in argv]
-    if engine == "llama.cpp":
-        raw = _flag_value(args, ("-np", "--parallel"))
-        slots = _int(raw) if raw is not None else _int(env.get("LLAMA_ARG_N_PARALLEL"))
-        cont: bool | None = None
-        if "-nocb" in args or "--no-cont-batching" in args:
-            cont = False
-        elif "-cb" in args or "--cont-batching" in args:
-            cont = True
-        ctx = _int(_flag_value(args, ("-c", "--ctx-size")) or env.get("LLAMA_ARG_CTX_SIZE"))
-        ev = tuple(e for e in (f"--parallel {slots}" if slots is not None else None,
-                               f"-c {ctx}" if ctx is not None else None,
-                               "--no-cont-batching" if cont is False else None) if e)
-        return BatchingSettings(slots=slots if slots and slots > 0 else None, continuous=cont,
-                                ctx_tokens=ctx, evidence=ev)
-    if engine == "ollama":
-        slots = _int(env.get("OLLAMA_NUM_PARALLEL"))
-        queue = _int(env.get("OLLAMA_MAX_QUEUE"))
-        ev = tuple(f"{k}={env[k]}" for k in ("OLLAMA_NUM_PARALLEL", "OLLAMA_MAX_QUEUE") if k in env)
-        return BatchingSettings(slots=slots if slots and slots > 0 else None, max_queue=queue, evidence=ev)
-    if engine == "transformers":
-        on = "--continuous-batching" in args
-        off = "--no-continuous-batching" in args
-        return BatchingSettings(continuous=True if on and not off else False,
-                                evidence=("--continuous-batching",) if on and not off else ())
-    return BatchingSettings()
+    """The engine's own reading of its argv and environment (triage/engines/), or nothing set."""
+    module = get(engine)
+    if module is None or module.read_batching_fn is None:
+        return BatchingSettings()
+    return BatchingSettings(**module.read_batching_fn([str(a) for a in argv], env))

@@ -12,6 +12,8 @@ from typing import Any
 
 import psutil
 
+from triage.engines import engines
+
 MAX_WALK_UP = 6
 
 
@@ -27,40 +29,22 @@ def _base(arg: str) -> str:
 
 
 def classify_cmdline(argv: list[str]) -> str | None:
-    """The engine a command line launches, or None. Looks at the words, not at file names in paths."""
+    """The engine a command line launches, or None. Looks at the words, not at file names in paths; each
+    engine module lists its launch forms (triage/engines/)."""
     args = [str(a) for a in argv]
     bases = [_base(a) for a in args]
     for i, (arg, base) in enumerate(zip(args, bases, strict=True)):
-        nxt = bases[i + 1] if i + 1 < len(bases) else ""
-        if base == "vllm" and nxt == "serve":
-            return "vllm"
-        if arg.startswith("vllm.entrypoints"):
-            return "vllm"
-        if arg in ("sglang.launch_server",) or (base == "sglang" and nxt in ("serve", "launch_server")):
-            return "sglang"
-        if base in ("text-generation-launcher", "text-generation-router"):
-            return "tgi"
-        if base == "triage" and nxt == "serve":
-            return "reference"
-        if arg == "triage" and i > 0 and args[i - 1] == "-m" and nxt == "serve":
-            return "reference"
-        if base == "ollama" and nxt in ("serve", "runner"):
-            return "ollama"
-        if base in ("llama-server", "llama.cpp-server"):
-            return "llama.cpp"
-        if base in ("transformers", "transformers-cli") and nxt == "serve":
-            return "transformers"
-        if base == "lmdeploy" and nxt == "serve":
-            return "lmdeploy"
-        if base == "trtllm-serve":
-            return "trtllm"
+        following = bases[i + 1] if i + 1 < len(bases) else ""
+        for engine in engines():
+            if any(launch.matches(arg, base, following) for launch in engine.identity.launches):
+                return engine.name
     return None
 
 
 def _is_worker(name: str, argv: list[str]) -> bool:
     text = " ".join([name, *argv[:3]])
-    return ("VLLM::" in text or "multiprocessing" in text or "sglang::" in text
-            or "text-generation-server" in text or "ray::" in text)
+    marks = [m for e in engines() for m in e.identity.worker_marks]
+    return any(m in text for m in (*marks, "multiprocessing", "ray::"))
 
 
 def serving_root(proc: psutil.Process) -> tuple[psutil.Process, str] | None:

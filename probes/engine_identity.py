@@ -16,7 +16,8 @@ from typing import Any
 
 from triage.core.probe_data import EngineIdentityData
 from triage.core.snapshot import ProbeResult, ProbeStatus
-from triage.engines import engines, get
+from triage.engines import engines
+from triage.engines import get as engine_by_name
 from triage.probes.http import DEFAULT_TIMEOUT_S, HttpFailure, HttpGet, HttpResponse, base_url, http_get
 from triage.probes.registry import ProbeRun, register
 
@@ -125,12 +126,12 @@ def identify(cmdline_engine: str | None = None, http: HttpSignals | None = None,
     # An engine that exports another's metric names on purpose (the reference engine: vLLM's) is told apart
     # by its own signal.
     for e, _, _ in found:
-        module = get(e)
+        module = engine_by_name(e)
         if module is not None and module.identity.exports_metrics_of == engine:
             engine = e
             break
     version = next((v for e, v, _ in found if e == engine and v), None)
-    module = get(engine)
+    module = engine_by_name(engine)
     if version is None and http is not None and module is not None and module.identity.version_path:
         version = _version_of(http.json_by_path.get(module.identity.version_path))
     evidence = tuple(dict.fromkeys(ev for e, _, ev in found if e == engine))
@@ -164,7 +165,7 @@ def probe_engine_identity(url: str | None, cmdline_engine: str | None = None, ar
     data["batching"] = {"slots": batching.slots, "continuous": batching.continuous,
                         "ctx_tokens": batching.ctx_tokens, "max_queue": batching.max_queue,
                         "evidence": list(batching.evidence), "from_cmdline": argv is not None}
-    module = get(who.engine)
+    module = engine_by_name(who.engine)
     if module is not None and module.identity.has_slots and url:
         slots = read_slots(url, get)
         if slots is not None:

@@ -77,6 +77,21 @@ class EndpointSignal:
 
 
 @dataclass(frozen=True, slots=True)
+class Launch:
+    """One way a command line launches the engine: a word (its file name), optionally followed by one of
+    `then`; or an argument starting with `prefix` (`python -m vllm.entrypoints.openai.api_server`)."""
+
+    word: str | None = None
+    then: tuple[str, ...] | None = None
+    prefix: str | None = None
+
+    def matches(self, arg: str, base: str, following: str) -> bool:
+        if self.prefix is not None:
+            return arg.startswith(self.prefix)
+        return base == self.word and (self.then is None or following in self.then)
+
+
+@dataclass(frozen=True, slots=True)
 class Identity:
     """How the engine shows itself on the wire and in `ps`."""
 
@@ -86,6 +101,8 @@ class Identity:
     openapi_paths: tuple[str, ...] = ()       # routes in /openapi.json only this engine serves
     owned_by: str | None = None               # `owned_by` of its /v1/models entries
     process_names: tuple[str, ...] = ()       # words of its command line that name it
+    launches: tuple[Launch, ...] = ()         # the command lines that start it (probes/discovery.py)
+    worker_marks: tuple[str, ...] = ()        # text in a worker process's name or argv (walked up to the server)
     endpoints: tuple[EndpointSignal, ...] = ()
     exports_metrics_of: str | None = None     # it exports another engine's metric names on purpose
     has_slots: bool = False                   # llama-server's /props and /slots describe its slots
@@ -142,6 +159,8 @@ class Engine:
     # EngineIdentityData), or None; and the fix, (text, commands), for `slots` parallel requests of `model`.
     one_at_a_time_fn: Callable[[Any], tuple[str, dict[str, Any]] | None] | None = None
     batching_fix_fn: Callable[[Any, int, str], tuple[str, tuple[str, ...]]] | None = None
+    # Its batching settings from argv and environment: {slots, continuous, ctx_tokens, max_queue, evidence}.
+    read_batching_fn: Callable[[Any, Any], dict[str, Any]] | None = None
     rank: int = 100                            # listing order: the engines with flag tables first
     # How far to raise the memory-share knob: (current, VRAM bytes, the usual target) -> (value or None, why).
     memory_target_fn: Callable[[float | None, float | None, float], tuple[float | None, str]] | None = None

@@ -2,10 +2,43 @@
 Each fact names the engine source it was read from (and, where the ledger has it, the claim)."""
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from triage.engines.base import BatchingKnob, EndpointSignal, Engine, Identity, Version
+from triage.engines.argv import bounded_int, flag_value
+from triage.engines.base import BatchingKnob, EndpointSignal, Engine, Identity, Launch, Version
 from triage.engines.registry import register
+
+
+def _llamacpp_batching(argv: Sequence[str], env: Mapping[str, str]) -> dict[str, Any]:
+    """-np/--parallel N (env LLAMA_ARG_N_PARALLEL; -1 = auto), -c/--ctx-size split over the slots,
+    -cb/--cont-batching on by default, -nocb/--no-cont-batching off (common/arg.cpp)."""
+    raw = flag_value(argv, ("-np", "--parallel"))
+    slots = bounded_int(raw) if raw is not None else bounded_int(env.get("LLAMA_ARG_N_PARALLEL"))
+    cont: bool | None = None
+    if "-nocb" in argv or "--no-cont-batching" in argv:
+        cont = False
+    elif "-cb" in argv or "--cont-batching" in argv:
+        cont = True
+    ctx = bounded_int(flag_value(argv, ("-c", "--ctx-size")) or env.get("LLAMA_ARG_CTX_SIZE"))
+    ev = tuple(e for e in (f"--parallel {slots}" if slots is not None else None,
+                           f"-c {ctx}" if ctx is not None else None,
+                           "--no-cont-batching" if cont is False else None) if e)
+    return {"slots": slots if slots and slots > 0 else None, "continuous": cont, "ctx_tokens": ctx, "evidence": ev}
+
+
+def _ollama_batching(argv: Sequence[str], env: Mapping[str, str]) -> dict[str, Any]:
+    """OLLAMA_NUM_PARALLEL and OLLAMA_MAX_QUEUE (envconfig/config.go)."""
+    slots = bounded_int(env.get("OLLAMA_NUM_PARALLEL"))
+    queue = bounded_int(env.get("OLLAMA_MAX_QUEUE"))
+    ev = tuple(f"{k}={env[k]}" for k in ("OLLAMA_NUM_PARALLEL", "OLLAMA_MAX_QUEUE") if k in env)
+    return {"slots": slots if slots and slots > 0 else None, "max_queue": queue, "evidence": ev}
+
+
+def _transformers_batching(argv: Sequence[str], env: Mapping[str, str]) -> dict[str, Any]:
+    """`transformers serve --continuous-batching`, off by default (src/transformers/cli/serve.py)."""
+    on = "--continuous-batching" in argv and "--no-continuous-batching" not in argv
+    return {"continuous": on, "evidence": ("--continuous-batching",) if on else ()}
 
 
 def _llamacpp_single(ident: Any) -> tuple[str, dict[str, Any]] | None:
@@ -66,6 +99,7 @@ LLAMACPP = register(Engine(
     name="llama.cpp", display="llama.cpp llama-server", aliases=("llamacpp", "llama-cpp", "llama-server"),
     identity=Identity(metric_prefixes=("llamacpp:",), server_header="llama.cpp", owned_by="llamacpp",
                       process_names=("llama-server",), has_slots=True,
+                      launches=(Launch("llama-server"), Launch("llama.cpp-server")),
                       endpoints=(EndpointSignal("/props", ("total_slots", "default_generation_settings"),
                                                 version_key="build_info", what="/props has total_slots (llama-server)"),),
                       source="ggml-org/llama.cpp tools/server/server.cpp (Server header, /props, /slots, llamacpp:*)"),
@@ -73,12 +107,13 @@ LLAMACPP = register(Engine(
         flag="--parallel", is_env=False, default="-1 (auto: 4 slots with a unified KV cache; 1 in older builds)",
         meaning="number of server slots: requests decoded together in one batch; -c is split over the slots",
         claims=("llamacpp.parallel-flag", "llamacpp.parallel-auto", "llamacpp.parallel-auto-is-4")),
-    one_at_a_time_fn=_llamacpp_single, batching_fix_fn=_llamacpp_fix,
+    one_at_a_time_fn=_llamacpp_single, batching_fix_fn=_llamacpp_fix, read_batching_fn=_llamacpp_batching,
 ))
 
 OLLAMA = register(Engine(
     name="ollama", display="Ollama",
     identity=Identity(version_path="/api/version", process_names=("ollama",),
+                      launches=(Launch("ollama", ("serve", "runner")),),
                       endpoints=(EndpointSignal("/api/version", ("version",), version_key="version",
                                                 what="/api/version answers (Ollama's native API)"),),
                       source="ollama/ollama server/routes.go (GET /api/version -> {\"version\": ...})"),
@@ -87,37 +122,40 @@ OLLAMA = register(Engine(
         meaning="maximum number of parallel requests per loaded model (OLLAMA_MAX_QUEUE, default 512, queue more)",
         claims=("ollama.num-parallel-default-1", "ollama.num-parallel-default-1-0.10",
                 "ollama.num-parallel-default-0-0.9", "ollama.max-queue-512")),
-    one_at_a_time_fn=_ollama_single, batching_fix_fn=_ollama_fix,
+    one_at_a_time_fn=_ollama_single, batching_fix_fn=_ollama_fix, read_batching_fn=_ollama_batching,
 ))
 
 TRANSFORMERS = register(Engine(
     name="transformers", display="transformers serve", aliases=("transformers-serve",),
     identity=Identity(openapi_paths=("/v1/systemone", "/load_model"),
+                      launches=(Launch("transformers", ("serve",)), Launch("transformers-cli", ("serve",))),
                       source="huggingface/transformers src/transformers/cli/serving/server.py (routes)"),
     batches=False,
     batching_knob=BatchingKnob(
         flag="--continuous-batching", is_env=False, default="off",
         meaning="continuous batching with paged attention (configure with --cb-* flags)"),
     one_at_a_time_fn=_transformers_single, batching_fix_fn=_transformers_fix,
+    read_batching_fn=_transformers_batching,
 ))
 
 LMDEPLOY = register(Engine(
     name="lmdeploy", display="LMDeploy",
     identity=Identity(metric_prefixes=("lmdeploy:",), process_names=("lmdeploy",),
+                      launches=(Launch("lmdeploy", ("serve",)),),
                       source="InternLM/lmdeploy lmdeploy/metrics/loggers.py (lmdeploy:num_requests_running, ...)"),
 ))
 
 TRTLLM = register(Engine(
     name="trtllm", display="TensorRT-LLM trtllm-serve", aliases=("tensorrt-llm", "tensorrt_llm", "trtllm-serve"),
     identity=Identity(metric_prefixes=("tensorrt_llm:", "trtllm_"), version_path="/version",
-                      process_names=("trtllm-serve",),
+                      process_names=("trtllm-serve",), launches=(Launch("trtllm-serve"),),
                       source="NVIDIA/TensorRT-LLM docs/source/commands/trtllm-serve.rst (/health, /metrics, /version); "
                              "tensorrt_llm/serve/metrics/metrics.py (tensorrt_llm:* names)"),
 ))
 
 REFERENCE = register(Engine(
     name="reference", display="triage reference engine", aliases=("triage-reference",),
-    identity=Identity(version_path="/version", exports_metrics_of="vllm",
+    identity=Identity(version_path="/version", exports_metrics_of="vllm", launches=(Launch("triage", ("serve",)),),
                       endpoints=(EndpointSignal("/version", equals=(("engine", "triage-reference"),),
                                                 version_key="version", what="/version says engine=triage-reference"),),
                       source="reference_engine/server.py (this repository: /version carries engine=ENGINE_NAME)"),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from triage.engines.base import Engine, Identity, Knob, NoEquivalent, Since, Version
+from triage.engines.base import Engine, Identity, Knob, Launch, NoEquivalent, Since, Version
 from triage.engines.registry import register
 
 GIB = 1024 ** 3
@@ -19,7 +19,9 @@ ENGINE = register(Engine(
     rank=1,
     name="sglang", display="SGLang", launcher="python -m sglang.launch_server",
     identity=Identity(metric_prefixes=("sglang:",), openapi_paths=("/get_server_info", "/server_info", "/flush_cache"),
-                      process_names=("sglang",), source="sgl-project/sglang python/sglang/srt/entrypoints/http_server.py"),
+                      process_names=("sglang",),
+                      launches=(Launch(prefix="sglang.launch_server"), Launch("sglang", ("serve", "launch_server"))),
+                      worker_marks=("sglang::",), source="sgl-project/sglang python/sglang/srt/entrypoints/http_server.py"),
     knobs={
         # --mem-fraction-static counts weights + KV only (activations and CUDA graphs are reserved apart), so
         # rules size it with `static_memory_share` below, never with vLLM's 0.92.

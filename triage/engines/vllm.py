@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import triage.core.engine_truth as truth
-from triage.engines.base import Engine, Identity, Knob, Milestone, NoEquivalent, Since, Version
+from triage.engines.base import Engine, Identity, Knob, Launch, Milestone, NoEquivalent, Since, Version
 from triage.engines.registry import register
 
 
@@ -34,6 +34,8 @@ ENGINE = register(Engine(
     rank=0,
     name="vllm", display="vLLM", aliases=("vllm-v0", "vllm-v1"), launcher="vllm serve",
     identity=Identity(metric_prefixes=("vllm:",), version_path="/version", process_names=("vllm",),
+                      launches=(Launch("vllm", ("serve",)), Launch(prefix="vllm.entrypoints")),
+                      worker_marks=("VLLM::",),
                       source="vllm-project/vllm vllm/entrypoints/openai/api_server.py (/version), "
                              "vllm/v1/metrics/loggers.py"),
     knobs={
