@@ -11,63 +11,31 @@ import json
 import re
 import time
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 import triage.core.engine_truth as engine_truth
 from triage.core.probe_data import ServerConfigData
 from triage.core.redact import redact_argv
 from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.engines import engines
+from triage.engines import get as engine_by_name
+from triage.engines import normalise as normalise_engine
 from triage.probes.http import HttpFailure, HttpGet, base_url, http_get
 from triage.probes.prom import normalise, parse_metrics
 from triage.probes.registry import ProbeRun, register
 
 FIELDS = ("model", "max_model_len", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
+          "max_batch_total_tokens", "max_concurrent_requests",
           "enable_chunked_prefill", "enable_prefix_caching", "kv_cache_dtype", "dtype", "quantization",
           "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "enforce_eager",
           "speculative_config", "block_size", "api_server_count", "swap_space_gib")
 
-# flag -> (field, kind). kind: int, float, str, bool (present = True), nobool (present = False), json.
-_VLLM_FLAGS = {
-    "--model": ("model", "str"), "--max-model-len": ("max_model_len", "int"),
-    "--gpu-memory-utilization": ("gpu_memory_utilization", "float"), "--max-num-seqs": ("max_num_seqs", "int"),
-    "--max-num-batched-tokens": ("max_num_batched_tokens", "int"),
-    "--enable-chunked-prefill": ("enable_chunked_prefill", "bool"),
-    "--no-enable-chunked-prefill": ("enable_chunked_prefill", "nobool"),
-    "--enable-prefix-caching": ("enable_prefix_caching", "bool"),
-    "--no-enable-prefix-caching": ("enable_prefix_caching", "nobool"),
-    "--kv-cache-dtype": ("kv_cache_dtype", "str"), "--dtype": ("dtype", "str"),
-    "--quantization": ("quantization", "str"), "-q": ("quantization", "str"),
-    "--tensor-parallel-size": ("tensor_parallel_size", "int"), "-tp": ("tensor_parallel_size", "int"),
-    "--pipeline-parallel-size": ("pipeline_parallel_size", "int"), "-pp": ("pipeline_parallel_size", "int"),
-    "--data-parallel-size": ("data_parallel_size", "int"), "-dp": ("data_parallel_size", "int"),
-    "--enforce-eager": ("enforce_eager", "bool"), "--speculative-config": ("speculative_config", "json"),
-    "--block-size": ("block_size", "int"), "--api-server-count": ("api_server_count", "int"),
-    "--swap-space": ("swap_space_gib", "float"),
-}
-_SGLANG_FLAGS = {
-    "--model-path": ("model", "str"), "--model": ("model", "str"),
-    "--context-length": ("max_model_len", "int"), "--mem-fraction-static": ("gpu_memory_utilization", "float"),
-    "--max-running-requests": ("max_num_seqs", "int"), "--chunked-prefill-size": ("max_num_batched_tokens", "int"),
-    "--disable-radix-cache": ("enable_prefix_caching", "nobool"), "--kv-cache-dtype": ("kv_cache_dtype", "str"),
-    "--dtype": ("dtype", "str"), "--quantization": ("quantization", "str"),
-    "--tp-size": ("tensor_parallel_size", "int"), "--tensor-parallel-size": ("tensor_parallel_size", "int"),
-    "--pp-size": ("pipeline_parallel_size", "int"), "--dp-size": ("data_parallel_size", "int"),
-    "--disable-cuda-graph": ("enforce_eager", "bool"), "--speculative-algorithm": ("speculative_config", "str"),
-    "--page-size": ("block_size", "int"),
-    # Newer ServerArgs (sglang/srt/arg_groups/fields/exec_.py) turn decode CUDA graphs off with these.
-    "--disable-decode-cuda-graph": ("enforce_eager", "bool"),
-    "--cuda-graph-backend-decode": ("enforce_eager", "eager_if_disabled"),
-}
-_TGI_FLAGS = {
-    "--model-id": ("model", "str"), "--max-total-tokens": ("max_model_len", "int"),
-    "--max-batch-size": ("max_num_seqs", "int"), "--cuda-memory-fraction": ("gpu_memory_utilization", "float"),
-    "--max-batch-total-tokens": ("max_batch_total_tokens", "int"),
-    "--max-batch-prefill-tokens": ("max_num_batched_tokens", "int"), "--quantize": ("quantization", "str"),
-    "--max-concurrent-requests": ("max_concurrent_requests", "int"),
-    "--num-shard": ("tensor_parallel_size", "int"), "--dtype": ("dtype", "str"),
-    "--kv-cache-dtype": ("kv_cache_dtype", "str"), "--speculate": ("speculative_config", "str"),
-}
-FLAG_TABLES = {"vllm": _VLLM_FLAGS, "reference": _VLLM_FLAGS, "sglang": _SGLANG_FLAGS, "tgi": _TGI_FLAGS}
+def _config_module(engine: str | None):
+    """The engine module whose flags this engine's command takes (the reference engine takes vLLM's), or vLLM's
+    for an engine triage does not know (the most common launcher)."""
+    module = engine_by_name(engine) or engine_by_name("vllm")
+    return engine_by_name(module.flags_like) if module is not None and module.flags_like else module
 
 
 def _with_aliases(engine: str, table: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
@@ -85,33 +53,32 @@ def _with_aliases(engine: str, table: dict[str, tuple[str, str]]) -> dict[str, t
     return out
 
 
-FLAG_TABLES = {e: _with_aliases("vllm" if e == "reference" else e, t) for e, t in FLAG_TABLES.items()}
-# TGI reads each launcher flag from the environment too (clap `env`): MAX_BATCH_SIZE=64 == --max-batch-size 64.
-_TGI_ENV = {env: flag for flag in _TGI_FLAGS
-            for env in (engine_truth.flag("tgi", flag).env if engine_truth.flag("tgi", flag) else ())}
+@cache
+def flag_table(engine: str | None) -> dict[str, tuple[str, str]]:
+    """flag -> (field, kind) for the engine's command line, every spelling its versions accept."""
+    module = _config_module(engine)
+    return _with_aliases(module.name, module.config_flags) if module is not None else {}
 
-# Defaults that have held across releases; version-dependent ones come from the truth tables
-# (`_versioned_defaults`): vLLM's gpu_memory_utilization is 0.9 up to 0.18 and 0.92 from 0.31 on.
-_DEFAULTS = {
-    "vllm": {"tensor_parallel_size": 1, "pipeline_parallel_size": 1,
-             "data_parallel_size": 1, "enforce_eager": False, "kv_cache_dtype": "auto", "dtype": "auto",
-             "quantization": None, "speculative_config": None},
-    "sglang": {"tensor_parallel_size": 1, "pipeline_parallel_size": 1, "data_parallel_size": 1,
-               "enforce_eager": False, "kv_cache_dtype": "auto", "dtype": "auto", "enable_prefix_caching": True},
-    "tgi": {"tensor_parallel_size": 1},
-}
-_VERSIONED = {"vllm": ("gpu_memory_utilization",), "tgi": ("gpu_memory_utilization",)}
+
+@cache
+def _env_twins(engine: str) -> dict[str, str]:
+    """TGI reads each launcher flag from the environment too (clap `env`): MAX_BATCH_SIZE=64 == --max-batch-size."""
+    module = _config_module(engine)
+    if module is None or not module.env_twins:
+        return {}
+    return {env: flag for flag in module.config_flags
+            for env in (engine_truth.flag(module.name, flag).env if engine_truth.flag(module.name, flag) else ())}
 
 
 def _versioned_defaults(engine: str, version: str | None) -> tuple[dict[str, Any], str]:
     """Defaults read from the engine's own source at that version (the newest table when unknown)."""
+    module = engine_by_name(engine)
     t = engine_truth.table(engine, version)
-    if t is None:
+    if t is None or module is None:
         return {}, "default"
-    values = {k: t.defaults.get(k) for k in _VERSIONED.get(engine, ()) if t.defaults.get(k) is not None}
+    values = {k: t.defaults.get(k) for k in module.versioned_defaults if t.defaults.get(k) is not None}
     return values, f"default ({t.label})"
-# vLLM V1 (what the `engine` label in /metrics reveals) turned both on by default.
-_VLLM_V1_DEFAULTS = {"enable_chunked_prefill": True, "enable_prefix_caching": True}
+
 
 _CACHE_CONFIG_MAP = {"block_size": "block_size", "gpu_memory_utilization": "gpu_memory_utilization",
                      "enable_prefix_caching": "enable_prefix_caching", "cache_dtype": "kv_cache_dtype"}
@@ -150,7 +117,8 @@ def _convert(kind: str, raw: str | None) -> Any:
 
 def parse_flags(argv: Sequence[str], engine: str) -> tuple[dict[str, Any], list[str]]:
     """(typed config from the flags, flags whose value could not be parsed). argv is already redacted."""
-    table = FLAG_TABLES.get(engine, _VLLM_FLAGS)
+    table = flag_table(engine)
+    module = _config_module(engine)
     out: dict[str, Any] = {}
     bad: list[str] = []
     args = list(argv)
@@ -174,19 +142,16 @@ def parse_flags(argv: Sequence[str], engine: str) -> tuple[dict[str, Any], list[
             except ValueError:
                 bad.append(flag_norm)
         i += 1
-    if engine in ("vllm", "reference") and "model" not in out:
+    if module is not None and module.model_after and "model" not in out:
         # `vllm serve MODEL ...`: the positional after `serve`.
         for j, arg in enumerate(args[:-1]):
-            if arg == "serve" and not args[j + 1].startswith("-"):
+            if arg == module.model_after and not args[j + 1].startswith("-"):
                 out["model"] = args[j + 1]
                 break
-    if engine in ("vllm", "reference") and "--config" in args[:-1]:
-        _merge_yaml_config(args[args.index("--config") + 1], table, out, bad)
-    if engine == "sglang" and "max_num_batched_tokens" in out:
-        # --chunked-prefill-size -1 turns chunking off; it is then no token budget at all.
-        out["enable_chunked_prefill"] = out["max_num_batched_tokens"] > 0
-        if not out["enable_chunked_prefill"]:
-            del out["max_num_batched_tokens"]
+    if module is not None and module.config_file_flag and module.config_file_flag in args[:-1]:
+        _merge_yaml_config(args[args.index(module.config_file_flag) + 1], table, out, bad)
+    if module is not None and module.config_fixup_fn is not None:
+        module.config_fixup_fn(out)
     return out, bad
 
 
@@ -222,17 +187,27 @@ def _merge_yaml_config(path: str, table: dict[str, tuple[str, str]], out: dict[s
 def parse_env(env: dict[str, str], engine: str) -> dict[str, Any]:
     """Settings an engine takes from the environment: TGI's clap `env` twins of its flags."""
     out: dict[str, Any] = {}
-    if engine == "tgi":
-        for name, flag in _TGI_ENV.items():
-            if name in env and flag in _TGI_FLAGS:
-                field, kind = _TGI_FLAGS[flag]
-                try:
-                    out[field] = _convert(kind, env[name])
-                except ValueError:
-                    continue
-        if env.get("PREFIX_CACHING") in ("0", "false"):
+    module = _config_module(engine)
+    twins = _env_twins(engine)
+    for name, flag in twins.items():
+        if name in env and module is not None and flag in module.config_flags:
+            field, kind = module.config_flags[flag]
+            try:
+                out[field] = _convert(kind, env[name])
+            except ValueError:
+                continue
+    # The launcher's switches that are environment variables only (TGI PREFIX_CACHING / USE_PREFIX_CACHING)
+    module_self = engine_by_name(engine)
+    off = module_self.disabling_other.get("prefix_caching", "") if module_self is not None else ""
+    for var in (w for w in off.replace("(", " ").replace("/", " ").split() if w.endswith("=0")):
+        if env.get(var[:-2]) in ("0", "false"):
             out["enable_prefix_caching"] = False
     return out
+
+
+def _named_by(path: str, body: Any) -> str | None:
+    """The engine whose own endpoint signal this answer is (the reference engine's /version), or None."""
+    return next((m.name for m in engines() for s in m.identity.endpoints if s.path == path and s.matches(body)), None)
 
 
 def _get_json(get: HttpGet, url: str, timeout_s: float) -> Any:
@@ -287,20 +262,18 @@ def probe_server_config(url: str | None, cmdline: Sequence[str] | None = None, e
         version = _get_json(get, base + "/version", timeout_s)
         if isinstance(version, dict) and version.get("version"):
             put("engine_version", str(version["version"]), "/version")
-            if engine is None and str(version.get("engine", "")).startswith("triage"):
-                engine = "reference"  # our own `triage serve` names itself there
-        info = _get_json(get, base + "/info", timeout_s)  # TGI
-        if isinstance(info, dict) and info.get("model_id"):
-            engine = engine or "tgi"
-            put("engine_version", info.get("version"), "/info")
-            put("model", info.get("model_id"), "/info")
-            put("max_model_len", info.get("max_total_tokens"), "/info")
-            # max_concurrent_requests is TGI's refusal limit (claim tgi.max-concurrent-requests-refuses), not
-            # its batch size: /info has none, and TGI 3.x bounds its batch by tokens.
-            put("max_concurrent_requests", info.get("max_concurrent_requests"), "/info")
+        engine = engine or _named_by("/version", version)   # our own `triage serve` names itself there
+        for module in engines():   # settings an engine's own endpoint reports (TGI /info)
+            for path, keys in module.config_endpoints.items():
+                body = _get_json(get, base + path, timeout_s)
+                if not any(s.path == path and s.matches(body) for s in module.identity.endpoints):
+                    continue
+                engine = engine or module.name
+                for key, field in keys.items():
+                    put(field, body.get(key), path)
     argv = redact_argv(cmdline) if cmdline else None
     if engine is None and metrics_engine:
-        engine = "vllm" if metrics_engine.startswith("vllm") else metrics_engine
+        engine = normalise_engine(metrics_engine)
     bad_flags: list[str] = []
     if argv:
         parsed, bad_flags = parse_flags(argv, engine or "vllm")
@@ -309,17 +282,18 @@ def probe_server_config(url: str | None, cmdline: Sequence[str] | None = None, e
     if environ and engine:
         for field, value in parse_env(environ, engine).items():
             put(field, value, "environment")
-    for field, value in _DEFAULTS.get("vllm" if engine == "reference" else engine or "", {}).items():
+    config_module = _config_module(engine) if engine else None
+    for field, value in (config_module.config_defaults if config_module is not None else {}).items():
         if field not in sources:
             values[field] = value
             sources[field] = "default"
-    if engine in _VERSIONED:
+    if engine and engine_by_name(engine) is not None and engine_by_name(engine).versioned_defaults:
         versioned, label = _versioned_defaults(engine, values.get("engine_version"))
         for field, value in versioned.items():
             put(field, value, label)
-    if metrics_engine == "vllm":
-        for field, value in _VLLM_V1_DEFAULTS.items():
-            put(field, value, "default")
+    implied = next((m.metrics_defaults[metrics_engine] for m in engines() if metrics_engine in m.metrics_defaults), {})
+    for field, value in implied.items():
+        put(field, value, "default")
     data: dict[str, Any] = {"engine": engine, "engine_version": values.pop("engine_version", None)}
     for field in FIELDS:
         data[field] = values.get(field)

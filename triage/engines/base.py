@@ -159,6 +159,20 @@ class Engine:
     # EngineIdentityData), or None; and the fix, (text, commands), for `slots` parallel requests of `model`.
     one_at_a_time_fn: Callable[[Any], tuple[str, dict[str, Any]] | None] | None = None
     batching_fix_fn: Callable[[Any, int, str], tuple[str, tuple[str, ...]]] | None = None
+    # How its command line maps to triage's ServerConfigData fields: flag -> (field, kind), kind one of int,
+    # float, str, json, bool (present = True), nobool (present = False), eager_if_disabled.
+    config_flags: dict[str, tuple[str, str]] = field(default_factory=dict)
+    config_defaults: dict[str, Any] = field(default_factory=dict)     # defaults that held across releases
+    versioned_defaults: tuple[str, ...] = ()   # fields whose default the truth table of that version gives
+    model_after: str | None = None             # the positional model follows this word (`vllm serve MODEL`)
+    config_file_flag: str | None = None        # a YAML file of flags (vLLM --config)
+    env_twins: bool = False                    # every flag can be set from an environment variable (TGI, clap)
+    # Settings its own endpoints report: path -> {JSON key: ServerConfigData field} (TGI /info).
+    config_endpoints: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Defaults implied by what its /metrics say it is (vLLM V1: chunked prefill and prefix caching on).
+    metrics_defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # A last look at the parsed flags (SGLang: --chunked-prefill-size -1 turns chunking off).
+    config_fixup_fn: Callable[[dict[str, Any]], None] | None = None
     # Its batching settings from argv and environment: {slots, continuous, ctx_tokens, max_queue, evidence}.
     read_batching_fn: Callable[[Any, Any], dict[str, Any]] | None = None
     rank: int = 100                            # listing order: the engines with flag tables first

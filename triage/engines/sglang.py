@@ -9,6 +9,14 @@ from triage.engines.registry import register
 GIB = 1024 ** 3
 
 
+def _chunking_from_size(out: dict) -> None:
+    """--chunked-prefill-size -1 turns chunking off; it is then no token budget at all."""
+    if "max_num_batched_tokens" in out:
+        out["enable_chunked_prefill"] = out["max_num_batched_tokens"] > 0
+        if not out["enable_chunked_prefill"]:
+            del out["max_num_batched_tokens"]
+
+
 def _default_on(feature: str, version: Version | None, v0: bool, v1_metrics: bool) -> bool | None:
     # RadixAttention prefix caching is on unless --disable-radix-cache; chunked prefill is on
     # (--chunked-prefill-size, -1 turns it off) in every tabled version.
@@ -48,6 +56,23 @@ ENGINE = register(Engine(
                       Since("0.5.2", Knob("--numa-node", claims=("sglang.numa-node-per-gpu",)))),
         "speculative_num_draft_tokens": (Since(None, Knob("--speculative-num-draft-tokens")),),
     },
+    config_flags={
+        "--model-path": ("model", "str"), "--model": ("model", "str"),
+        "--context-length": ("max_model_len", "int"), "--mem-fraction-static": ("gpu_memory_utilization", "float"),
+        "--max-running-requests": ("max_num_seqs", "int"), "--chunked-prefill-size": ("max_num_batched_tokens", "int"),
+        "--disable-radix-cache": ("enable_prefix_caching", "nobool"), "--kv-cache-dtype": ("kv_cache_dtype", "str"),
+        "--dtype": ("dtype", "str"), "--quantization": ("quantization", "str"),
+        "--tp-size": ("tensor_parallel_size", "int"), "--tensor-parallel-size": ("tensor_parallel_size", "int"),
+        "--pp-size": ("pipeline_parallel_size", "int"), "--dp-size": ("data_parallel_size", "int"),
+        "--disable-cuda-graph": ("enforce_eager", "bool"), "--speculative-algorithm": ("speculative_config", "str"),
+        "--page-size": ("block_size", "int"),
+        # Newer ServerArgs (sglang/srt/arg_groups/fields/exec_.py) turn decode CUDA graphs off with these.
+        "--disable-decode-cuda-graph": ("enforce_eager", "bool"),
+        "--cuda-graph-backend-decode": ("enforce_eager", "eager_if_disabled"),
+    },
+    config_defaults={"tensor_parallel_size": 1, "pipeline_parallel_size": 1, "data_parallel_size": 1,
+                     "enforce_eager": False, "kv_cache_dtype": "auto", "dtype": "auto", "enable_prefix_caching": True},
+    config_fixup_fn=_chunking_from_size,
     disabling={"prefix_caching": "--disable-radix-cache", "cuda_graphs": "--disable-cuda-graph"},
     disabling_other={"cuda_graphs": "--disable-decode-cuda-graph / --cuda-graph-backend-decode disabled (newer SGLang)"},
     default_on_fn=_default_on, memory_share="static",

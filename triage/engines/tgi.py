@@ -81,6 +81,20 @@ ENGINE = register(Engine(
                                         "in 2.3) or the model turns it off", ("tgi.prefix-caching-default-on",
                                                                               "tgi.prefix-caching-default-on-2.3")))),
     },
+    config_flags={
+        "--model-id": ("model", "str"), "--max-total-tokens": ("max_model_len", "int"),
+        "--max-batch-size": ("max_num_seqs", "int"), "--cuda-memory-fraction": ("gpu_memory_utilization", "float"),
+        "--max-batch-total-tokens": ("max_batch_total_tokens", "int"),
+        "--max-batch-prefill-tokens": ("max_num_batched_tokens", "int"), "--quantize": ("quantization", "str"),
+        "--max-concurrent-requests": ("max_concurrent_requests", "int"),
+        "--num-shard": ("tensor_parallel_size", "int"), "--dtype": ("dtype", "str"),
+        "--kv-cache-dtype": ("kv_cache_dtype", "str"), "--speculate": ("speculative_config", "str"),
+    },
+    config_defaults={"tensor_parallel_size": 1}, versioned_defaults=("gpu_memory_utilization",), env_twins=True,
+    # /info's max_concurrent_requests is TGI's refusal limit (claim tgi.max-concurrent-requests-refuses), not its
+    # batch size: /info has none, and TGI 3.x bounds its batch by tokens.
+    config_endpoints={"/info": {"version": "engine_version", "model_id": "model", "max_total_tokens": "max_model_len",
+                                "max_concurrent_requests": "max_concurrent_requests"}},
     disabling={"cuda_graphs": "--cuda-graphs 0"},
     disabling_other={"prefix_caching": "PREFIX_CACHING=0 (environment)",
                      "chunked_prefill": "PREFILL_CHUNKING=0 (environment)"},
