@@ -1,6 +1,6 @@
 """The PromQL `diagnose --prometheus` runs, per engine. Every engine metric name comes from that engine's
 source: vLLM, SGLang and TGI through the engine-truth tables (tests/test_history_queries.py checks each
-name against them), llama.cpp from tools/server/server.cpp (probes/prom_more_engines.py), and the GPU from
+name against them), llama.cpp from tools/server/server.cpp (its metric map in triage/engines/others.py), and the GPU from
 dcgm-exporter's DCGM fields (DCGM_FI_DEV_CLOCKS_EVENT_REASONS is field 112, the DCGM >= 3.3 name of
 DCGM_FI_DEV_CLOCK_THROTTLE_REASONS; both are tried).
 

@@ -1,6 +1,7 @@
 """The one Prometheus text parser and normaliser, shared by `triage diagnose` and `triage bench`.
 
-Four name sets become one engine-neutral model (`EngineMetrics`):
+Each engine's names become one engine-neutral model (`EngineMetrics`) through that engine's metric map, declared
+in its module (triage/engines/): for example
 - vLLM V1: `vllm:*` with `model_name` and `engine` labels, `kv_cache_usage_perc` (older V1:
   `gpu_cache_usage_perc`), `prefix_cache_{queries,hits}_total`, `inter_token_latency_seconds`;
 - vLLM V0: `vllm:gpu_cache_usage_perc`, `vllm:time_per_output_token_seconds`, no `engine` label;
@@ -19,6 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from triage.engines import engines
+from triage.engines import get as engine_by_name
 
 HISTOGRAM_KEYS = ("ttft_s", "itl_s", "e2e_s", "queue_time_s", "prefill_time_s", "decode_time_s")
 
@@ -155,28 +159,19 @@ def parse_metrics(text: str) -> MetricsSample:
 # ---------------------------------------------------------------------------------------------
 # Engine detection
 
-_V1_ONLY = ("vllm:kv_cache_usage_perc", "vllm:prefix_cache_queries_total",
-            "vllm:gpu_prefix_cache_queries_total", "vllm:inter_token_latency_seconds_count",
-            "vllm:spec_decode_num_drafts_total", "vllm:request_prefill_kv_computed_tokens_count")
-
-
 def detect_engine(sample: MetricsSample) -> str | None:
-    """"vllm" (V1) | "vllm-v0" | "sglang" | "tgi" | "llama.cpp" | "lmdeploy" | "trtllm", or None."""
+    """The engine whose metric prefix the scrape carries ("vllm" V1 or "vllm-v0", "sglang", "tgi", "llama.cpp",
+    "lmdeploy", "trtllm"), from the engine modules' metric maps; None when none matches."""
     names = sample.names()
-    if any(n.startswith("vllm:") for n in names):
-        has_engine_label = any("engine" in s.labels for s in sample.samples if s.name.startswith("vllm:"))
-        if has_engine_label or any(n in names for n in _V1_ONLY):
-            return "vllm"
-        return "vllm-v0"
-    if any(n.startswith("sglang:") for n in names):
-        return "sglang"
-    if any(n.startswith("tgi_") for n in names):
-        return "tgi"
-    from triage.probes.prom_more_engines import NORMALISERS
-
-    for prefix, engine, _ in NORMALISERS:
-        if any(n.startswith(prefix) for n in names):
-            return engine
+    for engine in engines():
+        m = engine.metrics
+        if m is None or not any(n.startswith(m.prefix) for n in names):
+            continue
+        if m.variant_fn is not None:
+            prefix = m.prefix
+            return m.variant_fn(names, lambda label, prefix=prefix: any(
+                label in x.labels for x in sample.samples if x.name.startswith(prefix)))
+        return engine.name
     return None
 
 
@@ -264,94 +259,24 @@ def _model_name(sample: MetricsSample, prefix: str) -> str | None:
     return names[0] if len(names) == 1 else ", ".join(names)
 
 
-def _vllm(sample: MetricsSample, engine: str) -> EngineMetrics:
-    v = "vllm:"
-    return EngineMetrics(
-        engine=engine,
-        model_name=_model_name(sample, v),
-        kv_cache_usage_frac=_max(sample, [v + "kv_cache_usage_perc", v + "gpu_cache_usage_perc"]),
-        num_requests_running=_sum(sample, [v + "num_requests_running"]),
-        num_requests_waiting=_sum(sample, [v + "num_requests_waiting"]),
-        num_requests_swapped=_sum(sample, [v + "num_requests_swapped"]),
-        num_preemptions_total=_sum(sample, [v + "num_preemptions_total"]),
-        prefix_cache_queries_total=_sum(sample, [v + "prefix_cache_queries_total",
-                                                 v + "gpu_prefix_cache_queries_total"]),
-        prefix_cache_hits_total=_sum(sample, [v + "prefix_cache_hits_total", v + "gpu_prefix_cache_hits_total"]),
-        prefix_cache_hit_rate_gauge=_mean(sample, [v + "gpu_prefix_cache_hit_rate"]),
-        prompt_tokens_total=_sum(sample, [v + "prompt_tokens_total"]),
-        generation_tokens_total=_sum(sample, [v + "generation_tokens_total"]),
-        num_requests_finished_total=_sum(sample, [v + "request_success_total"]),
-        spec_decode_accepted_tokens_total=_sum(sample, [v + "spec_decode_num_accepted_tokens_total"]),
-        spec_decode_draft_tokens_total=_sum(sample, [v + "spec_decode_num_draft_tokens_total"]),
-        spec_decode_num_drafts_total=_sum(sample, [v + "spec_decode_num_drafts_total"]),
-        spec_decode_acceptance_rate_gauge=_mean(sample, [v + "spec_decode_draft_acceptance_rate"]),
-        histograms=_present({
-            "ttft_s": _histogram(sample, [v + "time_to_first_token_seconds"]),
-            "itl_s": _histogram(sample, [v + "inter_token_latency_seconds", v + "time_per_output_token_seconds"]),
-            "e2e_s": _histogram(sample, [v + "e2e_request_latency_seconds"]),
-            "queue_time_s": _histogram(sample, [v + "request_queue_time_seconds"]),
-            "prefill_time_s": _histogram(sample, [v + "request_prefill_time_seconds"]),
-            "decode_time_s": _histogram(sample, [v + "request_decode_time_seconds"]),
-        }),
-        cache_config=_cache_config(sample, v + "cache_config_info"),
-    )
+class _Reader:
+    """The scrape as the engines' metric maps read it (triage/engines/metrics.py)."""
 
+    def __init__(self, sample: MetricsSample):
+        self.sample = sample
 
-def _sglang(sample: MetricsSample) -> EngineMetrics:
-    s = "sglang:"
-    prompt = _sum(sample, [s + "prompt_tokens_total"])
-    cached = _sum(sample, [s + "cached_tokens_total"])
-    return EngineMetrics(
-        engine="sglang",
-        model_name=_model_name(sample, s),
-        kv_cache_usage_frac=_max(sample, [s + "token_usage"]),
-        num_requests_running=_sum(sample, [s + "num_running_reqs"]),
-        num_requests_waiting=_sum(sample, [s + "num_queue_reqs"]),
-        # Preemption is "retraction" in SGLang; num_retracted_reqs is a per-batch gauge, not a count.
-        num_preemptions_total=_sum(sample, [s + "num_retracted_requests_total"]),
-        prefix_cache_queries_total=prompt if cached is not None else None,
-        prefix_cache_hits_total=cached,
-        prefix_cache_hit_rate_gauge=_mean(sample, [s + "cache_hit_rate"]),
-        prompt_tokens_total=prompt,
-        generation_tokens_total=_sum(sample, [s + "generation_tokens_total"]),
-        num_requests_finished_total=_sum(sample, [s + "num_requests_total"]),
-        spec_decode_mean_accept_length=_mean(sample, [s + "spec_accept_length"]),
-        spec_decode_acceptance_rate_gauge=_mean(sample, [s + "spec_accept_rate"]),  # metrics/collector.py
-        kv_cache_capacity_tokens=_sum(sample, [s + "max_total_num_tokens"]),
-        histograms=_present({
-            "ttft_s": _histogram(sample, [s + "time_to_first_token_seconds"]),
-            "itl_s": _histogram(sample, [s + "inter_token_latency_seconds", s + "time_per_output_token_seconds"]),
-            "e2e_s": _histogram(sample, [s + "e2e_request_latency_seconds"]),
-            "queue_time_s": _histogram(sample, [s + "queue_time_seconds"]),
-        }),
-    )
+    def sum(self, names: tuple[str, ...]) -> float | None:
+        return _sum(self.sample, names)
 
+    def max(self, names: tuple[str, ...]) -> float | None:
+        return _max(self.sample, names)
 
-def _tgi(sample: MetricsSample) -> EngineMetrics:
-    input_len = _histogram(sample, ["tgi_request_input_length"])
-    generated = _histogram(sample, ["tgi_request_generated_tokens"])
-    # TGI's KV signal: the running batch's tokens over its token budget (claims tgi.batch-current-max-tokens,
-    # tgi.batch-max-total-tokens); the budget is what bounds a TGI batch.
-    batch_tokens = _max(sample, ["tgi_batch_current_max_tokens"])
-    budget = _max(sample, ["tgi_batch_max_total_tokens"])
-    return EngineMetrics(
-        engine="tgi",
-        kv_cache_usage_frac=min(1.0, batch_tokens / budget) if batch_tokens is not None and budget else None,
-        kv_cache_capacity_tokens=budget,
-        num_requests_running=_sum(sample, ["tgi_batch_current_size"]),
-        num_requests_waiting=_sum(sample, ["tgi_queue_size"]),
-        # TGI counts tokens only inside per-request histograms: their sums are the token totals.
-        prompt_tokens_total=input_len.sum if input_len is not None else None,
-        generation_tokens_total=generated.sum if generated is not None else None,
-        # prometheus-client's parser appends `_total` to a counter sample that lacks it.
-        num_requests_finished_total=_sum(sample, ["tgi_request_success_total", "tgi_request_success"]),
-        histograms=_present({
-            # TGI has no TTFT histogram; its per-request mean time per token stands in for ITL.
-            "itl_s": _histogram(sample, ["tgi_request_mean_time_per_token_duration"]),
-            "e2e_s": _histogram(sample, ["tgi_request_duration"]),
-            "queue_time_s": _histogram(sample, ["tgi_request_queue_duration"]),
-        }),
-    )
+    def mean(self, names: tuple[str, ...]) -> float | None:
+        return _mean(self.sample, names)
+
+    def hist_sum(self, base: str) -> float | None:
+        h = _histogram(self.sample, [base])
+        return h.sum if h is not None else None
 
 
 def _present(hists: Mapping[str, Histogram | None]) -> dict[str, Histogram]:
@@ -359,17 +284,15 @@ def _present(hists: Mapping[str, Histogram | None]) -> dict[str, Histogram]:
 
 
 def normalise(sample: MetricsSample) -> EngineMetrics:
-    """The scrape in engine-neutral terms; an unknown exposition gives an all-None EngineMetrics."""
-    engine = detect_engine(sample)
-    if engine in ("vllm", "vllm-v0"):
-        return _vllm(sample, engine)
-    if engine == "sglang":
-        return _sglang(sample)
-    if engine == "tgi":
-        return _tgi(sample)
-    from triage.probes.prom_more_engines import NORMALISERS
-
-    for _, name, normaliser in NORMALISERS:
-        if engine == name:
-            return normaliser(sample)
-    return EngineMetrics(engine=None)
+    """The scrape in engine-neutral terms, through the engine's own metric map; an unknown exposition gives an
+    all-None EngineMetrics."""
+    label = detect_engine(sample)
+    module = engine_by_name(label)
+    if module is None or module.metrics is None:
+        return EngineMetrics(engine=None)
+    m = module.metrics
+    values = m.read(_Reader(sample))
+    hists = {key: _histogram(sample, list(bases)) for key, bases in m.histograms.items()}
+    return EngineMetrics(
+        engine=label, model_name=_model_name(sample, m.prefix) if m.model_label else None, **values,
+        histograms=_present(hists), cache_config=_cache_config(sample, m.cache_config) if m.cache_config else {})

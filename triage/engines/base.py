@@ -173,6 +173,7 @@ class Engine:
     metrics_defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
     # A last look at the parsed flags (SGLang: --chunked-prefill-size -1 turns chunking off).
     config_fixup_fn: Callable[[dict[str, Any]], None] | None = None
+    metrics: Any = None                        # its MetricMap (triage/engines/metrics.py), or None
     # Its batching settings from argv and environment: {slots, continuous, ctx_tokens, max_queue, evidence}.
     read_batching_fn: Callable[[Any, Any], dict[str, Any]] | None = None
     rank: int = 100                            # listing order: the engines with flag tables first

@@ -7,7 +7,42 @@ from typing import Any
 
 from triage.engines.argv import bounded_int, flag_value
 from triage.engines.base import BatchingKnob, EndpointSignal, Engine, Identity, Launch, Version
+from triage.engines.metrics import First, Given, MetricMap, Plus, mean, mx, s
 from triage.engines.registry import register
+
+_L = "llamacpp:"
+# llama.cpp (tools/server/server.cpp, README "/metrics"): prompt_tokens_total excludes cached tokens.
+LLAMACPP_METRICS = MetricMap(prefix=_L, signals={
+    "kv_cache_usage_frac": mx(_L + "kv_cache_usage_ratio"),
+    "num_requests_running": s(_L + "requests_processing"),
+    "num_requests_waiting": s(_L + "requests_deferred"),
+    "prefix_cache_queries_total": Plus(s(_L + "prompt_tokens_total"), s(_L + "prompt_tokens_cached_total")),
+    "prefix_cache_hits_total": Given(s(_L + "prompt_tokens_cached_total"), "prefix_cache_queries_total"),
+    "prompt_tokens_total": First((Plus(s(_L + "prompt_tokens_total"), s(_L + "prompt_tokens_cached_total")),
+                                  s(_L + "prompt_tokens_total"))),
+    "generation_tokens_total": s(_L + "tokens_predicted_total"),
+    "spec_decode_accepted_tokens_total": s(_L + "spec_decode_num_accepted_tokens_total"),
+    "spec_decode_draft_tokens_total": s(_L + "spec_decode_num_draft_tokens_total"),
+    "spec_decode_num_drafts_total": s(_L + "spec_decode_num_drafts_total"),
+    "batch_occupancy_mean": mean(_L + "n_busy_slots_per_decode"),
+})
+
+
+def _vllm_shaped(p: str) -> MetricMap:
+    """LMDeploy (lmdeploy/metrics/loggers.py) and TensorRT-LLM (tensorrt_llm/serve/metrics/metrics.py) export
+    vLLM-shaped names under their own prefix."""
+    return MetricMap(prefix=p, signals={
+        "kv_cache_usage_frac": mx(p + "gpu_cache_usage_perc"),
+        "num_requests_running": s(p + "num_requests_running"),
+        "num_requests_waiting": s(p + "num_requests_waiting"),
+        "num_preemptions_total": s(p + "num_preemptions_total"),
+        "prompt_tokens_total": s(p + "prompt_tokens_total"),
+        "generation_tokens_total": s(p + "generation_tokens_total"),
+    }, histograms={
+        "ttft_s": (p + "time_to_first_token_seconds",), "itl_s": (p + "time_per_output_token_seconds",),
+        "e2e_s": (p + "e2e_request_latency_seconds",), "queue_time_s": (p + "request_queue_time_seconds",),
+        "prefill_time_s": (p + "request_prefill_time_seconds",), "decode_time_s": (p + "request_decode_time_seconds",),
+    })
 
 
 def _llamacpp_batching(argv: Sequence[str], env: Mapping[str, str]) -> dict[str, Any]:
@@ -108,6 +143,7 @@ LLAMACPP = register(Engine(
         meaning="number of server slots: requests decoded together in one batch; -c is split over the slots",
         claims=("llamacpp.parallel-flag", "llamacpp.parallel-auto", "llamacpp.parallel-auto-is-4")),
     one_at_a_time_fn=_llamacpp_single, batching_fix_fn=_llamacpp_fix, read_batching_fn=_llamacpp_batching,
+    metrics=LLAMACPP_METRICS,
 ))
 
 OLLAMA = register(Engine(
@@ -139,7 +175,7 @@ TRANSFORMERS = register(Engine(
 ))
 
 LMDEPLOY = register(Engine(
-    name="lmdeploy", display="LMDeploy",
+    name="lmdeploy", display="LMDeploy", metrics=_vllm_shaped("lmdeploy:"),
     identity=Identity(metric_prefixes=("lmdeploy:",), process_names=("lmdeploy",),
                       launches=(Launch("lmdeploy", ("serve",)),),
                       source="InternLM/lmdeploy lmdeploy/metrics/loggers.py (lmdeploy:num_requests_running, ...)"),
@@ -147,6 +183,7 @@ LMDEPLOY = register(Engine(
 
 TRTLLM = register(Engine(
     name="trtllm", display="TensorRT-LLM trtllm-serve", aliases=("tensorrt-llm", "tensorrt_llm", "trtllm-serve"),
+    metrics=_vllm_shaped("tensorrt_llm:"),
     identity=Identity(metric_prefixes=("tensorrt_llm:", "trtllm_"), version_path="/version",
                       process_names=("trtllm-serve",), launches=(Launch("trtllm-serve"),),
                       source="NVIDIA/TensorRT-LLM docs/source/commands/trtllm-serve.rst (/health, /metrics, /version); "

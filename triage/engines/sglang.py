@@ -4,7 +4,34 @@ from __future__ import annotations
 import math
 
 from triage.engines.base import Engine, Identity, Knob, Launch, NoEquivalent, Since, Version
+from triage.engines.metrics import Given, MetricMap, mean, mx, s
 from triage.engines.registry import register
+
+p = "sglang:"
+METRICS = MetricMap(
+    prefix=p, model_label=True,
+    signals={
+        "kv_cache_usage_frac": mx(p + "token_usage"),
+        "num_requests_running": s(p + "num_running_reqs"),
+        "num_requests_waiting": s(p + "num_queue_reqs"),
+        # Preemption is "retraction" in SGLang; num_retracted_reqs is a per-batch gauge, not a count.
+        "num_preemptions_total": s(p + "num_retracted_requests_total"),
+        "prefix_cache_hits_total": s(p + "cached_tokens_total"),
+        "prefix_cache_queries_total": Given(s(p + "prompt_tokens_total"), "prefix_cache_hits_total"),
+        "prefix_cache_hit_rate_gauge": mean(p + "cache_hit_rate"),
+        "prompt_tokens_total": s(p + "prompt_tokens_total"),
+        "generation_tokens_total": s(p + "generation_tokens_total"),
+        "num_requests_finished_total": s(p + "num_requests_total"),
+        "spec_decode_mean_accept_length": mean(p + "spec_accept_length"),
+        "spec_decode_acceptance_rate_gauge": mean(p + "spec_accept_rate"),   # metrics/collector.py
+        "kv_cache_capacity_tokens": s(p + "max_total_num_tokens"),
+    },
+    histograms={
+        "ttft_s": (p + "time_to_first_token_seconds",),
+        "itl_s": (p + "inter_token_latency_seconds", p + "time_per_output_token_seconds"),
+        "e2e_s": (p + "e2e_request_latency_seconds",),
+        "queue_time_s": (p + "queue_time_seconds",),
+    })
 
 GIB = 1024 ** 3
 
@@ -75,7 +102,7 @@ ENGINE = register(Engine(
     config_fixup_fn=_chunking_from_size,
     disabling={"prefix_caching": "--disable-radix-cache", "cuda_graphs": "--disable-cuda-graph"},
     disabling_other={"cuda_graphs": "--disable-decode-cuda-graph / --cuda-graph-backend-decode disabled (newer SGLang)"},
-    default_on_fn=_default_on, memory_share="static",
+    default_on_fn=_default_on, memory_share="static", metrics=METRICS,
     memory_target_fn=lambda current, vram, usual: static_memory_share(current, vram),
     notes={
         "auto_numa_bind": ("From 0.5.18 SGLang binds each GPU's process to that GPU's NUMA node by itself unless "

@@ -16,7 +16,30 @@ from triage.engines.base import (
     Since,
     Version,
 )
+from triage.engines.metrics import HistSum, MetricMap, Ratio, mx, s
 from triage.engines.registry import register
+
+METRICS = MetricMap(
+    prefix="tgi_",
+    signals={
+        # TGI's KV signal: the running batch's tokens over its token budget, which is what bounds a TGI batch
+        # (claims tgi.batch-current-max-tokens, tgi.batch-max-total-tokens).
+        "kv_cache_usage_frac": Ratio(mx("tgi_batch_current_max_tokens"), mx("tgi_batch_max_total_tokens")),
+        "kv_cache_capacity_tokens": mx("tgi_batch_max_total_tokens"),
+        "num_requests_running": s("tgi_batch_current_size"),
+        "num_requests_waiting": s("tgi_queue_size"),
+        # TGI counts tokens only inside per-request histograms: their sums are the token totals.
+        "prompt_tokens_total": HistSum("tgi_request_input_length"),
+        "generation_tokens_total": HistSum("tgi_request_generated_tokens"),
+        # prometheus-client's parser appends `_total` to a counter sample that lacks it.
+        "num_requests_finished_total": s("tgi_request_success_total", "tgi_request_success"),
+    },
+    histograms={
+        # TGI has no TTFT histogram; its per-request mean time per token stands in for ITL.
+        "itl_s": ("tgi_request_mean_time_per_token_duration",),
+        "e2e_s": ("tgi_request_duration",),
+        "queue_time_s": ("tgi_request_queue_duration",),   # claim tgi.request-queue-duration
+    })
 
 _CHUNKING_IGNORES_SIZE = NoEquivalent(
     "TGI 3.x ignores --max-batch-size while prefill chunking is on (its default): the batch is bounded by "
@@ -105,6 +128,7 @@ ENGINE = register(Engine(
         Milestone("3.0", "prefill chunking on by default",
                   claims=("tgi.prefill-chunking-default-off-2.4", "tgi.prefill-chunking-default-on")),
     ),
+    metrics=METRICS,
     default_on_fn=_default_on, memory_share="total", memory_target_fn=lambda current, vram, usual: _whole_gpu(current),
     notes={
         "max_concurrent_requests": ("--max-concurrent-requests is TGI's refusal limit (an 'overloaded' error), "

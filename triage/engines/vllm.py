@@ -4,7 +4,47 @@ from __future__ import annotations
 
 import triage.core.engine_truth as truth
 from triage.engines.base import Engine, Identity, Knob, Launch, Milestone, NoEquivalent, Since, Version
+from triage.engines.metrics import MetricMap, mean, mx, s
 from triage.engines.registry import register
+
+_V1_ONLY = ("vllm:kv_cache_usage_perc", "vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total",
+            "vllm:inter_token_latency_seconds_count", "vllm:spec_decode_num_drafts_total",
+            "vllm:request_prefill_kv_computed_tokens_count")
+
+
+def _variant(names: set[str], has_engine_label) -> str:
+    """V1 exports an `engine` label and names V0 never had."""
+    return "vllm" if has_engine_label("engine") or any(n in names for n in _V1_ONLY) else "vllm-v0"
+
+
+v = "vllm:"
+METRICS = MetricMap(
+    prefix=v, model_label=True, cache_config=v + "cache_config_info", variant_fn=_variant,
+    signals={
+        "kv_cache_usage_frac": mx(v + "kv_cache_usage_perc", v + "gpu_cache_usage_perc"),
+        "num_requests_running": s(v + "num_requests_running"),
+        "num_requests_waiting": s(v + "num_requests_waiting"),
+        "num_requests_swapped": s(v + "num_requests_swapped"),
+        "num_preemptions_total": s(v + "num_preemptions_total"),
+        "prefix_cache_queries_total": s(v + "prefix_cache_queries_total", v + "gpu_prefix_cache_queries_total"),
+        "prefix_cache_hits_total": s(v + "prefix_cache_hits_total", v + "gpu_prefix_cache_hits_total"),
+        "prefix_cache_hit_rate_gauge": mean(v + "gpu_prefix_cache_hit_rate"),
+        "prompt_tokens_total": s(v + "prompt_tokens_total"),
+        "generation_tokens_total": s(v + "generation_tokens_total"),
+        "num_requests_finished_total": s(v + "request_success_total"),
+        "spec_decode_accepted_tokens_total": s(v + "spec_decode_num_accepted_tokens_total"),
+        "spec_decode_draft_tokens_total": s(v + "spec_decode_num_draft_tokens_total"),
+        "spec_decode_num_drafts_total": s(v + "spec_decode_num_drafts_total"),
+        "spec_decode_acceptance_rate_gauge": mean(v + "spec_decode_draft_acceptance_rate"),
+    },
+    histograms={
+        "ttft_s": (v + "time_to_first_token_seconds",),
+        "itl_s": (v + "inter_token_latency_seconds", v + "time_per_output_token_seconds"),
+        "e2e_s": (v + "e2e_request_latency_seconds",),
+        "queue_time_s": (v + "request_queue_time_seconds",),
+        "prefill_time_s": (v + "request_prefill_time_seconds",),
+        "decode_time_s": (v + "request_decode_time_seconds",),
+    })
 
 
 def _minor(key: str) -> str:
@@ -87,7 +127,7 @@ ENGINE = register(Engine(
     metrics_defaults={"vllm": {"enable_chunked_prefill": True, "enable_prefix_caching": True}},
     disabling={"prefix_caching": "--no-enable-prefix-caching", "chunked_prefill": "--no-enable-chunked-prefill",
                "cuda_graphs": "--enforce-eager"},
-    default_on_fn=_default_on, memory_share="total", legacy_fn=_legacy,
+    default_on_fn=_default_on, memory_share="total", legacy_fn=_legacy, metrics=METRICS,
     log_markers={
         # The first line of the API server's start; up to 0.17 `vllm serve` wrote "vLLM API server version",
         # from 0.18 "vLLM server version %s, serving model %s".
