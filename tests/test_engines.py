@@ -1,0 +1,263 @@
+"""The engines registry (triage/engines/): one module per engine, every tabled release, the server's version in
+every fix, a claims ledger for what triage says an engine does, and no engine-name comparison elsewhere."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from dataclasses import fields, replace
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import triage.core.engine_truth as truth
+from tests.rules_fixtures import bench, snapshot
+from triage.cli import app
+from triage.core.report import BenchSection
+from triage.core.report_io import from_dict
+from triage.core.snapshot import ProbeResult, Snapshot
+from triage.engines import claim, engines, get, ledger
+from triage.probes.http import HttpResponse
+from triage.probes.prom import EngineMetrics
+from triage.probes.server_metrics import probe_server_metrics
+from triage.rules import REGISTRY, RulesConfig, evaluate
+from triage.rules.engine_flags import engine_flags
+from triage.rules.engines import EngineInfo
+
+REPO = Path(__file__).resolve().parent.parent
+PROM = Path(__file__).parent / "fixtures" / "prom"
+
+
+# -- the ledger ----------------------------------------------------------------------------------------------
+
+def test_every_claim_cited_anywhere_is_in_the_ledger_with_its_source_lines_hashed():
+    cited = {c for e in engines() for c in e.cited()}
+    cited |= {r.split(":", 1)[1] for rule in REGISTRY for r in rule.doc.references if r.startswith("claim:")}
+    assert len(cited) >= 20
+    assert cited <= set(ledger()), sorted(cited - set(ledger()))
+    for c in ledger().values():
+        assert re.fullmatch(r"[a-z0-9.]+(-[a-z0-9.]+)*", c.id.split(".", 1)[1]), c.id
+        assert c.kind in ("git", "pypi") and c.path and c.ref and c.sentence.endswith(".")
+        assert 1 <= c.first_line <= c.last_line and re.fullmatch(r"[0-9a-f]{64}", c.sha256), c.id
+    assert "backends/v3/src/backend.rs:L175-184" in claim("tgi.chunking-ignores-max-batch-size").citation
+
+
+def test_rules_explain_prints_the_citations():
+    out = CliRunner().invoke(app, ["rules", "explain", "SCHED003"], env={"COLUMNS": "200"}).output
+    assert "What the engines' source says" in out and "tgi_request_queue_duration" in out
+    assert "huggingface/text-generation-inference@v3.3.7 router/src/server.rs:L418" in out
+
+
+# -- one home for engine knowledge ---------------------------------------------------------------------------
+
+_NAMES = "|".join(re.escape(e.name) for e in engines()) + "|vllm-v0"
+_COMPARISON = re.compile(rf"""(==|!=)\s*["']({_NAMES})["']|["']({_NAMES})["']\s*(==|!=)|"""
+                         rf"""\bin\s*\((\s*["']({_NAMES})["']\s*,?)+\)|["']({_NAMES})["']\s+(not\s+)?in\b""")
+# Not an engine: `triage import` detects a peer tool's *result file* format, one of which is vLLM's bench.
+_NOT_ENGINES = {("triage/importers/__init__.py", 'fmt == "vllm"')}
+
+
+def test_no_code_outside_the_engines_package_compares_engine_names():
+    found = []
+    for root in ("triage", "probes", "rules"):
+        for path in sorted((REPO / root).rglob("*.py")):
+            rel = path.relative_to(REPO).as_posix()
+            if rel.startswith("triage/engines/") or path.is_symlink() or any(p.is_symlink() for p in path.parents):
+                continue
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                m = _COMPARISON.search(line)
+                if m and not any(rel == f and snippet in line for f, snippet in _NOT_ENGINES):
+                    found.append(f"{rel}:{n}: {line.strip()}")
+    assert not found, "engine knowledge outside triage/engines/:\n" + "\n".join(found)
+
+
+def test_the_comparison_check_catches_a_planted_one():
+    assert _COMPARISON.search('    if engine.name == "tgi" and v < (3, 0, 0):')
+    assert _COMPARISON.search('    if engine in ("vllm", "sglang"):')
+    assert not _COMPARISON.search('    module = get(engine)')
+
+
+def test_every_metric_map_names_real_engine_metrics_fields():
+    known = {f.name for f in fields(EngineMetrics)}
+    for e in engines():
+        if e.metrics is not None:
+            assert set(e.metrics.signals) <= known, (e.name, set(e.metrics.signals) - known)
+            assert set(e.metrics.histograms) <= {"ttft_s", "itl_s", "e2e_s", "queue_time_s", "prefill_time_s",
+                                                 "decode_time_s"}
+
+
+# -- every release people run ---------------------------------------------------------------------------------
+
+def _minors(engine: str) -> set[tuple[int, int]]:
+    return {truth.version_key(v)[:2] for v in truth.versions(engine)}
+
+
+def test_every_release_is_tabled_with_its_provenance():
+    newest_vllm = truth.version_key(truth.newest("vllm"))
+    assert {(0, m) for m in range(6, newest_vllm[1] + 1)} <= _minors("vllm")
+    sglang = {truth.version_key(v) for v in truth.versions("sglang")}
+    assert {(0, 5, n) for n in range(1, truth.version_key(truth.newest("sglang"))[2] + 1)} <= {v for v in sglang}
+    assert any(v[:2] == (0, 4) for v in sglang)                    # the last 0.4 release
+    assert {(2, 0), (2, 1), (2, 2), (2, 3), (2, 4), (3, 0), (3, 1), (3, 2), (3, 3)} <= _minors("tgi")
+    listed = json.loads(CliRunner().invoke(app, ["engines", "list", "--format", "json"]).stdout)
+    by_name = {e["name"]: e for e in listed}
+    assert len(by_name["vllm"]["versions"]) == len(truth.versions("vllm"))
+    assert all(v["sha256"] and v["files"] for v in by_name["tgi"]["versions"])
+
+
+def test_a_version_between_tables_is_a_gap_not_a_silent_match():
+    assert truth.table("vllm", "0.20.1").match == "patch" and truth.table("vllm", "0.20.1").version == "0.20.2"
+    assert truth.table("sglang", "0.5.4").match == "exact" and truth.table("sglang", "0.5.4").version == "0.5.4.post3"
+    assert truth.table("vllm", "0.5.4").match == "gap"             # older than every table
+    assert truth.table("vllm", None).match == "unknown"
+    cmds, note = engine_flags({"max_num_seqs": 512}, EngineInfo("vllm", "0.5.4"))
+    assert "0.5.4 is not tabled" in note
+    cmds, note = engine_flags({"max_num_seqs": 512}, EngineInfo("vllm", None))
+    assert "server version unknown" in note
+
+
+def test_an_sglang_0_5_4_server_is_checked_against_0_5_4_never_an_unknown_version():
+    snap = snapshot({"server_config.engine": "sglang", "server_config.engine_version": "0.5.4",
+                     "server_config.gpu_memory_utilization": 0.8}, drop=("server_metrics",))
+    b = bench({"levels.3.server.kv_cache_usage_frac_max": 0.98, "levels.3.server.num_requests_waiting_max": 30})
+    result = evaluate(Snapshot(probes=tuple(from_dict(ProbeResult, p) for p in snap["probes"])),
+                      bench=from_dict(BenchSection, b))
+    kv = next(f for f in result.findings if f.code == "KV001")
+    assert "server version unknown" not in kv.fix.text and "--mem-fraction-static 0.84" in kv.fix.commands
+    assert "--mem-fraction-static 0.92" not in " ".join(kv.fix.commands)
+
+
+# -- TGI saturation, seen and fixed in TGI's own terms --------------------------------------------------------
+
+def _earlier(text: str) -> str:
+    """The same server a window earlier: every histogram's count and sum halved (gauges as they are), so the
+    window's histogram means are the capture's."""
+    def half(m: re.Match) -> str:
+        return f"{m.group(1)} {float(m.group(2)) / 2:g}"
+    return re.sub(r"^(tgi_\w+_(?:bucket\{[^}]*\}|sum|count)) ([\d.]+)$", half, text, flags=re.M)
+
+
+def _tgi_snapshot(capture: str, version: str = "3.3.7") -> Snapshot:
+    text = (PROM / capture).read_text()
+    answers = [_earlier(text), text]
+    metrics = probe_server_metrics("http://10.0.0.7:8080", window_s=5.0, num_intermediate=0,
+                                   get=lambda url, timeout_s: HttpResponse(200, answers.pop(0) if len(answers) > 1
+                                                                           else answers[0]),
+                                   sleep=lambda s: None)
+    base = snapshot({"server_config.engine": "tgi", "server_config.engine_version": version,
+                     "engine_identity.engine": "tgi", "engine_identity.version": version,
+                     "server_process.engine": "tgi", "server_config.gpu_memory_utilization": 1.0,
+                     "server_config.enable_prefix_caching": None, "server_config.enable_chunked_prefill": None,
+                     "server_config.max_num_seqs": None, "server_config.kv_cache_dtype": "fp8_e4m3fn"},
+                    drop=("server_metrics",))
+    probes = [from_dict(ProbeResult, p) for p in base["probes"]]
+    return Snapshot(probes=(*probes, metrics))
+
+
+def test_a_saturated_tgi_is_named_with_tgis_own_flags_only():
+    snap = _tgi_snapshot("tgi_3_3_7_saturated.txt")
+    assert snap.get("server_metrics").data.kv_cache_usage_frac == pytest.approx(160524 / 163800)
+    result = evaluate(snap, config=RulesConfig())
+    codes = {f.code: f for f in result.findings}
+    assert {"KV001", "SCHED003"} <= set(codes), sorted(codes)
+    assert codes["SCHED003"].evidence["server_metrics.histograms.queue_time_s.mean_s"] == pytest.approx(3.0)
+    for f in result.findings:
+        text = " ".join(f.fix.commands) + " " + f.fix.text if f.fix else ""
+        assert "--max-batch-size" not in " ".join(f.fix.commands if f.fix else ()), (f.code, text)
+        assert "--gpu-memory-utilization" not in " ".join(f.fix.commands if f.fix else ()), f.code
+    skipped = {s.code for s in result.skipped}
+    assert "KV001" not in skipped
+
+
+def test_a_healthy_tgi_stays_quiet():
+    result = evaluate(_tgi_snapshot("tgi_3_3_7_healthy.txt"), config=RulesConfig(model_weight_bytes=16.06e9))
+    loud = [f.code for f in result.findings if f.severity.rank < 3 and f.kind.value == "problem"]
+    assert not {"KV001", "SCHED003"} & set(loud), loud
+
+
+def test_tgi_max_batch_size_is_advised_only_where_tgi_honours_it():
+    assert engine_flags({"max_num_seqs": 256}, EngineInfo("tgi", "2.4.1"))[0] == ("--max-batch-size 256",)
+    cmds, note = engine_flags({"max_num_seqs": 256}, EngineInfo("tgi", "3.3.6"))
+    assert cmds == () and "ignores --max-batch-size while prefill chunking is on" in note
+
+
+# -- the audit's defects, each against what the source says ------------------------------------------------------
+
+def test_ollama_runs_one_request_at_a_time_by_default_since_0_10():
+    knob = get("ollama").batching_knob
+    assert knob.default.startswith("1 ") and "ollama.num-parallel-default-1" in knob.claims
+
+
+def test_vllm_0_20_to_0_30_default_to_0_92():
+    for v in ("0.20.0", "0.22.0", "0.27.1", "0.30.0"):
+        assert truth.default("vllm", "gpu_memory_utilization", v)[0] == 0.92, v
+    assert truth.default("vllm", "gpu_memory_utilization", "0.19.1")[0] == 0.9
+
+
+def test_tgi_tables_say_what_tgi_does():
+    t = truth.table("tgi", "3.3.7")
+    assert t.defaults["max_num_seqs"] is None and t.defaults["max_concurrent_requests"] == 128
+    assert t.defaults["memory_wiggle_room"] == 0.9 and t.defaults["launcher_vram_wiggle_room"] == 0.95
+    assert t.defaults["enable_chunked_prefill"] is True
+    assert truth.table("tgi", "2.4.1").defaults["enable_chunked_prefill"] is False
+    assert truth.table("tgi", "2.3.1").defaults["enable_prefix_caching"] is True
+    assert truth.table("tgi", "2.2.0").defaults["enable_prefix_caching"] is False
+
+
+def test_vllm_0_33_table_has_the_cache_config_and_spec_decode_metrics():
+    metrics = truth.table("vllm", "0.33.0").metrics
+    for name in ("vllm:cache_config_info", "vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
+                 "vllm:spec_decode_num_accepted_tokens"):
+        assert name in metrics, name
+
+
+def test_vllm_startup_marker_follows_the_version():
+    vllm = get("vllm")
+    assert vllm.log_marker("api_server_start", "0.17.1") == ("vLLM API server version",)
+    assert vllm.log_marker("api_server_start", "0.18.0") == ("vLLM server version",)
+    from triage.probes.logs import scan_lines
+
+    out = scan_lines(["INFO vLLM server version 0.33.0, serving model m",
+                      "WARNING No available shared memory broadcast block found in 60 seconds",
+                      "INFO Application startup complete."])
+    assert out["num_shm_broadcast_stalls_startup"] == 1
+
+
+def test_tgi_prefill_chunking_switch_is_its_environment_variable():
+    assert engine_flags({"enable_chunked_prefill": None}, EngineInfo("tgi", "2.4.1"))[0] == ("PREFILL_CHUNKING=1",)
+    cmds, note = engine_flags({"enable_chunked_prefill": None}, EngineInfo("tgi", "3.3.7"))
+    assert cmds == () and "chunks prefills by default" in note
+
+
+def test_eng006_and_mem001_say_only_what_the_source_supports():
+    assert "vLLM fixed such leaks" not in REGISTRY.get("ENG006").doc.fix
+    mem001 = (REPO / "rules" / "catalog" / "mem001_swap_active.py").read_text()
+    assert "lower the engine's CPU swap" not in mem001 and "gone since 0.18" in REGISTRY.get("MEM001").doc.fix
+
+
+# -- one copy of each package ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["rules", "probes", "reference_engine"])
+def test_a_top_level_import_is_refused_with_the_right_name(name):
+    done = subprocess.run([sys.executable, "-c", f"import {name}"], cwd=REPO, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert done.returncode != 0 and f"import triage.{name}, not {name}" in done.stderr
+
+
+def test_engines_show_gives_knobs_at_a_version_and_the_claims():
+    out = json.loads(CliRunner().invoke(app, ["engines", "show", "tgi", "--version", "3.3.6", "--format",
+                                              "json"]).stdout)
+    assert out["knobs"]["max_num_seqs"]["flag"] is None and "tgi.chunking-ignores-max-batch-size" in \
+        out["knobs"]["max_num_seqs"]["claims"]
+    assert any("backend.rs:L175-184" in line for line in out["claims"])
+    bad = CliRunner().invoke(app, ["engines", "show", "nope"])
+    assert bad.exit_code == 2 and "unknown engine 'nope'" in bad.output
+
+
+def test_a_module_knob_change_between_versions_is_respected():
+    tgi = get("tgi")
+    changed = replace(tgi, knobs={**tgi.knobs})
+    assert changed.knob("max_num_seqs", "2.0.4").flag == "--max-batch-size"
+    assert changed.knob("max_num_seqs", None).reason.startswith("TGI 3.x ignores")
