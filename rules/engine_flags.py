@@ -102,7 +102,8 @@ def engine_flags(knobs: dict[str, object], engine: Any) -> tuple[tuple[str, ...]
         for other in LAUNCHERS:
             if other == name:
                 continue
-            flags = [r.text for r in (render(k, other, v) for k, v in knobs.items()) if r.text]
+            flags = [r.text for r in (render(k, other, v) for k, v in _comparable(knobs, name, other).items())
+                     if r.text]
             if flags:
                 others.append(f"{PRETTY[other]}: {' '.join(flags)}")
         note = ""
@@ -115,7 +116,8 @@ def engine_flags(knobs: dict[str, object], engine: Any) -> tuple[tuple[str, ...]
         return cmds, note
     cmds_list, checked = [], []
     for eng, launcher in LAUNCHERS.items():
-        rs = [render(k, eng, v) for k, v in knobs.items()]
+        rs = [render(k, eng, v) for k, v in _comparable(knobs, "vllm", eng).items()] or \
+            [render(k, eng, v) for k, v in knobs.items()]
         flags = [r.text for r in rs if r.text]
         if flags:
             cmds_list.append(f"{launcher} ... {' '.join(flags)}")
@@ -126,6 +128,16 @@ def engine_flags(knobs: dict[str, object], engine: Any) -> tuple[tuple[str, ...]
         if module is not None and module.flags_like else f"no flag table for {name}")
     note = f" Flags as of {', '.join(checked)} ({why})." if checked else ""
     return tuple(cmds_list), note
+
+
+def _comparable(knobs: dict[str, object], source: str | None, target: str) -> dict[str, object]:
+    """The knobs whose value carries over from `source`'s scale to `target`'s: a memory share computed for an
+    engine whose share is all the memory it takes (vLLM) means something else to one whose share leaves its
+    activations out (SGLang's --mem-fraction-static), so it is not offered there as an equivalent."""
+    a, b = get(source), get(target)
+    if a is None or b is None or a.memory_share == b.memory_share:
+        return knobs
+    return {k: v for k, v in knobs.items() if k != "gpu_memory_utilization"}
 
 
 def claims_of(knobs: dict[str, object], engine: Any) -> tuple[str, ...]:
