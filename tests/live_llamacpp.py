@@ -74,6 +74,15 @@ def write_tiny_gguf(path: Path, n_vocab: int = 512, n_embd: int = 64, n_layer: i
 
 @pytest.fixture(scope="session")
 def llama_server_parallel1(tmp_path_factory) -> Iterator[LiveServer]:
+    yield from _llama_server(tmp_path_factory, slots=1)
+
+
+@pytest.fixture(scope="session")
+def llama_server_parallel4(tmp_path_factory) -> Iterator[LiveServer]:
+    yield from _llama_server(tmp_path_factory, slots=4)
+
+
+def _llama_server(tmp_path_factory, slots: int) -> Iterator[LiveServer]:
     binary = os.environ.get("TRIAGE_LLAMA_SERVER") or shutil.which("llama-server")
     if not binary:
         pytest.skip("llama-server is not on PATH (it takes ~15 min to build; see docs/ENGINES.md)")
@@ -82,7 +91,7 @@ def llama_server_parallel1(tmp_path_factory) -> Iterator[LiveServer]:
     model = write_tiny_gguf(work / "tiny.gguf")
     port = _free_port()
     argv = (binary, "-m", str(model), "-a", "tiny-llama", "--host", "127.0.0.1", "--port", str(port),
-            "--metrics", "--slots", "--parallel", "1", "-c", "2048", "-t", "1")
+            "--metrics", "--slots", "--parallel", str(slots), "-c", str(2048 * slots), "-t", "1")
     log = work / "server.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)

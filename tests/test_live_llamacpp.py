@@ -37,3 +37,25 @@ def test_live_llamacpp_one_slot_under_load(llama_server_parallel1, tmp_path):
     assert report["target"]["engine"] == "llama.cpp"
     eng = {f["code"]: f for f in report["findings"]}.get("ENG001")
     assert eng is not None and any("--parallel" in c for c in eng["fix"]["commands"]), report["findings"]
+
+
+@pytest.mark.parametrize("server", ["llama_server_parallel1", "llama_server_parallel4"])
+def test_live_llamacpp_serves_every_request_even_with_no_text(server, request, tmp_path):
+    """Its random-weight model decodes some requests to nothing printable: llama-server then streams one final
+    chunk with "text": "", finish_reason "length" and usage.completion_tokens 16 (issue 30). Those are served,
+    counted as completed with no text, and BENCH002 stays quiet."""
+    url = request.getfixturevalue(server).url
+    bench_json, diag_json = tmp_path / "bench.json", tmp_path / "diagnose.json"
+    run = [sys.executable, "-m", "triage"]
+    b = subprocess.run(run + ["bench", "--url", url, "--concurrency", "1,4", "--num-requests", "16",
+                              "--output-len", "16", "--input-len", "32", "--json", str(bench_json),
+                              "--format", "json"], capture_output=True, text=True, timeout=300)
+    assert b.returncode in (0, 1), b.stderr[-2000:]
+    levels = json.loads(bench_json.read_text())["bench"]["levels"]
+    assert [lv["requests"]["failed"] for lv in levels] == [0, 0], [lv["requests"] for lv in levels]
+    assert all(lv["requests"]["completed"] == 16 for lv in levels)
+    d = subprocess.run(run + ["diagnose", "--url", url, "--bench", str(bench_json), "--window-s", "0.5",
+                              "--skip", "storage,kernel_log,memory,gpu", "--json", str(diag_json),
+                              "--format", "json"], capture_output=True, text=True, timeout=300)
+    assert d.returncode in (0, 1), d.stderr[-2000:]
+    assert "BENCH002" not in {f["code"] for f in json.loads(diag_json.read_text())["findings"]}

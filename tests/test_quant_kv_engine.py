@@ -92,7 +92,7 @@ def test_the_engine_imports_no_quantization_code_unless_an_fp8_cache_is_asked_fo
     import subprocess
     import sys
 
-    code = ("import sys, reference_engine.engine; "
+    code = ("import sys, triage.reference_engine.engine; "
             "print(any(m.startswith('triage.reference_engine.quant') for m in sys.modules))")
     repo = Path(__file__).resolve().parent.parent
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,

@@ -82,5 +82,5 @@ def test_spec_table_and_rules_import_without_torch():
     """The rules read this table, and the rules are pure: importing either must not pull in torch."""
     import subprocess
     import sys
-    code = "import sys, rules, triage.core.specs; sys.exit(1 if 'torch' in sys.modules else 0)"
+    code = "import sys, triage.rules, triage.core.specs; sys.exit(1 if 'torch' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
