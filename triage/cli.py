@@ -52,7 +52,7 @@ bench_app.callback(help="Load-test an OpenAI-compatible server (or the bundled r
 bench_app.command("merge", help="One report from the per-request records of several shards or workers "
                                 "(percentiles from all records).")(_bench.merge)
 app.add_typer(bench_app, name="bench")
-app.command("compare", help="The CI gate: compare two reports; exit 1 on a regression.")(_compare.compare)
+app.command("compare")(_compare.compare)
 app.command("import", help="Convert a vLLM, AIPerf or GuideLLM result file into a triage bench report.")(
     _import.import_file)
 app.command("serve", help="Serve the reference engine: OpenAI-compatible API, vLLM-named /metrics.")(_serve.serve)

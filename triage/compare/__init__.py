@@ -6,7 +6,13 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from triage.compare.bench_diff import WITHIN_RUN, MetricComparison, Verdict, compare_bench
+from triage.compare.bench_diff import (
+    NO_INTERVAL_RULE,
+    WITHIN_RUN,
+    MetricComparison,
+    Verdict,
+    compare_bench,
+)
 from triage.compare.comparability import Difference, check_comparable
 from triage.compare.findings_diff import FindingsDiff, compare_findings
 from triage.compare.thresholds import MetricRule
@@ -74,6 +80,8 @@ def compare_reports(base: Report, cand: Report, rules: tuple[MetricRule, ...],
     if any(m.note == WITHIN_RUN for m in rows):
         notes.append("Intervals from per-request samples see within-run noise only; run both benches with "
                      "--repeat 3 for run-to-run noise.")
+    if any(m.threshold_only for m in rows):
+        notes.append(f"threshold only: {NO_INTERVAL_RULE} Run both with --repeat 3 for an interval.")
     if any(m.verdict is Verdict.INCONCLUSIVE for m in rows):
         notes.append(f"inconclusive: the interval straddles the limit; --inconclusive {policy.value} "
                      f"{'fails' if policy is InconclusivePolicy.FAIL else 'passes'} them.")
