@@ -32,7 +32,11 @@ def bench(
                                      "10 s of arrivals for a rate; embedded: 8).", rich_help_panel=LOAD),
     duration: float = typer.Option(None, "--duration", help="Seconds per level instead of a request count.", rich_help_panel=LOAD),
     warmup: int = typer.Option(None, "--warmup", help="Requests sent first and left out of the stats (default 2).", rich_help_panel=LOAD),
-    repeat: int = typer.Option(1, "--repeat", help="Run each level K times (compare uses the spread).", rich_help_panel=LOAD),
+    repeat: int = typer.Option(1, "--repeat", help="Run each level K times, in rounds (level 1, level 2, ..., then "
+                               "again), so each level's repeats spread over the run; compare uses them as "
+                               "independent samples and checks them for drift.", rich_help_panel=LOAD),
+    repeat_order: str = typer.Option("rounds", "--repeat-order", help="rounds (the default) or back-to-back: "
+                                     "each level's K repeats one after the other.", rich_help_panel=LOAD),
     seed: int = typer.Option(0, "--seed", help="Seed for prompts, lengths and arrival times.", rich_help_panel=LOAD),
     endpoint: str = typer.Option("completions", "--endpoint", help="completions or chat.", rich_help_panel=TARGET),
     api_key: str = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", show_default=False,
@@ -112,7 +116,7 @@ def bench(
         api_key=api_key, header=header, timeout=timeout, input_len=input_len,
         output_len=output_len, len_dist=len_dist, shared_prefix_len=shared_prefix_len, dataset=dataset, slo=slo,
         max_in_flight=max_in_flight, defaults=EMBEDDED_DEFAULTS if embedded else URL_DEFAULTS,
-        warm_connections=warm_connections, request_id_header=request_id_header)
+        warm_connections=warm_connections, request_id_header=request_id_header, repeat_order=repeat_order)
     if len(all_urls) > 1:
         import dataclasses as _dc
 

@@ -30,6 +30,7 @@ NOT_WORKLOAD = frozenset({
     # when and how the bench ran, not what it asked: its wall-clock start, the idle connect time it measured,
     # its connection and request-id settings
     "started_at", "started_epoch_s", "idle_connect_ms_p50", "warm_connections", "request_id_header",
+    "repeat_order",
 })
 # Config keys that are server settings a peer or the bench recorded.
 SERVER_KEYS = ("max_model_len",)

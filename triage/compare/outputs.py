@@ -107,6 +107,7 @@ def section(result: CompareResult) -> dict[str, Any]:
                 "regressions": result.count(Verdict.REGRESSION),
                 "inconclusive": result.count(Verdict.INCONCLUSIVE),
                 "threshold_only": sum(1 for m in result.metrics if m.threshold_only),
+                "drift": list(result.drift),
                 "changed": [{"what": d.category, "key": d.key, "base": d.base, "candidate": d.cand}
                             for d in result.changed],
                 "metrics": data, "tables": tables}
@@ -154,6 +155,8 @@ def junit(result: CompareResult) -> str:
         if not result.findings.new:
             ET.SubElement(suite, "testcase", classname="triage.compare.findings", name="no-new-findings")
             cases += 1
+    if result.drift:        # said once for the suite: it is about a report, not one metric
+        ET.SubElement(suite, "system-out").text = "\n".join(n for n in result.notes if n.startswith("drift "))
     suite.set("tests", str(cases))
     suite.set("failures", str(result.failures))
     suite.set("skipped", str(skipped))
