@@ -137,3 +137,11 @@ def test_old_reports_without_the_new_fields_still_load_and_compare(tmp_path):
     assert back.bench.levels[0].drift is None
     result = compare_reports(back, back, parse_max_regression(None))
     assert result.drift == () and result.exit_code == 0
+
+
+def test_a_drift_warning_in_one_report_does_not_make_the_workloads_differ():
+    base = bench_report([level(1, [100.0] * 10, [20.0] * 10, [300.0] * 10, 1000.0)])
+    cand = replace(base, bench=replace(base.bench, config={**base.bench.config, "repeat_order": "back-to-back",
+                                                         "warnings": ["drift at c=1: ..."]}))
+    result = compare_reports(base, cand, parse_max_regression(None))
+    assert result.changed == () and result.exit_code == 0
