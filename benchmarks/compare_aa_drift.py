@@ -22,30 +22,37 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 ORDERS = ("rounds", "back-to-back")
-BENCH_ARGS = ("--concurrency", "1,4", "--num-requests", "12", "--repeat", "3", "--warmup", "1",
+BENCH_ARGS = ("--concurrency", "1,4", "--num-requests", "16", "--repeat", "3", "--warmup", "1",
               "--input-len", "32", "--output-len", "16")
 BURNER = "import sys, time\nend = time.time() + float(sys.argv[1])\nwhile time.time() < end:\n    pass\n"
 MAX_BURN_S = 300.0
 
 
-def _bench(url: str, order: str, path: Path) -> float:
-    """One bench; its wall time in seconds."""
+def _bench(url: str, order: str, path: Path) -> tuple[float, float]:
+    """One bench: (its launch, its end), epoch s."""
     cmd = [sys.executable, "-m", "triage", "bench", "--url", url, *BENCH_ARGS, "--repeat-order", order,
            "--json", str(path), "--format", "json"]
     t0 = time.time()
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     if done.returncode not in (0, 1):
         raise SystemExit(f"bench failed: {done.stderr[-2000:]}")
-    return time.time() - t0
+    return t0, time.time()
 
 
-def _burn_halfway(expected_s: float) -> tuple[threading.Thread, list]:
-    """Start, after expected_s / 2, a busy loop for the rest of the expected run (bounded)."""
+def _window(path: Path, launched: float, ended: float) -> tuple[float, float]:
+    """(seconds from launch to the bench's own start, seconds it measured): the process start-up (imports,
+    preflight) is not part of the run the burner has to land in the middle of."""
+    started = json.loads(path.read_text())["bench"]["config"]["started_epoch_s"]
+    return started - launched, ended - started
+
+
+def _burn_halfway(startup_s: float, span_s: float) -> tuple[threading.Thread, list]:
+    """Start a busy loop halfway through the bench's measured span, for the rest of it (bounded)."""
     procs: list = []
 
     def later():
-        time.sleep(expected_s / 2)
-        burn_s = min(MAX_BURN_S, expected_s / 2 + 5.0)
+        time.sleep(startup_s + span_s / 2)
+        burn_s = min(MAX_BURN_S, span_s / 2 + 5.0)
         procs.append(subprocess.Popen([sys.executable, "-c", BURNER, str(burn_s)]))
 
     thread = threading.Thread(target=later, daemon=True)
@@ -62,8 +69,8 @@ def collect(runs_dir: Path, pairs: int) -> dict[str, list[tuple[Path, Path, floa
         for p in range(pairs):
             for order in (ORDERS if p % 2 == 0 else ORDERS[::-1]):
                 quiet, burnt = runs_dir / f"{order}_p{p}_a.json", runs_dir / f"{order}_p{p}_b.json"
-                took = _bench(server.url, order, quiet)
-                thread, procs = _burn_halfway(took)
+                startup_s, span_s = _window(quiet, *_bench(server.url, order, quiet))
+                thread, procs = _burn_halfway(startup_s, span_s)
                 load_before = os.getloadavg()[0]
                 _bench(server.url, order, burnt)
                 thread.join()
@@ -71,7 +78,8 @@ def collect(runs_dir: Path, pairs: int) -> dict[str, list[tuple[Path, Path, floa
                     proc.kill()
                     proc.wait()
                 out[order].append((quiet, burnt, load_before))
-                print(f"pair {p} {order}: {took:.1f} s a bench, burner from {took / 2:.1f} s into b", flush=True)
+                print(f"pair {p} {order}: {span_s:.1f} s measured (after {startup_s:.1f} s start-up); burner "
+                      f"from {span_s / 2:.1f} s into b's run", flush=True)
     return out
 
 
@@ -92,7 +100,8 @@ def analyse(runs: dict[str, list[tuple[Path, Path, float]]]) -> dict:
             levels += len(read_report(burnt).bench.levels)
             drifted += sum(1 for d in result.drift if d["report"] == "candidate")
             for m in result.metrics:
-                by_metric.setdefault(m.metric, []).append(m.verdict.value)
+                if m.verdict is not Verdict.NOT_MEASURED:      # goodput without an SLO: nothing to judge
+                    by_metric.setdefault(m.metric, []).append(m.verdict.value)
         out[order] = {
             "pairs": len(pairs),
             "false_alarm_share": {k: v.count(Verdict.REGRESSION.value) / len(v) for k, v in by_metric.items()},
