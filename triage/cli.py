@@ -54,9 +54,9 @@ app.command("diagnose", help=manual(
     "triage diagnose --prometheus http://127.0.0.1:9090 --window 1h"))(_diagnose.diagnose)
 bench_app = typer.Typer(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 bench_app.callback(help=manual(
-    "Load-test an OpenAI-compatible server (or the bundled reference engine): closed-loop concurrency and "
-    "open-loop rate levels, with goodput, server and GPU state per level, and a verdict on whether the client "
-    "itself was the bottleneck. `triage bench merge DIR...` merges shard outputs.",
+    "Load-test an OpenAI-compatible server (or the bundled reference engine).\n\n"
+    "Closed-loop concurrency and open-loop rate levels, with goodput, server and GPU state per level, and a "
+    "verdict on whether the client itself was the bottleneck. `triage bench merge DIR...` merges shard outputs.",
     "triage bench --url http://127.0.0.1:8000 --concurrency 1,4,16 --json bench.json",
     "triage bench --url http://127.0.0.1:8000 --concurrency 1,4 --repeat 3 --output-dir out/base",
     "triage bench --url http://127.0.0.1:8000 --slo ttft_ms=500,tpot_ms=50 --find-max concurrency"))(_bench.bench)
