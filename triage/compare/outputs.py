@@ -66,8 +66,9 @@ def settle_lines(result: CompareResult) -> list[str]:
 
 
 def metric_row(result: CompareResult, m: MetricComparison) -> list[Any]:
+    ci = "none" if m.threshold_only else interval_text(m)      # the next column says "threshold only"
     return [m.level, m.metric, m.base, m.cand, pct(m.change_pct), f"{m.max_regression_pct:g}%",
-            interval_text(m), evidence(m), verdict_text(result, m)]
+            ci, evidence(m), verdict_text(result, m)]
 
 
 def _finding_rows(label: str, findings: tuple[Finding, ...]) -> list[list[Any]]:
