@@ -11,6 +11,7 @@
    smallest delay caught ≥ 90% of the time, and what relative slowdown of that metric it was.
 
     python benchmarks/compare_aa.py [--rounds 3] [--delays 1,2,4,8] [--runs-dir DIR] [--reuse]
+    python benchmarks/compare_aa.py --drift [--pairs 4]     # host drift: repeats in rounds vs back to back
 
 Writes benchmarks/results/compare_aa.json. The box is shared: absolute latencies move, ratios matter.
 """
@@ -43,6 +44,7 @@ from triage.core.report_io import read_report  # noqa: E402
 BENCH_ARGS = ("--concurrency", "1,4", "--num-requests", "16", "--repeat", "3", "--warmup", "1",
               "--input-len", "32", "--output-len", "16")
 RULES = parse_max_regression(None)
+DEFAULT_RUNS = "/tmp/triage_compare_aa_runs"
 
 
 def collect(runs_dir: Path, delays: list[float], rounds: int) -> dict[float, list[Path]]:
@@ -129,10 +131,21 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--delays", default="1,2,4,8", help="injected delays in ms")
     parser.add_argument("--splits", type=int, default=40, help="random halvings per delay-0 run")
-    parser.add_argument("--runs-dir", default="/tmp/triage_compare_aa_runs")
+    parser.add_argument("--runs-dir", default=DEFAULT_RUNS)
     parser.add_argument("--reuse", action="store_true", help="analyse the runs already in --runs-dir")
-    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "compare_aa.json"))
+    parser.add_argument("--out", default=None, help="default benchmarks/results/compare_aa.json "
+                                                        "(compare_aa_drift.json with --drift)")
+    parser.add_argument("--drift", action="store_true", help="plant a CPU burner halfway through one bench of "
+                        "each A/A pair; false alarms with repeats in rounds vs back to back (compare_aa_drift.py)")
+    parser.add_argument("--pairs", type=int, default=4, help="--drift: A/A pairs per repeat order")
     args = parser.parse_args()
+    results_dir = REPO / "benchmarks" / "results"
+    if args.drift:
+        from benchmarks.compare_aa_drift import main as drift_main
+
+        runs = Path(args.runs_dir if args.runs_dir != DEFAULT_RUNS else DEFAULT_RUNS + "_drift")
+        return drift_main(args.pairs, runs, Path(args.out or results_dir / "compare_aa_drift.json"), args.reuse)
+    args.out = args.out or str(results_dir / "compare_aa.json")
     delays = [float(d) for d in args.delays.split(",") if d]
     runs_dir = Path(args.runs_dir)
     started = time.time()

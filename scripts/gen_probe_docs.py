@@ -125,6 +125,15 @@ def build_schema() -> dict[str, Any]:
         _records(cls, records)
     for name in sorted(records):
         schema["$defs"][f"pd_{name}"] = _object_schema(records[name])
+    # Additive bench fields of 1.1 (old reports lack them and still validate): what each --repeat records,
+    # and the drift check of a level's first and last repeats.
+    level = schema["$defs"]["level"]["properties"]
+    level["repeats"] = {"type": ["array", "null"], "items": {"type": "object", "properties": {
+        "repeat": {"type": "integer"}, "started_epoch_s": {"type": "number"},
+        "host_load_1m": {"type": ["number", "null"]}, "num_completed": {"type": "integer"},
+        "client_valid": {"type": "boolean"}, "client_invalid_reason": {"type": "string"}}}}
+    level["drift"] = {"type": ["object", "null"], "properties": {
+        "drifted": {"type": "boolean"}, "metrics": {"type": "object"}}}
     probe = schema["$defs"]["probe"]
     probe["allOf"] = [
         {"if": {"properties": {"name": {"const": name}, "data": {"minProperties": 1}}},

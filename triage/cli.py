@@ -4,12 +4,15 @@ from __future__ import annotations
 import typer
 
 from triage import __version__
-from triage.cli_support import SETTINGS
+from triage.cli_support import SETTINGS, manual
 
 app = typer.Typer(
     name="triage",
-    help="Why is my LLM inference slow, and what do I change? "
-         "Exit codes: 0 ok, 1 gate tripped, 2 could not do the job, 130 interrupted.",
+    help=manual("Why is my LLM inference slow, and what do I change? "
+                "Exit codes: 0 ok, 1 gate tripped, 2 could not do the job, 130 interrupted.",
+                "triage diagnose --url http://127.0.0.1:8000",
+                "triage bench --url http://127.0.0.1:8000 --concurrency 1,4,16 --repeat 3 --json base.json",
+                "triage compare base.json cand.json --format markdown"),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -45,25 +48,61 @@ from triage.commands import rules as _rules  # noqa: E402
 from triage.commands import serve as _serve  # noqa: E402
 from triage.commands import watch as _watch  # noqa: E402
 
-app.command("diagnose", help="Run every probe and the rules; print ranked findings with evidence and exact flags.")(
-    _diagnose.diagnose)
+app.command("diagnose", help=manual(
+    "Run every probe and the rules; print ranked findings with evidence and exact flags.",
+    "triage diagnose --url http://127.0.0.1:8000",
+    "triage diagnose --url http://127.0.0.1:8000 --bench bench.json --format markdown",
+    "triage diagnose --prometheus http://127.0.0.1:9090 --window 1h"))(_diagnose.diagnose)
 bench_app = typer.Typer(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
-bench_app.callback(help="Load-test an OpenAI-compatible server (or the bundled reference engine); "
-                        "`triage bench merge DIR...` merges shard outputs.")(_bench.bench)
-bench_app.command("merge", help="One report from the per-request records of several shards or workers "
-                                "(percentiles from all records).")(_bench.merge)
+bench_app.callback(help=manual(
+    "Load-test an OpenAI-compatible server (or the bundled reference engine).\n\n"
+    "Closed-loop concurrency and open-loop rate levels, with goodput, server and GPU state per level, and a "
+    "verdict on whether the client itself was the bottleneck. `triage bench merge DIR...` merges shard outputs.",
+    "triage bench --url http://127.0.0.1:8000 --concurrency 1,4,16 --json bench.json",
+    "triage bench --url http://127.0.0.1:8000 --concurrency 1,4 --repeat 3 --output-dir out/base",
+    "triage bench --url http://127.0.0.1:8000 --slo ttft_ms=500,tpot_ms=50 --find-max concurrency"))(_bench.bench)
+bench_app.command("merge", help=manual(
+    "One report from the per-request records of several shards or workers (percentiles from all records).",
+    "triage bench merge out/shard-0 out/shard-1 --json bench.json",
+    "triage bench merge out/shard-* --format markdown"))(_bench.merge)
 app.add_typer(bench_app, name="bench")
-app.command("compare", help="The CI gate: compare two reports; exit 1 on a regression.")(_compare.compare)
-app.command("import", help="Convert a vLLM, AIPerf or GuideLLM result file into a triage bench report.")(
-    _import.import_file)
-app.command("serve", help="Serve the reference engine: OpenAI-compatible API, vLLM-named /metrics.")(_serve.serve)
-app.add_typer(_rules.app, name="rules", help="The rule registry: `list`, or `explain CODE`.")
-app.add_typer(_engines.app, name="engines", help="What triage knows of each engine: `list`, or `show ENGINE`.")
-app.command("baseline", help="Measure seed 000's before/after table on this host with the reference engine.")(_baseline.baseline)
-app.command("watch", help="Diagnose on a loop and serve findings and key signals as Prometheus metrics.")(
-    _watch.watch)
-app.command("plan", help="VRAM fit, KV capacity, roofline speed, fleet size and cost; vLLM flags.")(_plan.plan)
-
+app.command("compare", help=manual(
+    "The CI gate: compare two reports; exit 1 on a regression.\n\n"
+    "Exit 0 pass, 1 regression, 2 unusable or incomparable input. Each metric at each level is judged on the "
+    "95% interval of its change against its limit (from the repeats, else the per-request samples). "
+    "A metric with neither repeats nor per-request samples is judged on its point change against the limit "
+    "and marked threshold only. A run whose repeats drifted is flagged as such.",
+    "triage compare base.json cand.json",
+    "triage compare base.json cand.json --max-regression ttft_ms.p99=10% --format junit > triage.xml",
+    "triage compare base.json cand.json --inconclusive fail --format markdown"))(_compare.compare)
+app.command("import", help=manual(
+    "Convert a vLLM, AIPerf or GuideLLM result file into a triage bench report.",
+    "triage import vllm-result.json --json base.json",
+    "triage import profile_export_aiperf.json --json cand.json"))(_import.import_file)
+app.command("serve", help=manual(
+    "Serve the reference engine: OpenAI-compatible API, vLLM-named /metrics.",
+    "triage serve --port 8000",
+    "triage serve --model small --port 8001 --inject-delay-ms 5"))(_serve.serve)
+app.add_typer(_rules.app, name="rules", help=manual(
+    "The rule registry: `list`, or `explain CODE`.",
+    "triage rules list",
+    "triage rules explain KV001"))
+app.add_typer(_engines.app, name="engines", help=manual(
+    "What triage knows of each engine: `list` the engines and the versions tabled, or `show ENGINE` at a version.",
+    "triage engines list",
+    "triage engines show tgi --version 3.3.6"))
+app.command("baseline", help=manual(
+    "Measure seed 000's before/after table on this host with the reference engine.",
+    "triage baseline --quick",
+    "triage baseline --rows batching,kv-layout --json baseline.json"))(_baseline.baseline)
+app.command("watch", help=manual(
+    "Diagnose on a loop and serve findings and key signals as Prometheus metrics.",
+    "triage watch --url http://127.0.0.1:8000 --metrics-port 9464",
+    "triage watch --print-alert-rules > triage-alerts.yml"))(_watch.watch)
+app.command("plan", help=manual(
+    "VRAM fit, KV capacity, roofline speed, fleet size and cost; vLLM flags.",
+    "triage plan --model llama-3.1-8b --gpu h100-sxm",
+    "triage plan --model llama-3.1-70b --gpu a100-80gb --qps 20 --price-per-gpu-hour 2.5"))(_plan.plan)
 
 def main() -> None:
     app(prog_name="triage")

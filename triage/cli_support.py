@@ -86,18 +86,25 @@ def url_option(help: str) -> Any:
     return typer.Option(None, "--url", envvar="TRIAGE_URL", help=help)
 
 
-def json_option() -> Any:
-    return typer.Option(None, "--json", help="Also write the report JSON to this file.")
+def json_option(panel: str | None = None) -> Any:
+    return typer.Option(None, "--json", help="Also write the report JSON to this file.", rich_help_panel=panel)
 
 
-def format_option(formats: tuple[str, ...] = FORMATS) -> Any:
+def format_option(formats: tuple[str, ...] = FORMATS, panel: str | None = None) -> Any:
     """The `--format` option, checked when the command line is parsed (before any work starts)."""
     def check(value: str) -> str:
         if value not in formats:
             raise typer.BadParameter(f"{value!r} is not one of {', '.join(formats)}")
         return value
 
-    return typer.Option("text", "--format", callback=check, help=f"Output on stdout: {', '.join(formats)}.")
+    return typer.Option("text", "--format", callback=check, help=f"Output on stdout: {', '.join(formats)}.",
+                        rich_help_panel=panel)
+
+
+def manual(summary: str, *examples: str) -> str:
+    """A command's help as a manual page ends: the summary (paragraphs split by a blank line), then
+    `Examples:` and two or three command lines, one a line (tests/test_cli_help.py checks every command)."""
+    return summary + "\n\nExamples:\n\n" + "\n".join(f"  {e}" for e in examples)
 
 
 def emit(report: Report, json_path: Path | None, fmt: str = "text",

@@ -47,6 +47,9 @@ class LevelSpec:
         return level_name(self)
 
 
+REPEAT_ORDERS = ("rounds", "back-to-back")
+
+
 @dataclass(frozen=True, slots=True)
 class BenchConfig:
     url: str
@@ -75,6 +78,9 @@ class BenchConfig:
     # header that carries each request's id (None: none is sent).
     warm_connections: bool = True
     request_id_header: str | None = "X-Request-Id"
+    # --repeat K: "rounds" runs level 1, level 2, ..., then again (each level's repeats spread over the run);
+    # "back-to-back" runs a level's K repeats one after the other.
+    repeat_order: str = "rounds"
     # Workloads (workloads.py): multi-turn chat, trace replay, prefix groups, ramps.
     turns: int = 1
     think_time_ms: float = 0.0
@@ -132,6 +138,7 @@ class BenchConfig:
             "headers": {k: redact_header(k, v) for k, v in self.headers.items()},
             "warm_connections": self.warm_connections,
             "request_id_header": self.request_id_header,
+            "repeat_order": self.repeat_order,
             "workload": self.workload_dict(),
             **({"shard": self.shard} if self.shard is not None else {}),
             **({"urls": [redact_text(u) for u in self.urls], "balance": self.balance} if len(self.urls) > 1 else {}),
@@ -233,7 +240,7 @@ def config_from_flags(*, url: str | None, model: str | None, concurrency: str | 
                       timeout: float, input_len: str | int | None, output_len: int | None, len_dist: str,
                       shared_prefix_len: int, dataset: Path | None, slo: str | None, max_in_flight: int,
                       defaults: dict[str, Any], warm_connections: bool = True,
-                      request_id_header: str | None = "X-Request-Id") -> BenchConfig:
+                      request_id_header: str | None = "X-Request-Id", repeat_order: str = "rounds") -> BenchConfig:
     """The command's flags, checked, as a BenchConfig. `defaults` fills what was not given (they differ for the
     embedded server and for --url). Every bad value raises UsageError naming the flag."""
     if url is not None:
@@ -273,6 +280,8 @@ def config_from_flags(*, url: str | None, model: str | None, concurrency: str | 
         levels = [dataclasses.replace(lv, input_len=n) for lv in levels for n in input_lens]
     if num_requests is None and duration is None:
         num_requests = defaults["num_requests"]
+    if repeat_order not in REPEAT_ORDERS:
+        raise UsageError(f"--repeat-order {repeat_order!r}: use {' or '.join(REPEAT_ORDERS)}")
     request_id_header = (request_id_header or "").strip() or None
     if request_id_header is not None and not _TOKEN.match(request_id_header):
         raise UsageError(f"--request-id-header {request_id_header!r} is not a valid header name")
@@ -283,4 +292,5 @@ def config_from_flags(*, url: str | None, model: str | None, concurrency: str | 
         timeout_s=timeout, input_len=input_lens[0] if input_lens else defaults["input_len"],
         output_len=output_len or defaults["output_len"], len_dist=_choice("--len-dist", len_dist, LenDist),
         shared_prefix_len=shared_prefix_len, dataset=dataset, slo=parse_slo(slo), burstiness=burstiness,
-        max_in_flight=max_in_flight, warm_connections=warm_connections, request_id_header=request_id_header)
+        max_in_flight=max_in_flight, warm_connections=warm_connections, request_id_header=request_id_header,
+        repeat_order=repeat_order)

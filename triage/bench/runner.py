@@ -22,12 +22,15 @@ from triage.bench.pool import ConnectEvent, ConnectionPool
 from triage.bench.preflight import ServerInfo, check_sweep_fits, preflight
 from triage.bench.ramp import run_linear, window_specs
 from triage.bench.records import RecordSink, RequestRecord
+from triage.bench.repeats import Parts as _Parts
+from triage.bench.repeats import host_load_1m, merge_client, repeat_record
 from triage.bench.server_scrape import GpuSampler, ServerScraper
-from triage.bench.stats import duration_s, repeat_summary, summarize
+from triage.bench.stats import duration_s, summarize
 from triage.bench.validity import ClientMeasurements, CpuMeter, LoopLagMonitor, verdict
 from triage.bench.workload import PromptItem, build, from_trace, synthetic
+from triage.core.drift import describe, drift_check
 from triage.core.errors import UsageError
-from triage.core.report import BenchLevel, BenchSection, ClientStats
+from triage.core.report import BenchLevel, BenchSection, level_name
 
 SWEEP_SEED_STRIDE = 1_000_003  # seed offset between the prompt pools of an --input-len sweep's lengths
 DURATION_POOL_PER_S = 8  # --duration: prompts generated per second per slot (reused after that, with a note)
@@ -59,19 +62,6 @@ def check_turns_fit(cfg: BenchConfig, max_model_len: int | None) -> None:
         raise UsageError(f"--turns {cfg.turns} with --input-len {cfg.input_len} and --output-len {cfg.output_len} "
                          f"grows a conversation to about {needed} tokens, past the server's max_model_len "
                          f"{max_model_len}: lower --turns, --input-len or --output-len")
-
-
-def _merge_client(stats: list[ClientStats]) -> ClientStats:
-    """One level's client verdict over its repeats: invalid if any repeat was."""
-    def mean(values: list[float | None]) -> float | None:
-        present = [v for v in values if v is not None]
-        return float(np.mean(present)) if present else None
-
-    reasons = [s.invalid_reason for s in stats if s.invalid_reason]
-    lags = [s.event_loop_lag_ms_p99 for s in stats if s.event_loop_lag_ms_p99 is not None]
-    return ClientStats(cpu_pct=mean([s.cpu_pct for s in stats]), event_loop_lag_ms_p99=max(lags) if lags else None,
-                       achieved_concurrency=mean([s.achieved_concurrency for s in stats]),
-                       valid=all(s.valid for s in stats), invalid_reason="; ".join(dict.fromkeys(reasons)) or None)
 
 
 class BenchRunner:
@@ -176,6 +166,10 @@ class BenchRunner:
                 self.levels.append(level)
                 self.observer.level_finished(level)
             return self.section()
+        if cfg.repeat > 1 and len(cfg.levels) > 1 and cfg.repeat_order == "rounds" and not self.fleet:
+            for level in await self._interleaved(pool, scraper, opts, level_slices, gpu):
+                self.observer.level_finished(level)
+            return self.section()
         for spec, slices in zip(cfg.levels, level_slices, strict=True):
             level = await self._level(pool, scraper, opts, spec, slices, gpu)
             self.levels.append(level)
@@ -226,6 +220,29 @@ class BenchRunner:
 
     async def _level(self, pool: ConnectionPool, scraper: httpx.AsyncClient, opts: RequestOptions,
                      spec: LevelSpec, slices: list[list[PromptItem]], gpu: GpuSampler | None) -> BenchLevel:
+        """Every repeat of one level back to back, in one server and GPU window."""
+        parts = await self._repeats(pool, scraper, opts, spec, list(enumerate(slices)), gpu)
+        return self._finish(spec, [parts])
+
+    async def _interleaved(self, pool: ConnectionPool, scraper: httpx.AsyncClient, opts: RequestOptions,
+                           level_slices: list[list[list[PromptItem]]], gpu: GpuSampler | None) -> list[BenchLevel]:
+        """--repeat K in rounds: level 1, level 2, ..., then again, so that each level's repeats spread over the
+        whole run and a host that drifts shows up as spread between repeats (and in the drift check), not as a
+        difference between levels. Each repeat has its own server and GPU window. An interrupted run still
+        reports every level with at least one finished repeat."""
+        cfg = self.cfg
+        done: list[list[_Parts]] = [[] for _ in cfg.levels]
+        try:
+            for rep in range(cfg.repeat):
+                for i, (spec, slices) in enumerate(zip(cfg.levels, level_slices, strict=True)):
+                    done[i].append(await self._repeats(pool, scraper, opts, spec, [(rep, slices[rep])], gpu))
+        finally:
+            self.levels.extend(self._finish(spec, parts) for spec, parts in zip(cfg.levels, done, strict=True)
+                               if parts)
+        return self.levels
+
+    async def _repeats(self, pool: ConnectionPool, scraper: httpx.AsyncClient, opts: RequestOptions,
+                       spec: LevelSpec, slices: list[tuple[int, list[PromptItem]]], gpu: GpuSampler | None) -> _Parts:
         cfg = self.cfg
         level_scraper = ServerScraper(scraper, interval_s=cfg.scrape_interval_s)
         replica_scrapers = [level_scraper, *(ServerScraper(s, interval_s=cfg.scrape_interval_s) for s in self.scrapers[1:])]
@@ -233,19 +250,14 @@ class BenchRunner:
             await w.start()
         if gpu is not None:
             gpu.start()
-        records: list[RequestRecord] = []
-        per_repeat: list[BenchLevel] = []
-        durations_s: list[float] = []
-        client_stats: list[ClientStats] = []
-        notes: list[str] = []
-        warm_events: list[ConnectEvent] = []
-        gpu_dict = None
+        parts = _Parts(scrapers=replica_scrapers)
         try:
-            for rep, items in enumerate(slices):
+            for rep, items in slices:
                 warm = await self._warm(pool, spec)
                 self.observer.level_started(spec, rep, cfg.requests_for(spec))
                 ctx = LevelContext(pool, opts, items, self.epoch, self._on_record, repeat=rep,
                                    timeout_s=cfg.timeout_s, wall_epoch_s=self.wall_start_s)
+                started_s, load_1m = time.time(), host_load_1m()
                 lag, cpu = LoopLagMonitor(), CpuMeter()
                 lag.start()
                 cpu.start()
@@ -257,36 +269,58 @@ class BenchRunner:
                 stats = verdict(spec, run.records, ClientMeasurements(
                     cpu_pct=cpu_pct, loop_lag_ms_p99=lag.p99_ms(), send_lag_ms=run.send_lag_ms,
                     num_slot_waits=run.num_slot_waits))
-                client_stats.append(stats)
-                if len(slices) > 1:
-                    per_repeat.append(summarize(spec, run.records, cfg.slo, stats, keep_samples=False))
-                durations_s.append(duration_s([r for r in run.records if not r.warmup]))
-                records.extend(run.records)
-                warm_events.extend(warm)
-                notes.extend(self._load_notes(spec, run))
+                parts.client_stats.append(stats)
+                if cfg.repeat > 1:
+                    one = summarize(spec, run.records, cfg.slo, stats, keep_samples=False)
+                    parts.repeats.append(repeat_record(one, rep, started_s, load_1m))
+                parts.durations_s.append(duration_s([r for r in run.records if not r.warmup]))
+                parts.records.extend(run.records)
+                parts.warm_events.extend(warm)
+                parts.notes.extend(self._load_notes(spec, run))
                 if run.stopped is not None:
-                    notes.append(self._stopped_note(run))
+                    parts.notes.append(self._stopped_note(run))
         finally:
             for i, w in enumerate(replica_scrapers):
-                await w.stop(expected_finished=sum(1 for r in records if r.ok and (not self.fleet or r.replica == i)))
+                await w.stop(expected_finished=sum(1 for r in parts.records
+                                                   if r.ok and (not self.fleet or r.replica == i)))
             if gpu is not None:
-                gpu_dict = gpu.stop()
-        level = summarize(spec, records, cfg.slo, _merge_client(client_stats), gpu=gpu_dict,
-                          notes=tuple(notes), duration_override_s=sum(durations_s))
-        server, server_reason = level_scraper.summary(level.ttft_ms.mean)
+                parts.gpu = gpu.stop()
+        return parts
+
+    def _finish(self, spec: LevelSpec, windows: list[_Parts]) -> BenchLevel:
+        """One level from its repeats (one window back to back, or one window per repeat when interleaved)."""
+        cfg = self.cfg
+        records = [r for w in windows for r in w.records]
+        notes = [n for w in windows for n in w.notes]
+        level = summarize(spec, records, cfg.slo, merge_client([s for w in windows for s in w.client_stats]),
+                          gpu=windows[0].gpu, notes=tuple(notes),
+                          duration_override_s=sum(d for w in windows for d in w.durations_s))
+        first = windows[0]
+        first_ttft = summarize(spec, first.records, cfg.slo, first.client_stats[0], keep_samples=False).ttft_ms.mean \
+            if len(windows) > 1 else level.ttft_ms.mean
+        server, server_reason = first.scrapers[0].summary(first_ttft)
         # The runner's notes come first, then the server's and the repeats', then summarize()'s own.
         runner_notes = [server_reason] if server_reason else []
-        if per_repeat:
-            runner_notes.append(f"{len(per_repeat)} repeats pooled; per-repeat numbers are in `repeats`")
+        repeats = [r for w in windows for r in w.repeats]
+        if repeats:
+            runner_notes.append(f"{len(repeats)} repeats pooled; per-repeat numbers are in `repeats`")
+        if len(windows) > 1:
+            runner_notes.append(f"repeats interleaved with the other levels (rounds); server and GPU windows: "
+                                f"the first repeat's ({len(windows)} windows of {level.duration_s:.1f} s in all)")
+        drift = drift_check(repeats) if repeats else None
+        if drift and drift["drifted"]:
+            text = describe(f"at {level_name(spec)}", drift)
+            runner_notes.append(text)
+            self.warnings.append(text)
         if self.fleet:  # each replica's own window; the level's `server` is replica 0's, reconciled with its TTFT
-            replicas = replica_stats(spec, records, list(cfg.urls), cfg.slo, level.client, replica_scrapers)
+            replicas = replica_stats(spec, records, list(cfg.urls), cfg.slo, level.client, first.scrapers)
             level = dataclasses.replace(level, replicas=replicas)
             server = replicas[0]["server"]
             runner_notes.append("server window: replica 0's (each replica's is under `replicas`)")
         return dataclasses.replace(
             level, server=server, notes=(*notes, *runner_notes, *level.notes[len(notes):]),
-            repeats=[repeat_summary(lv) for lv in per_repeat] if per_repeat else level.repeats,
-            **self._extras(records, warm_events, spec))
+            repeats=repeats or level.repeats, drift=drift,
+            **self._extras(records, [e for w in windows for e in w.warm_events], spec))
 
     def _extras(self, records: list[RequestRecord], warm: list[ConnectEvent],
                 spec: LevelSpec | None = None) -> dict[str, Any]:

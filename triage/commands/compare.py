@@ -30,14 +30,29 @@ def compare(
         help="Compare anyway when these differ: workload, model (engine, server_flags and hardware may always differ)."),
     inconclusive: str = typer.Option(
         "pass", "--inconclusive",
-        help="What an interval that straddles the limit does to the gate: pass (default, listed) or fail."),
+        help="What an interval that straddles the limit does to the gate: pass (default, listed) or fail. "
+             "--inconclusive governs only intervals that straddle the limit."),
     fmt: str = format_option(FORMATS),
     json_path: Path = json_option(),
     fail_on: str = typer.Option("high", "--fail-on",
                                 help="Diagnose reports: exit 1 on a new finding at or above this severity."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap resampling."),
 ) -> int:
-    """Compare two reports. Exit 0 pass, 1 regression, 2 unusable or incomparable input."""
+    """The CI gate: compare two reports; exit 1 on a regression.
+
+    Exit 0 pass, 1 regression, 2 unusable or incomparable input. Each metric at each level is judged on the
+    95% interval of its change against its limit (from the repeats, else the per-request samples). A metric
+    with neither repeats nor per-request samples is judged on its point change against the limit and marked
+    threshold only.
+
+    Examples:
+
+      triage compare base.json cand.json
+
+      triage compare base.json cand.json --max-regression ttft_ms.p99=10% --format junit > triage.xml
+
+      triage compare base.json cand.json --inconclusive fail --format markdown
+    """
     try:
         severity = Severity(fail_on)
     except ValueError:

@@ -8,7 +8,7 @@ import sys
 import typer
 from rich.table import Table
 
-from triage.cli_support import console, funnel
+from triage.cli_support import console, funnel, manual
 from triage.core.errors import UsageError
 
 app = typer.Typer(help="The engines triage knows: `list` them with their tabled versions, or `show ENGINE`.",
@@ -24,15 +24,13 @@ def _provenance(engine: str, version: str) -> dict:
             "files": len(prov.get("files", {}))}
 
 
-@app.command("list")
+@app.command("list", help=manual(
+    "Every engine triage recognises, and the versions whose flags, defaults and metrics are tabled.",
+    "triage engines list",
+    "triage engines list --format json"))
 @funnel
-def list_engines(fmt: str = typer.Option("text", "--format", help="text or json.")) -> int:
-    """Every engine triage recognises, and the versions whose flags, defaults and metrics are tabled.
-
-    Examples:
-      triage engines list
-      triage engines list --format json | jq '.[] | {name, versions: [.versions[].version]}'
-    """
+def list_engines(fmt: str = typer.Option("text", "--format", help="Output: text or json.")) -> int:
+    """Every engine triage recognises, and the versions whose flags, defaults and metrics are tabled."""
     import triage.core.engine_truth as truth
     from triage.engines import engines
 
@@ -56,19 +54,17 @@ def list_engines(fmt: str = typer.Option("text", "--format", help="text or json.
     return 0
 
 
-@app.command("show")
+@app.command("show", help=manual(
+    "One engine: its knobs at a version (flag, default, or why there is none), what it turns on by default, "
+    "and the claims, each cited to the engine's source.",
+    "triage engines show tgi --version 3.3.6",
+    "triage engines show sglang --version 0.5.4 --format json"))
 @funnel
 def show(engine: str = typer.Argument(..., help="An engine name: vllm, sglang, tgi, llama.cpp, ollama, ..."),
          version: str = typer.Option(None, "--version", help="A server version: the knobs as that version has them "
                                                             "(default: the newest tabled)."),
-         fmt: str = typer.Option("text", "--format", help="text or json.")) -> int:
-    """One engine: its knobs at a version (flag, default, or why there is none), what it turns on by default,
-    and the claims, each cited to the engine's source.
-
-    Examples:
-      triage engines show tgi --version 3.3.6
-      triage engines show sglang --version 0.5.4 --format json
-    """
+         fmt: str = typer.Option("text", "--format", help="Output: text or json.")) -> int:
+    """One engine: its knobs at a version, its defaults and its claims."""
     import triage.core.engine_truth as truth
     from triage.engines import Knob, cite, get, names
     from triage.rules.engine_flags import render

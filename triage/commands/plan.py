@@ -29,23 +29,24 @@ def plan(
                                         "--gpu's.", rich_help_panel=_GPU),
     tflops: float = typer.Option(None, "--tflops", help="Peak dense tensor TFLOP/s at the compute dtype; "
                                  "overrides --gpu's.", rich_help_panel=_GPU),
-    dtype: str = typer.Option(None, "--dtype", help=f"Weight dtype: {', '.join(WEIGHT_DTYPES)} [default: bf16].",
+    dtype: str = typer.Option(None, "--dtype", help=f"Weight dtype: {', '.join(WEIGHT_DTYPES)} (default bf16).",
                               rich_help_panel=_SERVER),
-    kv_cache_dtype: str = typer.Option(None, "--kv-cache-dtype", help=f"{', '.join(KV_CACHE_DTYPES)} "
-                                       "[default: auto].", rich_help_panel=_SERVER),
-    tp: int = typer.Option(None, "--tp", "--tensor-parallel-size", help="Tensor-parallel size [default: the "
-                           "smallest that fits with headroom].", rich_help_panel=_SERVER),
-    max_model_len: int = typer.Option(None, "--max-model-len", help="[default: the model's, lowered to what "
-                                      "the KV cache holds].", rich_help_panel=_SERVER),
-    gpu_memory_utilization: float = typer.Option(None, "--gpu-memory-utilization", help="[default: 0.9].",
+    kv_cache_dtype: str = typer.Option(None, "--kv-cache-dtype", help="KV cache dtype: "
+                                       f"{', '.join(KV_CACHE_DTYPES)} (default auto).", rich_help_panel=_SERVER),
+    tp: int = typer.Option(None, "--tp", "--tensor-parallel-size", help="Tensor-parallel size (default: the "
+                           "smallest that fits with headroom).", rich_help_panel=_SERVER),
+    max_model_len: int = typer.Option(None, "--max-model-len", help="Context length to plan for (default: the "
+                                      "model's, lowered to what the KV cache holds).", rich_help_panel=_SERVER),
+    gpu_memory_utilization: float = typer.Option(None, "--gpu-memory-utilization", help="Share of GPU memory the server may use "
+                                                 "(default 0.9).",
                                                  rich_help_panel=_SERVER),
-    max_num_seqs: int = typer.Option(None, "--max-num-seqs", help="Cap on the batch [default: 256].",
+    max_num_seqs: int = typer.Option(None, "--max-num-seqs", help="Cap on the batch (default 256).",
                                      rich_help_panel=_SERVER),
     qps: float = typer.Option(None, "--qps", help="Target requests per second, for the fleet size.",
                               rich_help_panel=_TRAFFIC),
-    input_len: int = typer.Option(None, "--input-len", help="Prompt tokens per request [default: 1024].",
+    input_len: int = typer.Option(None, "--input-len", help="Prompt tokens per request (default 1024).",
                                   rich_help_panel=_TRAFFIC),
-    output_len: int = typer.Option(None, "--output-len", help="Output tokens per request [default: 256].",
+    output_len: int = typer.Option(None, "--output-len", help="Output tokens per request (default 256).",
                                    rich_help_panel=_TRAFFIC),
     concurrency: int = typer.Option(None, "--concurrency", help="Requests in flight across the fleet.",
                                     rich_help_panel=_TRAFFIC),
@@ -53,8 +54,8 @@ def plan(
                                              "per token.", rich_help_panel=_TRAFFIC),
     api_price_per_mtok: float = typer.Option(None, "--api-price-per-mtok", help="USD per 1M output tokens of "
                                              "a hosted API, for the break-even.", rich_help_panel=_TRAFFIC),
-    mbu: float = typer.Option(None, "--mbu", help="Share of spec bandwidth decode reaches [default: 0.7]."),
-    mfu: float = typer.Option(None, "--mfu", help="Share of spec FLOP/s prefill reaches [default: 0.5]."),
+    mbu: float = typer.Option(None, "--mbu", help="Share of spec bandwidth decode reaches (default 0.7)."),
+    mfu: float = typer.Option(None, "--mfu", help="Share of spec FLOP/s prefill reaches (default 0.5)."),
     from_diagnose: Path = typer.Option(None, "--from-diagnose", help="Fill GPU and server settings from a "
                                        "diagnose report; flags given here win."),
     json_path: Path = json_option(),

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from triage.cli_support import console, funnel
+from triage.cli_support import console, funnel, manual
 from triage.core.errors import UsageError
 
 app = typer.Typer(help="The rule registry: list the rules, or explain one (`triage rules explain KV001`).",
@@ -29,7 +29,9 @@ def _config(config: Path | None, disable: list[str]):
     return cfg
 
 
-@app.command("list")
+@app.command("list", help=manual(
+    "List every rule: code, name, default severity, inputs, and whether it is enabled.",
+    "triage rules list", "triage rules list --disable GPU007,CPU002", "triage rules list --json > rules.json"))
 @funnel
 def list_rules(
     as_json: bool = typer.Option(False, "--json", help="Print the registry as JSON on stdout."),
@@ -63,7 +65,9 @@ def list_rules(
     return 0
 
 
-@app.command("explain")
+@app.command("explain", help=manual(
+    "Print one rule's doc: what it checks, why it slows inference, example evidence, fix, references.",
+    "triage rules explain KV001", "triage rules explain kv-cache-saturated"))
 @funnel
 def explain(
     code: str = typer.Argument(..., help="A rule code (KV001) or name (kv-cache-saturated)."),

@@ -6,12 +6,19 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from triage.compare.bench_diff import WITHIN_RUN, MetricComparison, Verdict, compare_bench
+from triage.compare.bench_diff import (
+    NO_INTERVAL_RULE,
+    WITHIN_RUN,
+    MetricComparison,
+    Verdict,
+    compare_bench,
+)
 from triage.compare.comparability import Difference, check_comparable
 from triage.compare.findings_diff import FindingsDiff, compare_findings
 from triage.compare.thresholds import MetricRule
+from triage.core.drift import describe, drift_check
 from triage.core.errors import EXIT_GATE, EXIT_OK, ReportError, UsageError
-from triage.core.report import Report, ReportKind, Severity
+from triage.core.report import Report, ReportKind, Severity, level_name
 
 SUPPORTED_KINDS = (ReportKind.BENCH, ReportKind.DIAGNOSE)
 
@@ -37,6 +44,9 @@ class CompareResult:
     notes: tuple[str, ...] = ()
     changed: tuple[Difference, ...] = ()
     policy: InconclusivePolicy = InconclusivePolicy.PASS
+    # Levels whose first and last repeats differ beyond the noise within a repeat (triage.core.drift), in
+    # either report: {"report": "base"|"candidate", "level": ..., **drift_check(...)}.
+    drift: tuple[dict, ...] = ()
 
     def failed(self, m: MetricComparison) -> bool:
         return m.verdict is Verdict.REGRESSION or (
@@ -74,8 +84,25 @@ def compare_reports(base: Report, cand: Report, rules: tuple[MetricRule, ...],
     if any(m.note == WITHIN_RUN for m in rows):
         notes.append("Intervals from per-request samples see within-run noise only; run both benches with "
                      "--repeat 3 for run-to-run noise.")
+    if any(m.threshold_only for m in rows):
+        notes.append(f"threshold only: {NO_INTERVAL_RULE} Run both with --repeat 3 for an interval.")
     if any(m.verdict is Verdict.INCONCLUSIVE for m in rows):
         notes.append(f"inconclusive: the interval straddles the limit; --inconclusive {policy.value} "
                      f"{'fails' if policy is InconclusivePolicy.FAIL else 'passes'} them.")
+    drift = _drift(base, cand)
+    for d in drift:
+        notes.append(describe(f"in the {d['report']} at {d['level']}", d) + "; intervals from its repeats carry "
+                     "that spread (rerun on a quiet host, or keep --repeat-order rounds)")
     return CompareResult(ReportKind.BENCH, metrics=tuple(rows), fail_on=fail_on, notes=tuple(notes),
-                         changed=tuple(changed), policy=policy)
+                         changed=tuple(changed), policy=policy, drift=drift)
+
+
+def _drift(base: Report, cand: Report) -> tuple[dict, ...]:
+    """The drift check of every level of both reports: the one bench wrote, else derived from the repeats."""
+    out = []
+    for which, report in (("base", base), ("candidate", cand)):
+        for lv in report.bench.levels:
+            check = lv.drift or drift_check(lv.repeats)
+            if check and check.get("drifted"):
+                out.append({"report": which, "level": level_name(lv), **check})
+    return tuple(out)

@@ -7,7 +7,9 @@ For each metric × level, the 95% interval of the relative change decides, again
 - inconclusive: it straddles L. Whether that fails the gate is the `--inconclusive` policy.
 
 The interval comes from the repeats when both reports have them (run-to-run noise), else from the
-per-request samples of each run (within-run noise only: the note says so)."""
+per-request samples of each run (within-run noise only: the note says so). With neither there is no
+interval: the point change is judged against L alone and the row is marked "threshold only" (NO_INTERVAL_RULE);
+--inconclusive has no say over it."""
 from __future__ import annotations
 
 import enum
@@ -25,6 +27,14 @@ from triage.core.errors import ReportError
 from triage.core.report import BenchLevel, Report, level_name
 
 WITHIN_RUN = "per-request samples of one run: within-run noise only (use --repeat 3 for run-to-run noise)"
+THRESHOLD_ONLY = "threshold only"
+# The one rule for a metric without an interval, and what --inconclusive governs. README.md, docs/COMPARE.md and
+# `triage compare --help` quote these sentences word for word (tests/test_compare_threshold_only.py checks).
+NO_INTERVAL_RULE = ("A metric with neither repeats nor per-request samples is judged on its point change against "
+                    "the limit and marked threshold only.")
+INCONCLUSIVE_RULE = "--inconclusive governs only intervals that straddle the limit."
+THRESHOLD_ONLY_NOTE = ("no repeats or per-request samples: the point change is judged against the limit "
+                       "(threshold only); run both with --repeat 3 for an interval")
 
 
 class Verdict(str, enum.Enum):
@@ -47,8 +57,12 @@ class MetricComparison:
     verdict: Verdict
     note: str | None = None
     p_value_worse: float | None = None     # for the record only; the interval decides
-    source: str | None = None              # "repeats", "samples", "e2e samples (Little's law)"
+    source: str | None = None              # "repeats", "samples", "e2e samples (Little's law)", "threshold only"
     settle: str | None = None              # for inconclusive rows: what would settle it
+
+    @property
+    def threshold_only(self) -> bool:
+        return self.source == THRESHOLD_ONLY
 
     @property
     def worse_pct(self) -> float | None:
@@ -142,15 +156,12 @@ def judge(level: str, rule: MetricRule, base_lv: BenchLevel, cand_lv: BenchLevel
     limit = rule.max_regression_pct
     p_worse = None if p_larger is None else (p_larger if lower_better else 1.0 - p_larger)
     if interval is None:
+        # No spread can be estimated: the measured change is judged against the limit on its own (threshold
+        # only). A gate that passed a clear breach for want of an interval would not be a gate.
         worse = change if lower_better else -change
-        # No spread can be estimated: the measured change is the whole interval. Past the limit that is not
-        # shown to be real, so it is inconclusive; --repeat 3 on both sides would settle it.
-        if worse > limit:
-            return MetricComparison(level, rule.metric, rule.direction, base, cand, change, limit, None,
-                                    Verdict.INCONCLUSIVE, "no per-request samples or repeats: no interval",
-                                    None, None, "run both with --repeat 3 for an interval")
-        return MetricComparison(level, rule.metric, rule.direction, base, cand, change, limit, None, Verdict.PASS,
-                                "no per-request samples or repeats: no interval", None, None)
+        verdict = Verdict.REGRESSION if worse > limit else Verdict.PASS
+        return MetricComparison(level, rule.metric, rule.direction, base, cand, change, limit, None, verdict,
+                                THRESHOLD_ONLY_NOTE, None, THRESHOLD_ONLY, None)
     low_w, high_w = ((interval.low_pct, interval.high_pct) if lower_better
                      else (-interval.high_pct, -interval.low_pct))
     settle = None

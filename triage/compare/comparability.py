@@ -30,6 +30,9 @@ NOT_WORKLOAD = frozenset({
     # when and how the bench ran, not what it asked: its wall-clock start, the idle connect time it measured,
     # its connection and request-id settings
     "started_at", "started_epoch_s", "idle_connect_ms_p50", "warm_connections", "request_id_header",
+    "repeat_order",
+    # what the client observed while it ran (a drift warning, a cut trace), not what it asked the server for
+    "warnings",
 })
 # Config keys that are server settings a peer or the bench recorded.
 SERVER_KEYS = ("max_model_len",)

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from triage.compare import CompareResult
-from triage.compare.bench_diff import MetricComparison, Verdict
+from triage.compare.bench_diff import THRESHOLD_ONLY, MetricComparison, Verdict
 from triage.core.report import Finding, ReportKind
 
 
@@ -23,13 +23,13 @@ def interval_text(m: MetricComparison) -> str:
     if m.verdict is Verdict.NOT_MEASURED:
         return "-"
     if m.interval is None:
-        return "no interval"
+        return THRESHOLD_ONLY if m.threshold_only else "no interval"
     return f"[{m.interval.low_pct:+.1f}%, {m.interval.high_pct:+.1f}%]"
 
 
 def evidence(m: MetricComparison) -> str:
     if m.interval is None:
-        return "none"
+        return THRESHOLD_ONLY if m.threshold_only else "none"
     n = f"{m.interval.n_base}+{m.interval.n_cand}"
     return {"repeats": f"{n} repeats", "samples": f"{n} requests"}.get(m.source or "", f"{n} requests (E2E)")
 
@@ -54,7 +54,9 @@ def headline(result: CompareResult) -> str:
         return f"compare: {'FAIL' if result.failures else 'PASS'} ({result.failures} new finding(s) at or " \
                f"above {result.fail_on.value})"
     reg, inc = result.count(Verdict.REGRESSION), result.count(Verdict.INCONCLUSIVE)
-    return (f"compare: {'FAIL' if result.failures else 'PASS'} ({reg} regression(s), {inc} inconclusive, "
+    thr = sum(1 for m in result.metrics if m.threshold_only)
+    only = f", {thr} {THRESHOLD_ONLY}" if thr else ""
+    return (f"compare: {'FAIL' if result.failures else 'PASS'} ({reg} regression(s), {inc} inconclusive{only}, "
             f"--inconclusive {result.policy.value})")
 
 
@@ -64,8 +66,9 @@ def settle_lines(result: CompareResult) -> list[str]:
 
 
 def metric_row(result: CompareResult, m: MetricComparison) -> list[Any]:
+    ci = "none" if m.threshold_only else interval_text(m)      # the next column says "threshold only"
     return [m.level, m.metric, m.base, m.cand, pct(m.change_pct), f"{m.max_regression_pct:g}%",
-            interval_text(m), evidence(m), verdict_text(result, m)]
+            ci, evidence(m), verdict_text(result, m)]
 
 
 def _finding_rows(label: str, findings: tuple[Finding, ...]) -> list[list[Any]]:
@@ -89,6 +92,7 @@ def section(result: CompareResult) -> dict[str, Any]:
                  "method": m.interval.method if m.interval else None,
                  "interval_from": m.source, "n_base": m.interval.n_base if m.interval else None,
                  "n_candidate": m.interval.n_cand if m.interval else None,
+                 "threshold_only": m.threshold_only,
                  "p_value_worse": m.p_value_worse, "verdict": m.verdict.value, "failed": result.failed(m),
                  "settle": m.settle, "note": m.note} for m in result.metrics]
         tables = []
@@ -103,6 +107,8 @@ def section(result: CompareResult) -> dict[str, Any]:
         return {**summary, "inconclusive_policy": result.policy.value,
                 "regressions": result.count(Verdict.REGRESSION),
                 "inconclusive": result.count(Verdict.INCONCLUSIVE),
+                "threshold_only": sum(1 for m in result.metrics if m.threshold_only),
+                "drift": list(result.drift),
                 "changed": [{"what": d.category, "key": d.key, "base": d.base, "candidate": d.cand}
                             for d in result.changed],
                 "metrics": data, "tables": tables}
@@ -124,9 +130,9 @@ def junit(result: CompareResult) -> str:
             case = ET.SubElement(suite, "testcase", classname=f"triage.compare.{m.level}", name=m.metric)
             cases += 1
             if result.failed(m):
+                ci = f"{THRESHOLD_ONLY}, no interval" if m.threshold_only else f"95% CI {interval_text(m)}"
                 failure = ET.SubElement(case, "failure", message=f"{m.metric} {m.verdict.value} at {m.level}: "
-                                        f"{pct(m.change_pct)}, 95% CI {interval_text(m)} (max "
-                                        f"{m.max_regression_pct:g}%)")
+                                        f"{pct(m.change_pct)}, {ci} (max {m.max_regression_pct:g}%)")
                 failure.text = f"base={m.base} candidate={m.cand} interval from {evidence(m)}" + (
                     f"; {m.settle}" if m.settle else "")
             elif m.verdict is Verdict.INCONCLUSIVE:
@@ -136,6 +142,9 @@ def junit(result: CompareResult) -> str:
             elif m.verdict is Verdict.NOT_MEASURED:
                 skipped += 1
                 ET.SubElement(case, "skipped", message=m.note or "not measured")
+            elif m.threshold_only:       # a pass on the point change alone: say so in the case's output
+                ET.SubElement(case, "system-out").text = (f"{THRESHOLD_ONLY}: {pct(m.change_pct)} within the "
+                                                          f"{m.max_regression_pct:g}% limit, no interval")
     else:
         gated = set(id(f) for f in result.findings.gate(result.fail_on))
         for f in result.findings.new:
@@ -147,6 +156,8 @@ def junit(result: CompareResult) -> str:
         if not result.findings.new:
             ET.SubElement(suite, "testcase", classname="triage.compare.findings", name="no-new-findings")
             cases += 1
+    if result.drift:        # said once for the suite: it is about a report, not one metric
+        ET.SubElement(suite, "system-out").text = "\n".join(n for n in result.notes if n.startswith("drift "))
     suite.set("tests", str(cases))
     suite.set("failures", str(result.failures))
     suite.set("skipped", str(skipped))

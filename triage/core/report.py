@@ -199,6 +199,8 @@ class BenchLevel:
     workload: dict[str, Any] | None = None
     # Several --url: per replica its records' latencies and throughput and its own server window (fleet.py).
     replicas: list[dict[str, Any]] | None = None
+    # --repeat K: the drift check of this level's first and last repeats (triage.core.drift.drift_check).
+    drift: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
