@@ -18,6 +18,7 @@ import functools
 import logging
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -215,10 +216,16 @@ class KernelChoice:
         return asdict(self)
 
 
-def choose_cpu_kernel(scheme: str, in_features: int, out_features: int, fallback: nn.Module, mode: str = "auto",
-                      group_size: int = 128) -> KernelChoice:
-    """Whether ``scheme`` (fp8 / int4) layers use the CPU kernel. ``fallback`` is a layer of that shape on the
-    path used otherwise; mode auto measures one decode matmul each way, on forces the kernel, off keeps torch's."""
+def choose_cpu_kernel(scheme: str, in_features: int, out_features: int, make_fallback: Callable[[nn.Linear], nn.Module],
+                      mode: str = "auto", group_size: int = 128) -> KernelChoice:
+    """Whether ``scheme`` (fp8 / int4) layers of a CPU model use the kernel. ``make_fallback`` builds the layer
+    used otherwise. mode auto times one decode-shaped matmul each way on random weights of the given shape; on
+    forces the kernel; off keeps the fallback."""
+    gen = torch.Generator().manual_seed(0)
+    dense = nn.Linear(in_features, out_features, bias=False)
+    with torch.no_grad():
+        dense.weight.copy_(torch.randn(out_features, in_features, generator=gen) * 0.02)
+    fallback = make_fallback(dense)
     other = str(getattr(fallback, "path", "torch"))
     if mode == "off":
         return KernelChoice(False, other, None, False, "the CPU kernel is off (cpu_kernel=off)")
@@ -230,11 +237,7 @@ def choose_cpu_kernel(scheme: str, in_features: int, out_features: int, fallback
     isa, isa_why = choose_isa()
     name = "cpu_fp8_kernel" if scheme == "fp8" else "cpu_int4_kernel"
     if mode == "on":
-        return KernelChoice(True, name, ISA_NAMES[isa], False, f"forced (cpu_kernel=on); {isa_why}")
-    gen = torch.Generator().manual_seed(0)
-    dense = nn.Linear(in_features, out_features, bias=False)
-    with torch.no_grad():
-        dense.weight.copy_(torch.randn(out_features, in_features, generator=gen) * 0.02)
+        return KernelChoice(True, name, ISA_NAMES[isa], False, f"forced (cpu_kernel=on); ISA {isa_why}")
     layer = (Fp8KernelLinear.from_linear(dense, isa) if scheme == "fp8"
              else Int4KernelLinear.from_linear(dense, isa, group_size))
     x = torch.randn(1, in_features, generator=gen)
@@ -244,5 +247,5 @@ def choose_cpu_kernel(scheme: str, in_features: int, out_features: int, fallback
               f"kernel, {t_other * 1e3:.3f} ms on {other}")
     if t_other / t_kernel < MIN_GAIN_X:
         return KernelChoice(False, other, None, True,
-                            f"fell back to {other}: the kernel is not faster ({timing}); {isa_why}")
-    return KernelChoice(True, name, ISA_NAMES[isa], False, f"{timing}, {t_other / t_kernel:.2f}x; {isa_why}")
+                            f"fell back to {other}: the kernel is not faster ({timing}); ISA {isa_why}")
+    return KernelChoice(True, name, ISA_NAMES[isa], False, f"{timing}, {t_other / t_kernel:.2f}x; ISA {isa_why}")
