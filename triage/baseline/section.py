@@ -64,6 +64,18 @@ def _ablation_table(rows: list[AblationRow], points: list[dict]) -> dict:
             "columns": ["change", "metric", "before", "after", "gain", "seed claims"], "rows": body, "notes": notes}
 
 
+def _path_cell(r: dict) -> str:
+    """kernel, ISA, bytes per weight, and whether it fell back: what ran for this row."""
+    p = r.get("path")
+    layers = ", ".join(f"{k}×{v}" for k, v in r["paths"].items())
+    if not p:
+        return layers or "dense"
+    bpw = "" if p.get("bytes_per_weight") is None else f" {p['bytes_per_weight']:.3g}B/w"
+    mixed = len(r["paths"]) > 1          # some layers on another path (a shape the kernel does not take)
+    return (f"{p['kernel']} {p['isa']}{bpw}" + (" FELL BACK" if p.get("fell_back") else "")
+            + (f" [{layers}]" if mixed else ""))
+
+
 def _weights_table(ctx: Context) -> dict | None:
     res = ctx.extras.get("weights")
     if not res:
@@ -79,12 +91,13 @@ def _weights_table(ctx: Context) -> dict | None:
                      r["decode_tok_s"], f"{r['decode_tok_s'] / b['decode_tok_s']:.2f}×",
                      None if e is None else round(e.max_abs, 4), None if e is None else round(e.mean_abs, 4),
                      None if e is None else f"{100 * e.top1_agreement_frac:.1f}%",
-                     ", ".join(f"{k}×{v}" for k, v in r["paths"].items()) or "dense"])
+                     _path_cell(r)])
     std = next((r["error"].reference_logit_std for r in res.values() if r["error"] is not None), None)
     notes = [f"logit errors are against the {base} model over {ctx.cfg.quality_num_prompts} prompt(s) × "
              f"{ctx.cfg.quality_prompt_tokens} positions (reference logit std {std:.3g})" if std else "",
-             "fp8 on a CPU dequantizes each weight before the matmul: it saves memory, not time. "
-             "torch._scaled_mm (row-wise scales) is used on Hopper and newer.",
+             "on a CPU, fp8 and int4 run a kernel that keeps the weights packed and widens them in registers "
+             "(chosen by measurement; where it cannot be built or is slower, the path says 'fell back' and why). "
+             "torch._scaled_mm (row-wise scales) runs fp8 on a GPU of compute capability 8.9 or newer.",
              "a tied LM head is quantized as its own copy (decode reads it every step); the embedding "
              "table it was tied to stays unquantized, so the whole model shrinks less than its linears"]
     return {"title": "Weight quantization (handlers swap nn.Linear; the model code is unchanged)",
