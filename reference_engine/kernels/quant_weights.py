@@ -93,8 +93,11 @@ def choose_isa() -> tuple[int, str]:
     w8 = torch.randint(0, 120, (n, k), dtype=torch.uint8, generator=gen)
     w4 = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=gen)
     s8, s4 = torch.rand(n, generator=gen), torch.rand(n, k // 128, generator=gen)
-    times = [_time_s(lambda i=i: (module.fp8_linear(x, w8, s8, i), module.int4_linear(x, w4, s4, s4, 128, i)))
-             for i in (0, 1)]
+    times = [float("inf"), float("inf")]
+    for _ in range(5):          # the two alternate, each keeping its best: a shared host's load hits both alike
+        for i in (0, 1):
+            times[i] = min(times[i], _time_s(lambda i=i: (module.fp8_linear(x, w8, s8, i),
+                                                          module.int4_linear(x, w4, s4, s4, 128, i)), 5))
     isa = int(times[1] < times[0])
     return isa, (f"{ISA_NAMES[isa]} (measured, a 1x{k} @ {k}x{n} fp8 + int4 pair: avx2 {times[0] * 1e3:.3f} ms, "
                  f"avx512 {times[1] * 1e3:.3f} ms)")
