@@ -81,6 +81,26 @@ float dotf_avx2(const float* a, const float* b, int64_t K) {
   return total;
 }
 
+// Four rows of x against one widened weight row: each weight load serves four FMAs (a lone dot product
+// is load-bound: two loads per FMA). x rows are ldx apart; out[i] = a . x[i].
+void dotf4_avx2(const float* a, const float* x, int64_t ldx, int64_t K, float* out) {
+  __m256 acc[4][2];
+  for (auto& r : acc) r[0] = r[1] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    const __m256 w0 = _mm256_loadu_ps(a + k), w1 = _mm256_loadu_ps(a + k + 8);
+    for (int i = 0; i < 4; ++i) {
+      acc[i][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i * ldx + k), acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i * ldx + k + 8), acc[i][1]);
+    }
+  }
+  for (int i = 0; i < 4; ++i) {
+    float total = hsum8(_mm256_add_ps(acc[i][0], acc[i][1]));
+    for (int64_t j = k; j < K; ++j) total += a[j] * x[i * ldx + j];
+    out[i] = total;
+  }
+}
+
 float fp8_dot_avx2(const uint8_t* w, const float* x, int64_t K) {
   __m256 acc[8];
   for (auto& v : acc) v = _mm256_setzero_ps();
@@ -176,6 +196,24 @@ AVX512_FN float dotf_avx512(const float* a, const float* b, int64_t K) {
   return total;
 }
 
+AVX512_FN void dotf4_avx512(const float* a, const float* x, int64_t ldx, int64_t K, float* out) {
+  __m512 acc[4][2];
+  for (auto& r : acc) r[0] = r[1] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 32 <= K; k += 32) {
+    const __m512 w0 = _mm512_loadu_ps(a + k), w1 = _mm512_loadu_ps(a + k + 16);
+    for (int i = 0; i < 4; ++i) {
+      acc[i][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i * ldx + k), acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i * ldx + k + 16), acc[i][1]);
+    }
+  }
+  for (int i = 0; i < 4; ++i) {
+    float total = _mm512_reduce_add_ps(_mm512_add_ps(acc[i][0], acc[i][1]));
+    for (int64_t j = k; j < K; ++j) total += a[j] * x[i * ldx + j];
+    out[i] = total;
+  }
+}
+
 AVX512_FN float fp8_dot_avx512(const uint8_t* w, const float* x, int64_t K) {
   __m512 acc[8];
   for (auto& v : acc) v = _mm512_setzero_ps();
@@ -247,6 +285,7 @@ AVX512_FN void int4_widen_avx512(const uint8_t* w, float* out, int64_t K, int64_
 // ---------------------------------------------------------------- drivers -------------------------------------
 struct Ops {
   float (*dotf)(const float*, const float*, int64_t);
+  void (*dotf4)(const float*, const float*, int64_t, int64_t, float*);
   float (*fp8_dot)(const uint8_t*, const float*, int64_t);
   void (*fp8_widen)(const uint8_t*, float*, int64_t, float);
   float (*int4_dot)(const uint8_t*, const float*, int64_t, int64_t, const float*);
@@ -260,8 +299,8 @@ bool avx512_supported() {
 }
 
 const Ops& ops_for(int64_t isa) {
-  static const Ops avx2{dotf_avx2, fp8_dot_avx2, fp8_widen_avx2, int4_dot_avx2, int4_widen_avx2};
-  static const Ops avx512{dotf_avx512, fp8_dot_avx512, fp8_widen_avx512, int4_dot_avx512, int4_widen_avx512};
+  static const Ops avx2{dotf_avx2, dotf4_avx2, fp8_dot_avx2, fp8_widen_avx2, int4_dot_avx2, int4_widen_avx2};
+  static const Ops avx512{dotf_avx512, dotf4_avx512, fp8_dot_avx512, fp8_widen_avx512, int4_dot_avx512, int4_widen_avx512};
   TORCH_CHECK(isa == 0 || isa == 1, "isa: 0 (AVX2) or 1 (AVX-512)");
   TORCH_CHECK(isa == 0 || avx512_supported(), "this CPU has no AVX-512F/BW/VL");
   return isa == 1 ? avx512 : avx2;
@@ -283,6 +322,18 @@ void check_int4(const torch::Tensor& w, const torch::Tensor& scale, const torch:
                     (t->scalar_type() == torch::kFloat32 && t->is_contiguous() && t->dim() == 2 &&
                      t->size(0) == w.size(0) && t->size(1) == K / group),
                 "scale and offset: contiguous fp32 [N, K / group] (offset empty: symmetric, -8 * scale)");
+}
+
+// y[t, n] for every t from one widened weight row: four x rows at a time, then the rest one by one.
+void rows_times(const Ops& ops, const float* row, const float* x, int64_t T, int64_t K, int64_t N, int64_t n,
+                float* y) {
+  float out[4];
+  int64_t t = 0;
+  for (; t + 4 <= T; t += 4) {
+    ops.dotf4(row, x + t * K, K, K, out);
+    for (int i = 0; i < 4; ++i) y[(t + i) * N + n] = out[i];
+  }
+  for (; t < T; ++t) y[t * N + n] = ops.dotf(row, x + t * K, K);
 }
 
 const float* symmetric_offsets(const float* scale, float* out, int64_t G) {  // w = (q - 8) * scale
@@ -309,7 +360,7 @@ torch::Tensor fp8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale, 
         yp[n] = s * ops.fp8_dot(wp + n * K, xp, K);
       } else {
         ops.fp8_widen(wp + n * K, row.data(), K, s);
-        for (int64_t t = 0; t < T; ++t) yp[t * N + n] = ops.dotf(row.data(), xp + t * K, K);
+        rows_times(ops, row.data(), xp, T, K, N, n, yp);
       }
     }
   });
@@ -348,7 +399,7 @@ torch::Tensor int4_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale,
         yp[n] = ops.int4_dot(wr, xp, K, group, sp + n * G) + c;
       } else {
         ops.int4_widen(wr, row.data(), K, group, sp + n * G, o);
-        for (int64_t t = 0; t < T; ++t) yp[t * N + n] = ops.dotf(row.data(), xp + t * K, K);
+        rows_times(ops, row.data(), xp, T, K, N, n, yp);
       }
     }
   });
