@@ -340,8 +340,8 @@ def test_engine_serves_a_local_awq_checkpoint_like_its_dequantized_dense_twin(tm
 
 @pytest.mark.gpu
 def test_fp8_scaled_mm_path_matches_dequant_path_on_hopper():
-    if torch.cuda.get_device_capability() < (9, 0):
-        pytest.skip("row-wise torch._scaled_mm needs compute capability 9.0+")
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("row-wise torch._scaled_mm needs compute capability 8.9+")
     lin = nn.Linear(256, 512, bias=True).to("cuda", torch.bfloat16)
     fast = Fp8Linear.from_linear(lin)
     slow = Fp8Linear.from_linear(lin, allow_scaled_mm=False)

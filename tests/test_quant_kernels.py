@@ -6,6 +6,13 @@ Tolerance: the kernel and torch both sum fp32 products, in different orders; on 
 few ulps, so rtol = atol = 1e-4 (measured: under 2e-6)."""
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -17,6 +24,7 @@ from triage.reference_engine.quant.int4 import dequantize_int4, quantize_int4_gr
 
 needs_kernel = pytest.mark.skipif(qw.kernel()[0] is None, reason=f"quant kernel unavailable: {qw.kernel()[1]}")
 TOL = {"rtol": 1e-4, "atol": 1e-4}
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _isas() -> list[int]:
@@ -204,3 +212,67 @@ def test_tiny_model_greedy_tokens_under_int4_and_fp8(capsys):
     engine.runner.model = base
     with capsys.disabled():
         print(f"\ntiny model vs fp32 (4 prompts x 16 greedy tokens): {report}")
+
+
+# ---------------------------------------------------------------- GPU paths ---------------------------------
+_HAS_TRITON = importlib.util.find_spec("triton") is not None
+_NO_CUDA = "no CUDA device on this host (CPU torch or no GPU): the GPU path cannot run here"
+
+
+def _triton_errors() -> dict[str, float]:
+    """Entry point of the child process (TRITON_INTERPRET=1, or CUDA): the Triton INT4 kernel's max abs error
+    against dequantize-then-matmul, per case."""
+    from triage.reference_engine.quant.int4_triton import Int4TritonLinear
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    out = {}
+    for n, k, group, symmetric, rows in [(40, 96, 32, False, 3), (70, 256, 128, True, 20), (64, 128, 64, False, 1)]:
+        lin = _linear(n, k, seed=n)
+        weights = quantize_int4_groupwise(lin.weight, group, symmetric=symmetric)
+        layer = Int4TritonLinear(weights, lin.bias, device, symmetric)
+        x = torch.randn(rows, k)
+        got = layer(x.to(device)).cpu()
+        out[f"{n}x{k}/g{group}/{'sym' if symmetric else 'asym'}/m{rows}"] = (
+            got - F.linear(x, dequantize_int4(weights), lin.bias)).abs().max().item()
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _HAS_TRITON, reason="triton is not installed")
+def test_triton_int4_kernel_interpreted_on_cpu():
+    # The interpreter must be on before triton is first imported: a fresh process.
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": ""}
+    code = "import json, tests.test_quant_kernels as t; print(json.dumps(t._triton_errors()))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    errors = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(errors) == 3 and max(errors.values()) < 1e-4, errors
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=_NO_CUDA)
+@pytest.mark.skipif(not _HAS_TRITON, reason="triton is not installed")
+def test_triton_int4_kernel_on_cuda():
+    errors = _triton_errors()                # fp32 activations: the kernel's dots run in IEEE fp32
+    assert max(errors.values()) < 1e-3, errors
+    lin = _linear(256, 512).to("cuda", torch.bfloat16)
+    summary = quantize_model(nn.Sequential(lin), "int4", group_size=128, int4_path="triton")
+    assert summary.paths == {"triton_int4": 1}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=_NO_CUDA)
+def test_fp8_scaled_mm_on_compute_capability_8_9_and_newer():
+    from triage.reference_engine.quant.fp8 import Fp8Linear
+
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip(f"FP8 tensor cores need compute capability 8.9+, this GPU is "
+                    f"{torch.cuda.get_device_capability()}")
+    lin = _linear(512, 256).to("cuda", torch.bfloat16)
+    fast, slow = Fp8Linear.from_linear(lin), Fp8Linear.from_linear(lin, allow_scaled_mm=False)
+    assert fast.path == "scaled_mm"
+    x = torch.randn(8, 256, device="cuda", dtype=torch.bfloat16)
+    got, want = fast(x).float(), slow(x).float()
+    assert fast.path == "scaled_mm", fast.path          # did not fall back at run time
+    assert (got - want).abs().max() / want.abs().max() < 0.08      # activations are quantized per row too

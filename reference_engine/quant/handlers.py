@@ -19,7 +19,7 @@ from triage.reference_engine.kernels.quant_weights import (
 )
 from triage.reference_engine.quant.awq_gptq import ImportedCheckpoint, QuantCheckpointError
 from triage.reference_engine.quant.fp8 import Fp8Linear
-from triage.reference_engine.quant.int4 import Int4Linear
+from triage.reference_engine.quant.int4 import Int4Linear, choose_int4_path
 
 SkipFn = Callable[[str, nn.Linear], bool]
 CPU_KERNEL_MODES = ("auto", "on", "off")
@@ -177,9 +177,22 @@ class Int4WeightOnlyHandler(_Handler):
         return linear.in_features % self.group_size == 0
 
     def _make(self, linear: nn.Linear) -> nn.Module:
+        if linear.weight.device.type == "cuda" and self._triton(linear):
+            from triage.reference_engine.quant.int4_triton import Int4TritonLinear
+
+            return Int4TritonLinear.from_linear(linear, self.group_size, symmetric=self.symmetric)
         layer = Int4Linear.from_linear(linear, self.group_size, path=self.path)
         layer.kernel_dtype = self.kernel_dtype
         return layer
+
+    def _triton(self, linear: nn.Linear) -> bool:
+        """The Triton kernel: when asked for, or where tinygemm's CUDA kernel does not take the shape."""
+        from triage.reference_engine.attention.triton_support import triton_unavailable_reason
+
+        if self.path == "triton":
+            return True
+        fits = choose_int4_path(linear.weight.device, linear.in_features, linear.out_features) != "reference"
+        return self.path is None and not fits and triton_unavailable_reason(linear.weight.device) is None
 
     def _make_kernel(self, linear: nn.Linear, isa: int) -> nn.Module:
         return Int4KernelLinear.from_linear(linear, isa, self.group_size, symmetric=self.symmetric)
@@ -187,11 +200,12 @@ class Int4WeightOnlyHandler(_Handler):
 
 def quantize_model(model: nn.Module, scheme: QuantScheme | str, *, group_size: int = 128,
                    skip: SkipFn | None = None, int4_kernel_dtype: torch.dtype | None = None,
-                   cpu_kernel: str = "auto", int4_symmetric: bool = False) -> QuantSummary:
+                   cpu_kernel: str = "auto", int4_symmetric: bool = False, int4_path: str | None = None) -> QuantSummary:
     """Convert ``model`` in place. ``scheme`` is none | fp8 | int4. ``int4_kernel_dtype``: see int4.py
     (bf16 makes torch's int4 kernel usable under fp32 compute on a CPU, at bf16 rounding of activations).
     ``cpu_kernel`` (CPU models): auto uses kernels/quant_weights.py where it measures faster than torch's path,
-    on forces it, off keeps torch's; the summary's ``kernel`` says which ran and why."""
+    on forces it, off keeps torch's; the summary's ``kernel`` says which ran and why. ``int4_path`` names an
+    Int4Linear path, or "triton" (CUDA: quant/int4_triton.py)."""
     try:
         scheme = QuantScheme(scheme)
     except ValueError:
@@ -200,7 +214,8 @@ def quantize_model(model: nn.Module, scheme: QuantScheme | str, *, group_size: i
     if scheme is QuantScheme.FP8:
         return Fp8WeightOnlyHandler(skip, cpu_kernel=cpu_kernel).convert(model)
     if scheme is QuantScheme.INT4:
-        handler = Int4WeightOnlyHandler(group_size, skip, cpu_kernel=cpu_kernel, symmetric=int4_symmetric)
+        handler = Int4WeightOnlyHandler(group_size, skip, path=int4_path, cpu_kernel=cpu_kernel,
+                                        symmetric=int4_symmetric)
         handler.kernel_dtype = int4_kernel_dtype
         return handler.convert(model)
     size = model_weight_bytes(model)
