@@ -103,16 +103,17 @@ def choose_isa() -> tuple[int, str]:
                  f"avx512 {times[1] * 1e3:.3f} ms)")
 
 
-def _kernel_forward(layer: nn.Module, x: torch.Tensor, decode, prefill_weight) -> torch.Tensor:
+def _rows(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
     rows = x.reshape(-1, layer.in_features)
-    xf = rows if rows.dtype == torch.float32 else rows.float()
-    if rows.shape[0] <= MAX_KERNEL_ROWS:
-        out = decode(xf)
-    else:
-        out = F.linear(xf, prefill_weight())
+    return rows if rows.dtype == torch.float32 else rows.float()
+
+
+def _finish(layer: nn.Module, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     if layer.bias is not None:
-        out = out + layer.bias.float()
-    return out.to(x.dtype).reshape(*x.shape[:-1], layer.out_features)
+        out = out + layer.bias
+    if out.dtype != x.dtype:
+        out = out.to(x.dtype)
+    return out.view(*x.shape[:-1], layer.out_features)
 
 
 class Fp8KernelLinear(nn.Module):
@@ -151,8 +152,12 @@ class Fp8KernelLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         module = kernel()[0]      # looked up, not kept: the layer must deep-copy (baseline copies models)
-        return _kernel_forward(self, x, lambda xf: module.fp8_linear(xf, self.weight_u8, self.weight_scale, self.isa),
-                               lambda: module.fp8_dequant(self.weight_u8, self.weight_scale, self.isa))
+        rows = _rows(self, x)
+        if rows.shape[0] <= MAX_KERNEL_ROWS:
+            out = module.fp8_linear(rows, self.weight_u8, self.weight_scale, self.isa)
+        else:                     # prefill: widen the whole weight (in C++, in parallel), then torch's matmul
+            out = F.linear(rows, module.fp8_dequant(self.weight_u8, self.weight_scale, self.isa))
+        return _finish(self, out, x)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, isa={ISA_NAMES[self.isa]}"
@@ -197,8 +202,11 @@ class Int4KernelLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         module = kernel()[0]
+        rows = _rows(self, x)
         args = (self.weight_packed, self.weight_scale, self.weight_offset, self.group_size, self.isa)
-        return _kernel_forward(self, x, lambda xf: module.int4_linear(xf, *args), lambda: module.int4_dequant(*args))
+        out = module.int4_linear(rows, *args) if rows.shape[0] <= MAX_KERNEL_ROWS else \
+            F.linear(rows, module.int4_dequant(*args))
+        return _finish(self, out, x)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, group_size={self.group_size}, "
