@@ -139,8 +139,9 @@ void fp8_widen_avx2(const uint8_t* w, float* out, int64_t K, float s) {
   for (; k < K; ++k) out[k] = fp8_scalar_div256(w[k]) * s;
 }
 
-// sum_g scale[g] * sum_{k in g} x*q, without the offsets (added by the caller from the group sums of x).
-float int4_dot_avx2(const uint8_t* w, const float* x, int64_t K, int64_t group, const float* scale) {
+// sum_g scale[g] * sum_{k in g} x*q + sum_g off[g] * xsum[g] (xsum: x summed over each group).
+float int4_dot_avx2(const uint8_t* w, const float* x, int64_t K, int64_t group, const float* scale, const float* off,
+                    const float* xsum) {
   __m256 tot[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t g = 0, k0 = 0; k0 < K; ++g, k0 += group) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -153,7 +154,9 @@ float int4_dot_avx2(const uint8_t* w, const float* x, int64_t K, int64_t group, 
     const __m256 gsum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
     tot[g & 1] = _mm256_fmadd_ps(gsum, _mm256_set1_ps(scale[g]), tot[g & 1]);
   }
-  return hsum8(_mm256_add_ps(tot[0], tot[1]));
+  float c = 0.f;
+  for (int64_t g = 0; g < K / group; ++g) c += off[g] * xsum[g];
+  return hsum8(_mm256_add_ps(tot[0], tot[1])) + c;
 }
 
 void int4_widen_avx2(const uint8_t* w, float* out, int64_t K, int64_t group, const float* scale, const float* off) {
@@ -174,6 +177,14 @@ AVX512_FN inline __m512 fp8x16_avx512(const uint8_t* p) {
   const __m256i h = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(b, 8), 1),
                                      _mm256_set1_epi16(static_cast<short>(0xBFFF)));
   return _mm512_cvtph_ps(h);
+}
+
+AVX512_FN inline void fp8x32_avx512(const uint8_t* p, __m512& lo, __m512& hi) {  // 32 bytes: one widening
+  const __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  const __m512i h = _mm512_and_si512(_mm512_srai_epi16(_mm512_slli_epi16(b, 8), 1),
+                                     _mm512_set1_epi16(static_cast<short>(0xBFFF)));
+  lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+  hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
 }
 
 AVX512_FN inline void int4x32_avx512(const uint8_t* p, __m512& lo, __m512& hi) {
@@ -221,8 +232,12 @@ AVX512_FN float fp8_dot_avx512(const uint8_t* w, const float* x, int64_t K) {
   for (; k + 128 <= K; k += 128) {
     prefetch(w + k);
     prefetch(w + k + 64);
-    for (int i = 0; i < 8; ++i)
-      acc[i] = _mm512_fmadd_ps(fp8x16_avx512(w + k + 16 * i), _mm512_loadu_ps(x + k + 16 * i), acc[i]);
+    for (int i = 0; i < 4; ++i) {
+      __m512 lo, hi;
+      fp8x32_avx512(w + k + 32 * i, lo, hi);
+      acc[2 * i] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(x + k + 32 * i), acc[2 * i]);
+      acc[2 * i + 1] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(x + k + 32 * i + 16), acc[2 * i + 1]);
+    }
   }
   for (; k + 16 <= K; k += 16) acc[0] = _mm512_fmadd_ps(fp8x16_avx512(w + k), _mm512_loadu_ps(x + k), acc[0]);
   for (int i = 1; i < 8; ++i) acc[0] = _mm512_add_ps(acc[0], acc[i]);
@@ -241,31 +256,35 @@ AVX512_FN void fp8_widen_avx512(const uint8_t* w, float* out, int64_t K, float s
   for (; k < K; ++k) out[k] = fp8_scalar_div256(w[k]) * s;
 }
 
-AVX512_FN float int4_dot_avx512(const uint8_t* w, const float* x, int64_t K, int64_t group, const float* scale) {
-  __m512 tot[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+// AVX-512: vpermps picks from 16 fp32 lanes by the low 4 bits of each index, so a per-group table of the 16
+// decoded values (q * scale + offset) turns a nibble into its weight in one shuffle, scale and offset included:
+// no int->float conversion, no per-group reduction, no offset term afterwards.
+AVX512_FN float int4_dot_avx512(const uint8_t* w, const float* x, int64_t K, int64_t group, const float* scale,
+                                const float* off, const float* /*xsum*/) {
+  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
   for (int64_t g = 0, k0 = 0; k0 < K; ++g, k0 += group) {
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    const __m512 table = _mm512_fmadd_ps(iota, _mm512_set1_ps(scale[g]), _mm512_set1_ps(off[g]));
     int64_t k = k0;
     for (; k + 64 <= k0 + group; k += 64) {
       if (k % 128 == 0) prefetch(w + k / 2);
-      __m512 lo, hi, lo2, hi2;
-      int4x32_avx512(w + k / 2, lo, hi);
-      int4x32_avx512(w + k / 2 + 16, lo2, hi2);
-      acc[0] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(x + k), acc[0]);
-      acc[1] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(x + k + 16), acc[1]);
-      acc[2] = _mm512_fmadd_ps(lo2, _mm512_loadu_ps(x + k + 32), acc[2]);
-      acc[3] = _mm512_fmadd_ps(hi2, _mm512_loadu_ps(x + k + 48), acc[3]);
+      const __m512i a = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k / 2)));
+      const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k / 2 + 16)));
+      acc[0] = _mm512_fmadd_ps(_mm512_permutexvar_ps(a, table), _mm512_loadu_ps(x + k), acc[0]);
+      acc[1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(a, 4), table), _mm512_loadu_ps(x + k + 16),
+                               acc[1]);
+      acc[2] = _mm512_fmadd_ps(_mm512_permutexvar_ps(b, table), _mm512_loadu_ps(x + k + 32), acc[2]);
+      acc[3] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), table), _mm512_loadu_ps(x + k + 48),
+                               acc[3]);
     }
     if (k < k0 + group) {  // group 32
-      __m512 lo, hi;
-      int4x32_avx512(w + k / 2, lo, hi);
-      acc[0] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(x + k), acc[0]);
-      acc[1] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(x + k + 16), acc[1]);
+      const __m512i a = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k / 2)));
+      acc[0] = _mm512_fmadd_ps(_mm512_permutexvar_ps(a, table), _mm512_loadu_ps(x + k), acc[0]);
+      acc[1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(a, 4), table), _mm512_loadu_ps(x + k + 16),
+                               acc[1]);
     }
-    const __m512 gsum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-    tot[g & 1] = _mm512_fmadd_ps(gsum, _mm512_set1_ps(scale[g]), tot[g & 1]);
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(tot[0], tot[1]));
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
 }
 
 AVX512_FN void int4_widen_avx512(const uint8_t* w, float* out, int64_t K, int64_t group, const float* scale,
@@ -288,7 +307,7 @@ struct Ops {
   void (*dotf4)(const float*, const float*, int64_t, int64_t, float*);
   float (*fp8_dot)(const uint8_t*, const float*, int64_t);
   void (*fp8_widen)(const uint8_t*, float*, int64_t, float);
-  float (*int4_dot)(const uint8_t*, const float*, int64_t, int64_t, const float*);
+  float (*int4_dot)(const uint8_t*, const float*, int64_t, int64_t, const float*, const float*, const float*);
   void (*int4_widen)(const uint8_t*, float*, int64_t, int64_t, const float*, const float*);
 };
 
@@ -394,9 +413,7 @@ torch::Tensor int4_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale,
       const uint8_t* wr = wp + n * (K / 2);
       const float* o = op ? op + n * G : symmetric_offsets(sp + n * G, sym.data(), G);
       if (T == 1) {
-        float c = 0.f;
-        for (int64_t g = 0; g < G; ++g) c += o[g] * xsum[g];
-        yp[n] = ops.int4_dot(wr, xp, K, group, sp + n * G) + c;
+        yp[n] = ops.int4_dot(wr, xp, K, group, sp + n * G, o, xsum.data());
       } else {
         ops.int4_widen(wr, row.data(), K, group, sp + n * G, o);
         rows_times(ops, row.data(), xp, T, K, N, n, yp);
