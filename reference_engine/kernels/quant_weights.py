@@ -6,7 +6,8 @@ here keep the weights packed and, for up to ``MAX_KERNEL_ROWS`` rows, multiply w
 widens each weight in registers and accumulates in fp32; for more rows (prefill, compute-bound) they widen
 the whole weight to fp32 (in C++, in parallel) and call torch's matmul.
 
-The kernel has an AVX2 (+FMA+F16C) body and an AVX-512 body; ``choose_isa`` times both where the CPU has
+The kernel has an AVX2 (+FMA+F16C) body and an AVX-512 body (quant_weights_avx512.cpp, compiled with a
+target attribute); ``choose_isa`` times both where the CPU has
 AVX-512 and keeps the faster. Whether a model uses the kernel at all is measured as well
 (``choose_cpu_kernel``, the counterpart of weight_storage=auto): one decode-shaped matmul against the
 path the layer would otherwise take; where the kernel cannot be built or is slower, the old path stays and
@@ -34,7 +35,8 @@ log = logging.getLogger(__name__)
 MAX_KERNEL_ROWS = 32
 MIN_GAIN_X = 1.05           # the kernel must beat the fallback by this much to be chosen
 ISA_NAMES = ("avx2", "avx512")
-_SOURCE = Path(__file__).with_name("quant_weights.cpp")
+# The extension's sources (quant_weights.h is shared by both; torch rebuilds when a source's text changes).
+_SOURCES = [Path(__file__).with_name(n) for n in ("quant_weights.cpp", "quant_weights_avx512.cpp")]
 _PROBE_SHAPE = (2048, 2048)  # (out, in) of the ISA probe
 
 
@@ -50,8 +52,8 @@ def kernel() -> tuple[Any, str | None]:
         from torch.utils.cpp_extension import load
 
         log.info("compiling the fp8/int4 weight kernels once (about 40 s; cached afterwards)")
-        module = load("triage_quant_weights", [str(_SOURCE)], extra_cflags=["-O3", "-mavx2", "-mfma", "-mf16c"],
-                      verbose=False)
+        module = load("triage_quant_weights", [str(p) for p in _SOURCES],
+                      extra_cflags=["-O3", "-mavx2", "-mfma", "-mf16c"], verbose=False)
     except Exception as e:  # noqa: BLE001 - no compiler, headers or ninja: the quantized layers keep torch paths
         return None, f"the kernel could not be built here ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
     return module, None
