@@ -16,7 +16,8 @@ GB = 1e9
 # Targets from the issue; each is reported as met / not met / not measurable here, never asserted.
 TARGET_CPU_BS1_ROOFLINE_PCT = 60.0
 TARGET_GPU_BS1_ROOFLINE_PCT = 70.0
-TARGET_INT4_SPEEDUP = 1.3
+TARGET_INT4_SPEEDUP = 2.5           # issue 25: the bytes allow ~3.5x over bf16 at bs=1
+TARGET_FP8_SPEEDUP = 1.7            # ~2x allowed
 TARGET_INT4_COMPRESSION = 3.5
 TARGET_FP8_COMPRESSION = 2.0
 
@@ -74,6 +75,15 @@ def _path_cell(r: dict) -> str:
     mixed = len(r["paths"]) > 1          # some layers on another path (a shape the kernel does not take)
     return (f"{p['kernel']} {p['isa']}{bpw}" + (" FELL BACK" if p.get("fell_back") else "")
             + (f" [{layers}]" if mixed else ""))
+
+
+def _path_note(d: dict) -> str:
+    """'<kernel> (<isa>, <bytes> B/weight) against <base kernel>', and the fallback reason if it fell back."""
+    if "kernel" not in d:
+        return ""
+    base = d.get("base_path") or {}
+    note = f"{d['kernel']} ({d['isa']}, {d['bytes_per_weight']:.3g} B/weight) against {base.get('kernel', '?')}"
+    return note + (f"; fell back: {d['path_reason']}" if d.get("fell_back") else "")
 
 
 def _weights_table(ctx: Context) -> dict | None:
@@ -180,12 +190,14 @@ def _targets(ctx: Context, rows: list[AblationRow], points: list[dict]) -> list[
     int4, fp8 = by_key.get("weights-int4"), by_key.get("weights-fp8")
     if int4 is not None and int4.status is RowStatus.MEASURED:
         add("INT4 decode speed-up at bs=1", f"≥ {TARGET_INT4_SPEEDUP}×", int4.gain,
-            None if int4.gain is None else int4.gain >= TARGET_INT4_SPEEDUP)
+            None if int4.gain is None else int4.gain >= TARGET_INT4_SPEEDUP, _path_note(int4.details))
         comp = int4.details.get("linear_weight_compression")
         add("INT4 weights smaller (quantized layers, scales included)", f"≥ {TARGET_INT4_COMPRESSION}×", comp,
             None if comp is None else comp >= TARGET_INT4_COMPRESSION,
             f"whole model {int4.details['weight_compression']:.2f}×: the embedding table stays {ctx.cfg.dtype}")
     if fp8 is not None and fp8.status is RowStatus.MEASURED:
+        add("FP8 decode speed-up at bs=1", f"≥ {TARGET_FP8_SPEEDUP}×", fp8.gain,
+            None if fp8.gain is None else fp8.gain >= TARGET_FP8_SPEEDUP, _path_note(fp8.details))
         comp = fp8.details.get("linear_weight_compression")
         add("FP8 weights smaller (quantized layers, scales included)", f"≥ {TARGET_FP8_COMPRESSION}× (−1%)", comp,
             None if comp is None else comp >= TARGET_FP8_COMPRESSION * 0.99,
