@@ -177,6 +177,26 @@ def test_the_isa_can_be_forced_and_avx2_is_always_there(monkeypatch):
 
 
 @needs_kernel
+def test_a_cpu_without_avx512_gets_avx2_and_is_told_why(monkeypatch):
+    real = qw.kernel()[0]
+
+    class _NoAvx512:            # the compiled module, as seen on an AVX2-only CPU
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        @staticmethod
+        def avx512_supported() -> bool:
+            return False
+
+    monkeypatch.setattr(qw, "kernel", lambda: (_NoAvx512(), None))
+    monkeypatch.delenv("TRIAGE_QUANT_ISA", raising=False)
+    assert qw.choose_isa.__wrapped__() == (0, "avx2 (the CPU has no AVX-512)")
+    monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx512")
+    with pytest.raises(RuntimeError, match="no AVX-512"):
+        qw.choose_isa.__wrapped__()
+
+
+@needs_kernel
 @pytest.mark.slow
 def test_tiny_model_greedy_tokens_under_int4_and_fp8(capsys):
     """Greedy tokens against fp32, reported (the tiny model's random weights give near-flat logits, so a
