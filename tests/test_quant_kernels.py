@@ -88,6 +88,13 @@ def test_int4_kernel_matches_dequantize_then_matmul(isa, rows, symmetric, n, k, 
     torch.testing.assert_close(layer.dequantized(), dequantize_int4(weights), rtol=0, atol=1e-6)
 
 
+@needs_kernel
+def test_an_empty_batch_gives_an_empty_output():
+    lin = _linear(24, 64)
+    for layer in (qw.Fp8KernelLinear.from_linear(lin, 0), qw.Int4KernelLinear.from_linear(lin, 0, 32)):
+        assert layer(torch.zeros(0, 64)).shape == (0, 24)
+
+
 def test_int4_packing_round_trips_and_puts_k_and_k_plus_16_in_one_byte():
     q = torch.randint(0, 16, (5, 64), dtype=torch.uint8)
     packed = qw.pack_int4(q)

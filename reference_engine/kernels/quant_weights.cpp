@@ -212,6 +212,7 @@ torch::Tensor fp8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale, 
   x = x.contiguous();
   const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
   auto y = torch::empty({T, N}, x.options());
+  if (T == 0 || N == 0) return y;
   const float* xp = x.data_ptr<float>();
   const uint8_t* wp = w.data_ptr<uint8_t>();
   const float* sp = scale.data_ptr<float>();
@@ -240,6 +241,7 @@ torch::Tensor int4_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale,
   x = x.contiguous();
   const int64_t T = x.size(0);
   auto y = torch::empty({T, N}, x.options());
+  if (T == 0 || N == 0) return y;
   const float* xp = x.data_ptr<float>();
   const uint8_t* wp = w.data_ptr<uint8_t>();
   const float* sp = scale.data_ptr<float>();
