@@ -204,6 +204,26 @@ def test_a_cpu_without_avx512_gets_avx2_and_is_told_why(monkeypatch):
 
 
 @needs_kernel
+def test_the_engine_quantizes_at_load_and_says_what_runs(monkeypatch):
+    from triage.core.errors import EngineError
+    from triage.reference_engine import EngineConfig, LLMEngine, SamplingParams
+
+    monkeypatch.setattr(qw, "MIN_GAIN_X", 0.0)
+    cfg = EngineConfig(model="tiny", dtype="float32", max_model_len=64, num_kv_blocks=16)
+    params = [SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)]
+    by_hand = LLMEngine(cfg)
+    quantize_model(by_hand.runner.model, "fp8")
+    engine = LLMEngine(cfg.replace(quantization="fp8"))
+    assert engine.quant_summary.paths == {"cpu_fp8_kernel": 15}
+    assert "fp8 weights: cpu_fp8_kernel×15" in engine.dtype_note and "decode matmul" in engine.dtype_note
+    assert ([o.output_token_ids for o in engine.generate([[1, 2, 3]], params)]
+            == [o.output_token_ids for o in by_hand.generate([[1, 2, 3]], params)])
+    assert LLMEngine(cfg).quant_summary is None
+    with pytest.raises(EngineError, match="quantization='int3'"):
+        LLMEngine(cfg.replace(quantization="int3"))
+
+
+@needs_kernel
 @pytest.mark.slow
 def test_tiny_model_greedy_tokens_under_int4_and_fp8(capsys):
     """Greedy tokens against fp32, reported (the tiny model's random weights give near-flat logits, so a
