@@ -203,6 +203,19 @@ def test_a_cpu_without_avx512_gets_avx2_and_is_told_why(monkeypatch):
         qw.choose_isa.__wrapped__()
 
 
+def test_bf16_stored_layers_count_their_bf16_bytes_as_the_before():
+    from triage.reference_engine.kernels.bf16_weights import store_bf16
+
+    model = _Mlp()
+    with torch.no_grad():
+        for lin in (model.up, model.down):
+            lin.weight.copy_(lin.weight.to(torch.bfloat16).float())
+    store_bf16(model)
+    summary = quantize_model(model, "fp8", cpu_kernel="off")
+    assert summary.linear_bytes_before == 2 * 2 * 128 * 256           # two layers, 2 bytes a weight
+    assert summary.linear_compression_frac == pytest.approx(2 * 128 * 256 * 2 / (2 * 128 * 256 + 4 * 384))
+
+
 @needs_kernel
 def test_the_engine_quantizes_at_load_and_says_what_runs(monkeypatch):
     from triage.core.errors import EngineError

@@ -83,7 +83,9 @@ def _linears(model: nn.Module) -> list[tuple[str, nn.Linear]]:
 
     for n, m in list(model.named_modules()):
         if isinstance(m, Bf16StoredLinear):      # bf16-stored fp32 layers quantize from their exact fp32 values
-            _set_module(model, n, m.to_linear())
+            linear = m.to_linear()
+            linear.stored_bytes = m.weight.numel() * m.weight.element_size()     # what a step read before
+            _set_module(model, n, linear)
     return [(n, m) for n, m in model.named_modules() if type(m) is nn.Linear]
 
 
@@ -130,7 +132,7 @@ class _Handler:
                 skipped += 1
                 continue
             new = self._make_kernel(linear, isa) if use_kernel else self._make(linear)
-            lin_before += linear.weight.numel() * linear.weight.element_size()
+            lin_before += getattr(linear, "stored_bytes", linear.weight.numel() * linear.weight.element_size())
             lin_after += new.weight_bytes()
             num_weights += linear.weight.numel()
             _set_module(model, name, new)
