@@ -11,7 +11,9 @@ Steps (each writes its log and files into OUT_DIR; OUT_DIR/gpu_validation.json s
 4. triton_attention tests/test_triton_attention.py and benchmarks/baseline_triton_attention.py (Triton
                     FlashAttention prefill against torch SDPA);
 5. engine_roofline  `triage baseline --device cuda --rows roofline`: the CUDA reference engine's decode
-                    against its memory roofline.
+                    against its memory roofline;
+6. quant_weights    benchmarks/gpu_quant.py: FP8 weights through torch._scaled_mm (compute capability 8.9+)
+                    and INT4 through the Triton kernel, against bf16 at decode and prefill shapes.
 
 Without a CUDA GPU the GPU-only steps are recorded as skipped with the reason; the others run (the gpu
 tests then all skip, and `diagnose --active` measures host memory and the gloo all-reduce), so the
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-STEPS = ("gpu_tests", "diagnose_active", "nvml_capture", "triton_attention", "engine_roofline")
+STEPS = ("gpu_tests", "diagnose_active", "nvml_capture", "triton_attention", "engine_roofline", "quant_weights")
 
 
 def gpu_facts() -> dict[str, Any]:
@@ -161,6 +163,19 @@ def step_engine_roofline(out: Path, facts: dict) -> dict:
             "figures": figures, "files": [report.name] if report.is_file() else [], "tail": None if ok else tail}
 
 
+def step_quant_weights(out: Path, facts: dict) -> dict:
+    if not facts["cuda_available"]:
+        return {"status": "skipped", "reason": "no CUDA GPU: FP8 (torch._scaled_mm) and the Triton INT4 kernel are "
+                                               "timed on a GPU (tests/test_quant_kernels.py interprets the Triton "
+                                               "kernel on CPU)", "files": []}
+    bench = out / "gpu_quant.json"
+    rc, dt, tail = run([sys.executable, "benchmarks/gpu_quant.py", "--out", str(bench)], out / "gpu_quant.log", 900)
+    figures = json.loads(bench.read_text()) if bench.is_file() else {}
+    ok = rc == 0 and bench.is_file()
+    return {"status": "ok" if ok else "failed", "reason": None if ok else f"exit status {rc}", "duration_s": dt,
+            "figures": figures, "files": [bench.name] if bench.is_file() else [], "tail": None if ok else tail}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out_dir", type=Path, help="folder for the JSON results (created)")
@@ -191,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
             steps[name] = step_nvml_capture(out, facts, a.fixture_dir)
         elif name == "triton_attention":
             steps[name] = step_triton(out, facts)
+        elif name == "quant_weights":
+            steps[name] = step_quant_weights(out, facts)
         else:
             steps[name] = step_engine_roofline(out, facts)
         sys.stderr.write(f"{name}: {steps[name]['status']}"

@@ -229,6 +229,7 @@ SCHEDULERS = ("continuous", "static")
 KV_LAYOUTS = ("paged", "contiguous")
 LOAD_FORMATS = ("auto", "dummy", "safetensors")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+QUANTIZATIONS = ("none", "fp8", "int4")
 KV_CACHE_DTYPES = ("auto", "float32", "bfloat16", "float16", "fp8", "fp8_e4m3")   # fp8: e4m3 + per-(token, head) scale
 
 
@@ -258,6 +259,10 @@ class EngineConfig:
     # With fp32 compute on a CPU: keep bf16-valued Linear weights in bf16 (kernels/bf16_weights.py). auto
     # measures; bf16 forces it where the weights are bf16 values; fp32 never.
     weight_storage: str = "auto"
+    # Weight-only quantization at load (quant/handlers.py): none, fp8 or int4 (group 128). On a CPU the
+    # packed-weight kernels (kernels/quant_weights.py) run it where they measure faster; the reason is in
+    # the dtype note.
+    quantization: str = "none"
 
     def replace(self, **changes: Any) -> EngineConfig:
         return replace(self, **changes)
@@ -265,7 +270,7 @@ class EngineConfig:
     def validate(self) -> None:
         # ``attention`` is checked against the backend registry by the engine (backends can be registered).
         choices = {"scheduler": SCHEDULERS, "kv_layout": KV_LAYOUTS, "load_format": LOAD_FORMATS, "dtype": DTYPES, "kv_cache_dtype": KV_CACHE_DTYPES,
-                   "weight_storage": ("auto", "bf16", "fp32")}
+                   "weight_storage": ("auto", "bf16", "fp32"), "quantization": QUANTIZATIONS}
         for name, allowed in choices.items():
             value = getattr(self, name)
             if value not in allowed:

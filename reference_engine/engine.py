@@ -97,6 +97,7 @@ class LLMEngine:
         model = build_model(mc, self.dtype, config.device, config.load_format, directory, config.seed)
         self.load_format = model.load_format
         self.weight_storage = self._store_weights(model)
+        self.quant_summary = self._quantize(model)
         kv_bytes_per_token = kv_format.bytes_per_token(mc.num_hidden_layers, mc.num_key_value_heads, mc.head_dim)
         self._kv_bytes_per_token = kv_bytes_per_token
         capacity_tokens = self._kv_capacity_tokens(kv_bytes_per_token)
@@ -155,6 +156,19 @@ class LLMEngine:
             return "float32"
         store_bf16(model)
         return "bfloat16"
+
+    def _quantize(self, model):
+        """``quantization`` fp8 / int4: swap the Linear layers (quant/handlers.py) and say what runs."""
+        scheme = self.config.quantization
+        if scheme == "none":
+            return None
+        from triage.reference_engine.quant import quantize_model
+
+        summary = quantize_model(model, scheme)
+        paths = ", ".join(f"{p}×{n}" for p, n in summary.paths.items()) or "no layer fits"
+        why = (summary.kernel or {}).get("reason")
+        self.dtype_note = f"{self.dtype_note}; {scheme} weights: {paths}" + (f" ({why})" if why else "")
+        return summary
 
     def _kv_capacity_tokens(self, bytes_per_token: int) -> int:
         cfg = self.config

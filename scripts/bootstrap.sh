@@ -50,8 +50,11 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
 fi
 echo "bootstrap: installing triage and its dev tools into $VENV" >&2
 pip_install -e ".[dev]"
-# The reference engine's bf16-weight CPU kernel compiles once (~30 s) and is cached under ~/.cache: build it
-# now so that the first `triage baseline` or `serve` does not pay for it. Failure is fine (fp32 weights).
+# The reference engine's bf16-weight and fp8/int4 CPU kernels compile once (~30 s each) and are cached under
+# ~/.cache: build them now so that the first `triage baseline` or `serve` does not pay for it. Failure is fine
+# (fp32 weights; the quantized layers keep torch's paths and say so).
 "$VENV/bin/python" -c "from triage.reference_engine.kernels.bf16_weights import kernel; m, why = kernel(); \
 print('bootstrap: bf16-weight kernel', 'ready' if m else f'not built: {why}')" >&2 || true
+"$VENV/bin/python" -c "from triage.reference_engine.kernels.quant_weights import kernel; m, why = kernel(); \
+print('bootstrap: fp8/int4 weight kernel', 'ready' if m else f'not built: {why}')" >&2 || true
 echo "$want" > "$stamp"

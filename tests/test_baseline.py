@@ -90,7 +90,10 @@ def test_quantized_weights_are_smaller_and_their_error_is_reported(tiny_section)
         assert 0 < d["logit_error_mean_abs"] <= d["logit_error_max_abs"]
         assert 0.0 <= d["top1_agreement_frac"] <= 1.0
         assert d["num_quality_positions"] == TINY.quality_num_prompts * TINY.quality_prompt_tokens
-    assert int4["execution_paths"].get("int4pack_cpu", 0) + int4["execution_paths"].get("reference", 0) >= 1
+    assert sum(int4["execution_paths"].get(p, 0) for p in ("int4pack_cpu", "reference", "cpu_int4_kernel")) >= 1
+    for d in (fp8, int4):          # each row names what ran
+        assert d["kernel"] and d["isa"] and d["bytes_per_weight"] > 0 and isinstance(d["fell_back"], bool)
+        assert d["path_reason"] and d["base_path"]["kernel"]
 
 
 @pytest.mark.slow

@@ -70,12 +70,8 @@ def test_the_engine_keeps_greedy_tokens_and_quantizes_from_exact_values():
 
     prompts = [[5, 17, 99, 3, 250, 8], [1, 2, 3]]
     params = [SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)] * 2
-    # bf16-stored weights are an fp32-compute path: pin the compute dtype, which a CPU with native bf16
-    # (AVX512-BF16 or AMX) would otherwise measure as bf16.
-    plain = LLMEngine(EngineConfig(model="small", dtype="float32", weight_storage="fp32", max_model_len=256,
-                                   num_kv_blocks=64))
-    stored = LLMEngine(EngineConfig(model="small", dtype="float32", weight_storage="bf16", max_model_len=256,
-                                    num_kv_blocks=64))
+    plain = LLMEngine(EngineConfig(model="small", dtype="float32", weight_storage="fp32", max_model_len=256, num_kv_blocks=64))
+    stored = LLMEngine(EngineConfig(model="small", dtype="float32", weight_storage="bf16", max_model_len=256, num_kv_blocks=64))
     assert plain.weight_storage == "float32" and stored.weight_storage == "bfloat16"
     assert "forced" in stored.dtype_note
     a = [o.output_token_ids for o in plain.generate(prompts, params)]

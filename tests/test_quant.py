@@ -112,7 +112,7 @@ def test_handlers_swap_linears_and_shrink_weights(scheme, ratio_min):
     ids = torch.randint(0, 50, (2, 6))
     ref = model(ids)
     before = model_weight_bytes(model)
-    summary = quantize_model(model, scheme, group_size=64)
+    summary = quantize_model(model, scheme, group_size=64, cpu_kernel="off")   # torch's paths
     assert summary.weight_bytes_before == before
     assert summary.weight_bytes_after == model_weight_bytes(model) < before
     linear_bytes = sum(m.weight.numel() * 4 for m in [nn.Linear(128, 256), nn.Linear(256, 128)])
@@ -340,8 +340,8 @@ def test_engine_serves_a_local_awq_checkpoint_like_its_dequantized_dense_twin(tm
 
 @pytest.mark.gpu
 def test_fp8_scaled_mm_path_matches_dequant_path_on_hopper():
-    if torch.cuda.get_device_capability() < (9, 0):
-        pytest.skip("row-wise torch._scaled_mm needs compute capability 9.0+")
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("row-wise torch._scaled_mm needs compute capability 8.9+")
     lin = nn.Linear(256, 512, bias=True).to("cuda", torch.bfloat16)
     fast = Fp8Linear.from_linear(lin)
     slow = Fp8Linear.from_linear(lin, allow_scaled_mm=False)

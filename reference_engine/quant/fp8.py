@@ -1,10 +1,11 @@
 """FP8 (e4m3) weight-only quantization with one fp32 scale per output channel.
 
 Two execution paths, picked once when the layer is built:
-- ``scaled_mm``: on CUDA devices of compute capability 9.0+ (Hopper, Blackwell), activations are
+- ``scaled_mm``: on CUDA devices of compute capability 8.9+ (Ada, Hopper, Blackwell), activations are
   quantized per row on the fly and ``torch._scaled_mm`` multiplies with row-wise scales.
-- ``dequant``: everywhere else (CPU included) the weight is dequantized to the activation dtype and
-  ``F.linear`` runs. Weights stay 1 byte each in memory; the matmul itself is not faster.
+- ``dequant``: everywhere else the weight is dequantized to the activation dtype and ``F.linear`` runs.
+  Weights stay 1 byte each in memory; the matmul itself is not faster. On a CPU, quantize_model uses
+  kernels/quant_weights.py's Fp8KernelLinear instead where it measures faster.
 """
 from __future__ import annotations
 
@@ -40,11 +41,11 @@ def quantize_fp8_per_row(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def scaled_mm_supported(device: torch.device) -> bool:
-    """True where row-wise-scaled ``torch._scaled_mm`` is available: CUDA with compute capability ≥ 9.0."""
+    """True where row-wise-scaled ``torch._scaled_mm`` is available: CUDA with FP8 tensor cores, compute
+    capability ≥ 8.9 (Ada, Hopper, Blackwell)."""
     if device.type != "cuda" or not torch.cuda.is_available() or not hasattr(torch, "_scaled_mm"):
         return False
-    major, _minor = torch.cuda.get_device_capability(device)
-    return major >= 9
+    return torch.cuda.get_device_capability(device) >= (8, 9)
 
 
 class Fp8Linear(nn.Module):
@@ -73,7 +74,11 @@ class Fp8Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.use_scaled_mm:
-            return self._forward_scaled_mm(x)
+            try:
+                return self._forward_scaled_mm(x)
+            except RuntimeError as e:      # a torch/GPU pair without row-wise scaling (some 8.9 builds)
+                self.use_scaled_mm = False
+                self.path = f"dequant (torch._scaled_mm failed: {str(e).splitlines()[0][:100]})"
         w = dequantize_fp8(self.weight_fp8, self.weight_scale, x.dtype)
         return F.linear(x, w, None if self.bias is None else self.bias.to(x.dtype))
 

@@ -10,11 +10,19 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from triage.reference_engine.kernels.quant_weights import (
+    ISA_NAMES,
+    Fp8KernelLinear,
+    Int4KernelLinear,
+    KernelChoice,
+    choose_cpu_kernel,
+)
 from triage.reference_engine.quant.awq_gptq import ImportedCheckpoint, QuantCheckpointError
 from triage.reference_engine.quant.fp8 import Fp8Linear
-from triage.reference_engine.quant.int4 import Int4Linear
+from triage.reference_engine.quant.int4 import Int4Linear, choose_int4_path
 
 SkipFn = Callable[[str, nn.Linear], bool]
+CPU_KERNEL_MODES = ("auto", "on", "off")
 
 
 class QuantScheme(str, enum.Enum):
@@ -35,6 +43,10 @@ class QuantSummary:
     # The converted layers alone: their dense weight bytes before, quantized bytes (scales included) after.
     linear_bytes_before: int = 0
     linear_bytes_after: int = 0
+    # What the converted layers run and why (kernels/quant_weights.py KernelChoice.as_dict()), and the bytes a
+    # decode step reads per quantized weight, scales included.
+    kernel: dict | None = None
+    bytes_per_weight: float | None = None
 
     @property
     def linear_compression_frac(self) -> float | None:
@@ -71,36 +83,65 @@ def _linears(model: nn.Module) -> list[tuple[str, nn.Linear]]:
 
     for n, m in list(model.named_modules()):
         if isinstance(m, Bf16StoredLinear):      # bf16-stored fp32 layers quantize from their exact fp32 values
-            _set_module(model, n, m.to_linear())
+            linear = m.to_linear()
+            linear.stored_bytes = m.weight.numel() * m.weight.element_size()     # what a step read before
+            _set_module(model, n, linear)
     return [(n, m) for n, m in model.named_modules() if type(m) is nn.Linear]
 
 
 class _Handler:
     scheme: QuantScheme
 
-    def __init__(self, skip: SkipFn | None = None) -> None:
+    def __init__(self, skip: SkipFn | None = None, cpu_kernel: str = "auto") -> None:
+        if cpu_kernel not in CPU_KERNEL_MODES:
+            raise ValueError(f"cpu_kernel must be one of {CPU_KERNEL_MODES}, got {cpu_kernel!r}")
         self.skip = skip
+        self.cpu_kernel = cpu_kernel
+        self.choice: KernelChoice | None = None
+
+    def _fits(self, linear: nn.Linear) -> bool:
+        return True
 
     def _make(self, linear: nn.Linear) -> nn.Module | None:
         raise RuntimeError("subclasses build the quantized layer")
+
+    def _make_kernel(self, linear: nn.Linear, isa: int) -> nn.Module:
+        raise RuntimeError("subclasses build the kernel layer")
+
+    def _choose(self, todo: list[nn.Linear]) -> None:
+        """CPU layers: the kernel or the torch path, measured once on a typical (median-size) layer shape."""
+        if not todo or todo[0].weight.device.type != "cpu":
+            return
+        probe = sorted(todo, key=lambda m: m.weight.numel())[len(todo) // 2]
+        self.choice = choose_cpu_kernel(self.scheme.value, probe.in_features, probe.out_features, self._make,
+                                        self.cpu_kernel, getattr(self, "group_size", 128))
 
     @torch.no_grad()
     def convert(self, model: nn.Module) -> QuantSummary:
         before = model_weight_bytes(model)
         paths: Counter[str] = Counter()
-        converted = skipped = lin_before = lin_after = 0
+        converted = skipped = lin_before = lin_after = num_weights = 0
+        todo = [(n, m) for n, m in _linears(model)
+                if not (self.skip is not None and self.skip(n, m)) and self._fits(m)]
+        self._choose([m for _, m in todo])
+        use_kernel = self.choice is not None and self.choice.use
+        isa = ISA_NAMES.index(self.choice.isa) if use_kernel else 0
+        chosen = {n for n, _ in todo}
         for name, linear in _linears(model):
-            new = None if (self.skip is not None and self.skip(name, linear)) else self._make(linear)
-            if new is None:
+            if name not in chosen:
                 skipped += 1
                 continue
-            lin_before += linear.weight.numel() * linear.weight.element_size()
+            new = self._make_kernel(linear, isa) if use_kernel else self._make(linear)
+            lin_before += getattr(linear, "stored_bytes", linear.weight.numel() * linear.weight.element_size())
             lin_after += new.weight_bytes()
+            num_weights += linear.weight.numel()
             _set_module(model, name, new)
             paths[getattr(new, "path", "unknown")] += 1
             converted += 1
         return QuantSummary(self.scheme, converted, skipped, before, model_weight_bytes(model), dict(paths),
-                            getattr(self, "group_size", None), lin_before, lin_after)
+                            getattr(self, "group_size", None), lin_before, lin_after,
+                            None if self.choice is None else self.choice.as_dict(),
+                            lin_after / num_weights if num_weights else None)
 
 
 class Fp8WeightOnlyHandler(_Handler):
@@ -108,12 +149,17 @@ class Fp8WeightOnlyHandler(_Handler):
 
     scheme = QuantScheme.FP8
 
-    def __init__(self, skip: SkipFn | None = None, allow_scaled_mm: bool = True) -> None:
-        super().__init__(skip)
+    def __init__(self, skip: SkipFn | None = None, allow_scaled_mm: bool = True, cpu_kernel: str = "auto",
+                 per_tensor: bool = False) -> None:
+        super().__init__(skip, cpu_kernel)
         self.allow_scaled_mm = allow_scaled_mm
+        self.per_tensor = per_tensor      # the CPU kernel only (torch's paths keep per-channel scales)
 
-    def _make(self, linear: nn.Linear) -> nn.Module | None:
+    def _make(self, linear: nn.Linear) -> nn.Module:
         return Fp8Linear.from_linear(linear, allow_scaled_mm=self.allow_scaled_mm)
+
+    def _make_kernel(self, linear: nn.Linear, isa: int) -> nn.Module:
+        return Fp8KernelLinear.from_linear(linear, isa, per_tensor=self.per_tensor)
 
 
 class Int4WeightOnlyHandler(_Handler):
@@ -121,33 +167,57 @@ class Int4WeightOnlyHandler(_Handler):
 
     scheme = QuantScheme.INT4
 
-    def __init__(self, group_size: int = 128, skip: SkipFn | None = None, path: str | None = None) -> None:
-        super().__init__(skip)
+    def __init__(self, group_size: int = 128, skip: SkipFn | None = None, path: str | None = None,
+                 cpu_kernel: str = "auto", symmetric: bool = False) -> None:
+        super().__init__(skip, "off" if path is not None else cpu_kernel)     # a named path is what runs
         self.group_size = group_size
         self.path = path
+        self.symmetric = symmetric        # the CPU kernel only (torch's packings are asymmetric)
         self.kernel_dtype: torch.dtype | None = None
 
-    def _make(self, linear: nn.Linear) -> nn.Module | None:
-        if linear.in_features % self.group_size:
-            return None
+    def _fits(self, linear: nn.Linear) -> bool:
+        return linear.in_features % self.group_size == 0
+
+    def _make(self, linear: nn.Linear) -> nn.Module:
+        if linear.weight.device.type == "cuda" and self._triton(linear):
+            from triage.reference_engine.quant.int4_triton import Int4TritonLinear
+
+            return Int4TritonLinear.from_linear(linear, self.group_size, symmetric=self.symmetric)
         layer = Int4Linear.from_linear(linear, self.group_size, path=self.path)
         layer.kernel_dtype = self.kernel_dtype
         return layer
 
+    def _triton(self, linear: nn.Linear) -> bool:
+        """The Triton kernel: when asked for, or where tinygemm's CUDA kernel does not take the shape."""
+        from triage.reference_engine.attention.triton_support import triton_unavailable_reason
+
+        if self.path == "triton":
+            return True
+        fits = choose_int4_path(linear.weight.device, linear.in_features, linear.out_features) != "reference"
+        return self.path is None and not fits and triton_unavailable_reason(linear.weight.device) is None
+
+    def _make_kernel(self, linear: nn.Linear, isa: int) -> nn.Module:
+        return Int4KernelLinear.from_linear(linear, isa, self.group_size, symmetric=self.symmetric)
+
 
 def quantize_model(model: nn.Module, scheme: QuantScheme | str, *, group_size: int = 128,
-                   skip: SkipFn | None = None, int4_kernel_dtype: torch.dtype | None = None) -> QuantSummary:
+                   skip: SkipFn | None = None, int4_kernel_dtype: torch.dtype | None = None,
+                   cpu_kernel: str = "auto", int4_symmetric: bool = False, int4_path: str | None = None) -> QuantSummary:
     """Convert ``model`` in place. ``scheme`` is none | fp8 | int4. ``int4_kernel_dtype``: see int4.py
-    (bf16 makes int4 fast under fp32 compute on a CPU, at bf16 rounding of activations)."""
+    (bf16 makes torch's int4 kernel usable under fp32 compute on a CPU, at bf16 rounding of activations).
+    ``cpu_kernel`` (CPU models): auto uses kernels/quant_weights.py where it measures faster than torch's path,
+    on forces it, off keeps torch's; the summary's ``kernel`` says which ran and why. ``int4_path`` names an
+    Int4Linear path, or "triton" (CUDA: quant/int4_triton.py)."""
     try:
         scheme = QuantScheme(scheme)
     except ValueError:
         raise ValueError(f"unknown quantization {scheme!r}; use one of "
                          f"{', '.join(s.value for s in QuantScheme)}") from None
     if scheme is QuantScheme.FP8:
-        return Fp8WeightOnlyHandler(skip).convert(model)
+        return Fp8WeightOnlyHandler(skip, cpu_kernel=cpu_kernel).convert(model)
     if scheme is QuantScheme.INT4:
-        handler = Int4WeightOnlyHandler(group_size, skip)
+        handler = Int4WeightOnlyHandler(group_size, skip, path=int4_path, cpu_kernel=cpu_kernel,
+                                        symmetric=int4_symmetric)
         handler.kernel_dtype = int4_kernel_dtype
         return handler.convert(model)
     size = model_weight_bytes(model)

@@ -48,13 +48,19 @@ def check_group_size(group_size: int, in_features: int) -> None:
         raise ValueError(f"in_features={in_features} is not a multiple of the group size {group_size}")
 
 
-def quantize_int4_groupwise(weight: torch.Tensor, group_size: int = 128) -> Int4Weights:
-    """[N, K] float weight -> Int4Weights (asymmetric, min/max per group)."""
+def quantize_int4_groupwise(weight: torch.Tensor, group_size: int = 128, symmetric: bool = False) -> Int4Weights:
+    """[N, K] float weight -> Int4Weights: asymmetric (min/max per group), or symmetric (absmax per group,
+    q - 8 in -8..7, zero = 0)."""
     if weight.dim() != 2:
         raise ValueError(f"expected a 2-D weight [out, in], got shape {tuple(weight.shape)}")
     n, k = weight.shape
     check_group_size(group_size, k)
     w = weight.detach().float().reshape(n, k // group_size, group_size)
+    if symmetric:
+        scale = (w.abs().amax(dim=-1, keepdim=True) / 7.0).clamp(min=1e-8)
+        q = (w / scale).round().clamp(-8, 7) + 8
+        return Int4Weights(q=q.reshape(n, k).to(torch.uint8), scale=scale.squeeze(-1),
+                           zero=torch.zeros_like(scale.squeeze(-1)), group_size=group_size)
     w_max = w.amax(dim=-1, keepdim=True)
     w_min = w.amin(dim=-1, keepdim=True)
     scale = ((w_max - w_min) / 15.0).clamp(min=1e-8)

@@ -79,7 +79,7 @@ _QUICK = dict(
     kv_max_model_len=512, kv_budget_tokens=1024, kv_num_requests=16, kv_prompt_tokens=16, kv_output_tokens=2,
     kv_max_num_seqs=64,
     attention_context_tokens=4096, attention_backends=("naive", "sdpa"), attention_num_layers=1, attention_repeats=2,
-    quant_decode_tokens=4, quant_fp8_decode_tokens=1, quality_num_prompts=1, quality_prompt_tokens=32,
+    quant_decode_tokens=4, quant_fp8_decode_tokens=4, quality_num_prompts=1, quality_prompt_tokens=32,
     prefix_tokens=192, prefix_num_requests=3,
     chunk_num_decoding=3, chunk_decode_tokens=10, chunk_long_prompt_tokens=256, chunk_num_long=1,
     chunk_budget_tokens=128,

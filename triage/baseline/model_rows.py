@@ -112,9 +112,10 @@ def weights(ctx: Context) -> list[AblationRow]:
                for i in range(cfg.quality_num_prompts)]
     ref_logits = [base.forward_full(p) for p in prompts]
     base_name = engine.stats().dtype
+    base_path = _base_path(engine)
     results: dict[str, dict] = {base_name: {"weight_bytes": model_weight_bytes(base), "paths": {},
                                             "decode_tok_s": _decode_tok_s(engine, mc.vocab_size, cfg.quant_decode_tokens),
-                                            "error": None}}
+                                            "error": None, "path": base_path}}
     for scheme in ("fp8", "int4"):
         ctx.on_step(f"weights: {scheme}")
         qmodel = copy.deepcopy(base)
@@ -128,10 +129,12 @@ def weights(ctx: Context) -> list[AblationRow]:
             err = compare_logits(ref_logits, [qmodel.forward_full(p) for p in prompts])
         finally:
             engine.runner.model = base
+        path = _quant_path(summary, cfg.device)
         results[scheme] = {"weight_bytes": summary.weight_bytes_after, "paths": summary.paths,
                            "linear_compression": summary.linear_compression_frac,
                            "decode_tok_s": tok_s, "error": err, "num_layers_converted": summary.num_layers_converted,
-                           "kernel_dtype": None if kernel_dtype is None else "bfloat16"}
+                           "kernel_dtype": "float32" if path["kernel"].startswith("cpu_") else
+                           None if kernel_dtype is None else "bfloat16", "path": path}
         del qmodel
     ctx.extras["weights"] = results
     ctx.extras["weights_base"] = base_name
@@ -150,8 +153,36 @@ def weights(ctx: Context) -> list[AblationRow]:
             top1_agreement_frac=e.top1_agreement_frac, reference_logit_std=e.reference_logit_std,
             num_quality_prompts=e.num_prompts, num_quality_positions=e.num_positions,
             kernel_dtype=r["kernel_dtype"] or base_name,
-            group_size=cfg.quant_group_size if scheme == "int4" else None))
+            group_size=cfg.quant_group_size if scheme == "int4" else None,
+            # What ran (the after side; base_path: the before side): a slow fallback says so here.
+            kernel=r["path"]["kernel"], isa=r["path"]["isa"], bytes_per_weight=r["path"]["bytes_per_weight"],
+            fell_back=r["path"]["fell_back"], path_reason=r["path"]["reason"], base_path=base_path))
     return rows
+
+
+def _base_path(engine) -> dict:
+    """The unquantized model's Linear path: the bf16-stored kernel, or torch's matmul in the weights' dtype."""
+    from triage.reference_engine.kernels.bf16_weights import Bf16StoredLinear
+
+    layers = [m for m in engine.runner.model.modules() if isinstance(m, (torch.nn.Linear, Bf16StoredLinear))]
+    num = sum(m.weight.numel() for m in layers)
+    size = sum(m.weight.numel() * m.weight.element_size() for m in layers)
+    stored = any(isinstance(m, Bf16StoredLinear) for m in layers)
+    dtype = str(layers[0].weight.dtype).removeprefix("torch.") if layers else "?"
+    isa = ("avx2" if stored else torch.backends.cpu.get_cpu_capability().lower()) if engine.config.device == "cpu" \
+        else "cuda"
+    return {"kernel": "bf16_weight_linear" if stored else f"torch linear ({dtype})", "isa": isa,
+            "bytes_per_weight": size / num if num else None, "fell_back": False, "reason": engine.dtype_note}
+
+
+def _quant_path(summary, device: str) -> dict:
+    """kernel / ISA / bytes per weight / fell back, and why, for a quantized model (QuantSummary.kernel)."""
+    choice = summary.kernel or {}
+    main = max(summary.paths, key=summary.paths.get) if summary.paths else "none"
+    isa = choice.get("isa") or ("cuda" if device.startswith("cuda") else torch.backends.cpu.get_cpu_capability().lower())
+    return {"kernel": choice.get("kernel", main), "isa": isa, "bytes_per_weight": summary.bytes_per_weight,
+            "fell_back": bool(choice.get("fell_back", False)),
+            "reason": choice.get("reason", f"{device}: torch's {main} path")}
 
 
 def kv_fp8(ctx: Context) -> AblationRow:

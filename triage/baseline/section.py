@@ -16,7 +16,8 @@ GB = 1e9
 # Targets from the issue; each is reported as met / not met / not measurable here, never asserted.
 TARGET_CPU_BS1_ROOFLINE_PCT = 60.0
 TARGET_GPU_BS1_ROOFLINE_PCT = 70.0
-TARGET_INT4_SPEEDUP = 1.3
+TARGET_INT4_SPEEDUP = 2.5           # issue 25: the bytes allow ~3.5x over bf16 at bs=1
+TARGET_FP8_SPEEDUP = 1.7            # ~2x allowed
 TARGET_INT4_COMPRESSION = 3.5
 TARGET_FP8_COMPRESSION = 2.0
 
@@ -64,6 +65,27 @@ def _ablation_table(rows: list[AblationRow], points: list[dict]) -> dict:
             "columns": ["change", "metric", "before", "after", "gain", "seed claims"], "rows": body, "notes": notes}
 
 
+def _path_cell(r: dict) -> str:
+    """kernel, ISA, bytes per weight, and whether it fell back: what ran for this row."""
+    p = r.get("path")
+    layers = ", ".join(f"{k}×{v}" for k, v in r["paths"].items())
+    if not p:
+        return layers or "dense"
+    bpw = "" if p.get("bytes_per_weight") is None else f" {p['bytes_per_weight']:.3g}B/w"
+    mixed = len(r["paths"]) > 1          # some layers on another path (a shape the kernel does not take)
+    return (f"{p['kernel']} {p['isa']}{bpw}" + (" FELL BACK" if p.get("fell_back") else "")
+            + (f" [{layers}]" if mixed else ""))
+
+
+def _path_note(d: dict) -> str:
+    """'<kernel> (<isa>, <bytes> B/weight) against <base kernel>', and the fallback reason if it fell back."""
+    if "kernel" not in d:
+        return ""
+    base = d.get("base_path") or {}
+    note = f"{d['kernel']} ({d['isa']}, {d['bytes_per_weight']:.3g} B/weight) against {base.get('kernel', '?')}"
+    return note + (f"; fell back: {d['path_reason']}" if d.get("fell_back") else "")
+
+
 def _weights_table(ctx: Context) -> dict | None:
     res = ctx.extras.get("weights")
     if not res:
@@ -79,12 +101,13 @@ def _weights_table(ctx: Context) -> dict | None:
                      r["decode_tok_s"], f"{r['decode_tok_s'] / b['decode_tok_s']:.2f}×",
                      None if e is None else round(e.max_abs, 4), None if e is None else round(e.mean_abs, 4),
                      None if e is None else f"{100 * e.top1_agreement_frac:.1f}%",
-                     ", ".join(f"{k}×{v}" for k, v in r["paths"].items()) or "dense"])
+                     _path_cell(r)])
     std = next((r["error"].reference_logit_std for r in res.values() if r["error"] is not None), None)
     notes = [f"logit errors are against the {base} model over {ctx.cfg.quality_num_prompts} prompt(s) × "
              f"{ctx.cfg.quality_prompt_tokens} positions (reference logit std {std:.3g})" if std else "",
-             "fp8 on a CPU dequantizes each weight before the matmul: it saves memory, not time. "
-             "torch._scaled_mm (row-wise scales) is used on Hopper and newer.",
+             "on a CPU, fp8 and int4 run a kernel that keeps the weights packed and widens them in registers "
+             "(chosen by measurement; where it cannot be built or is slower, the path says 'fell back' and why). "
+             "torch._scaled_mm (row-wise scales) runs fp8 on a GPU of compute capability 8.9 or newer.",
              "a tied LM head is quantized as its own copy (decode reads it every step); the embedding "
              "table it was tied to stays unquantized, so the whole model shrinks less than its linears"]
     return {"title": "Weight quantization (handlers swap nn.Linear; the model code is unchanged)",
@@ -167,12 +190,14 @@ def _targets(ctx: Context, rows: list[AblationRow], points: list[dict]) -> list[
     int4, fp8 = by_key.get("weights-int4"), by_key.get("weights-fp8")
     if int4 is not None and int4.status is RowStatus.MEASURED:
         add("INT4 decode speed-up at bs=1", f"≥ {TARGET_INT4_SPEEDUP}×", int4.gain,
-            None if int4.gain is None else int4.gain >= TARGET_INT4_SPEEDUP)
+            None if int4.gain is None else int4.gain >= TARGET_INT4_SPEEDUP, _path_note(int4.details))
         comp = int4.details.get("linear_weight_compression")
         add("INT4 weights smaller (quantized layers, scales included)", f"≥ {TARGET_INT4_COMPRESSION}×", comp,
             None if comp is None else comp >= TARGET_INT4_COMPRESSION,
             f"whole model {int4.details['weight_compression']:.2f}×: the embedding table stays {ctx.cfg.dtype}")
     if fp8 is not None and fp8.status is RowStatus.MEASURED:
+        add("FP8 decode speed-up at bs=1", f"≥ {TARGET_FP8_SPEEDUP}×", fp8.gain,
+            None if fp8.gain is None else fp8.gain >= TARGET_FP8_SPEEDUP, _path_note(fp8.details))
         comp = fp8.details.get("linear_weight_compression")
         add("FP8 weights smaller (quantized layers, scales included)", f"≥ {TARGET_FP8_COMPRESSION}× (−1%)", comp,
             None if comp is None else comp >= TARGET_FP8_COMPRESSION * 0.99,

@@ -1,0 +1,38 @@
+// Shared by quant_weights.cpp (AVX2 bodies, drivers, bindings) and quant_weights_avx512.cpp (AVX-512 bodies).
+#pragma once
+#include <immintrin.h>
+#include <cmath>
+#include <cstdint>
+
+namespace triage_qw {
+
+constexpr float kFp8Fix = 256.0f;
+
+// Software prefetch distance, in weight bytes ahead of the loads (0: none). A decode step's bytes per
+// instruction are low for packed weights, so the out-of-order window alone keeps few cache lines in flight;
+// on a VM with a long memory latency that, not the arithmetic, held FP8/INT4 well under bf16's bandwidth.
+extern int64_t g_prefetch;
+
+inline void prefetch(const uint8_t* p) {
+  if (g_prefetch) _mm_prefetch(reinterpret_cast<const char*>(p + g_prefetch), _MM_HINT_T0);
+}
+
+inline float fp8_scalar_div256(uint8_t b) {  // e4m3 value / 2^8, the vector paths' convention
+  const int e = (b >> 3) & 0xF, m = b & 7;
+  const float v = e ? std::ldexp(1.0f + m / 8.0f, e - 15) : std::ldexp(m / 8.0f, -14);
+  return (b & 0x80) ? -v : v;
+}
+
+// One ISA's bodies: the drivers call through this table.
+struct Ops {
+  float (*dotf)(const float*, const float*, int64_t);
+  void (*dotf4)(const float*, const float*, int64_t, int64_t, float*);
+  float (*fp8_dot)(const uint8_t*, const float*, int64_t);
+  void (*fp8_widen)(const uint8_t*, float*, int64_t, float);
+  float (*int4_dot)(const uint8_t*, const float*, int64_t, int64_t, const float*, const float*, const float*);
+  void (*int4_widen)(const uint8_t*, float*, int64_t, int64_t, const float*, const float*);
+};
+
+extern const Ops kAvx512Ops;  // quant_weights_avx512.cpp
+
+}  // namespace triage_qw
