@@ -48,7 +48,11 @@ def report_validator():
 
 
 from tests.live_engines import transformers_server  # noqa: E402, F401
-from tests.live_llamacpp import llama_server_parallel1, llama_server_parallel4  # noqa: E402, F401
+from tests.live_llamacpp import (  # noqa: E402, F401
+    llama_server_parallel1,
+    llama_server_parallel4,
+    llama_server_silent,
+)
 from tests.server_fixture import reference_server  # noqa: E402, F401
 
 

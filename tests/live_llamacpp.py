@@ -17,8 +17,11 @@ from tests.live_engines import LiveServer, _free_port
 
 
 def write_tiny_gguf(path: Path, n_vocab: int = 512, n_embd: int = 64, n_layer: int = 2, n_head: int = 4,
-                    n_head_kv: int = 2, n_ff: int = 128, n_ctx: int = 2048, seed: int = 0) -> Path:
-    """A 2-layer Llama in GGUF (f32, SentencePiece-style vocabulary of byte and word pieces)."""
+                    n_head_kv: int = 2, n_ff: int = 128, n_ctx: int = 2048, seed: int = 0,
+                    silent_words: bool = False) -> Path:
+    """A 2-layer Llama in GGUF (f32, SentencePiece-style vocabulary of byte and word pieces). With
+    `silent_words`, every word piece is a control token, which llama-server does not render: a request then
+    generates its tokens and streams no text, as a real model does when it spends max_tokens on special tokens."""
     import gguf
     import numpy as np
 
@@ -40,7 +43,7 @@ def write_tiny_gguf(path: Path, n_vocab: int = 512, n_embd: int = 64, n_layer: i
     w.add_token_list([b"<unk>", b"<s>", b"</s>"] + [f"<0x{b:02X}>".encode() for b in range(256)]
                      + [f"\u2581w{i}".encode() for i in range(words)])
     w.add_token_scores([0.0] * 3 + [-1000.0] * 256 + [-float(i) for i in range(words)])
-    w.add_token_types([2, 3, 3] + [6] * 256 + [1] * words)
+    w.add_token_types([2, 3, 3] + [6] * 256 + [3 if silent_words else 1] * words)
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
@@ -64,7 +67,10 @@ def write_tiny_gguf(path: Path, n_vocab: int = 512, n_embd: int = 64, n_layer: i
         rand(f"blk.{i}.ffn_up.weight", n_ff, n_embd)
         rand(f"blk.{i}.ffn_down.weight", n_embd, n_ff)
     w.add_tensor("output_norm.weight", np.ones(n_embd, np.float32))
-    rand("output.weight", n_vocab, n_embd)
+    out = (rng.standard_normal((n_vocab, n_embd)) * 0.02).astype(np.float32)
+    if silent_words:
+        out[:259] = 0.0   # special and byte pieces never win the argmax: only (unrendered) word pieces come out
+    w.add_tensor("output.weight", out)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -82,13 +88,19 @@ def llama_server_parallel4(tmp_path_factory) -> Iterator[LiveServer]:
     yield from _llama_server(tmp_path_factory, slots=4)
 
 
-def _llama_server(tmp_path_factory, slots: int) -> Iterator[LiveServer]:
+@pytest.fixture(scope="session")
+def llama_server_silent(tmp_path_factory) -> Iterator[LiveServer]:
+    """Four slots serving a model whose every generated piece is an unrendered control token."""
+    yield from _llama_server(tmp_path_factory, slots=4, silent_words=True)
+
+
+def _llama_server(tmp_path_factory, slots: int, silent_words: bool = False) -> Iterator[LiveServer]:
     binary = os.environ.get("TRIAGE_LLAMA_SERVER") or shutil.which("llama-server")
     if not binary:
         pytest.skip("llama-server is not on PATH (it takes ~15 min to build; see docs/ENGINES.md)")
     pytest.importorskip("gguf", reason="writing the test's GGUF needs the `gguf` package")
     work = tmp_path_factory.mktemp("llama-server")
-    model = write_tiny_gguf(work / "tiny.gguf")
+    model = write_tiny_gguf(work / "tiny.gguf", silent_words=silent_words)
     port = _free_port()
     argv = (binary, "-m", str(model), "-a", "tiny-llama", "--host", "127.0.0.1", "--port", str(port),
             "--metrics", "--slots", "--parallel", str(slots), "-c", str(2048 * slots), "-t", "1")

@@ -39,11 +39,12 @@ def test_live_llamacpp_one_slot_under_load(llama_server_parallel1, tmp_path):
     assert eng is not None and any("--parallel" in c for c in eng["fix"]["commands"]), report["findings"]
 
 
-@pytest.mark.parametrize("server", ["llama_server_parallel1", "llama_server_parallel4"])
-def test_live_llamacpp_serves_every_request_even_with_no_text(server, request, tmp_path):
-    """Its random-weight model decodes some requests to nothing printable: llama-server then streams one final
-    chunk with "text": "", finish_reason "length" and usage.completion_tokens 16 (issue 30). Those are served,
-    counted as completed with no text, and BENCH002 stays quiet."""
+@pytest.mark.parametrize("server, silent", [("llama_server_parallel1", False), ("llama_server_parallel4", False),
+                                            ("llama_server_silent", True)])
+def test_live_llamacpp_serves_every_request_even_with_no_text(server, silent, request, tmp_path):
+    """A request whose tokens decode to nothing printable makes llama-server stream one final chunk with
+    "text": "", finish_reason "length" and usage.completion_tokens 16 (issue 30). Such requests are served:
+    counted as completed with no text, and BENCH002 stays quiet. The silent model makes every request one."""
     url = request.getfixturevalue(server).url
     bench_json, diag_json = tmp_path / "bench.json", tmp_path / "diagnose.json"
     run = [sys.executable, "-m", "triage"]
@@ -54,6 +55,8 @@ def test_live_llamacpp_serves_every_request_even_with_no_text(server, request, t
     levels = json.loads(bench_json.read_text())["bench"]["levels"]
     assert [lv["requests"]["failed"] for lv in levels] == [0, 0], [lv["requests"] for lv in levels]
     assert all(lv["requests"]["completed"] == 16 for lv in levels)
+    assert [lv["requests"]["completed_no_text"] for lv in levels] == ([16, 16] if silent else [0, 0])
+    assert all((lv["ttft_ms"]["p50"] is None) == silent for lv in levels)
     d = subprocess.run(run + ["diagnose", "--url", url, "--bench", str(bench_json), "--window-s", "0.5",
                               "--skip", "storage,kernel_log,memory,gpu", "--json", str(diag_json),
                               "--format", "json"], capture_output=True, text=True, timeout=300)
