@@ -34,8 +34,13 @@ def _slower(report: dict, factor: float) -> dict:
             lv[key] = lv[key] / factor if lv[key] is not None else None
         for rep in lv["repeats"]:
             for key, value in rep.items():
-                if value is not None:
-                    rep[key] = value / factor if key in RATES else value * factor
+                # only the measured metrics: a repeat also records its index, start time, host load, verdict
+                if value is None or isinstance(value, bool):
+                    continue
+                if key in RATES:
+                    rep[key] = value / factor
+                elif key.startswith(tuple(f"{fam}_" for fam in LATENCIES)):
+                    rep[key] = value * factor
     return report
 
 

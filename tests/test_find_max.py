@@ -77,11 +77,12 @@ def test_find_max_flag_errors_are_clear(args, message):
 @pytest.mark.slow
 def test_find_max_answer_lies_in_the_bracket_a_sweep_shows_on_a_kv_capped_server(tmp_path):
     launcher = pytest.importorskip("triage.reference_engine.launcher")
-    # 20 blocks of 16 tokens: three requests of 88 tokens (6 blocks each) fit at once; a fourth waits a whole
-    # request (~64 decode steps), far past the 80 ms SLO, while an admitted request's TTFT stays far below it.
-    # The boundary is the KV cap, not a latency that load on the host could move.
-    common = ["--input-len", "24", "--output-len", "64", "--slo", "ttft_ms=80", "--warmup", "2"]
-    with launcher.start_reference_server("tiny", extra_args=("--num-kv-blocks", "20", "--block-size", "16",
+    # 24 blocks of 16 tokens for requests that grow to 152 tokens (10 blocks): a few run at once, and at c=8 most
+    # wait for a whole request to finish (~128 decode steps), far past the 60 ms SLO even on a fast CPU (~1 ms
+    # a step with AMX: 25% met there, 100% up to c=4), while an admitted request's TTFT stays far below it. The
+    # boundary is the KV cap, not a latency that the host's speed or load could move.
+    common = ["--input-len", "24", "--output-len", "128", "--slo", "ttft_ms=60", "--warmup", "2"]
+    with launcher.start_reference_server("tiny", extra_args=("--num-kv-blocks", "24", "--block-size", "16",
                                                              "--max-num-seqs", "16")) as server:
         sweep_json, found_json = tmp_path / "sweep.json", tmp_path / "found.json"
         sweep = CliRunner().invoke(app, ["bench", "--url", server.url, "--concurrency", "1,2,4,8",
