@@ -86,13 +86,17 @@ def test_compare_on_real_bench_reports(reference_server, tmp_path):
     (tmp_path / "slow.json").write_text(json.dumps(_slower(a, 1.5)))
     code, section = _compare(tmp_path / "a.json", tmp_path / "slow.json")
     assert code == 1 and section["verdict"] == "fail"
+    shown = []
     for level in ("c=1", "c=2"):
         rows = {m["metric"]: m for m in section["metrics"] if m["level"] == level}
         assert rows["ttft_ms.p99"]["change_pct"] == pytest.approx(50.0)
-        # Every latency is 50% worse. Whether each one is *shown* to be (p < 0.05) depends on how much the
-        # 24 requests scattered on a loaded box, but none may pass, and at least one must be a regression.
+        # Every latency is 50% worse. Whether each one is *shown* to be (p < 0.05) over two repeats depends on
+        # how much the 24 requests scattered on a loaded box, but none may pass, and the gate's exit 1 must rest
+        # on at least one regression the interval shows (at either level: two repeats of one level on a busy
+        # host can straddle the limit on every metric).
         latency = [m for name, m in rows.items() if name.split(".")[0] in LATENCIES]
         assert all(m["change_pct"] == pytest.approx(50.0) for m in latency)
         assert all(m["verdict"] in ("regression", "inconclusive") for m in latency), latency
-        assert any(m["verdict"] == "regression" and m["p_value_worse"] < 0.05 for m in latency), latency
+        shown += [m for m in latency if m["verdict"] == "regression" and m["p_value_worse"] < 0.05]
         assert rows["output_tokens_per_s"]["change_pct"] == pytest.approx(-100 / 3)
+    assert shown, [m for m in section["metrics"] if m["metric"].split(".")[0] in LATENCIES]
