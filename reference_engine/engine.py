@@ -94,7 +94,12 @@ class LLMEngine:
                         "the model's real vocabulary)", directory)
         self.eos_token_ids = mc.eos_token_ids + generation_config_eos(directory, mc.eos_token_ids)
 
+        # Cold-start phases, logged as triage/engines/others.py's reference markers read them.
+        log.info("Loading weights (load format %s)", config.load_format)
+        tic = time.perf_counter()
         model = build_model(mc, self.dtype, config.device, config.load_format, directory, config.seed)
+        weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        log.info("Loading weights took %.3f seconds, %d bytes", time.perf_counter() - tic, weight_bytes)
         self.load_format = model.load_format
         self.weight_storage = self._store_weights(model)
         self.quant_summary = self._quantize(model)
@@ -116,8 +121,15 @@ class LLMEngine:
             block_size = self.max_model_len
         self.scheduler = make_scheduler(config.scheduler, self.allocator, config.max_num_seqs,
                                         config.max_num_batched_tokens, config.enable_chunked_prefill)
+        tic = time.perf_counter()
         self.runner = ModelRunner(model, mc, num_blocks, block_size, kv_dtype, config.device, config.attention,
                                   kv_format)
+        log.info("KV cache allocation took %.3f seconds, %d bytes", time.perf_counter() - tic,
+                 self.runner.kv_cache_bytes)
+        tic = time.perf_counter()
+        with torch.no_grad():
+            model.forward_full([mc.bos_token_id or 0] * min(8, self.max_model_len))
+        log.info("Warm-up forward pass took %.3f seconds", time.perf_counter() - tic)
         self.kv_cache_dtype = kv_format.name
         self.kv_cache_tokens_capacity = num_blocks * block_size
         self._seqs: dict[str, Sequence] = {}
