@@ -18,7 +18,7 @@ import httpx
 
 from triage.core.errors import UsageError
 from triage.core.redact import redact_argv, redact_text
-from triage.engines import engines
+from triage.engines import engines, get, names
 from triage.engines.argv import flag_value
 from triage.engines.base import Engine
 from triage.engines.startup_log import parse_startup
@@ -201,13 +201,18 @@ def _url_from_log(lines: list[tuple[float, str]]) -> str | None:
     return None
 
 
-def coldstart(argv: Sequence[str], repeat: int = 1, url: str | None = None, timeout_s: float = 600.0) -> dict:
+def coldstart(argv: Sequence[str], repeat: int = 1, url: str | None = None, timeout_s: float = 600.0,
+              engine_name: str | None = None) -> dict:
     """K starts of the same command; the report as a dict (runs, the first against the warm ones)."""
     if not argv:
         raise UsageError("give the launch command after `--`: triage coldstart -- vllm serve MODEL")
     if repeat < 1:
         raise UsageError(f"--repeat {repeat}: give 1 or more starts")
     engine = engine_of(argv)
+    if engine_name:
+        engine = get(engine_name)
+        if engine is None:
+            raise UsageError(f"--engine {engine_name!r}: not an engine triage knows ({', '.join(names())})")
     target = base_url(argv, url)
     report = {"kind": "coldstart", "argv": redact_argv(list(argv)), "engine": engine.name if engine else None,
               "url": target, "repeat": repeat, "timeout_s": timeout_s, "runs": [], "interrupted": False}

@@ -16,6 +16,8 @@ def coldstart(
     repeat: int = typer.Option(1, "--repeat", help="Start it K times: the first start against the warm ones."),
     url: str = typer.Option(None, "--url", help="Where it serves (default: its --host/--port, or the address its "
                                                 "log prints)."),
+    engine: str = typer.Option(None, "--engine", help="Whose log markers to read, when the command does not say "
+                                                      "(a wrapper script): vllm, sglang, tgi, llama.cpp, reference."),
     timeout_s: float = typer.Option(600.0, "--timeout", help="Seconds to wait for its health route to answer."),
     json_out: Path = typer.Option(None, "--json", help="Write the JSON report to FILE ('-': stdout)."),
     html_out: Path = typer.Option(None, "--html", help="Write an HTML bar chart of the phases to FILE."),
@@ -28,7 +30,7 @@ def coldstart(
 
     if timeout_s <= 0:
         raise UsageError(f"--timeout {timeout_s:g}: must be positive")
-    report = run_coldstart(command or [], repeat=repeat, url=url, timeout_s=timeout_s)
+    report = run_coldstart(command or [], repeat=repeat, url=url, timeout_s=timeout_s, engine_name=engine)
     text = json.dumps(report, indent=1)
     if json_out is not None and str(json_out) == "-":
         typer.echo(text)

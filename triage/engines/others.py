@@ -215,6 +215,7 @@ REFERENCE = register(Engine(
         "startup.kv_alloc.end": ((None, "KV cache allocation took %.3f seconds, %d bytes"),),
         "startup.warmup.end": ((None, "Warm-up forward pass took %.3f seconds"),),
         "startup.api_server.begin": ((None, "Starting %s API server on"),),
+        "startup.api_server.end": ((None, "Started server process"),),     # uvicorn's, which it serves with
     },
 ))
 

@@ -132,9 +132,11 @@ class Startup:
 
 def _events(lines, marks: list[Marker]) -> list[tuple[float | None, Marker, float | None, int | None, str]]:
     out = []
+    last: float | None = None
     for t, line in lines:
         if t is None:
             t = line_time(line)
+        t = last = t if t is not None else last       # an unstamped line (uvicorn's) is as late as the one before
         for mk in marks:
             if m := mk.pattern.search(line):
                 seconds, size = _numbers(mk, m, line)
@@ -162,6 +164,7 @@ def parse_startup(lines, engine: Engine, version: str | None = None, t0: float |
     out = Startup(engine=engine.name, num_starts=len(starts))
     for run in starts:
         phases = _phases(run, t0 if run is starts[0] else None)
+        _take_out_contained(phases, engine, version)
         for name, bucket in (("compile", out.compile_s_each_start), ("cuda_graph", out.cuda_graph_s_each_start),
                              ("download", out.download_s_each_start)):
             p = next((p for p in phases if p.phase == name and p.seconds is not None), None)
@@ -188,29 +191,54 @@ def _phases(run: list, t0: float | None) -> list[Phase]:
         return None if t is None or base is None else round(t - base, 3)
 
     begins: dict[str, float | None] = {}
+    nested: dict[str, list[Phase]] = {}          # open phase -> the phases that ended inside it
     for t, mk, seconds, size, line in run:
         p = by.setdefault(mk.phase, Phase(mk.phase, LABELS[mk.phase]))
         if mk.edge == "begin":
             begins[mk.phase] = t
-            if prev_end is not None and t is not None and t0 is not None and t - prev_end > 0 and not by.get(
-                    "process") and len(by) == 1:
+            nested[mk.phase] = []
+            if prev_end is not None and t is not None and t0 is not None and t - prev_end > 0 and len(by) == 1:
                 by["process"] = Phase("process", LABELS["process"], seconds=round(t - prev_end, 3), started_at_s=0.0,
                                       ended_at_s=rel(t), completed=True)
             p.started_at_s = rel(t)
             continue
         start = begins.get(mk.phase, prev_end)
+        opened = [name for name in nested if name != mk.phase and not by[name].completed]
+        if mk.phase not in begins and opened and begins[opened[-1]] is not None and start is not None:
+            start = max(start, begins[opened[-1]])      # it ran inside the phase still open
         p.started_at_s = p.started_at_s if p.started_at_s is not None else rel(start)
         p.ended_at_s, p.completed, p.line = rel(t), True, line
         if seconds is not None:
             p.seconds, p.logged = round(seconds, 3), True
         elif t is not None and start is not None:
             p.seconds = round(t - start, 3)
+        # A phase that ended inside another (vLLM downloads inside its model load; TGI warms up after its web
+        # server starts) is taken out of the outer one, so that the phases add up.
+        inner = nested.pop(mk.phase, [])
+        inner_s = sum(q.seconds for q in inner if q.seconds is not None)
+        if p.seconds is not None and inner_s and p.seconds > inner_s:
+            p.seconds = round(p.seconds - inner_s, 3)
+        for name in opened:
+            if name in nested:
+                nested[name].append(p)
         if size is not None:
             p.bytes = size
         if p.phase in ("weight_load", "download") and p.bytes and p.seconds:
             p.bandwidth_bytes_per_s = round(p.bytes / p.seconds, 1)
         prev_end = t if t is not None else prev_end
     return sorted(by.values(), key=lambda p: p.phase != "process")   # else in the order the log shows them
+
+
+def _take_out_contained(phases: list[Phase], engine: Engine, version: str | None) -> None:
+    """A phase the engine reports after the fact (`startup.<phase>.within` names the phase whose interval held
+    it) is taken out of that phase's interval."""
+    by = {p.phase: p for p in phases}
+    for p in phases:
+        outer = by.get(next(iter(engine.log_marker(f"startup.{p.phase}.within", version)), ""))
+        if outer is not None and p.seconds and outer.seconds and not outer.logged and outer.seconds > p.seconds:
+            outer.seconds = round(outer.seconds - p.seconds, 3)
+            p.started_at_s = outer.ended_at_s - p.seconds if outer.ended_at_s is not None else p.started_at_s
+            p.ended_at_s = outer.ended_at_s
 
 
 def guess_engine(lines, candidates: tuple[Engine, ...]) -> Engine | None:
