@@ -58,6 +58,10 @@ ENGINE = register(Engine(
                       launches=(Launch(prefix="sglang.launch_server"), Launch("sglang", ("serve", "launch_server"))),
                       worker_marks=("sglang::",), source="sgl-project/sglang python/sglang/srt/entrypoints/http_server.py"),
     knobs={
+        "compile_cache_dir": (Since(None, NoEquivalent(
+            "SGLang runs torch.compile only with --enable-torch-compile; its inductor cache follows "
+            "TORCHINDUCTOR_CACHE_DIR")),),
+        "download_dir": (Since(None, Knob("--download-dir")),),
         # --mem-fraction-static counts weights + KV only (activations and CUDA graphs are reserved apart), so
         # rules size it with `static_memory_share` below, never with vLLM's 0.92.
         "gpu_memory_utilization": (Since(None, Knob("--mem-fraction-static",

@@ -75,6 +75,9 @@ ENGINE = register(Engine(
                                                 version_key="version", what="/info has TGI's router fields"),),
                       source="huggingface/text-generation-inference router/src/server.rs (/info, tgi_* metrics)"),
     knobs={
+        "compile_cache_dir": (Since(None, NoEquivalent("TGI does not torch.compile the model at start")),),
+        "download_dir": (Since(None, NoEquivalent("TGI downloads into its hub cache, the image's /data: mount a "
+                                                  "persistent volume there (-v $volume:/data)")),),
         # More room for KV on TGI means the whole GPU: --cuda-memory-fraction 1.0 is the default; only a lower
         # setting costs KV room (the KV cache is then sized with TGI_WIGGLE_ROOM of what is free).
         "gpu_memory_utilization": (Since(None, Knob(

@@ -100,6 +100,13 @@ ENGINE = register(Engine(
         "numa_bind": (Since(None, NoEquivalent("this vLLM has no --numa-bind (added in 0.20), which binds each "
                                                "worker to its own GPU's node", ("vllm.numa-bind",))),
                       Since("0.20.0", Knob("--numa-bind", None, claims=("vllm.numa-bind",)))),
+        # Cold start (rules ENG008, NET005, NET002): where the torch.compile cache lives, the faster weight readers,
+        # where hub weights are downloaded to.
+        "compile_cache_dir": (Since(None, Knob("VLLM_CACHE_ROOT", is_env=True, claims=("vllm.cache-root",),
+                                               note="torch.compile artifacts are kept under it")),),
+        "fast_load_format": (Since(None, Knob("--load-format", "fastsafetensors", claims=("vllm.load-formats",),
+                                              note="or runai_streamer, which streams tensors concurrently")),),
+        "download_dir": (Since(None, Knob("--download-dir")),),
         "speculative_config": (Since(None, NoEquivalent("this vLLM has no --speculative-config (added in 0.8)")),
                                Since("0.8.0", Knob("--speculative-config"))),
     },
