@@ -16,7 +16,7 @@ def _fmt_bytes(n: int | None) -> str:
 
 
 def _fmt_s(x: float | None) -> str:
-    return "" if x is None else f"{x:.2f}"
+    return "" if x is None else f"{x:.3f}" if x < 1 else f"{x:.2f}"
 
 
 def _run_lines(run: dict) -> list[str]:
