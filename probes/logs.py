@@ -13,7 +13,7 @@ from triage.core.probe_data import LogsData
 from triage.core.redact import redact_text
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.engines import engines
-from triage.engines.startup_log import guess_engine, parse_startup
+from triage.engines.startup_log import candidate_lines, guess_engine, parse_startup
 from triage.probes.registry import ProbeRun, register
 
 MAX_TAIL_BYTES = 64 * 2**20
@@ -86,7 +86,7 @@ def scan_lines(lines: list[str]) -> dict:
 
 def startup_section(lines: list[str]) -> dict | None:
     """The start-up phases of the engine whose markers the log shows (None: no start-up in it)."""
-    pairs = [(None, line) for line in lines]
+    pairs = [(None, line) for line in candidate_lines(lines, engines())]
     engine = guess_engine(pairs, engines())
     if engine is None:
         return None

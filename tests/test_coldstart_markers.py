@@ -122,3 +122,17 @@ def test_two_starts_in_one_log_are_counted_and_the_last_is_kept():
     s = parse_startup(lines, get("vllm"), "0.10.2")
     assert s.num_starts == 2 and s.download_s_each_start == [92.512, 88.0]
     assert s.compile_s_each_start == [25.31, 25.31]
+
+
+def test_a_long_log_is_filtered_to_candidate_lines_without_changing_the_phases():
+    from triage.engines import engines
+    from triage.engines.startup_log import candidate_lines
+
+    built = (FIXTURES / "vllm-0.10.2.built.log").read_text().splitlines()
+    noise = [f"INFO 11-27 10:00:{i % 60:02d} [loggers.py:123] Avg prompt throughput: 12.5 tokens/s" for i in range(5000)]
+    lines = built[:5] + noise[:2500] + built[5:] + noise[2500:]
+    kept = candidate_lines(lines, engines())
+    assert len(kept) < 30
+    full = parse_startup([(None, x) for x in lines], get("vllm"), "0.10.2")
+    short = parse_startup([(None, x) for x in kept], get("vllm"), "0.10.2")
+    assert _phases(full) == _phases(short) and full.ready_s == short.ready_s == 162.0

@@ -36,6 +36,7 @@ class Marker:
     edge: str
     pattern: re.Pattern[str]
     units: tuple[str, ...]          # per group: "s", "bytes" or "" (text)
+    head: str = ""                  # its literal text up to the first placeholder, escaped
 
 
 def compile_marker(phase: str, edge: str, text: str) -> Marker:
@@ -52,7 +53,9 @@ def compile_marker(phase: str, edge: str, text: str) -> Marker:
                      ("dur" if m.group() == "{:?}" else ""))
         pos = m.end()
     parts.append(re.escape(text[pos:]))
-    return Marker(phase, edge, re.compile("".join(parts)), tuple(units))
+    first = _PLACEHOLDER.search(text)
+    head = re.escape(text[:first.start()] if first else text)
+    return Marker(phase, edge, re.compile("".join(parts)), tuple(units), head or re.escape(text))
 
 
 def markers_of(engine: Engine, version: str | None = None) -> list[Marker]:
@@ -130,15 +133,28 @@ class Startup:
         return next((p for p in self.phases if p.phase == name), None)
 
 
+def _anchor(marks: list[Marker]) -> re.Pattern[str]:
+    """One alternation of each marker's literal text up to its first placeholder: a cheap filter that lets only
+    candidate lines reach the markers' own patterns (a 64 MiB log is hundreds of thousands of lines)."""
+    heads = {mk.head for mk in marks if mk.head}
+    return re.compile("|".join(sorted(heads, key=len, reverse=True)) or "(?!)")
+
+
 def _events(lines, marks: list[Marker]) -> list[tuple[float | None, Marker, float | None, int | None, str]]:
     out = []
-    last: float | None = None
-    for t, line in lines:
-        if t is None:
-            t = line_time(line)
-        t = last = t if t is not None else last       # an unstamped line (uvicorn's) is as late as the one before
+    anchor = _anchor(marks)
+    lines = list(lines)
+    for i, (t, line) in enumerate(lines):
+        if not anchor.search(line):
+            continue
         for mk in marks:
             if m := mk.pattern.search(line):
+                if t is None:
+                    t = line_time(line)
+                back = i
+                while t is None and back > 0 and i - back < 50:   # an unstamped line (uvicorn's) is as late as
+                    back -= 1                                      # the stamped one before it
+                    t = lines[back][0] if lines[back][0] is not None else line_time(lines[back][1])
                 seconds, size = _numbers(mk, m, line)
                 out.append((t, mk, seconds, size, line.strip()[:300]))
                 break
@@ -239,6 +255,17 @@ def _take_out_contained(phases: list[Phase], engine: Engine, version: str | None
             outer.seconds = round(outer.seconds - p.seconds, 3)
             p.started_at_s = outer.ended_at_s - p.seconds if outer.ended_at_s is not None else p.started_at_s
             p.ended_at_s = outer.ended_at_s
+
+
+def candidate_lines(lines: list[str], candidates: tuple[Engine, ...]) -> list[str]:
+    """The lines any of these engines' markers could match, each with the line before it (its time stamp, for an
+    unstamped one) and the log's first line (the start of its clock): what parsing a long log needs."""
+    anchor = _anchor([mk for e in candidates for mk in markers_of(e)])
+    keep = {0} if lines else set()
+    for i, line in enumerate(lines):
+        if anchor.search(line):
+            keep.update((i - 1, i) if i else (i,))
+    return [lines[i] for i in sorted(keep)]
 
 
 def guess_engine(lines, candidates: tuple[Engine, ...]) -> Engine | None:
