@@ -21,7 +21,7 @@ from triage.reference_engine.config import EngineConfig, ModelConfig, load_model
 from triage.reference_engine.detokenizer import IncrementalDetokenizer
 from triage.reference_engine.dtype_choice import DTYPE_NAMES, TORCH_DTYPES, choose_dtype
 from triage.reference_engine.kv_cache import make_kv_format
-from triage.reference_engine.loader import build_model
+from triage.reference_engine.loader import build_model, safetensors_files
 from triage.reference_engine.outputs import Completion, EngineStats, RequestOutput, StepStats
 from triage.reference_engine.runner import ModelRunner
 from triage.reference_engine.sampling import SamplingParams
@@ -98,8 +98,10 @@ class LLMEngine:
         log.info("Loading weights (load format %s)", config.load_format)
         tic = time.perf_counter()
         model = build_model(mc, self.dtype, config.device, config.load_format, directory, config.seed)
-        weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-        log.info("Loading weights took %.3f seconds, %d bytes", time.perf_counter() - tic, weight_bytes)
+        # The bytes read from storage: none for generated (dummy) weights, whose time is not a read.
+        read_bytes = sum(f.stat().st_size for f in safetensors_files(directory)) \
+            if model.load_format == "safetensors" and directory is not None else 0
+        log.info("Loading weights took %.3f seconds, %d bytes", time.perf_counter() - tic, read_bytes)
         self.load_format = model.load_format
         self.weight_storage = self._store_weights(model)
         self.quant_summary = self._quantize(model)

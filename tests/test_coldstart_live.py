@@ -74,7 +74,9 @@ def test_coldstart_of_triage_serve_adds_up_and_shows_warm_starts_apart(tmp_path)
         assert run["outcome"] == "ready" and run["ttft_s"] is not None and run["ttft_s"] < 5
         phases = {p["phase"]: p for p in run["startup"]["phases"]}
         assert list(phases) == ["process", "weight_load", "kv_alloc", "warmup", "api_server"]
-        assert phases["weight_load"]["logged"] and phases["weight_load"]["bytes"] > 0
+        assert phases["weight_load"]["logged"] and phases["weight_load"]["seconds"] > 0
+        assert phases["weight_load"]["bytes"] == 0 and phases["weight_load"]["bandwidth_bytes_per_s"] is None
+        assert phases["kv_alloc"]["bytes"] > 0
         assert abs(run["startup"]["phases_total_s"] - run["ready_s"]) <= 0.10 * run["ready_s"]
     assert report["warm_vs_first"]["first_ready_s"] == report["runs"][0]["ready_s"]
     assert "weight_load" in report["warm_vs_first"]["phases"]

@@ -34,11 +34,11 @@ def test_real_reference_engine_start_is_broken_into_its_phases():
     s = _parse("reference_startup.log", "reference")
     assert [p.phase for p in s.phases] == ["process", "weight_load", "kv_alloc", "warmup", "api_server"]
     load = s.phase("weight_load")
-    assert (load.seconds, load.logged, load.bytes) == (1.902, True, 428288)
-    assert load.bandwidth_bytes_per_s == pytest.approx(428288 / 1.902, rel=1e-3)
+    assert (load.seconds, load.logged, load.bytes) == (2.122, True, 0)   # generated weights: nothing read
+    assert load.bandwidth_bytes_per_s is None
     assert s.phase("kv_alloc").bytes == 134217728
-    assert s.phase("warmup").seconds == 0.017
-    assert s.ready_s == 4.0
+    assert s.phase("warmup").seconds == 0.031
+    assert s.ready_s == 4.0                                  # to uvicorn's "Started server process"
 
 
 def test_real_llama_server_start_uses_its_own_clock():
