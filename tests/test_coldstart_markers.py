@@ -136,3 +136,20 @@ def test_a_long_log_is_filtered_to_candidate_lines_without_changing_the_phases()
     full = parse_startup([(None, x) for x in lines], get("vllm"), "0.10.2")
     short = parse_startup([(None, x) for x in kept], get("vllm"), "0.10.2")
     assert _phases(full) == _phases(short) and full.ready_s == short.ready_s == 162.0
+
+
+def test_vllm_markers_follow_the_version_and_engines_show_lists_them():
+    import json
+
+    from typer.testing import CliRunner
+
+    from triage.cli import app
+
+    vllm = get("vllm")
+    assert startup_markers(vllm, "0.13.0")[("weight_load", "end")] == ("Model loading took %.4f GiB and %.6f seconds",)
+    assert startup_markers(vllm, "0.14.1")[("weight_load", "end")] == ("Model loading took %s GiB memory and %.6f seconds",)
+    assert startup_markers(vllm, "0.17.1")[("compile", "end")] == ("torch.compile takes %.2f s in total",)
+    assert startup_markers(vllm, "0.20.2")[("compile", "end")] == ("(compilation: %.2f s)",)
+    res = CliRunner().invoke(app, ["engines", "show", "vllm", "--version", "0.18.0", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["startup_markers"]["api_server.begin"] == ["Starting vLLM server on %s"]
