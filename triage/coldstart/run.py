@@ -155,10 +155,16 @@ def start_once(argv: Sequence[str], n: int, url: str | None, timeout_s: float, e
                     run.first_token_s = round(ready_at + ttft, 3)
     except KeyboardInterrupt as e:
         run.outcome = "interrupted"
-        _finish(run, server, engine, ready_at)
+        try:
+            _finish(run, server, engine, ready_at)
+        finally:
+            server.stop()                  # a second Ctrl-C while stopping still leaves no process behind
         e.coldstart_run = run  # type: ignore[attr-defined]
         raise
-    _finish(run, server, engine, ready_at)
+    try:
+        _finish(run, server, engine, ready_at)
+    finally:
+        server.stop()
     return run
 
 
