@@ -101,10 +101,10 @@ class LLMEngine:
         # The bytes read from storage: none for generated (dummy) weights, whose time is not a read.
         read_bytes = sum(f.stat().st_size for f in safetensors_files(directory)) \
             if model.load_format == "safetensors" and directory is not None else 0
-        log.info("Loading weights took %.3f seconds, %d bytes", time.perf_counter() - tic, read_bytes)
         self.load_format = model.load_format
         self.weight_storage = self._store_weights(model)
-        self.quant_summary = self._quantize(model)
+        self.quant_summary = self._quantize(model)      # the weights' storage and quantization are part of the load
+        log.info("Loading weights took %.3f seconds, %d bytes", time.perf_counter() - tic, read_bytes)
         kv_bytes_per_token = kv_format.bytes_per_token(mc.num_hidden_layers, mc.num_key_value_heads, mc.head_dim)
         self._kv_bytes_per_token = kv_bytes_per_token
         capacity_tokens = self._kv_capacity_tokens(kv_bytes_per_token)

@@ -246,13 +246,17 @@ def warm_vs_first(runs: list[dict]) -> dict | None:
     done = [r for r in runs if r["outcome"] == "ready"]
     if len(done) < 2:
         return None
-    warm = sorted(r["ready_s"] for r in done[1:])
-    median = warm[len(warm) // 2] if len(warm) % 2 else (warm[len(warm) // 2 - 1] + warm[len(warm) // 2]) / 2
+    median = _median([r["ready_s"] for r in done[1:]])
     phases: dict[str, dict] = {}
     for p in done[0]["startup"].get("phases", []):
         later = [q["seconds"] for r in done[1:] for q in r["startup"].get("phases", [])
                  if q["phase"] == p["phase"] and q["seconds"] is not None]
         if p["seconds"] is not None and later:
-            phases[p["phase"]] = {"first_s": p["seconds"], "warm_median_s": sorted(later)[len(later) // 2]}
+            phases[p["phase"]] = {"first_s": p["seconds"], "warm_median_s": round(_median(later), 3)}
     return {"first_ready_s": done[0]["ready_s"], "warm_ready_median_s": round(median, 3),
             "saved_s": round(done[0]["ready_s"] - median, 3), "phases": phases}
+
+
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2

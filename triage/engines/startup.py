@@ -14,7 +14,7 @@ from triage.engines.base import Engine
 PHASES = ("process", "download", "weight_load", "compile", "cuda_graph", "kv_alloc", "warmup", "api_server")
 
 LABELS = {
-    "process": "process start (to its first phase line)", "download": "weight download", "weight_load": "weight load",
+    "process": "process start", "download": "weight download", "weight_load": "weight load",
     "compile": "torch.compile", "cuda_graph": "CUDA-graph capture", "kv_alloc": "memory profile / KV allocation",
     "warmup": "warm-up", "api_server": "API server up",
 }
