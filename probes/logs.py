@@ -13,6 +13,7 @@ from triage.core.probe_data import LogsData
 from triage.core.redact import redact_text
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.engines import engines
+from triage.engines.startup_log import candidate_lines, guess_engine, parse_startup
 from triage.probes.registry import ProbeRun, register
 
 MAX_TAIL_BYTES = 64 * 2**20
@@ -83,6 +84,18 @@ def scan_lines(lines: list[str]) -> dict:
     return out
 
 
+def startup_section(lines: list[str]) -> dict | None:
+    """The start-up phases of the engine whose markers the log shows (None: no start-up in it)."""
+    pairs = [(None, line) for line in candidate_lines(lines, engines())]
+    engine = guess_engine(pairs, engines())
+    if engine is None:
+        return None
+    out = parse_startup(pairs, engine).to_dict()
+    for phase in out["phases"]:
+        phase["line"] = redact_text(phase["line"]) if phase["line"] else None
+    return out
+
+
 def read_tail(path: str, max_bytes: int = MAX_TAIL_BYTES) -> tuple[list[str], bool]:
     """(lines of the last `max_bytes` of the file, whether it was truncated)."""
     with open(path, "rb") as f:
@@ -113,7 +126,7 @@ def probe_logs(path: str | None, max_bytes: int = MAX_TAIL_BYTES) -> ProbeResult
         return done(ProbeStatus.PERMISSION_DENIED, f"{path}: permission denied")
     except OSError as e:
         return done(ProbeStatus.ERROR, f"{path}: {e.strerror or e}")
-    data = {"path": path, "truncated": truncated, **scan_lines(lines)}
+    data = {"path": path, "truncated": truncated, **scan_lines(lines), "startup": startup_section(lines)}
     return done(ProbeStatus.OK, None, data)
 
 

@@ -21,7 +21,7 @@ from triage.reference_engine.config import EngineConfig, ModelConfig, load_model
 from triage.reference_engine.detokenizer import IncrementalDetokenizer
 from triage.reference_engine.dtype_choice import DTYPE_NAMES, TORCH_DTYPES, choose_dtype
 from triage.reference_engine.kv_cache import make_kv_format
-from triage.reference_engine.loader import build_model
+from triage.reference_engine.loader import build_model, safetensors_files
 from triage.reference_engine.outputs import Completion, EngineStats, RequestOutput, StepStats
 from triage.reference_engine.runner import ModelRunner
 from triage.reference_engine.sampling import SamplingParams
@@ -94,10 +94,17 @@ class LLMEngine:
                         "the model's real vocabulary)", directory)
         self.eos_token_ids = mc.eos_token_ids + generation_config_eos(directory, mc.eos_token_ids)
 
+        # Cold-start phases, logged as triage/engines/others.py's reference markers read them.
+        log.info("Loading weights (load format %s)", config.load_format)
+        tic = time.perf_counter()
         model = build_model(mc, self.dtype, config.device, config.load_format, directory, config.seed)
+        # The bytes read from storage: none for generated (dummy) weights, whose time is not a read.
+        read_bytes = sum(f.stat().st_size for f in safetensors_files(directory)) \
+            if model.load_format == "safetensors" and directory is not None else 0
         self.load_format = model.load_format
         self.weight_storage = self._store_weights(model)
-        self.quant_summary = self._quantize(model)
+        self.quant_summary = self._quantize(model)      # the weights' storage and quantization are part of the load
+        log.info("Loading weights took %.3f seconds, %d bytes", time.perf_counter() - tic, read_bytes)
         kv_bytes_per_token = kv_format.bytes_per_token(mc.num_hidden_layers, mc.num_key_value_heads, mc.head_dim)
         self._kv_bytes_per_token = kv_bytes_per_token
         capacity_tokens = self._kv_capacity_tokens(kv_bytes_per_token)
@@ -116,8 +123,15 @@ class LLMEngine:
             block_size = self.max_model_len
         self.scheduler = make_scheduler(config.scheduler, self.allocator, config.max_num_seqs,
                                         config.max_num_batched_tokens, config.enable_chunked_prefill)
+        tic = time.perf_counter()
         self.runner = ModelRunner(model, mc, num_blocks, block_size, kv_dtype, config.device, config.attention,
                                   kv_format)
+        log.info("KV cache allocation took %.3f seconds, %d bytes", time.perf_counter() - tic,
+                 self.runner.kv_cache_bytes)
+        tic = time.perf_counter()
+        with torch.no_grad():
+            model.forward_full([mc.bos_token_id or 0] * min(8, self.max_model_len))
+        log.info("Warm-up forward pass took %.3f seconds", time.perf_counter() - tic)
         self.kv_cache_dtype = kv_format.name
         self.kv_cache_tokens_capacity = num_blocks * block_size
         self._seqs: dict[str, Sequence] = {}

@@ -127,6 +127,13 @@ THRESHOLDS: dict[str, Threshold] = {
     "HIST001.traffic_rise_x": _T(1.2, "x", "seed 003 (long-prompt spikes inflate TTFT)",
                                  "requests/s or prompt tokens per request growth that explains a jump"),
     "HIST001.moved_x": _T(1.2, "x", "triage", "change of another signal that is listed as moved"),
+    "ENG008.min_compile_s": _T(20.0, "s", "issue 28 (a vLLM compile takes tens of seconds; a cache hit a few)",
+                               "compile time below which a repeated compile is not worth a finding"),
+    "ENG008.kept_frac": _T(0.7, "fraction", "issue 28", "a later start's compile at this share of the first counts "
+                           "as not cached"),
+    "NET005.max_frac": _T(0.25, "fraction", "issue 28 (seed 000 §6: load time is bytes over read speed)",
+                          "weight-load bandwidth over the storage read rate below which it fires"),
+    "NET005.min_load_s": _T(10.0, "s", "issue 28", "weight loads shorter than this are not worth a finding"),
     "ENG006.min_drop_frac": _T(0.15, "fraction", "002 lessons (15% drop after 48 h), 003 case 2", "throughput drop against the earlier report that fires"),
     "ENG006.long_uptime_s": _T(24 * 3600.0, "s", "002 lessons (48 h), 003 case 2 (5 days)", "uptime that counts as long"),
     "ENG006.idle_kv_usage_frac": _T(0.05, "fraction", "vllm #15085, #27073 (KV usage stuck after failed requests)",

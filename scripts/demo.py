@@ -7,6 +7,9 @@
    `triage diagnose --url … --bench …`: the probes read its /metrics and launch flags while the
    rules judge the load, and the findings name each misconfiguration with the flag that fixes it.
 
+3. `triage coldstart --repeat 2 -- triage serve …`: two starts of the reference server, each broken into its
+   phases (process start, weight load, KV allocation, warm-up, API server) with the time to the first token.
+
 `triage compare BASE.json CAND.json` is then the CI gate between two bench reports.
 """
 from __future__ import annotations
@@ -27,6 +30,14 @@ from triage.reference_engine.launcher import start_reference_server  # noqa: E40
 UNDERSIZED = ("--num-kv-blocks", "40", "--max-model-len", "1024", "--no-enable-prefix-caching")
 WORKLOAD = ("--concurrency", "4,16", "--num-requests", "32", "--input-len", "48", "--output-len", "32",
             "--shared-prefix-len", "32")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def run(*args: str) -> int:
@@ -50,8 +61,12 @@ def main() -> int:
                    "--json", str(out / "diagnose.json"))
     if code not in (0, 1):
         return code
+    code = run("coldstart", "--repeat", "2", "--json", str(out / "coldstart.json"), "--html",
+               str(out / "coldstart.html"), "--", sys.executable, "-m", "triage", "serve", "--port", str(_free_port()))
+    if code != 0:
+        return code
     print(f"\nreports in {out}/: bench/ (the embedded default: bench.json, report.html, requests.jsonl, "
-          "levels.csv), undersized/bench.json, diagnose.json", flush=True)
+          "levels.csv), undersized/bench.json, diagnose.json, coldstart.json, coldstart.html", flush=True)
     print("gate a change in CI with: triage compare BASE.json CAND.json   (exit 1 on a regression)")
     return 0
 

@@ -206,6 +206,19 @@ def snapshot(patch: dict[str, Any] | None = None, drop: tuple[str, ...] = (),
     return {"probes": probes}
 
 
+def startup_log(compile_s=(), download_s=(), load=None, ready_s=160.0, graphs_s=()) -> dict[str, Any]:
+    """logs.startup as the log probe writes it (triage/engines/startup_log.py): the last start's phases."""
+    phases = []
+    if load is not None:
+        seconds, size = load
+        phases.append({"phase": "weight_load", "label": "weight load", "seconds": seconds, "logged": True,
+                       "bytes": size, "bandwidth_bytes_per_s": round(size / seconds, 1), "started_at_s": 5.0,
+                       "ended_at_s": 5.0 + seconds, "completed": True, "line": None})
+    return {"engine": "vllm", "num_starts": max(1, len(compile_s), len(download_s)), "phases": phases,
+            "ready_s": ready_s, "phases_total_s": None, "compile_s_each_start": list(compile_s),
+            "cuda_graph_s_each_start": list(graphs_s), "download_s_each_start": list(download_s)}
+
+
 def bench(patch: dict[str, Any] | None = None, concurrencies=(1, 4, 16, 64)) -> dict[str, Any]:
     return patched(healthy_bench(concurrencies), patch)
 
@@ -457,6 +470,23 @@ def _define() -> None:
     case("NET002", "negative_empty_cache_is_not_evidence", "An empty cache on a persistent disk (someone "
          "else's, or not yet used) is no evidence of a download on every start", PASSES,
          snapshot({"storage.hf_cache_empty": True, "storage.hf_cache_persistent": True}))
+    case("NET002", "positive_download_every_start", "Two starts in the log, each downloading the weights (the "
+         "start-up timeline)", {**FIRES, "certainty": "confirmed",
+                                "evidence_keys": ["logs.startup.download_s_each_start", "logs.startup.ready_s"],
+                                "commands": ["--download-dir /mnt/persistent/hf"]},
+         snapshot({"logs.startup": startup_log(download_s=(92.5, 88.0), ready_s=160.0)}))
+    case("NET002", "negative_timeline_without_download", "A start-up timeline with no download phase", PASSES,
+         snapshot({"logs.startup": startup_log(compile_s=(25.0,))}))
+    # NET005
+    case("NET005", "positive_loader_slower_than_disk", "15.3 GiB loaded in 60 s (0.27 GB/s) from a 3.1 GB/s disk",
+         {**FIRES, "evidence_keys": ["storage.read_gbps", "derived.load_to_disk_frac"],
+          "commands": ["--load-format fastsafetensors"]},
+         snapshot({"logs.startup": startup_log(load=(60.0, int(15.3 * GIB))), "storage.read_gbps": 3.1}))
+    case("NET005", "negative_loader_near_disk_speed", "15.3 GiB in 6.5 s (2.5 GB/s) from a 3.1 GB/s disk", PASSES,
+         snapshot({"logs.startup": startup_log(load=(6.5, int(15.3 * GIB))), "storage.read_gbps": 3.1}))
+    case("NET005", "skipped_no_load_line", "The log gives no weight-load bytes",
+         {"fires": False, "skipped_reason": "weight-load bytes"},
+         snapshot({"logs.startup": startup_log(compile_s=(25.0,))}))
     # NET003
     case("NET003", "positive_slow_loopback", "3.4 ms TCP connect on the same host",
          {**FIRES, "severity": "medium", "evidence_keys": ["network.tcp_connect_ms_p50"]},
@@ -856,6 +886,21 @@ def _define() -> None:
     case("ENG007", "negative_startup_only", "14 shm broadcast warnings, all while vLLM compiled at startup",
          PASSES, snapshot({"logs.num_shm_broadcast_stalls": 14, "logs.num_shm_broadcast_stalls_startup": 14}))
     case("ENG007", "negative_clean_log", "No communication trouble", PASSES, snapshot())
+    # ENG008
+    case("ENG008", "positive_compile_recurs", "Two starts in the log, each compiling for ~41 s",
+         {**FIRES, "certainty": "confirmed", "evidence_keys": ["logs.startup.compile_s_each_start"],
+          "commands": ["export VLLM_CACHE_ROOT=/mnt/persistent/compile-cache"]},
+         snapshot({"logs.startup": startup_log(compile_s=(41.2, 40.8))}))
+    case("ENG008", "positive_cache_ephemeral", "One 38 s compile with ~/.cache in the container layer",
+         {**FIRES, "certainty": "likely", "evidence_keys": ["storage.hf_cache_persistent"]},
+         snapshot({"logs.startup": startup_log(compile_s=(38.0,)), "storage.hf_cache_fstype": "overlay",
+                   "storage.hf_cache_persistent": False, "storage.hf_home_set": False}))
+    case("ENG008", "negative_second_start_hits_the_cache", "41 s, then 6 s: the cache worked", PASSES,
+         snapshot({"logs.startup": startup_log(compile_s=(41.2, 6.0))}))
+    case("ENG008", "negative_persistent_cache", "One 38 s compile on a persistent cache (the first ever)", PASSES,
+         snapshot({"logs.startup": startup_log(compile_s=(38.0,))}))
+    case("ENG008", "skipped_no_start_in_log", "A log with no server start", {"fires": False, "skipped_reason": "start"},
+         snapshot())
     # FLEET001
     def replica(i: int, ttft_p99: float, waiting: float, kv: float, blocks: int) -> dict[str, Any]:
         return {"replica": i, "url": f"http://10.0.0.{i + 1}:8000", "requests": 256, "failed": 0,

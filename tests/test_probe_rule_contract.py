@@ -156,6 +156,11 @@ def _replays(tmp: Path, reference_url: str) -> list[ProbeResult]:
     (cproc / "4242" / "mounts").write_text("overlay / overlay rw 0 0\ntmpfs /data tmpfs rw 0 0\n")
     results.append(probe_storage("org/tiny", env={"HF_HOME": "/data/hf"}, proc_root=str(cproc), pid=4242))
     results.append(probe_logs(str(FIX / "logs" / "vllm_v1_downloading_weights.log")))
+    # Start-up phases: a log with two starts built from vLLM 0.10.2's format strings, and a real reference one.
+    two = (FIX / "coldstart" / "vllm-0.10.2.built.log").read_text() * 2
+    (tmp / "vllm_two_starts.log").write_text(two)
+    results.append(probe_logs(str(tmp / "vllm_two_starts.log")))
+    results.append(probe_logs(str(FIX / "coldstart" / "reference_startup.log")))
     # Engine identity: the live reference server; llama-server's real captures (one slot); argv and env forms.
     results.append(probe_engine_identity(reference_url))
     lcpp = FIX / "llamacpp"

@@ -39,6 +39,7 @@ def _root(
 # Command registration: one line per command module.
 from triage.commands import baseline as _baseline  # noqa: E402
 from triage.commands import bench as _bench  # noqa: E402
+from triage.commands import coldstart as _coldstart  # noqa: E402
 from triage.commands import compare as _compare  # noqa: E402
 from triage.commands import diagnose as _diagnose  # noqa: E402
 from triage.commands import engines as _engines  # noqa: E402
@@ -99,6 +100,12 @@ app.command("watch", help=manual(
     "Diagnose on a loop and serve findings and key signals as Prometheus metrics.",
     "triage watch --url http://127.0.0.1:8000 --metrics-port 9464",
     "triage watch --print-alert-rules > triage-alerts.yml"))(_watch.watch)
+app.command("coldstart", context_settings={"allow_interspersed_args": False}, help=manual(
+    "Start a server and break its time to ready into phases (download, weight load, compile, CUDA graphs, KV, "
+    "API server), then time its first token. --repeat shows warm starts apart from the first.",
+    "triage coldstart -- triage serve --port 8000",
+    "triage coldstart --repeat 3 --json cold.json -- vllm serve Qwen/Qwen3-0.6B --port 8000",
+    "triage coldstart --timeout 120 --html cold.html -- llama-server -m model.gguf --port 8080"))(_coldstart.coldstart)
 app.command("plan", help=manual(
     "VRAM fit, KV capacity, roofline speed, fleet size and cost; vLLM flags.",
     "triage plan --model llama-3.1-8b --gpu h100-sxm",

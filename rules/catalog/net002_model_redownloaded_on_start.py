@@ -8,6 +8,7 @@ from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context
 from triage.rules.registry import rule
+from triage.rules.startup_knobs import knob_fix
 
 
 @rule("NET002", "model-redownloaded-on-start", Severity.MEDIUM, ("storage|logs",), RuleDoc(
@@ -27,7 +28,11 @@ from triage.rules.registry import rule
 ))
 def net002(ctx: Context) -> Hit | None:
     storage = ctx.seen(StorageData)
-    downloaded = ctx.seen(LogsData).weights_download_s
+    logs = ctx.seen(LogsData)
+    downloaded = logs.weights_download_s
+    each = list(logs.startup.download_s_each_start) if logs.startup is not None else []
+    if downloaded is None and each:
+        downloaded = max(each)
     hub, persistent = storage.serves_hub_model_id, storage.hf_cache_persistent
     if downloaded is None and (not hub or persistent is not False):
         if not ctx.has("storage") and not ctx.has("logs"):
@@ -38,16 +43,25 @@ def net002(ctx: Context) -> Hit | None:
         evidence.update({"storage.serves_hub_model_id": True, "storage.hf_cache_dir": storage.hf_cache_dir,
                          "storage.hf_cache_fstype": storage.hf_cache_fstype,
                          "storage.hf_cache_persistent": persistent})
-    if downloaded is not None:
-        evidence["logs.weights_download_s"] = downloaded
+    if logs.weights_download_s is not None:
+        evidence["logs.weights_download_s"] = logs.weights_download_s
     why = (f"its log shows {downloaded:.0f} s spent downloading the weights" if downloaded is not None else
            f"its Hugging Face cache is on {storage.hf_cache_fstype}, which does not survive a restart")
+    if each:
+        # Joined to the start-up timeline (logs.startup): the download's share of the time to ready, per start.
+        evidence["logs.startup.download_s_each_start"] = each
+        ready = logs.startup.ready_s
+        if len(each) >= 2:
+            why += f", on each of the {len(each)} starts in the log ({', '.join(f'{x:.0f}' for x in each)} s)"
+        if ready:
+            evidence["logs.startup.ready_s"] = ready
+            why += f"; {100 * each[-1] / ready:.0f}% of the last start's {ready:.0f} s to ready"
+    commands, note = knob_fix(ctx, "download_dir", "/mnt/persistent/hf")
     return Hit(
         title="Hub weights are downloaded again on start",
         message=f"The server fetches its weights from the hub when it starts: {why}.",
         evidence=evidence, certainty=Certainty.CONFIRMED if downloaded is not None else Certainty.LIKELY,
         impact=0.2,
-        fix=Fix("Mount a persistent volume for the Hugging Face cache and point HF_HOME at it (vLLM also takes "
-                "--download-dir), or serve from a local path.",
-                ("export HF_HOME=/mnt/persistent/hf", "vllm serve <model> --download-dir /mnt/persistent/hf")),
+        fix=Fix(f"Mount a persistent volume for the Hugging Face cache and point HF_HOME at it, or serve from a "
+                f"local path. {note}.", ("export HF_HOME=/mnt/persistent/hf", *commands)),
     )

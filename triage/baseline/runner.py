@@ -28,7 +28,7 @@ ROWS: dict[str, tuple[Callable, str, str | None, str]] = {
     "fp4": (model_rows.fp4, "FP8 → FP4", "~2.9×", "tokens/s"),
     "attention": (model_rows.attention, "standard → flash attention", "~2.2× TTFT", "TTFT"),
     "kv-layout": (serving_rows.kv_layout, "contiguous → paged KV cache", "4× concurrency", "max concurrency"),
-    "cold-start": (model_rows.cold_start, "download on cold start → cached", "~40×", "startup"),
+    "cold-start": (model_rows.cold_start, "first start → warm start", "~40×", "time to ready"),
     "kv-fp8": (model_rows.kv_fp8, "fp8 KV cache", None, "KV bytes per token"),
     "prefix-cache": (serving_rows.prefix_cache, "prefix caching off → on", None, "TTFT"),
     "chunked-prefill": (serving_rows.chunked_prefill, "chunked prefill off → on", None, "TPOT p99"),

@@ -67,6 +67,7 @@ def show(engine: str = typer.Argument(..., help="An engine name: vllm, sglang, t
     """One engine: its knobs at a version, its defaults and its claims."""
     import triage.core.engine_truth as truth
     from triage.engines import Knob, cite, get, names
+    from triage.engines.startup import startup_markers
     from triage.rules.engine_flags import render
 
     module = get(engine)
@@ -94,6 +95,8 @@ def show(engine: str = typer.Argument(..., help="An engine name: vllm, sglang, t
            "defaults_on": {f: module.default_on(f, version) for f in ("chunked_prefill", "prefix_caching")},
            "knobs": knobs, "facts": {k: {"sentence": t, "claims": list(c)} for k, (t, c) in module.notes.items()},
            "milestones": [{"version": m.version, "what": m.what} for m in module.milestones],
+           "startup_markers": {f"{phase}.{edge}": list(forms)
+                               for (phase, edge), forms in startup_markers(module, version).items()},
            "claims": cite(module.cited())}
     if fmt == "json":
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
@@ -111,6 +114,10 @@ def show(engine: str = typer.Argument(..., help="An engine name: vllm, sglang, t
     con.print(f"Defaults: {on}", markup=False)
     for m in out["milestones"]:
         con.print(f"From {m['version']}: {m['what']}", markup=False)
+    if out["startup_markers"]:
+        con.print("Start-up log lines (triage coldstart, diagnose --log):", markup=False)
+        for key, forms in out["startup_markers"].items():
+            con.print(f"  {key}: " + " | ".join(repr(f) for f in forms), markup=False, soft_wrap=True)
     con.print("\nClaims (sentence [id: source lines]):", markup=False)
     for line in out["claims"]:
         con.print(f"- {line}", markup=False, soft_wrap=True)

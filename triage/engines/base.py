@@ -106,6 +106,7 @@ class Identity:
     endpoints: tuple[EndpointSignal, ...] = ()
     exports_metrics_of: str | None = None     # it exports another engine's metric names on purpose
     has_slots: bool = False                   # llama-server's /props and /slots describe its slots
+    health_path: str = "/health"              # answers 200 once it serves (`triage coldstart` polls it)
     source: str = ""                          # where these were read
 
 

@@ -144,6 +144,17 @@ LLAMACPP = register(Engine(
         claims=("llamacpp.parallel-flag", "llamacpp.parallel-auto", "llamacpp.parallel-auto-is-4")),
     one_at_a_time_fn=_llamacpp_single, batching_fix_fn=_llamacpp_fix, read_batching_fn=_llamacpp_batching,
     metrics=LLAMACPP_METRICS,
+    log_markers={
+        # Cold-start phases at the default verbosity (3): the weight load covers the context (KV) and the warm-up
+        # run too, which llama-server only details at -lv 4; slot set-up follows.
+        "startup.weight_load.begin": ((None, "loading model '%s'"),),
+        "startup.weight_load.end": ((None, "initializing, n_slots = %d, n_ctx_slot = %d, kv_unified = '%s'"),),
+        "startup.kv_alloc.end": ((None, "model loaded"),),
+        "startup.api_server.end": ((None, "listening on %s"),),
+    },
+    notes={"startup_phases": ("llama-server logs the model load, slot set-up and listening address.",
+                              ("llamacpp.log-loading", "llamacpp.log-slots", "llamacpp.log-loaded",
+                               "llamacpp.log-listening"))},
 ))
 
 OLLAMA = register(Engine(
@@ -197,6 +208,15 @@ REFERENCE = register(Engine(
                                                 version_key="version", what="/version says engine=triage-reference"),),
                       source="reference_engine/server.py (this repository: /version carries engine=ENGINE_NAME)"),
     default_on_fn=_reference_default_on, flags_like="vllm",
+    log_markers={
+        # reference_engine/engine.py and server.py (this repository) log each phase with its seconds.
+        "startup.weight_load.begin": ((None, "Loading weights (load format %s)"),),
+        "startup.weight_load.end": ((None, "Loading weights took %.3f seconds, %d bytes"),),
+        "startup.kv_alloc.end": ((None, "KV cache allocation took %.3f seconds, %d bytes"),),
+        "startup.warmup.end": ((None, "Warm-up forward pass took %.3f seconds"),),
+        "startup.api_server.begin": ((None, "Starting %s API server on"),),
+        "startup.api_server.end": ((None, "Started server process"),),     # uvicorn's, which it serves with
+    },
 ))
 
 HF_GENERATE = register(Engine(name="hf-generate", display="transformers generate()", batches=False,

@@ -58,6 +58,10 @@ ENGINE = register(Engine(
                       launches=(Launch(prefix="sglang.launch_server"), Launch("sglang", ("serve", "launch_server"))),
                       worker_marks=("sglang::",), source="sgl-project/sglang python/sglang/srt/entrypoints/http_server.py"),
     knobs={
+        "compile_cache_dir": (Since(None, NoEquivalent(
+            "SGLang runs torch.compile only with --enable-torch-compile; its inductor cache follows "
+            "TORCHINDUCTOR_CACHE_DIR")),),
+        "download_dir": (Since(None, Knob("--download-dir")),),
         # --mem-fraction-static counts weights + KV only (activations and CUDA graphs are reserved apart), so
         # rules size it with `static_memory_share` below, never with vLLM's 0.92.
         "gpu_memory_utilization": (Since(None, Knob("--mem-fraction-static",
@@ -104,7 +108,23 @@ ENGINE = register(Engine(
     disabling_other={"cuda_graphs": "--disable-decode-cuda-graph / --cuda-graph-backend-decode disabled (newer SGLang)"},
     default_on_fn=_default_on, memory_share="static", metrics=METRICS,
     memory_target_fn=lambda current, vram, usual: static_memory_share(current, vram),
+    log_markers={
+        # Cold-start phases (triage/engines/startup.py): SGLang's f-strings, the placeholders as in its source.
+        "startup.weight_load.begin": ((None, "Load weight begin."),),
+        "startup.weight_load.end": ((None, "Load weight end. "),),
+        "startup.cuda_graph.begin": ((None, "Capture cuda graph begin"),
+                                     ("0.5.9", "Capture {graph_backend[self.device]} begin")),
+        "startup.cuda_graph.end": ((None, "Capture cuda graph end"),
+                                   ("0.5.9", "Capture {graph_backend[self.device]} end")),
+        "startup.kv_alloc.end": ((None, "Memory pool end. "),),
+        "startup.api_server.end": ((None, "The server is fired up and ready to roll!"),),
+    },
     notes={
+        "startup_phases": ("SGLang logs its weight load (with elapsed seconds), CUDA-graph capture, memory pool and "
+                           "readiness on their own lines.",
+                           ("sglang.log-load-begin", "sglang.log-load-end", "sglang.log-graph-0.4",
+                            "sglang.log-graph-end-0.4", "sglang.log-graph", "sglang.log-graph-end",
+                            "sglang.log-mem-pool", "sglang.log-ready")),
         "auto_numa_bind": ("From 0.5.18 SGLang binds each GPU's process to that GPU's NUMA node by itself unless "
                            "SGLANG_AUTO_NUMA_BIND=0.", ("sglang.auto-numa-bind-off-0.5.17",
                                                         "sglang.auto-numa-bind-0.5.18", "sglang.auto-numa-bind")),

@@ -75,6 +75,9 @@ ENGINE = register(Engine(
                                                 version_key="version", what="/info has TGI's router fields"),),
                       source="huggingface/text-generation-inference router/src/server.rs (/info, tgi_* metrics)"),
     knobs={
+        "compile_cache_dir": (Since(None, NoEquivalent("TGI does not torch.compile the model at start")),),
+        "download_dir": (Since(None, NoEquivalent("TGI downloads into its hub cache, the image's /data: mount a "
+                                                  "persistent volume there (-v $volume:/data)")),),
         # More room for KV on TGI means the whole GPU: --cuda-memory-fraction 1.0 is the default; only a lower
         # setting costs KV room (the KV cache is then sized with TGI_WIGGLE_ROOM of what is free).
         "gpu_memory_utilization": (Since(None, Knob(
@@ -130,7 +133,25 @@ ENGINE = register(Engine(
     ),
     metrics=METRICS,
     default_on_fn=_default_on, memory_share="total", memory_target_fn=lambda current, vram, usual: _whole_gpu(current),
+    log_markers={
+        # Cold-start phases (triage/engines/startup.py): the launcher's and router's tracing lines.
+        "startup.download.begin": ((None, "Starting download process."),
+                                   ("2.1.0", "Starting check and download process for {model_id}")),
+        "startup.download.end": ((None, "Successfully downloaded weights."),
+                                 ("2.1.0", "Successfully downloaded weights for {model_id}")),
+        "startup.weight_load.begin": ((None, "Starting shard"),),
+        "startup.weight_load.end": ((None, "Shard ready in {:?}"),),
+        "startup.warmup.begin": ((None, "Warming up model"),),
+        "startup.warmup.end": ((None, "Setting max batch total tokens to {max_batch_total_tokens}"),),
+        "startup.api_server.begin": ((None, "Starting Webserver"),),
+        "startup.api_server.end": ((None, "Connected"),),
+    },
     notes={
+        "startup_phases": ("TGI's launcher logs the download, each shard's start and ready time, the warm-up and "
+                           "the web server's start.",
+                           ("tgi.log-download-2.0", "tgi.log-downloaded-2.0", "tgi.log-download",
+                            "tgi.log-downloaded", "tgi.log-shard", "tgi.log-shard-ready", "tgi.log-warmup",
+                            "tgi.log-max-batch", "tgi.log-webserver", "tgi.log-connected")),
         "max_concurrent_requests": ("--max-concurrent-requests is TGI's refusal limit (an 'overloaded' error), "
                                     "not its batch size.", ("tgi.max-concurrent-requests-refuses",)),
         "kv_usage": ("TGI's batch fill is tgi_batch_current_max_tokens over tgi_batch_max_total_tokens.",

@@ -100,6 +100,13 @@ ENGINE = register(Engine(
         "numa_bind": (Since(None, NoEquivalent("this vLLM has no --numa-bind (added in 0.20), which binds each "
                                                "worker to its own GPU's node", ("vllm.numa-bind",))),
                       Since("0.20.0", Knob("--numa-bind", None, claims=("vllm.numa-bind",)))),
+        # Cold start (rules ENG008, NET005, NET002): where the torch.compile cache lives, the faster weight readers,
+        # where hub weights are downloaded to.
+        "compile_cache_dir": (Since(None, Knob("VLLM_CACHE_ROOT", is_env=True, claims=("vllm.cache-root",),
+                                               note="torch.compile artifacts are kept under it")),),
+        "fast_load_format": (Since(None, Knob("--load-format", "fastsafetensors", claims=("vllm.load-formats",),
+                                              note="or runai_streamer, which streams tensors concurrently")),),
+        "download_dir": (Since(None, Knob("--download-dir")),),
         "speculative_config": (Since(None, NoEquivalent("this vLLM has no --speculative-config (added in 0.8)")),
                                Since("0.8.0", Knob("--speculative-config"))),
     },
@@ -134,6 +141,23 @@ ENGINE = register(Engine(
         "api_server_start": ((None, "vLLM API server version"),
                              ("0.18.0", "vLLM server version")),
         "ready": ((None, "Application startup complete"), (None, "Starting vLLM API server")),
+        # Cold-start phases (triage/engines/startup.py), each the format string at its source line (claims in
+        # notes["startup_phases"]). "Application startup complete" is uvicorn's, which vLLM serves with.
+        "startup.download.end": ((None, "Time spent downloading weights for %s: %.6f seconds"),),
+        "startup.weight_load.begin": ((None, "Starting to load model %s..."),),
+        "startup.weight_load.end": ((None, "Model loading took %.4f GiB and %.6f seconds"),
+                                    ("0.14.0", "Model loading took %s GiB memory and %.6f seconds")),
+        "startup.compile.end": ((None, "torch.compile takes %.2f s in total"),
+                                ("0.20.0", "(compilation: %.2f s)")),
+        # From 0.20 the compile seconds come on the 'init engine' line, after the fact: they were spent inside the
+        # memory profile, which ends at 'Available KV cache memory', so they are taken out of that phase.
+        "startup.compile.within": (("0.20.0", "kv_alloc"),),
+        "startup.kv_alloc.end": ((None, "Available KV cache memory: %.2f GiB"),
+                                 ("0.14.0", "Available KV cache memory: %s GiB")),
+        "startup.cuda_graph.end": ((None, "Graph capturing finished in %.0f secs, took %.2f GiB"),),
+        "startup.api_server.begin": ((None, "Starting vLLM API server %d on %s"),
+                                     ("0.18.0", "Starting vLLM server on %s")),
+        "startup.api_server.end": ((None, "Application startup complete"),),
     },
     prefix_caching_per_model=True, fp8_min_capability=(8, 9), upgrade="pip install -U 'vllm>={v}'",
     milestones=(
@@ -159,6 +183,15 @@ ENGINE = register(Engine(
         "sm100_attention": (
             "On SM100 vLLM's default attention backend is FlashInfer; FA4 applies only when FlashAttention "
             "is chosen.", ("vllm.sm100-defaults-to-flashinfer", "vllm.fa4-on-sm100")),
+        "startup_phases": (
+            "vLLM logs its weight download, model load (GiB and seconds), torch.compile time, available KV "
+            "memory, CUDA-graph capture and API server start, each on its own line.",
+            ("vllm.log-download-s", "vllm.log-load-start", "vllm.log-load-took-0.10", "vllm.log-load-took",
+             "vllm.log-compile-0.10", "vllm.log-compile", "vllm.log-kv-0.10", "vllm.log-kv", "vllm.log-graphs",
+             "vllm.log-api-0.10", "vllm.log-api")),
+        "compile_cache": (
+            "vLLM keeps its torch.compile cache under VLLM_CACHE_ROOT (default ~/.cache/vllm).",
+            ("vllm.cache-root",)),
         "startup_log": ("Since 0.18 `vllm serve` logs 'vLLM server version X, serving model M' at startup.",
                         ("vllm.server-version-log-0.18", "vllm.server-version-log")),
     },

@@ -17,7 +17,7 @@ from triage.core.probe_data.gpu import (
 )
 from triage.core.probe_data.history import PromHistoryData
 from triage.core.probe_data.host import CpuData, MemoryData, NetworkData, NumaNode, StorageData
-from triage.core.probe_data.logs import KernelLogData, LogsData, XidEvent
+from triage.core.probe_data.logs import KernelLogData, LogsData, StartupData, StartupPhase, XidEvent
 from triage.core.probe_data.server import (
     BatchingSettings,
     EngineIdentityData,
@@ -51,6 +51,6 @@ __all__ = [
     "PAYLOAD_TYPES", "Payload", "read_payload",
     "GpuData", "GpuDevice", "GpuPair", "GpuProcess", "NvLink", "NvLinkErrors", "ThrottleTimes",
     "CpuData", "MemoryData", "NetworkData", "NumaNode", "StorageData",
-    "KernelLogData", "LogsData", "XidEvent", "PromHistoryData",
+    "KernelLogData", "LogsData", "StartupData", "StartupPhase", "XidEvent", "PromHistoryData",
     "BatchingSettings", "EngineIdentityData", "HistogramWindow", "LlamaCppSlotsData", "ProcessInfo", "ServerConfigData", "ServerMetricsData", "ServerProcessData",
 ]

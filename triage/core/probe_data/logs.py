@@ -6,6 +6,32 @@ from triage.core.probe_data.base import Payload, payload
 
 
 @payload
+class StartupPhase:
+    phase: str | None = None                         # process, download, weight_load, compile, cuda_graph, kv_alloc, warmup, api_server
+    label: str | None = None
+    seconds: float | None = None                     # as the engine logged it, else between its lines
+    logged: bool | None = None                       # seconds from the engine's own line
+    bytes: int | None = None                         # weights (load, download) or KV (kv_alloc) bytes the line gives
+    bandwidth_bytes_per_s: float | None = None       # weight download and load: bytes / seconds
+    started_at_s: float | None = None                # since the log's first stamped line (coldstart: the launch)
+    ended_at_s: float | None = None
+    completed: bool | None = None
+    line: str | None = None                          # the line that ended it
+
+
+@payload
+class StartupData:
+    engine: str | None = None                        # whose start-up markers matched (triage/engines/*.py)
+    num_starts: int | None = None                    # starts seen in the log (a restart opens a new one)
+    phases: tuple[StartupPhase, ...] = ()            # of the last start, in the order the log shows them
+    ready_s: float | None = None                     # to the API server's ready line
+    phases_total_s: float | None = None
+    compile_s_each_start: tuple[float, ...] = ()     # torch.compile seconds of each start, oldest first
+    cuda_graph_s_each_start: tuple[float, ...] = ()
+    download_s_each_start: tuple[float, ...] = ()
+
+
+@payload
 class LogsData(Payload):
     """The server log given with `--log FILE`: only its last 64 MiB are read, and kept lines are
     redacted. Status `unsupported` without `--log`."""
@@ -28,6 +54,7 @@ class LogsData(Payload):
     num_shm_broadcast_stalls_startup: int | None = None  # of those, between vLLM's startup and ready lines
     num_oom_lines: int | None = None
     weights_download_s: float | None = None         # the longest "Time spent downloading weights" vLLM logged
+    startup: StartupData | None = None               # the server's start-up phases (triage/engines/startup_log.py)
 
 
 @payload
