@@ -127,6 +127,12 @@ THRESHOLDS: dict[str, Threshold] = {
     "HIST001.traffic_rise_x": _T(1.2, "x", "seed 003 (long-prompt spikes inflate TTFT)",
                                  "requests/s or prompt tokens per request growth that explains a jump"),
     "HIST001.moved_x": _T(1.2, "x", "triage", "change of another signal that is listed as moved"),
+    "ENG009.min_warmup_s": _T(10.0, "s", "issue 28 (compile and CUDA-graph capture of a vLLM start)",
+                              "compile + CUDA-graph seconds of one start below which there is nothing to gain"),
+    "ENG009.max_share_frac": _T(0.10, "fraction", "issue 28",
+                                "compile + capture share of a replica's life above which eager mode is worth weighing"),
+    "ENG009.problem_share_frac": _T(0.25, "fraction", "issue 28",
+                                    "the share above which the warm-up costs enough capacity to be a problem"),
     "ENG008.min_compile_s": _T(20.0, "s", "issue 28 (a vLLM compile takes tens of seconds; a cache hit a few)",
                                "compile time below which a repeated compile is not worth a finding"),
     "ENG008.kept_frac": _T(0.7, "fraction", "issue 28", "a later start's compile at this share of the first counts "

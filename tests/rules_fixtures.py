@@ -206,7 +206,7 @@ def snapshot(patch: dict[str, Any] | None = None, drop: tuple[str, ...] = (),
     return {"probes": probes}
 
 
-def startup_log(compile_s=(), download_s=(), load=None, ready_s=160.0, graphs_s=()) -> dict[str, Any]:
+def startup_log(compile_s=(), download_s=(), load=None, ready_s=160.0, graphs_s=(), gaps_s=()) -> dict[str, Any]:
     """logs.startup as the log probe writes it (triage/engines/startup_log.py): the last start's phases."""
     phases = []
     if load is not None:
@@ -216,7 +216,8 @@ def startup_log(compile_s=(), download_s=(), load=None, ready_s=160.0, graphs_s=
                        "ended_at_s": 5.0 + seconds, "completed": True, "line": None})
     return {"engine": "vllm", "num_starts": max(1, len(compile_s), len(download_s)), "phases": phases,
             "ready_s": ready_s, "phases_total_s": None, "compile_s_each_start": list(compile_s),
-            "cuda_graph_s_each_start": list(graphs_s), "download_s_each_start": list(download_s)}
+            "cuda_graph_s_each_start": list(graphs_s), "download_s_each_start": list(download_s),
+            "start_gaps_s": list(gaps_s)}
 
 
 def bench(patch: dict[str, Any] | None = None, concurrencies=(1, 4, 16, 64)) -> dict[str, Any]:
@@ -901,6 +902,20 @@ def _define() -> None:
          snapshot({"logs.startup": startup_log(compile_s=(38.0,))}))
     case("ENG008", "skipped_no_start_in_log", "A log with no server start", {"fires": False, "skipped_reason": "start"},
          snapshot())
+    # ENG009
+    case("ENG009", "positive_short_lived_replicas", "Replicas restart every ~3.6 min; each spends 59 s compiling and "
+         "capturing (27%)", {**FIRES, "severity": "medium", "kind": "problem", "commands": ["--enforce-eager"],
+                             "evidence_keys": ["logs.startup.start_gaps_s", "derived.warmup_share_of_life"]},
+         snapshot({"logs.startup": startup_log(compile_s=(41.0, 40.2, 41.0), graphs_s=(18.0, 17.5, 18.0),
+                                               gaps_s=(220.0, 215.0))}))
+    case("ENG009", "opportunity_seven_minute_replicas", "Replicas live ~7 min: 14% warming up, an opportunity",
+         {**FIRES, "severity": "low", "kind": "opportunity"},
+         snapshot({"logs.startup": startup_log(compile_s=(41.0, 40.2), graphs_s=(18.0, 17.5), gaps_s=(410.0,))}))
+    case("ENG009", "negative_long_lived", "Replicas restart every 10 h: the warm-up is noise", PASSES,
+         snapshot({"logs.startup": startup_log(compile_s=(41.0, 40.2), graphs_s=(18.0, 17.5), gaps_s=(36000.0,))}))
+    case("ENG009", "skipped_one_start", "One start: how long a replica lives is unknown",
+         {"fires": False, "skipped_reason": "one start"},
+         snapshot({"logs.startup": startup_log(compile_s=(41.0,), graphs_s=(18.0,))}))
     # FLEET001
     def replica(i: int, ttft_p99: float, waiting: float, kv: float, blocks: int) -> dict[str, Any]:
         return {"replica": i, "url": f"http://10.0.0.{i + 1}:8000", "requests": 256, "failed": 0,

@@ -153,3 +153,16 @@ def test_vllm_markers_follow_the_version_and_engines_show_lists_them():
     res = CliRunner().invoke(app, ["engines", "show", "vllm", "--version", "0.18.0", "--format", "json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["startup_markers"]["api_server.begin"] == ["Starting vLLM server on %s"]
+
+
+def test_a_log_with_restarts_gives_how_long_each_replica_ran_and_eng009_weighs_the_warmup():
+    """Three vLLM 0.33.0 starts four minutes apart (a built log): each replica ran 240 s and spent 9.75 s
+    compiling and 12 s capturing (9% of its life): below ENG009's 10% share, so the rule stays quiet."""
+    from triage.core.snapshot import Snapshot
+    from triage.probes.logs import probe_logs
+    from triage.rules import evaluate
+
+    result = probe_logs(str(Path(__file__).parent / "fixtures" / "coldstart" / "vllm-0.33.0-restarts.built.log"))
+    startup = result.data.startup
+    assert startup.num_starts == 3 and startup.start_gaps_s == (240.0, 240.0)
+    assert "ENG009" not in {f.code for f in evaluate(Snapshot(probes=(result,))).findings}

@@ -161,6 +161,7 @@ def _replays(tmp: Path, reference_url: str) -> list[ProbeResult]:
     (tmp / "vllm_two_starts.log").write_text(two)
     results.append(probe_logs(str(tmp / "vllm_two_starts.log")))
     results.append(probe_logs(str(FIX / "coldstart" / "reference_startup.log")))
+    results.append(probe_logs(str(FIX / "coldstart" / "vllm-0.33.0-restarts.built.log")))   # three starts
     # Engine identity: the live reference server; llama-server's real captures (one slot); argv and env forms.
     results.append(probe_engine_identity(reference_url))
     lcpp = FIX / "llamacpp"

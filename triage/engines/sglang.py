@@ -80,6 +80,7 @@ ENGINE = register(Engine(
         "enable_chunked_prefill": (Since(None, Knob("--chunked-prefill-size", "8192")),),
         "enable_prefix_caching": (Since(None, NoEquivalent(
             "SGLang caches prefixes unless --disable-radix-cache is set")),),
+        "eager_mode": (Since(None, Knob("--disable-cuda-graph", None)),),
         "tokenizer_mode_auto": (Since(None, Knob("--tokenizer-mode", "auto")),),
         # One NUMA node per GPU process, in GPU order (numa_node[gpu_id]): rules pass one value per GPU. From
         # 0.5.18 SGLang also binds by itself (SGLANG_AUTO_NUMA_BIND defaults on); the flag still pins it exactly.

@@ -125,6 +125,9 @@ class Startup:
     compile_s_each_start: list[float] = field(default_factory=list)
     cuda_graph_s_each_start: list[float] = field(default_factory=list)
     download_s_each_start: list[float] = field(default_factory=list)
+    # Seconds from one start's first line to the next start's: how long each replica ran before it restarted
+    # (known where the log's lines carry times), oldest first.
+    start_gaps_s: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -187,6 +190,9 @@ def parse_startup(lines, engine: Engine, version: str | None = None, t0: float |
             if p is not None:
                 bucket.append(p.seconds)
         out.phases = phases
+    firsts = [next((ev[0] for ev in run if ev[0] is not None), None) for run in starts]
+    out.start_gaps_s = [round(b - a, 3) for a, b in zip(firsts, firsts[1:], strict=False)
+                        if a is not None and b is not None and b > a]
     if starts:
         last = starts[-1]
         base = t0 if len(starts) == 1 else next((ev[0] for ev in last if ev[0] is not None), None)

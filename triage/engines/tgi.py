@@ -95,6 +95,7 @@ ENGINE = register(Engine(
             "INT4 needs a pre-quantized AWQ or GPTQ checkpoint (the engine reads the method from its config); "
             "the flag alone fails on a 16-bit model")),),
         "tensor_parallel_size": (Since(None, Knob("--num-shard")),),
+        "eager_mode": (Since(None, Knob("--cuda-graphs", "0")),),
         "enable_chunked_prefill": (
             Since(None, NoEquivalent("this TGI has no prefill chunking (the PREFILL_CHUNKING switch came in 2.4)")),
             Since("2.4.0", Knob("PREFILL_CHUNKING=1", None, "an environment variable of the launcher",

@@ -93,6 +93,8 @@ ENGINE = register(Engine(
         "tensor_parallel_size": (Since(None, Knob("--tensor-parallel-size")),),
         "enable_chunked_prefill": (Since(None, Knob("--enable-chunked-prefill", None)),),
         "enable_prefix_caching": (Since(None, Knob("--enable-prefix-caching", None)),),
+        # Eager mode skips torch.compile and CUDA-graph capture at start-up, and gives up their faster steps.
+        "eager_mode": (Since(None, Knob("--enforce-eager", None, claims=("vllm.enforce-eager-skips-compile",))),),
         "api_server_count": (Since(None, NoEquivalent("this vLLM has one API server process (--api-server-count "
                                                       "came in 0.10)")),
                              Since("0.10.0", Knob("--api-server-count"))),

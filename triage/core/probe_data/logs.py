@@ -29,6 +29,7 @@ class StartupData:
     compile_s_each_start: tuple[float, ...] = ()     # torch.compile seconds of each start, oldest first
     cuda_graph_s_each_start: tuple[float, ...] = ()
     download_s_each_start: tuple[float, ...] = ()
+    start_gaps_s: tuple[float, ...] = ()             # each start to the next: how long each replica ran, oldest first
 
 
 @payload
