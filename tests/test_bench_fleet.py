@@ -37,10 +37,13 @@ def test_least_in_flight_prefers_the_idle_replica():
 @pytest.mark.slow
 def test_two_replicas_one_undersized(reference_server, tmp_path):
     launcher = pytest.importorskip("triage.reference_engine.launcher")
+    # One request at a time and 64-token answers on the small replica: its queued requests wait whole requests
+    # (~0.6 s on a fast CPU against ~14 ms on the big one), far past FLEET001's 2x and 50 ms on any host.
     with launcher.start_reference_server("tiny", extra_args=("--num-kv-blocks", "12", "--block-size", "16",
-                                                             "--max-num-seqs", "2")) as small:
+                                                             "--max-num-seqs", "1")) as small:
         out, jsonl = tmp_path / "fleet.json", tmp_path / "requests.jsonl"
-        result = CliRunner().invoke(app, ["bench", "--url", reference_server.url, "--url", small.url, *COMMON,
+        slow_shape = [*COMMON[:-1], "64"]   # --output-len 64
+        result = CliRunner().invoke(app, ["bench", "--url", reference_server.url, "--url", small.url, *slow_shape,
                                           "--json", str(out), "--jsonl", str(jsonl)])
         assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
