@@ -215,8 +215,12 @@ def test_vllm_0_33_table_has_the_cache_config_and_spec_decode_metrics():
 
 def test_vllm_startup_marker_follows_the_version():
     vllm = get("vllm")
-    assert vllm.log_marker("api_server_start", "0.17.1") == ("vLLM API server version",)
+    # The startup line changed in 0.15 (claims vllm.api-server-version-log-0.14, vllm.server-version-log-0.15).
+    assert vllm.log_marker("api_server_start", "0.14.1") == ("vLLM API server version",)
+    assert vllm.log_marker("api_server_start", "0.15.1") == ("vLLM server version",)
     assert vllm.log_marker("api_server_start", "0.18.0") == ("vLLM server version",)
+    assert vllm.log_marker("ready", "0.17.1") == ("Starting vLLM API server",)
+    assert vllm.log_marker("ready", "0.33.0") == ("Starting vLLM server on",)
     from triage.probes.logs import scan_lines
 
     out = scan_lines(["INFO vLLM server version 0.33.0, serving model m",
