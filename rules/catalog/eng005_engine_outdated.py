@@ -27,11 +27,12 @@ from triage.rules.registry import rule
     example="server_config.engine = 'vllm', server_config.engine_version = '0.6.3'",
     fix="Upgrade the engine to the first version with the missing default (named in the finding), then "
         "re-run `triage bench` to compare.",
-    references=("vLLM source: get_flash_attn_version (FA3 on SM90, PR #14244) via triage/core/engine_truth",
+    references=("claim:vllm.v1-default-0.8", "claim:vllm.v1-chunked-prefill-0.8", "claim:vllm.v1-prefix-caching-0.8",
+                "claim:vllm.fa3-on-sm90-0.7", "claim:vllm.fa3-on-sm90",
                 "claim:vllm.sm100-defaults-to-flashinfer", "claim:vllm.fa4-on-sm100",
                 "claim:tgi.prefix-caching-default-on-2.3", "claim:tgi.prefill-chunking-default-on",
                 "seed 000 §5 says 'vLLM v0.17+ picks FA3/FA4': only partly right; triage follows the source",
-                "vLLM 0.8.0 release notes (V1 by default)"),
+                "vLLM 0.8.0 release notes (V1 by default)", "claim:tgi.prefill-chunking-default-off-2.4"),
 ))
 def eng005(ctx: Context) -> Hit | None:
     engine = ctx.identified_engine()
