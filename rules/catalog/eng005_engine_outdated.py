@@ -2,7 +2,7 @@
 
 Each engine module lists its milestones (triage/engines/<engine>.py): the release from which it does something
 better by default, read from the engine's own source. vLLM: the V1 engine (0.8), FlashAttention 3 on Hopper
-(SM90, from the truth tables) and FlashAttention 4 on SM100, which matters only where FlashAttention was chosen:
+(SM90, from 0.7: claim vllm.fa3-on-sm90-0.7; the truth tables' flag starts at 0.8.5) and FlashAttention 4 on SM100, which matters only where FlashAttention was chosen:
 SM100's default backend is FlashInfer (claims vllm.sm100-defaults-to-flashinfer, vllm.fa4-on-sm100). TGI:
 prefix caching on by default from 2.3, prefill chunking from 3.0. Seed 000's "vLLM >= 0.17 picks FA3/FA4" is
 only partly right; triage follows the source.
