@@ -22,9 +22,11 @@ from triage.rules.registry import rule
     fix="`--max-model-len <observed p99 x 1.25>`, rounded up to 256 (e.g. 5120 for 4096-token requests).",
     references=("seed 000 §2 (reduce --max-model-len if contexts are shorter)",
                 "seed 000 quick reference (requests queuing: reduce --max-model-len)",
-                "claim:vllm.max-model-len-meaning", "claim:sglang.context-length", "claim:tgi.max-total-tokens-meaning",
+                "claim:vllm.max-model-len-meaning", "claim:vllm.kv-blocks-on-demand", "claim:sglang.context-length",
+                "claim:tgi.max-total-tokens-meaning",
                 "claim:tgi.reserves-prompt-plus-new-tokens", "claim:tgi.max-new-tokens-default-2.4",
-                "claim:tgi.generation-chunk-1024"),
+                "claim:tgi.generation-chunk-1024", "claim:tgi.generation-chunk-1024-3.0",
+                "claim:tgi.default-generation-length"),
 ), thresholds=("KV003.oversize_ratio", "KV003.headroom_ratio", "common.kv_limited_usage_frac"))
 def kv003(ctx: Context) -> Hit | None:
     max_len = ctx.measured(ctx.need(ServerConfigData).max_model_len, "server_config.max_model_len")

@@ -143,7 +143,8 @@ ENGINE = register(Engine(
                            "without max_new_tokens a request gets --max-total-tokens minus its prompt, which from "
                            "3.0 TGI preallocates 1024 tokens at a time.",
                            ("tgi.reserves-prompt-plus-new-tokens", "tgi.max-new-tokens-default-2.4",
-                            "tgi.generation-chunk-1024")),
+                            "tgi.generation-chunk-1024", "tgi.generation-chunk-1024-3.0",
+                            "tgi.default-generation-length")),
         "cuda_graphs": ("TGI captures CUDA graphs for the batch sizes --cuda-graphs lists (1,2,4,8,16,32 by "
                         "default); --cuda-graphs 0 turns them off.", ("tgi.cuda-graphs-0",)),
         "queue_time": ("TGI records each request's queue time in tgi_request_queue_duration.",
