@@ -19,7 +19,7 @@ from triage.rules.registry import rule
     fix="Check the GPUs' links and health (GPU004, GPU006, GPU010), give the workers CPU headroom, and set "
         "NCCL_DEBUG=INFO to find the failing collective.",
     references=("claim:vllm.shm-broadcast-warning", "claim:vllm.api-server-version-log-0.14",
-                "claim:vllm.server-version-log-0.15", "claim:vllm.server-version-log",
+                "claim:vllm.startup-logo", "claim:vllm.server-version-log-0.15", "claim:vllm.server-version-log",
                 "claim:vllm.starting-api-server-log-0.17", "claim:vllm.starting-server-log",
                 "NCCL troubleshooting (NCCL_DEBUG=INFO)", "seed 002 step 6 (interconnect)"),
 ))

@@ -136,15 +136,17 @@ ENGINE = register(Engine(
                "cuda_graphs": "--enforce-eager"},
     default_on_fn=_default_on, memory_share="total", legacy_fn=_legacy, metrics=METRICS,
     log_markers={
-        # The first line of the API server's start; up to 0.14 `vllm serve` wrote "vLLM API server version",
-        # from 0.15 "vLLM server version %s, serving model %s" (claims vllm.api-server-version-log-0.14,
-        # vllm.server-version-log-0.15).
+        # The first line of the API server's start; up to 0.14 `vllm serve` wrote "vLLM API server version".
+        # From 0.15 it logs a logo whose middle line reads "█ ▀▄▀ █  version X" under vLLM's own logging config
+        # (the default), and "vLLM server version %s, serving model %s" only with VLLM_DISABLE_LOG_LOGO or
+        # another logging config (claims vllm.api-server-version-log-0.14, vllm.startup-logo-0.15,
+        # vllm.startup-logo, vllm.default-log-handler, vllm.server-version-log-0.15).
         "api_server_start": ((None, "vLLM API server version"),
-                             ("0.15.0", "vLLM server version")),
+                             ("0.15.0", "vLLM server version"), ("0.15.0", "█ ▀▄▀ █")),
         # uvicorn's line, then vLLM's own: "Starting vLLM API server" up to 0.17, "Starting vLLM server on" from 0.18
         # (claims vllm.starting-api-server-log-0.17, vllm.starting-server-log-0.18, vllm.starting-server-log).
         "ready": ((None, "Application startup complete"), (None, "Starting vLLM API server"),
-                  ("0.18.0", "Starting vLLM server on")),
+                  ("0.18.0", "Application startup complete"), ("0.18.0", "Starting vLLM server on")),
     },
     prefix_caching_per_model=True, fp8_min_capability=(8, 9), upgrade="pip install -U 'vllm>={v}'",
     milestones=(
@@ -175,10 +177,12 @@ ENGINE = register(Engine(
         "sm100_attention": (
             "On SM100 vLLM's default attention backend is FlashInfer; FA4 applies only when FlashAttention "
             "is chosen.", ("vllm.sm100-defaults-to-flashinfer", "vllm.fa4-on-sm100")),
-        "startup_log": ("Since 0.15 `vllm serve` logs 'vLLM server version X, serving model M' at startup "
-                        "(before: 'vLLM API server version X').",
-                        ("vllm.api-server-version-log-0.14", "vllm.server-version-log-0.15",
-                         "vllm.server-version-log-0.18", "vllm.server-version-log")),
+        "startup_log": ("Since 0.15 `vllm serve` logs its startup as a logo ('█ ▀▄▀ █  version X') by default, or "
+                        "'vLLM server version X, serving model M' with VLLM_DISABLE_LOG_LOGO (before: 'vLLM API server "
+                        "version X').",
+                        ("vllm.api-server-version-log-0.14", "vllm.startup-logo-0.15", "vllm.startup-logo",
+                         "vllm.default-log-handler", "vllm.server-version-log-0.15", "vllm.server-version-log-0.18",
+                         "vllm.server-version-log")),
         "cuda_graph_sizes": ("vLLM captures CUDA graphs for batch sizes 1, 2, 4, then every 8 below 256 and every "
                              "16 above, up to twice max_num_seqs (512 at most by default).",
                              ("vllm.cuda-graph-sizes", "vllm.cuda-graph-max-512")),
