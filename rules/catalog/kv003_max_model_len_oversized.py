@@ -14,9 +14,9 @@ from triage.rules.registry import rule
     what="`max_model_len` is >= 4x the longest observed prompt+output while the server is KV-limited.",
     why="With paged KV (vLLM, SGLang) an oversized limit costs nothing by itself; it costs when it admits a "
         "few very long requests, each holding thousands of KV blocks while dozens of normal ones queue or are "
-        "preempted. TGI reserves KV for a request's prompt plus its max_new_tokens when it admits it, and a "
-        "request that sets none gets --max-total-tokens minus its prompt (TGI 3.x preallocates 1024 of those "
-        "at a time). A limit sized to the traffic bounds both (seed 000 §2).",
+        "preempted. TGI reserves KV for a request's prompt plus its max_new_tokens when it admits it (a request "
+        "that sets none gets --max-total-tokens minus its prompt); TGI 3.x reserves at most 1024 new tokens at a "
+        "time. A limit sized to the traffic bounds both (seed 000 §2).",
     example="server_config.max_model_len = 32768, bench.c16.input_tokens_mean+output_tokens_mean = 4096, "
             "server_metrics.kv_cache_usage_frac_max = 0.98",
     fix="`--max-model-len <observed p99 x 1.25>`, rounded up to 256 (e.g. 5120 for 4096-token requests).",

@@ -139,9 +139,9 @@ ENGINE = register(Engine(
                                     "not its batch size.", ("tgi.max-concurrent-requests-refuses",)),
         "kv_usage": ("TGI's batch fill is tgi_batch_current_max_tokens over tgi_batch_max_total_tokens.",
                      ("tgi.batch-current-max-tokens", "tgi.batch-max-total-tokens")),
-        "kv_reservation": ("TGI reserves KV blocks for a request's prompt plus its max_new_tokens when it admits it; "
-                           "without max_new_tokens a request gets --max-total-tokens minus its prompt, which from "
-                           "3.0 TGI preallocates 1024 tokens at a time.",
+        "kv_reservation": ("TGI reserves KV blocks for a request's prompt plus its max_new_tokens when it admits it "
+                           "(without max_new_tokens a request gets --max-total-tokens minus its prompt); from 3.0 "
+                           "it reserves at most 1024 new tokens at a time and re-queues the request for more.",
                            ("tgi.reserves-prompt-plus-new-tokens", "tgi.max-new-tokens-default-2.4",
                             "tgi.generation-chunk-1024", "tgi.generation-chunk-1024-3.0",
                             "tgi.default-generation-length")),
