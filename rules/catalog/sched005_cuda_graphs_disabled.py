@@ -20,7 +20,8 @@ from triage.rules.registry import rule
         "source does not).",
     references=("seed 002 lessons (CUDA graph capture; set max_num_seqs to a power of 2: not supported by the "
                 "source)", "claim:vllm.enforce-eager", "claim:vllm.cuda-graph-sizes", "claim:vllm.cuda-graph-max-512",
-                "claim:sglang.disable-cuda-graph-deprecated", "claim:tgi.cuda-graphs-0"),
+                "claim:sglang.disable-cuda-graph-deprecated", "claim:sglang.disable-decode-cuda-graph",
+                "claim:sglang.cuda-graph-backend-decode", "claim:tgi.cuda-graphs-0"),
 ))
 def sched005(ctx: Context) -> Hit | None:
     eager = ctx.measured(ctx.need(ServerConfigData).enforce_eager, "server_config.enforce_eager")

@@ -117,7 +117,10 @@ ENGINE = register(Engine(
                                     ("sglang.chunked-prefill-default-0.4", "sglang.chunked-prefill-default-h100",
                                      "sglang.chunked-prefill-size")),
         "cuda_graphs_off": ("SGLang 0.5.23 still takes --disable-cuda-graph, deprecated for "
-                            "--cuda-graph-backend-{decode,prefill}=disabled.", ("sglang.disable-cuda-graph-deprecated",)),
+                            "--cuda-graph-backend-{decode,prefill}=disabled; --disable-decode-cuda-graph turns off "
+                            "the decode phase's.", ("sglang.disable-cuda-graph-deprecated",
+                                                    "sglang.cuda-graph-backend-decode",
+                                                    "sglang.disable-decode-cuda-graph")),
         "mem_fraction_static": ("SGLang's --mem-fraction-static covers weights and the KV pool only; when SGLang "
                                 "picks it, it keeps >= 10 GiB outside it on GPUs over 60 GiB.",
                                 ("sglang.mem-fraction-static-meaning", "sglang.mem-fraction-static-reserve")),
