@@ -30,8 +30,9 @@ _CUDA_GRAPH = re.compile(r"CUDA graph|cuda_graph|Graph capturing|capturing CUDA"
 _NCCL_ERROR = re.compile(r"NCCL.*(error|WARN|failed|timeout)|(error|failed).*NCCL", re.I)
 _SHM_STALL = re.compile(r"No available shared memory broadcast block", re.I)
 # Startup vs serving: each engine module lists the lines that open its startup and say it serves, per version
-# (vLLM: "vLLM API server version X" up to 0.17, "vLLM server version X, serving model M" from 0.18, claim
-# vllm.server-version-log; uvicorn's "Application startup complete." once it serves). vLLM's shm_broadcast
+# (vLLM: "vLLM API server version X" up to 0.14; from 0.15 a logo whose line reads "█ ▀▄▀ █  version X" by
+# default, or "vLLM server version X, serving model M" with VLLM_DISABLE_LOG_LOGO, claims
+# vllm.api-server-version-log-0.14, vllm.startup-logo, vllm.server-version-log-0.15; uvicorn's "Application startup complete." once it serves). vLLM's shm_broadcast
 # warning says it "typically happens" during compilation or weight/KV-cache quantization, i.e. at startup,
 # where it is not a stall.
 _START = re.compile("|".join(re.escape(m) for e in engines() for m in e.log_marker("api_server_start")), re.I)

@@ -612,7 +612,7 @@ def _define() -> None:
                             **{f"levels.{i}.server.prefix_cache_hit_rate": 0.02 for i in range(4)}}))
     case("KV005", "positive_low_hit_rate_state_assumed", "2% hit rate on vLLM 0.33 where only the default says prefix "
          "caching is on: vLLM decides it per model, so the finding is hedged",
-         {**FIRES, "certainty": "possible", "text_contains": ["hybrid Mamba/attention and pooling models"]},
+         {**FIRES, "certainty": "possible", "text_contains": ["attention-free, encoder-decoder and some pooling models"]},
          snapshot({"server_config.engine_version": "0.33.0", "server_config.enable_prefix_caching": None,
                    "server_config.sources.enable_prefix_caching": "default",
                    "server_metrics.cache_config.enable_prefix_caching": None}),

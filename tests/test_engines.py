@@ -215,9 +215,21 @@ def test_vllm_0_33_table_has_the_cache_config_and_spec_decode_metrics():
 
 def test_vllm_startup_marker_follows_the_version():
     vllm = get("vllm")
-    assert vllm.log_marker("api_server_start", "0.17.1") == ("vLLM API server version",)
-    assert vllm.log_marker("api_server_start", "0.18.0") == ("vLLM server version",)
+    # The startup line changed in 0.15: a logo by default, the plain line with VLLM_DISABLE_LOG_LOGO (claims
+    # vllm.api-server-version-log-0.14, vllm.startup-logo-0.15, vllm.server-version-log-0.15).
+    assert vllm.log_marker("api_server_start", "0.14.1") == ("vLLM API server version",)
+    assert vllm.log_marker("api_server_start", "0.15.1") == ("vLLM server version", "█ ▀▄▀ █")
+    assert vllm.log_marker("api_server_start", "0.18.0") == ("vLLM server version", "█ ▀▄▀ █")
+    assert vllm.log_marker("ready", "0.17.1") == ("Application startup complete", "Starting vLLM API server")
+    assert vllm.log_marker("ready", "0.33.0") == ("Application startup complete", "Starting vLLM server on")
     from triage.probes.logs import scan_lines
+
+    # vLLM's default logging prints the logo (claim vllm.startup-logo): its middle line opens the startup.
+    logo = scan_lines(["INFO 11-27 10:00:00 [startup.py:38]        █     █     █▄   ▄█",
+                       "INFO 11-27 10:00:00 [startup.py:38]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.33.0",
+                       "WARNING No available shared memory broadcast block found in 60 seconds",
+                       "INFO Application startup complete."])
+    assert logo["num_shm_broadcast_stalls_startup"] == 1
 
     out = scan_lines(["INFO vLLM server version 0.33.0, serving model m",
                       "WARNING No available shared memory broadcast block found in 60 seconds",

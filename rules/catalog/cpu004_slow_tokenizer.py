@@ -17,7 +17,8 @@ from triage.rules.registry import rule
     example="logs.slow_tokenizer = true",
     fix="Provide a fast tokenizer (tokenizer.json; convert with transformers' AutoTokenizer(use_fast=True) "
         "and save_pretrained) and use `--tokenizer-mode auto`.",
-    references=("vLLM log line 'Using a slow tokenizer. This might cause a significant slowdown.'",),
+    references=("claim:vllm.slow-tokenizer-warning", "claim:vllm.tokenizer-mode-auto",
+                "claim:sglang.tokenizer-mode-auto"),
 ))
 def cpu004(ctx: Context) -> Hit | None:
     slow = ctx.measured(ctx.need(LogsData).slow_tokenizer, "logs.slow_tokenizer")

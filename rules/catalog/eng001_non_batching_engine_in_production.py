@@ -75,6 +75,7 @@ def _fix(engine: str | None, ctx: Context, target_slots: int) -> Fix:
                 "seed 000's engine table says llama.cpp has no continuous batching; llama-server's source says "
                 "otherwise (slots with continuous batching, -cb on by default): triage follows the source",
                 "claim:llamacpp.parallel-flag", "claim:llamacpp.parallel-auto-is-4", "claim:ollama.num-parallel-default-1",
+                "claim:llamacpp.cont-batching-default-on", "claim:ollama.num-parallel-default-1-0.10",
                 "transformers cli/serve.py (--continuous-batching)"),
 ), thresholds=("ENG001.min_throughput_gain_x",))
 def eng001(ctx: Context) -> Hit | None:

@@ -20,7 +20,9 @@ from triage.rules.registry import rule
             "{num_speculative_tokens: 5}",
     fix="Lower `num_speculative_tokens`, use a draft closer to the target (same family, fine-tuned alike), or "
         "disable speculation for high-temperature traffic.",
-    references=("seed 002 step 5 (speculative decoding: acceptance 75-85%; worse at high temperature)",),
+    references=("seed 002 step 5 (speculative decoding: acceptance 75-85%; worse at high temperature)",
+                "claim:vllm.spec-decode-counters", "claim:vllm.speculative-config-0.8", "claim:sglang.spec-accept-rate",
+                "claim:sglang.speculative-num-draft-tokens"),
 ), thresholds=("ENG003.min_acceptance_frac",))
 def eng003(ctx: Context) -> Hit | None:
     rate = ctx.seen(ServerMetricsData).spec_decode_acceptance_rate

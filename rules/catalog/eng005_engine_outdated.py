@@ -2,7 +2,7 @@
 
 Each engine module lists its milestones (triage/engines/<engine>.py): the release from which it does something
 better by default, read from the engine's own source. vLLM: the V1 engine (0.8), FlashAttention 3 on Hopper
-(SM90, from the truth tables) and FlashAttention 4 on SM100, which matters only where FlashAttention was chosen:
+(SM90, from 0.7: claim vllm.fa3-on-sm90-0.7; the truth tables' flag starts at 0.8.5) and FlashAttention 4 on SM100, which matters only where FlashAttention was chosen:
 SM100's default backend is FlashInfer (claims vllm.sm100-defaults-to-flashinfer, vllm.fa4-on-sm100). TGI:
 prefix caching on by default from 2.3, prefill chunking from 3.0. Seed 000's "vLLM >= 0.17 picks FA3/FA4" is
 only partly right; triage follows the source.
@@ -27,11 +27,12 @@ from triage.rules.registry import rule
     example="server_config.engine = 'vllm', server_config.engine_version = '0.6.3'",
     fix="Upgrade the engine to the first version with the missing default (named in the finding), then "
         "re-run `triage bench` to compare.",
-    references=("vLLM source: get_flash_attn_version (FA3 on SM90, PR #14244) via triage/core/engine_truth",
+    references=("claim:vllm.v1-default-0.8", "claim:vllm.v1-chunked-prefill-0.8", "claim:vllm.v1-prefix-caching-0.8",
+                "claim:vllm.fa3-on-sm90-0.7", "claim:vllm.fa3-on-sm90",
                 "claim:vllm.sm100-defaults-to-flashinfer", "claim:vllm.fa4-on-sm100",
                 "claim:tgi.prefix-caching-default-on-2.3", "claim:tgi.prefill-chunking-default-on",
                 "seed 000 §5 says 'vLLM v0.17+ picks FA3/FA4': only partly right; triage follows the source",
-                "vLLM 0.8.0 release notes (V1 by default)"),
+                "vLLM 0.8.0 release notes (V1 by default)", "claim:tgi.prefill-chunking-default-off-2.4"),
 ))
 def eng005(ctx: Context) -> Hit | None:
     engine = ctx.identified_engine()

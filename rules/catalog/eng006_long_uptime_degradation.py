@@ -27,8 +27,8 @@ from triage.rules.registry import rule
     example="baseline.bench.c16.output_tokens_per_s = 610, bench.c16.output_tokens_per_s = 420, "
             "bench.c16.server.num_preemptions_delta = 55",
     fix="Check for a leak first: KV usage at idle (it should return to ~0) and the server's RSS over days. "
-        "Upgrade the engine (such leaks were fixed in vLLM) or file a bug with those numbers; a rolling "
-        "restart is only a workaround that buys time.",
+        "Check the engine's release notes for a fix (some are still open, e.g. vLLM #15085) and file a bug with "
+        "those numbers; a rolling restart is only a workaround that buys time.",
     references=("seed 003 case 2 (attributes it to KV fragmentation; paged KV does not fragment)",
                 "seed 002 lessons (daily rolling restart: a workaround)",
                 "vLLM issues #15085, #50150, #27073 (KV usage stuck after failed requests, host RAM growth)"),

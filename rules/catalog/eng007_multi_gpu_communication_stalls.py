@@ -18,9 +18,9 @@ from triage.rules.registry import rule
     example="logs.num_shm_broadcast_stalls = 14, logs.num_nccl_errors = 0",
     fix="Check the GPUs' links and health (GPU004, GPU006, GPU010), give the workers CPU headroom, and set "
         "NCCL_DEBUG=INFO to find the failing collective.",
-    references=("vLLM log 'No available shared memory broadcast block found in 60 seconds' "
-                "(vllm/distributed/device_communicators/shm_broadcast.py: 'typically happens ... compilation, "
-                "weight/kv cache quantization')",
+    references=("claim:vllm.shm-broadcast-warning", "claim:vllm.api-server-version-log-0.14",
+                "claim:vllm.startup-logo", "claim:vllm.server-version-log-0.15", "claim:vllm.server-version-log",
+                "claim:vllm.starting-api-server-log-0.17", "claim:vllm.starting-server-log",
                 "NCCL troubleshooting (NCCL_DEBUG=INFO)", "seed 002 step 6 (interconnect)"),
 ))
 def eng007(ctx: Context) -> Hit | None:

@@ -23,7 +23,9 @@ from triage.rules.registry import rule
             "server_process.max_thread_cpu_pct = 100, gpu.gpus[0].utilization_gpu_pct = 12",
     fix="Quantize (`--quantization fp8` on Ada, Hopper and Blackwell (compute capability >= 8.9), AWQ/GPTQ INT4 elsewhere), shard over more GPUs "
         "(`--tensor-parallel-size`), or use a bigger GPU. `triage plan` shows the fit.",
-    references=("seed 000 §1 (wrong GPU: model doesn't fit)", "seed 001 (the wrong GPU can look cheap until it spills)"),
+    references=("seed 000 §1 (wrong GPU: model doesn't fit)", "seed 001 (the wrong GPU can look cheap until it spills)",
+                "claim:vllm.cpu-offload-gb", "claim:vllm.fp8-from-sm89", "claim:vllm.quantization-fp8-deprecated",
+                "claim:vllm.quantization-needs-config"),
 ), thresholds=("GPU001.vram_used_frac", "GPU001.rss_growth_bytes", "GPU001.cpu_busy_pct", "GPU001.gpu_starved_util_pct"))
 def gpu001(ctx: Context) -> Hit | None:
     full = []

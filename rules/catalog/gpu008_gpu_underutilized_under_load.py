@@ -22,7 +22,8 @@ from triage.rules.registry import rule
     example="bench.c16.gpu.utilization_gpu_pct_mean = 28, bench.c16.server.num_requests_running_mean = 1.0",
     fix="Serve with continuous batching (vLLM, SGLang, TGI); raise `--max-num-seqs`; check for a client, CPU "
         "or single-request proxy bottleneck.",
-    references=("seed 000 §4 and quick reference (GPU util <40% under concurrent load)",),
+    references=("seed 000 §4 and quick reference (GPU util <40% under concurrent load)",
+                "claim:vllm.max-num-seqs-meaning"),
 ), thresholds=("GPU008.low_util_pct", "GPU008.min_in_flight"))
 def gpu008(ctx: Context) -> Hit | None:
     low, min_load = ctx.th("GPU008.low_util_pct"), ctx.th("GPU008.min_in_flight")

@@ -13,13 +13,14 @@ from triage.rules.registry import rule
 
 @rule("GPU009", "foreign-gpu-process", Severity.MEDIUM, ("gpu", "server_process"), RuleDoc(
     what="Another process (not the server or its children) holds at least 1 GiB on a GPU the server uses.",
-    why="The memory it holds is missing from the KV cache (vLLM sizes its pool from free memory at start: "
-        "'Free memory on device ... is less than desired GPU memory utilization'), and its kernels compete "
-        "for the SMs and bandwidth.",
+    why="The memory it holds is missing from the KV cache (vLLM refuses to start unless its "
+        "gpu_memory_utilization share of the GPU is free, 'Free memory on device ... is less than desired GPU "
+        "memory utilization', so a shared GPU forces a lower share; TGI sizes its cache from the memory free at "
+        "start), and its kernels compete for the SMs and bandwidth.",
     example="gpu.gpus[0].compute_processes[1] = {pid: 4242, name: 'python', used_memory_bytes: 8.6e9}",
     fix="Move the other job off the serving GPU (CUDA_VISIBLE_DEVICES, scheduler isolation, MIG), then restart "
         "the server so it can size its KV cache again.",
-    references=("vLLM startup error 'Free memory on device ... less than desired GPU memory utilization'",),
+    references=("claim:vllm.free-memory-check", "claim:vllm.kv-is-what-is-left", "claim:tgi.kv-sized-with-wiggle-room"),
 ), thresholds=("GPU009.foreign_bytes",))
 def gpu009(ctx: Context) -> Hit | None:
     pids = ctx.server_pids()

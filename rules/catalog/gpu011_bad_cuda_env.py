@@ -36,7 +36,8 @@ _OFF_VALUES = frozenset({"", "0", "false", "no", "off", "warn", "version"})
         "overlap; injected profilers and debuggers add overhead to every call.",
     example="server_process.debug_env = {CUDA_LAUNCH_BLOCKING: '1'}",
     fix="Unset them in the service definition and restart the server.",
-    references=("DCGM diagnostic r1 (environment variable checks)", "CUDA environment variables reference"),
+    references=("DCGM diagnostic r1 (environment variable checks)", "CUDA environment variables reference",
+                "claim:vllm.trace-function"),
 ))
 def gpu011(ctx: Context) -> Hit | None:
     env = ctx.need(ServerProcessData).debug_env

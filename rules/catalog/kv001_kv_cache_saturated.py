@@ -29,11 +29,14 @@ from triage.rules.registry import rule
             "server_metrics.cache_config.num_gpu_blocks*block_size = 640 (tokens), "
             "derived.bench.c16.kv_free_tokens = 147, bench.c16.input_tokens_mean+output_tokens_mean = 464 (tokens)",
     fix="Give the KV cache more room: `--gpu-memory-utilization 0.92`, a `--max-model-len` sized to the "
-        "traffic, `--kv-cache-dtype fp8` on Hopper/Blackwell, or more tensor parallelism; first remove a "
+        "traffic, `--kv-cache-dtype fp8` on Ada, Hopper or Blackwell, or more tensor parallelism; first remove a "
         "hand-set block count (`--num-gpu-blocks-override`), which overrides all of these.",
     references=("seed 000 §2 and quick reference (requests queuing but GPU not saturated: KV cache full)",
                 "seed 004 §12 (the KV cache is the real ceiling; vLLM admits requests until it fills)",
-                "vLLM metric vllm:kv_cache_usage_perc"),
+                "claim:vllm.kv-cache-usage-perc", "claim:vllm.cache-config-info", "claim:sglang.token-usage",
+                "claim:sglang.max-total-num-tokens", "claim:tgi.batch-current-max-tokens",
+                "claim:tgi.batch-max-total-tokens", "claim:vllm.gpu-memory-utilization-0.92",
+                "claim:vllm.num-gpu-blocks-override", "claim:vllm.kv-cache-dtype-fp8", "claim:vllm.fp8-from-sm89"),
 ), thresholds=("KV001.kv_usage_frac", "KV001.min_waiting", "KV001.min_free_requests",
                "KV001.gpu_memory_utilization_target"))
 def kv001(ctx: Context) -> Hit | None:

@@ -21,7 +21,8 @@ from triage.rules.registry import rule
     fix="Everything KV001 suggests, and a lower `--max-num-seqs` / `--max-num-batched-tokens` so the batch "
         "fits the cache.",
     references=("seed 003 case 2 (Preempted ... sequences warnings)", "seed 004 §12 (preemption: the cliff)",
-                "vLLM metric vllm:num_preemptions_total"),
+                "claim:vllm.num-preemptions", "claim:vllm.max-num-seqs-meaning",
+                "claim:vllm.max-num-batched-tokens-meaning"),
 ), thresholds=("KV001.gpu_memory_utilization_target",))
 def kv002(ctx: Context) -> Hit | None:
     evidence: dict[str, Any] = {}

@@ -17,7 +17,9 @@ from triage.rules.registry import rule
     example="server_config.kv_cache_dtype = 'auto', gpu.gpus[0].compute_capability = [9, 0], "
             "server_metrics.num_preemptions_delta = 12",
     fix="`--kv-cache-dtype fp8` (SGLang `--kv-cache-dtype fp8_e4m3`, TGI `--kv-cache-dtype fp8_e4m3fn`).",
-    references=("seed 000 §2 (--kv-cache-dtype fp8 on H100/Blackwell)", "seed 004 §5 (KV cache quantization)"),
+    references=("seed 000 §2 (--kv-cache-dtype fp8 on H100/Blackwell)", "seed 004 §5 (KV cache quantization)",
+                "claim:vllm.kv-cache-dtype-fp8", "claim:vllm.fp8-from-sm89", "claim:sglang.kv-cache-dtype-fp8-e4m3",
+                "claim:tgi.kv-cache-dtype-fp8"),
 ), thresholds=("common.kv_limited_usage_frac",))
 def kv004(ctx: Context) -> Hit | None:
     dtype, source = ctx.setting("kv_cache_dtype", "cache_dtype")

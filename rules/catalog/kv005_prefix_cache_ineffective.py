@@ -10,13 +10,14 @@ from triage.rules.engines import DISABLING_FLAGS, engine_flags
 from triage.rules.fmt import pct
 from triage.rules.registry import rule
 
-_PER_MODEL = ("newer vLLM decides the default per model at startup (hybrid Mamba/attention and pooling models "
-              "differ: CacheConfig.enable_prefix_caching is None until the model is known)")
+_PER_MODEL = ("vLLM 0.12 and later decide the default per model at startup (off for attention-free, "
+              "encoder-decoder and some pooling models: its enable_prefix_caching setting is None until the model is "
+              "known)")
 
 
 @rule("KV005", "prefix-cache-ineffective", Severity.MEDIUM, ("server_config|server_metrics|bench",), RuleDoc(
     what="Prefix caching is disabled, or its hit rate is < 10% while the prompts share a prefix of >= 256 "
-         "tokens. Version-aware: on engines that enable it by default (vLLM V1 >= 0.8, SGLang, TGI >= 3) the "
+         "tokens. Version-aware: on engines that enable it by default (vLLM V1 >= 0.8, SGLang, TGI >= 2.3) the "
          "advice is to remove the flag that turned it off, never to 'enable' it.",
     why="Without reuse every request recomputes the shared system prompt's KV: thousands of tokens of "
         "duplicate prefill on each TTFT (seed 002: ~80 ms saved per request with a 400-token prompt).",
@@ -24,7 +25,11 @@ _PER_MODEL = ("newer vLLM decides the default per model at startup (hybrid Mamba
     fix="Turn prefix caching on (or stop turning it off), and put the shared system prompt first, "
         "byte-identical across requests.",
     references=("seed 002 step 2 (prefix caching is critical for shared system prompts)",
-                "vLLM CacheConfig.enable_prefix_caching (default None, resolved per model) via triage/core/engine_truth",
+                "claim:vllm.v1-prefix-caching-0.8", "claim:vllm.prefix-caching-unset",
+                "claim:vllm.defaults-from-model-0.12", "claim:vllm.prefix-caching-per-model",
+                "claim:vllm.prefix-caching-model-kinds", "claim:vllm.cache-config-info",
+                "claim:vllm.cache-config-info-gauge", "claim:sglang.disable-radix-cache",
+                "claim:tgi.prefix-caching-default-on-2.3", "claim:tgi.prefix-caching-default-on",
                 "seed 004 §7.4 (automatic prefix caching)"),
 ), thresholds=("KV005.min_hit_rate_frac", "KV005.min_shared_prefix_tokens"))
 def kv005(ctx: Context) -> Hit | None:

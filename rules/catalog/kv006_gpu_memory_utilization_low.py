@@ -11,8 +11,8 @@ from triage.rules.registry import rule
 
 @rule("KV006", "gpu-memory-utilization-low", Severity.MEDIUM, ("server_config|server_metrics",), RuleDoc(
     what="`gpu_memory_utilization` is below 0.85 while the server is KV-limited.",
-    why="vLLM gives the KV cache what is left of `gpu_memory_utilization` x VRAM after weights and "
-        "activations; on an 80 GB GPU, 0.80 instead of 0.92 leaves ~9.6 GB unused, about 73K tokens of KV for "
+    why="vLLM gives the KV cache what is left of `gpu_memory_utilization` x VRAM after weights, "
+        "activations and CUDA graphs; on an 80 GB GPU, 0.80 instead of 0.92 leaves ~9.6 GB unused, about 73K tokens of KV for "
         "a Llama-3.1-8B (128 KiB per token in 16 bits).",
     example="server_config.gpu_memory_utilization = 0.7, server_metrics.kv_cache_usage_frac_max = 0.97, "
             "server_metrics.num_requests_waiting = 9",
@@ -21,7 +21,8 @@ from triage.rules.registry import rule
         "at a time, keeping >= 10 GiB free on GPUs over 60 GiB.",
     references=("seed 000 §2 (tune --gpu-memory-utilization 0.92)", "seed 003 configuration layer (0.92)",
                 "claim:sglang.mem-fraction-static-meaning", "claim:sglang.mem-fraction-static-reserve",
-                "claim:tgi.cuda-memory-fraction-default"),
+                "claim:tgi.cuda-memory-fraction-default", "claim:vllm.kv-is-what-is-left",
+                "claim:vllm.gpu-memory-utilization-meaning", "claim:vllm.gpu-memory-utilization-0.92"),
 ), thresholds=("KV006.min_gpu_memory_utilization", "KV001.gpu_memory_utilization_target"))
 def kv006(ctx: Context) -> Hit | None:
     util, where = ctx.setting("gpu_memory_utilization", "gpu_memory_utilization")

@@ -22,7 +22,7 @@ from triage.rules.startup_knobs import knob_fix
     fix="Mount a persistent volume for the cache and set HF_HOME to it (or `--download-dir`), or serve from a "
         "local path.",
     references=("seed 000 §6 (model download on every cold start)",
-                "vLLM model_executor/model_loader/weight_utils.py ('Time spent downloading weights for ...')",
+                "claim:vllm.weights-download-log", "claim:vllm.download-dir",
                 "An empty cache alone is not evidence: it may be another user's, or read from outside the "
                 "server's mount namespace; triage reads the serving process's own environment and mounts"),
 ))

@@ -22,7 +22,8 @@ from triage.rules.registry import rule
     fix="`--quantization fp8` (not `--dtype fp8`, which vLLM rejects), or serve a pre-quantized FP8 "
         "checkpoint; SGLang `--quantization fp8`, TGI `--quantize fp8`.",
     references=("seed 000 §3 (FP16 when lower precision works)", "seed 004 §8 (FP8 on Hopper: near-lossless)",
-                "claim:vllm.fp8-from-sm89"),
+                "claim:vllm.fp8-from-sm89", "claim:vllm.dtype-choices", "claim:vllm.quantization-fp8-deprecated",
+                "claim:sglang.quantization-fp8", "claim:tgi.quantize-fp8"),
 ))
 def quant001(ctx: Context) -> Hit | None:
     data = ctx.need(ServerConfigData)

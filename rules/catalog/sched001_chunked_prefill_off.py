@@ -25,7 +25,12 @@ def _long_prompt_levels(ctx: Context) -> list[BenchLevel]:
     example="server_config.enable_chunked_prefill = false, bench.c16.tpot_ms.p99 = 180, bench.c16.tpot_ms.p50 = 32",
     fix="`--enable-chunked-prefill` on engines where it is off by default, and a smaller "
         "`--max-num-batched-tokens` (e.g. 2048) so prefill chunks interleave with decode.",
-    references=("seed 004 §7.3 (chunked prefill)", "seed 003 configuration layer (missing chunked prefill)"),
+    references=("seed 004 §7.3 (chunked prefill)", "seed 003 configuration layer (missing chunked prefill)",
+                "claim:vllm.v1-chunked-prefill-0.8", "claim:vllm.chunked-prefill-per-model",
+                "claim:vllm.chunked-prefill-meaning", "claim:vllm.max-num-batched-tokens-meaning",
+                "claim:sglang.chunked-prefill-size", "claim:sglang.chunked-prefill-default-0.4",
+                "claim:sglang.chunked-prefill-default-h100", "claim:tgi.prefill-chunking-default-off-2.4",
+                "claim:tgi.prefill-chunking-default-on", "claim:tgi.max-batch-prefill-tokens-meaning"),
 ), thresholds=("SCHED001.tpot_spike_ratio", "SCHED001.long_prompt_tokens"))
 def sched001(ctx: Context) -> Hit | None:
     engine = ctx.engine()

@@ -20,13 +20,17 @@ from triage.rules.registry import rule
     example="server_config.max_num_seqs = 16, bench.c64.server.num_requests_running_max = 16, "
             "bench.c64.server.num_requests_waiting_mean = 40, bench.c64.server.kv_cache_usage_frac_max = 0.31",
     fix="Raise `--max-num-seqs` (doubled, rounded to a multiple of 8); SGLang `--max-running-requests`, TGI "
-        "`--max-batch-size`. No power of two is needed: vLLM captures CUDA graphs for batch 1, 2, 4 and "
-        "then every 8.",
+        "2.x `--max-batch-size` (TGI 3.x ignores it while prefill chunking is on: its token budget "
+        "`--max-batch-total-tokens` bounds the batch). No power of two is needed: vLLM captures CUDA graphs for "
+        "batch 1, 2, 4, then every 8 below 256 and every 16 above.",
     references=("seed 000 quick reference (good single-request latency, poor concurrency: --max-num-seqs)",
                 "seed 004 §10 (tuning --max-num-seqs)",
-                "seed 002 says keep it a power of two for CUDA graphs; vLLM's compilation config captures 1, 2, 4 "
-                "then steps of 8, so triage follows the source",
-                "TGI backends/v3 --max-batch-size bounds the batch; --max-concurrent-requests refuses clients"),
+                "seed 002 says keep it a power of two for CUDA graphs; vLLM captures 1, 2, 4, then steps of 8 "
+                "and 16, so triage follows the source",
+                "claim:vllm.max-num-seqs-meaning", "claim:vllm.cuda-graph-sizes",
+                "claim:sglang.max-running-requests", "claim:tgi.max-batch-size-meaning",
+                "claim:tgi.chunking-ignores-max-batch-size", "claim:tgi.prefill-chunking-default-on",
+                "claim:tgi.max-batch-total-tokens-meaning", "claim:tgi.max-concurrent-requests-refuses"),
 ), thresholds=("SCHED002.max_kv_usage_frac",))
 def sched002(ctx: Context) -> Hit | None:
     seqs = ctx.measured(ctx.need(ServerConfigData).max_num_seqs, "server_config.max_num_seqs")

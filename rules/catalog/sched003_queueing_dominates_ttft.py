@@ -22,7 +22,9 @@ from triage.rules.scaling import flat_scaling
     fix="Add capacity (replicas, or free the cap that KV001/SCHED002 name), route with least-pending-requests "
         "load balancing, and rate-limit at the gateway.",
     references=("seed 001 (watch queue depth: slow inference may be queueing)",
-                "seed 004 §10 (scaling out: least-pending-requests routing)", "claim:tgi.request-queue-duration"),
+                "seed 004 §10 (scaling out: least-pending-requests routing)", "claim:tgi.request-queue-duration",
+                "claim:tgi.request-duration", "claim:vllm.queue-time-histogram", "claim:vllm.ttft-histogram",
+                "claim:sglang.queue-time-histogram", "claim:sglang.ttft-histogram"),
 ), thresholds=("SCHED003.queue_share_frac", "SCHED003.min_queue_ms", "SCHED003.max_tpot_growth",
                "SCHED003.min_ttft_growth_frac_of_linear"))
 def sched003(ctx: Context) -> Hit | None:

@@ -19,7 +19,8 @@ from triage.rules.registry import rule
     fix="Use a continuous-batching engine (vLLM, SGLang, TGI); check `--max-num-seqs`; remove any "
         "one-at-a-time proxy or worker pool in front of the engine.",
     references=("seed 000 §4 (throughput doesn't scale with concurrency)", "seed 000 quick reference",
-                "seed 004 §1 (batch=1 vs batch=128 tokens/s)"),
+                "seed 004 §1 (batch=1 vs batch=128 tokens/s)", "claim:vllm.max-num-seqs-meaning",
+                "claim:sglang.max-running-requests"),
 ), thresholds=("SCHED004.min_scaling_x", "SCHED004.high_concurrency"))
 def sched004(ctx: Context) -> Hit | None:
     by_c = {lv.concurrency: lv for lv in ctx.levels() if lv.concurrency and lv.output_tokens_per_s}

@@ -10,14 +10,18 @@ from triage.rules.registry import rule
 
 
 @rule("SCHED005", "cuda-graphs-disabled", Severity.MEDIUM, ("server_config",), RuleDoc(
-    what="The server runs with `--enforce-eager` (SGLang `--disable-cuda-graph`): CUDA graphs are off.",
+    what="The server runs with `--enforce-eager` (SGLang `--disable-cuda-graph`, TGI `--cuda-graphs 0`): CUDA "
+         "graphs are off.",
     why="Decode steps are many small kernels; without CUDA graphs each is launched from Python, and launch "
         "overhead becomes a large share of TPOT, most of all at small batch (seed 002 lessons).",
     example="server_config.enforce_eager = true",
-    fix="Remove `--enforce-eager`. vLLM captures batch sizes 1, 2, 4 and then every 8 up to 256, so "
-        "`--max-num-seqs` needs no power of two (seed 002 says it does; the source does not).",
+    fix="Remove `--enforce-eager`. vLLM captures batch sizes 1, 2, 4, then every 8 below 256 and every 16 "
+        "above (up to 512 by default), so `--max-num-seqs` needs no power of two (seed 002 says it does; the "
+        "source does not).",
     references=("seed 002 lessons (CUDA graph capture; set max_num_seqs to a power of 2: not supported by the "
-                "source)", "vLLM config/compilation.py cudagraph_capture_sizes: 1, 2, 4, then steps of 8"),
+                "source)", "claim:vllm.enforce-eager", "claim:vllm.cuda-graph-sizes", "claim:vllm.cuda-graph-max-512",
+                "claim:sglang.disable-cuda-graph-deprecated", "claim:sglang.disable-decode-cuda-graph",
+                "claim:sglang.cuda-graph-backend-decode", "claim:tgi.cuda-graphs-0"),
 ))
 def sched005(ctx: Context) -> Hit | None:
     eager = ctx.measured(ctx.need(ServerConfigData).enforce_eager, "server_config.enforce_eager")

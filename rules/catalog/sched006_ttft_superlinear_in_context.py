@@ -39,7 +39,8 @@ def flash_exponent(short_tokens: float, long_tokens: float, hidden_size: float) 
     references=("seed 000 §5 (TTFT slow at 32K+, fast at 2K: no FlashAttention)", "seed 004 §6",
                 "FlashAttention (Dao et al., 2022): exact attention, O(N^2) FLOPs, O(N) memory",
                 "seed 000's 'superlinear means no flash kernel' ignores the O(N^2) FLOPs; triage compares with "
-                "the FLOP curve instead"),
+                "the FLOP curve instead", "claim:vllm.attention-backend-log", "claim:vllm.attention-backend-flag",
+                "claim:vllm.attention-backend-env-0.14"),
 ), thresholds=("SCHED006.min_context_tokens", "SCHED006.excess_exponent", "SCHED006.assumed_hidden_size"))
 def sched006(ctx: Context) -> Hit | None:
     points = sorted(((lv.input_tokens_mean, lv.ttft_ms.p50, lv) for lv in ctx.levels()

@@ -210,13 +210,18 @@ class Engine:
 
     def log_marker(self, what: str, version: str | None = None) -> tuple[str, ...]:
         """The log lines that mark `what` (e.g. 'api_server_start'); every known form when the version is
-        unknown, else the form at that version."""
+        unknown, else the forms of the newest release at or below that version (a release may log one of
+        several forms, e.g. vLLM's logo or its plain line)."""
         forms = self.log_markers.get(what, ())
         want = version_key(version)
         if want is None:
             return tuple(dict.fromkeys(m for _, m in forms))
-        chosen = [m for v, m in forms if v is None or (version_key(v) or (0, 0, 0)) <= want]
-        return (chosen[-1],) if chosen else ()
+        keyed = [((version_key(v) or (0, 0, 0)) if v is not None else (0, 0, 0), m) for v, m in forms]
+        applicable = [(k, m) for k, m in keyed if k <= want]
+        if not applicable:
+            return ()
+        newest = max(k for k, _ in applicable)
+        return tuple(dict.fromkeys(m for k, m in applicable if k == newest))
 
     def cited(self) -> tuple[str, ...]:
         """Every claim id this module cites."""

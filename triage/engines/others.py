@@ -141,7 +141,8 @@ LLAMACPP = register(Engine(
     batching_knob=BatchingKnob(
         flag="--parallel", is_env=False, default="-1 (auto: 4 slots with a unified KV cache; 1 in older builds)",
         meaning="number of server slots: requests decoded together in one batch; -c is split over the slots",
-        claims=("llamacpp.parallel-flag", "llamacpp.parallel-auto", "llamacpp.parallel-auto-is-4")),
+        claims=("llamacpp.parallel-flag", "llamacpp.parallel-auto", "llamacpp.parallel-auto-is-4",
+                "llamacpp.cont-batching-default-on")),
     one_at_a_time_fn=_llamacpp_single, batching_fix_fn=_llamacpp_fix, read_batching_fn=_llamacpp_batching,
     metrics=LLAMACPP_METRICS,
     log_markers={

@@ -45,8 +45,9 @@ def _chunking_from_size(out: dict) -> None:
 
 
 def _default_on(feature: str, version: Version | None, v0: bool, v1_metrics: bool) -> bool | None:
-    # RadixAttention prefix caching is on unless --disable-radix-cache; chunked prefill is on
-    # (--chunked-prefill-size, -1 turns it off) in every tabled version.
+    # RadixAttention prefix caching is on unless --disable-radix-cache; chunked prefill is on (SGLang picks a
+    # chunk size from GPU memory; -1 turns it off) in every tabled version (claims sglang.disable-radix-cache,
+    # sglang.chunked-prefill-size, sglang.chunked-prefill-default-0.4, sglang.chunked-prefill-default-h100).
     return True if feature in ("chunked_prefill", "prefix_caching") else None
 
 
@@ -66,27 +67,30 @@ ENGINE = register(Engine(
         # rules size it with `static_memory_share` below, never with vLLM's 0.92.
         "gpu_memory_utilization": (Since(None, Knob("--mem-fraction-static",
                                                     claims=("sglang.mem-fraction-static-meaning",))),),
-        "max_model_len": (Since(None, Knob("--context-length")),),
-        "max_num_seqs": (Since(None, Knob("--max-running-requests")),),
-        "max_num_batched_tokens": (Since(None, Knob("--chunked-prefill-size")),),
+        "max_model_len": (Since(None, Knob("--context-length", claims=("sglang.context-length",))),),
+        "max_num_seqs": (Since(None, Knob("--max-running-requests", claims=("sglang.max-running-requests",))),),
+        "max_num_batched_tokens": (Since(None, Knob("--chunked-prefill-size", claims=("sglang.chunked-prefill-size",))),),
         "max_batch_total_tokens": (Since(None, NoEquivalent(
-            "SGLang sizes the KV pool from --mem-fraction-static")),),
-        "kv_cache_dtype_fp8": (Since(None, Knob("--kv-cache-dtype", "fp8_e4m3")),),
-        "quantization_fp8": (Since(None, Knob("--quantization", "fp8")),),
+            "SGLang sizes the KV pool from --mem-fraction-static", ("sglang.mem-fraction-static-meaning",))),),
+        "kv_cache_dtype_fp8": (Since(None, Knob("--kv-cache-dtype", "fp8_e4m3", claims=("sglang.kv-cache-dtype-fp8-e4m3",))),),
+        "quantization_fp8": (Since(None, Knob("--quantization", "fp8", claims=("sglang.quantization-fp8",))),),
         "quantization_int4": (Since(None, NoEquivalent(
             "INT4 needs a pre-quantized AWQ or GPTQ checkpoint (the engine reads the method from its config); "
-            "the flag alone fails on a 16-bit model")),),
+            "the flag alone fails on a 16-bit model", ("sglang.quantization-not-all-online",))),),
         "tensor_parallel_size": (Since(None, Knob("--tp-size")),),
-        "enable_chunked_prefill": (Since(None, Knob("--chunked-prefill-size", "8192")),),
+        "enable_chunked_prefill": (Since(None, Knob("--chunked-prefill-size", "8192", claims=(
+            "sglang.chunked-prefill-size", "sglang.chunked-prefill-default-h100"))),),
         "enable_prefix_caching": (Since(None, NoEquivalent(
-            "SGLang caches prefixes unless --disable-radix-cache is set")),),
-        "eager_mode": (Since(None, Knob("--disable-cuda-graph", None)),),
-        "tokenizer_mode_auto": (Since(None, Knob("--tokenizer-mode", "auto")),),
+            "SGLang caches prefixes unless --disable-radix-cache is set", ("sglang.disable-radix-cache",))),),
+        "tokenizer_mode_auto": (Since(None, Knob("--tokenizer-mode", "auto", claims=("sglang.tokenizer-mode-auto",))),),
+        "eager_mode": (Since(None, Knob("--disable-cuda-graph", None, claims=("sglang.disable-cuda-graph-deprecated",))),),
         # One NUMA node per GPU process, in GPU order (numa_node[gpu_id]): rules pass one value per GPU. From
         # 0.5.18 SGLang also binds by itself (SGLANG_AUTO_NUMA_BIND defaults on); the flag still pins it exactly.
-        "numa_bind": (Since(None, NoEquivalent("this SGLang has no --numa-node (added in 0.5.2)")),
-                      Since("0.5.2", Knob("--numa-node", claims=("sglang.numa-node-per-gpu",)))),
-        "speculative_num_draft_tokens": (Since(None, Knob("--speculative-num-draft-tokens")),),
+        "numa_bind": (Since(None, NoEquivalent("this SGLang has no --numa-node (added in 0.5.2)",
+                                               ("sglang.numa-node-0.5.2",))),
+                      Since("0.5.2", Knob("--numa-node", claims=("sglang.numa-node-0.5.2", "sglang.numa-node-per-gpu")))),
+        "speculative_num_draft_tokens": (Since(None, Knob("--speculative-num-draft-tokens",
+                                                          claims=("sglang.speculative-num-draft-tokens",))),),
     },
     config_flags={
         "--model-path": ("model", "str"), "--model": ("model", "str"),
@@ -129,6 +133,15 @@ ENGINE = register(Engine(
         "auto_numa_bind": ("From 0.5.18 SGLang binds each GPU's process to that GPU's NUMA node by itself unless "
                            "SGLANG_AUTO_NUMA_BIND=0.", ("sglang.auto-numa-bind-off-0.5.17",
                                                         "sglang.auto-numa-bind-0.5.18", "sglang.auto-numa-bind")),
+        "chunked_prefill_default": ("SGLang picks --chunked-prefill-size from GPU memory when it is not given "
+                                    "(8192 on H100-class GPUs), so chunked prefill is on by default.",
+                                    ("sglang.chunked-prefill-default-0.4", "sglang.chunked-prefill-default-h100",
+                                     "sglang.chunked-prefill-size")),
+        "cuda_graphs_off": ("SGLang 0.5.23 still takes --disable-cuda-graph, deprecated for "
+                            "--cuda-graph-backend-{decode,prefill}=disabled; --disable-decode-cuda-graph turns off "
+                            "the decode phase's.", ("sglang.disable-cuda-graph-deprecated",
+                                                    "sglang.cuda-graph-backend-decode",
+                                                    "sglang.disable-decode-cuda-graph")),
         "mem_fraction_static": ("SGLang's --mem-fraction-static covers weights and the KV pool only; when SGLang "
                                 "picks it, it keeps >= 10 GiB outside it on GPUs over 60 GiB.",
                                 ("sglang.mem-fraction-static-meaning", "sglang.mem-fraction-static-reserve")),

@@ -44,7 +44,7 @@ METRICS = MetricMap(
 _CHUNKING_IGNORES_SIZE = NoEquivalent(
     "TGI 3.x ignores --max-batch-size while prefill chunking is on (its default): the batch is bounded by "
     "--max-batch-total-tokens, which TGI sizes from free memory when it is not set",
-    ("tgi.chunking-ignores-max-batch-size", "tgi.prefill-chunking-default-on"))
+    ("tgi.chunking-ignores-max-batch-size", "tgi.prefill-chunking-default-on", "tgi.max-batch-total-tokens-meaning"))
 
 
 def _whole_gpu(current: float | None) -> tuple[float | None, str]:
@@ -83,27 +83,31 @@ ENGINE = register(Engine(
         "gpu_memory_utilization": (Since(None, Knob(
             "--cuda-memory-fraction", "1.0", "TGI's default is 1.0; only a lower setting costs KV room",
             claims=("tgi.cuda-memory-fraction-default", "tgi.kv-sized-with-wiggle-room"))),),
-        "max_model_len": (Since(None, Knob("--max-total-tokens")),),
-        "max_num_seqs": (Since(None, Knob("--max-batch-size")),
+        "max_model_len": (Since(None, Knob("--max-total-tokens", claims=("tgi.max-total-tokens-meaning",))),),
+        "max_num_seqs": (Since(None, Knob("--max-batch-size", claims=("tgi.max-batch-size-meaning",))),
                          Since("3.0.0", _CHUNKING_IGNORES_SIZE)),
-        "max_num_batched_tokens": (Since(None, Knob("--max-batch-prefill-tokens")),),
+        "max_num_batched_tokens": (Since(None, Knob("--max-batch-prefill-tokens",
+                                                    claims=("tgi.max-batch-prefill-tokens-meaning",))),),
         "max_batch_total_tokens": (Since(None, Knob("--max-batch-total-tokens",
-                                                    claims=("tgi.chunking-ignores-max-batch-size",))),),
-        "kv_cache_dtype_fp8": (Since(None, Knob("--kv-cache-dtype", "fp8_e4m3fn")),),
-        "quantization_fp8": (Since(None, Knob("--quantize", "fp8")),),
+                                                    claims=("tgi.max-batch-total-tokens-meaning",
+                                                            "tgi.chunking-ignores-max-batch-size"))),),
+        "kv_cache_dtype_fp8": (Since(None, Knob("--kv-cache-dtype", "fp8_e4m3fn", claims=("tgi.kv-cache-dtype-fp8",))),),
+        "quantization_fp8": (Since(None, Knob("--quantize", "fp8", claims=("tgi.quantize-fp8",))),),
         "quantization_int4": (Since(None, NoEquivalent(
             "INT4 needs a pre-quantized AWQ or GPTQ checkpoint (the engine reads the method from its config); "
-            "the flag alone fails on a 16-bit model")),),
-        "tensor_parallel_size": (Since(None, Knob("--num-shard")),),
-        "eager_mode": (Since(None, Knob("--cuda-graphs", "0")),),
+            "the flag alone fails on a 16-bit model", ("tgi.quantize-read-from-config",))),),
+        "tensor_parallel_size": (Since(None, Knob("--num-shard", claims=("tgi.num-shard",))),),
+        "eager_mode": (Since(None, Knob("--cuda-graphs", "0", claims=("tgi.cuda-graphs-0",))),),
         "enable_chunked_prefill": (
-            Since(None, NoEquivalent("this TGI has no prefill chunking (the PREFILL_CHUNKING switch came in 2.4)")),
+            Since(None, NoEquivalent("this TGI has no prefill chunking (the PREFILL_CHUNKING switch came in 2.4)",
+                                     ("tgi.prefill-chunking-default-off-2.4",))),
             Since("2.4.0", Knob("PREFILL_CHUNKING=1", None, "an environment variable of the launcher",
                                 claims=("tgi.prefill-chunking-default-off-2.4",), is_env=True)),
             Since("3.0.0", NoEquivalent("TGI 3.x chunks prefills by default (PREFILL_CHUNKING=0 turns it off)",
                                         ("tgi.prefill-chunking-default-on",)))),
         "enable_prefix_caching": (
-            Since(None, NoEquivalent("this TGI has no prefix caching (it came in 2.3)")),
+            Since(None, NoEquivalent("this TGI has no prefix caching (it came in 2.3)",
+                                     ("tgi.prefix-caching-2.3-server", "tgi.prefix-caching-default-on-2.3"))),
             Since("2.3.0", NoEquivalent("TGI turns prefix caching on by default; PREFIX_CACHING=0 (USE_PREFIX_CACHING "
                                         "in 2.3) or the model turns it off", ("tgi.prefix-caching-default-on",
                                                                               "tgi.prefix-caching-default-on-2.3")))),
@@ -157,6 +161,14 @@ ENGINE = register(Engine(
                                     "not its batch size.", ("tgi.max-concurrent-requests-refuses",)),
         "kv_usage": ("TGI's batch fill is tgi_batch_current_max_tokens over tgi_batch_max_total_tokens.",
                      ("tgi.batch-current-max-tokens", "tgi.batch-max-total-tokens")),
+        "kv_reservation": ("TGI reserves KV blocks for a request's prompt plus its max_new_tokens when it admits it "
+                           "(without max_new_tokens a request gets --max-total-tokens minus its prompt); from 3.0 "
+                           "it reserves at most 1024 new tokens at a time and re-queues the request for more.",
+                           ("tgi.reserves-prompt-plus-new-tokens", "tgi.max-new-tokens-default-2.4",
+                            "tgi.generation-chunk-1024", "tgi.generation-chunk-1024-3.0",
+                            "tgi.default-generation-length")),
+        "cuda_graphs": ("TGI captures CUDA graphs for the batch sizes --cuda-graphs lists (1,2,4,8,16,32 by "
+                        "default); --cuda-graphs 0 turns them off.", ("tgi.cuda-graphs-0",)),
         "queue_time": ("TGI records each request's queue time in tgi_request_queue_duration.",
                        ("tgi.request-queue-duration",)),
     },

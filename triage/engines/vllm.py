@@ -59,8 +59,10 @@ def _legacy(version: Version | None, metrics_engine: str) -> bool:
 
 
 def _default_on(feature: str, version: Version | None, v0: bool, v1_metrics: bool) -> bool | None:
-    # 0.8.0 made the V1 engine the default (PR #13726); V1 always schedules with chunked prefill and turns
-    # automatic prefix caching on (per model since CacheConfig's default became None, resolved at startup).
+    # 0.8.0 made the V1 engine the default (claim vllm.v1-default-0.8); V1 always schedules with chunked prefill
+    # and turns automatic prefix caching on (claims vllm.v1-chunked-prefill-0.8, vllm.v1-prefix-caching-0.8); from
+    # 0.12 the engine argument stays None until the model is known (claims vllm.defaults-from-model-0.12,
+    # vllm.prefix-caching-per-model).
     if feature not in ("chunked_prefill", "prefix_caching"):
         return None
     if v0:
@@ -79,26 +81,30 @@ ENGINE = register(Engine(
                       source="vllm-project/vllm vllm/entrypoints/openai/api_server.py (/version), "
                              "vllm/v1/metrics/loggers.py"),
     knobs={
-        "gpu_memory_utilization": (Since(None, Knob("--gpu-memory-utilization")),),
-        "max_model_len": (Since(None, Knob("--max-model-len")),),
-        "max_num_seqs": (Since(None, Knob("--max-num-seqs")),),
-        "max_num_batched_tokens": (Since(None, Knob("--max-num-batched-tokens")),),
+        "gpu_memory_utilization": (Since(None, Knob("--gpu-memory-utilization", claims=(
+            "vllm.gpu-memory-utilization-meaning", "vllm.gpu-memory-utilization-0.9",
+            "vllm.gpu-memory-utilization-0.92"))),),
+        "max_model_len": (Since(None, Knob("--max-model-len", claims=("vllm.max-model-len-meaning",))),),
+        "max_num_seqs": (Since(None, Knob("--max-num-seqs", claims=("vllm.max-num-seqs-meaning",))),),
+        "max_num_batched_tokens": (Since(None, Knob("--max-num-batched-tokens",
+                                                    claims=("vllm.max-num-batched-tokens-meaning",))),),
         "max_batch_total_tokens": (Since(None, NoEquivalent(
-            "vLLM sizes the batch's KV from gpu_memory_utilization")),),
-        "kv_cache_dtype_fp8": (Since(None, Knob("--kv-cache-dtype", "fp8")),),
-        "quantization_fp8": (Since(None, Knob("--quantization", "fp8")),),
+            "vLLM sizes the batch's KV from gpu_memory_utilization", ("vllm.gpu-memory-utilization-meaning",))),),
+        "kv_cache_dtype_fp8": (Since(None, Knob("--kv-cache-dtype", "fp8", claims=("vllm.kv-cache-dtype-fp8",))),),
+        # 0.31 deprecated `fp8` for `fp8_per_tensor` but still accepts it (claim vllm.quantization-fp8-deprecated).
+        "quantization_fp8": (Since(None, Knob("--quantization", "fp8", claims=("vllm.quantization-fp8-deprecated",))),),
         "quantization_int4": (Since(None, NoEquivalent(
             "INT4 needs a pre-quantized AWQ or GPTQ checkpoint (the engine reads the method from its config); "
-            "the flag alone fails on a 16-bit model")),),
+            "the flag alone fails on a 16-bit model", ("vllm.quantization-needs-config",))),),
         "tensor_parallel_size": (Since(None, Knob("--tensor-parallel-size")),),
-        "enable_chunked_prefill": (Since(None, Knob("--enable-chunked-prefill", None)),),
-        "enable_prefix_caching": (Since(None, Knob("--enable-prefix-caching", None)),),
+        "enable_chunked_prefill": (Since(None, Knob("--enable-chunked-prefill", None, claims=("vllm.chunked-prefill-meaning",))),),
+        "enable_prefix_caching": (Since(None, Knob("--enable-prefix-caching", None, claims=("vllm.prefix-caching-unset",))),),
         # Eager mode skips torch.compile and CUDA-graph capture at start-up, and gives up their faster steps.
         "eager_mode": (Since(None, Knob("--enforce-eager", None, claims=("vllm.enforce-eager-skips-compile",))),),
         "api_server_count": (Since(None, NoEquivalent("this vLLM has one API server process (--api-server-count "
-                                                      "came in 0.10)")),
-                             Since("0.10.0", Knob("--api-server-count"))),
-        "tokenizer_mode_auto": (Since(None, Knob("--tokenizer-mode", "auto")),),
+                                                      "came in 0.10)", ("vllm.api-server-count-0.10",))),
+                             Since("0.10.0", Knob("--api-server-count", claims=("vllm.api-server-count-0.10",)))),
+        "tokenizer_mode_auto": (Since(None, Knob("--tokenizer-mode", "auto", claims=("vllm.tokenizer-mode-auto",))),),
         "numa_bind": (Since(None, NoEquivalent("this vLLM has no --numa-bind (added in 0.20), which binds each "
                                                "worker to its own GPU's node", ("vllm.numa-bind",))),
                       Since("0.20.0", Knob("--numa-bind", None, claims=("vllm.numa-bind",)))),
@@ -109,8 +115,9 @@ ENGINE = register(Engine(
         "fast_load_format": (Since(None, Knob("--load-format", "fastsafetensors", claims=("vllm.load-formats",),
                                               note="or runai_streamer, which streams tensors concurrently")),),
         "download_dir": (Since(None, Knob("--download-dir")),),
-        "speculative_config": (Since(None, NoEquivalent("this vLLM has no --speculative-config (added in 0.8)")),
-                               Since("0.8.0", Knob("--speculative-config"))),
+        "speculative_config": (Since(None, NoEquivalent("this vLLM has no --speculative-config (added in 0.8)",
+                                                        ("vllm.speculative-config-0.8",))),
+                               Since("0.8.0", Knob("--speculative-config", claims=("vllm.speculative-config-0.8",)))),
     },
     config_flags={
         "--model": ("model", "str"), "--max-model-len": ("max_model_len", "int"),
@@ -138,11 +145,17 @@ ENGINE = register(Engine(
                "cuda_graphs": "--enforce-eager"},
     default_on_fn=_default_on, memory_share="total", legacy_fn=_legacy, metrics=METRICS,
     log_markers={
-        # The first line of the API server's start; up to 0.17 `vllm serve` wrote "vLLM API server version",
-        # from 0.18 "vLLM server version %s, serving model %s".
+        # The first line of the API server's start; up to 0.14 `vllm serve` wrote "vLLM API server version".
+        # From 0.15 it logs a logo whose middle line reads "█ ▀▄▀ █  version X" under vLLM's own logging config
+        # (the default), and "vLLM server version %s, serving model %s" only with VLLM_DISABLE_LOG_LOGO or
+        # another logging config (claims vllm.api-server-version-log-0.14, vllm.startup-logo-0.15,
+        # vllm.startup-logo, vllm.default-log-handler, vllm.server-version-log-0.15).
         "api_server_start": ((None, "vLLM API server version"),
-                             ("0.18.0", "vLLM server version")),
-        "ready": ((None, "Application startup complete"), (None, "Starting vLLM API server")),
+                             ("0.15.0", "vLLM server version"), ("0.15.0", "█ ▀▄▀ █")),
+        # uvicorn's line, then vLLM's own: "Starting vLLM API server" up to 0.17, "Starting vLLM server on" from 0.18
+        # (claims vllm.starting-api-server-log-0.17, vllm.starting-server-log-0.18, vllm.starting-server-log).
+        "ready": ((None, "Application startup complete"), (None, "Starting vLLM API server"),
+                  ("0.18.0", "Application startup complete"), ("0.18.0", "Starting vLLM server on")),
         # Cold-start phases (triage/engines/startup.py), each the format string at its source line (claims in
         # notes["startup_phases"]). "Application startup complete" is uvicorn's, which vLLM serves with.
         "startup.download.end": ((None, "Time spent downloading weights for %s: %.6f seconds"),),
@@ -164,17 +177,22 @@ ENGINE = register(Engine(
     prefix_caching_per_model=True, fp8_min_capability=(8, 9), upgrade="pip install -U 'vllm>={v}'",
     milestones=(
         Milestone("0.8", "the V1 engine (V1 scheduler; chunked prefill and prefix caching on by default)",
-                  major_change=True),
-        Milestone(_minor("flash_attn_3_on_sm90"), "FlashAttention 3 on Hopper (SM90)", gpu_major=9),
+                  major_change=True, claims=("vllm.v1-default-0.8", "vllm.v1-chunked-prefill-0.8",
+                                             "vllm.v1-prefix-caching-0.8")),
+        # The table's flag starts at 0.8.5 (the extractor looks for `major == 9`), but 0.7.3 already prefers FA3
+        # on compute capability >= 9 (`[0] >= 9`) and 0.6.6 has no FA3: the milestone is 0.7.
+        Milestone("0.7", "FlashAttention 3 on Hopper (SM90)", gpu_major=9,
+                  claims=("vllm.fa3-on-sm90-0.7", "vllm.fa3-on-sm90")),
         # SM100's default backend is FlashInfer: FA4 matters only where the server chose FlashAttention.
         Milestone(_minor("flash_attn_4_on_sm100"), "FlashAttention 4 on Blackwell SM100 (with FlashAttention "
                   "chosen as the backend)", gpu_major=10, needs_choice="FLASH_ATTN",
                   claims=("vllm.sm100-defaults-to-flashinfer", "vllm.fa4-on-sm100")),
     ),
     notes={
-        "attention_backend": ("vLLM logs its attention backend at startup ('Using ... backend'); "
-                              "VLLM_ATTENTION_BACKEND or --attention-backend (where the version has it) chooses it.",
-                              ()),
+        "attention_backend": ("vLLM logs its attention backend at startup ('Using ... attention backend'); "
+                              "VLLM_ATTENTION_BACKEND (up to 0.14) or --attention-backend (from 0.13) chooses it.",
+                              ("vllm.attention-backend-log", "vllm.attention-backend-env-0.14",
+                               "vllm.attention-backend-flag")),
         "gpu_memory_utilization_default": (
             "vLLM's default gpu_memory_utilization is 0.9 up to 0.19 and 0.92 from 0.20.",
             ("vllm.gpu-memory-utilization-0.9", "vllm.gpu-memory-utilization-0.92")),
@@ -194,8 +212,20 @@ ENGINE = register(Engine(
         "compile_cache": (
             "vLLM keeps its torch.compile cache under VLLM_CACHE_ROOT (default ~/.cache/vllm).",
             ("vllm.cache-root",)),
-        "startup_log": ("Since 0.18 `vllm serve` logs 'vLLM server version X, serving model M' at startup.",
-                        ("vllm.server-version-log-0.18", "vllm.server-version-log")),
+        "startup_log": ("Since 0.15 `vllm serve` logs its startup as a logo ('█ ▀▄▀ █  version X') by default, or "
+                        "'vLLM server version X, serving model M' with VLLM_DISABLE_LOG_LOGO (before: 'vLLM API server "
+                        "version X').",
+                        ("vllm.api-server-version-log-0.14", "vllm.startup-logo-0.15", "vllm.startup-logo",
+                         "vllm.default-log-handler", "vllm.server-version-log-0.15", "vllm.server-version-log-0.18",
+                         "vllm.server-version-log")),
+        "cuda_graph_sizes": ("vLLM captures CUDA graphs for batch sizes 1, 2, 4, then every 8 below 256 and every "
+                             "16 above, up to twice max_num_seqs (512 at most by default).",
+                             ("vllm.cuda-graph-sizes", "vllm.cuda-graph-max-512")),
+        "prefix_caching_default": ("vLLM turns prefix caching on by default for decoder and hybrid generative "
+                                   "models, off for attention-free and encoder-decoder ones (decided per model "
+                                   "from 0.12).", ("vllm.v1-prefix-caching-0.8", "vllm.defaults-from-model-0.12",
+                                                   "vllm.prefix-caching-per-model",
+                                                   "vllm.prefix-caching-model-kinds")),
     },
 ))
 
