@@ -94,7 +94,7 @@ class LLMEngine:
                         "the model's real vocabulary)", directory)
         self.eos_token_ids = mc.eos_token_ids + generation_config_eos(directory, mc.eos_token_ids)
 
-        # Cold-start phases, logged as triage/engines/others.py's reference markers read them.
+        # Cold-start phases, logged as triage/engines/reference.py's markers read them.
         log.info("Loading weights (load format %s)", config.load_format)
         tic = time.perf_counter()
         model = build_model(mc, self.dtype, config.device, config.load_format, directory, config.seed)

@@ -11,7 +11,8 @@ scripts/engine_sources/tgi/<tag>/ (fetched from huggingface/text-generation-infe
 README there shows; PROVENANCE.json names the commit; the files are not kept in this repository).
 
 One JSON file per engine version lands in --out, each with its provenance (package and version or
-repository and tag, every file read, its sha256). Re-running is safe: downloads are cached in --cache.
+repository and tag, every file read, its sha256). Then every claim of triage/engines/ledger/ is checked against the
+fresh sources (scripts/verify_engine_claims.py): the exit code is its verdict. Re-running is safe: downloads are cached in --cache.
 Nothing here runs at test time; tests read the committed JSON.
 """
 from __future__ import annotations
@@ -850,6 +851,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tgi-sources", type=Path, default=ROOT / "scripts/engine_sources/tgi")
     ap.add_argument("--only", choices=("vllm", "sglang", "tgi"), action="append")
     ap.add_argument("--version", action="append", help="only these versions (repeatable); default: all listed")
+    ap.add_argument("--git", action="append", default=[], metavar="ORIGIN=DIR",
+                    help="a local clone for the claims the ledger reads from git (e.g. ollama/ollama=DIR)")
     args = ap.parse_args(argv)
     pick = (lambda versions: [v for v in versions if v in args.version]) if args.version else list
     args.cache.mkdir(parents=True, exist_ok=True)
@@ -868,7 +871,11 @@ def main(argv: list[str] | None = None) -> int:
     if "tgi" in only:
         for tag in TGI_TAGS:
             print(write(tgi_table(tag, args.tgi_sources / tag), args.out), file=sys.stderr)
-    return 0
+    # The sources are fresh: check every claim of the ledger against them (scripts/verify_engine_claims.py).
+    from verify_engine_claims import main as verify_claims
+
+    git_args = [x for g in args.git for x in ("--git", g)]
+    return verify_claims(["--cache", str(args.cache), *git_args])
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from triage.rules.scaling import flat_scaling, throughput_scaling
 
 def _one_at_a_time(ctx: Context, engine: str | None) -> tuple[str | None, dict[str, Any]]:
     """Why this engine's own configuration serves one request at a time (None when it does not); each engine
-    module knows its own knob (triage/engines/others.py)."""
+    module knows its own knob (triage/engines/<engine>.py)."""
     module = get(engine)
     if module is None or module.one_at_a_time_fn is None:
         return None, {}

@@ -6,7 +6,17 @@ Outside this package no code compares engine names: it asks the engine.
 """
 from __future__ import annotations
 
-from triage.engines import others, sglang, tgi, vllm  # noqa: F401  (each registers its engine)
+from triage.engines import (  # noqa: F401  (each module registers its engine)
+    llamacpp,
+    lmdeploy,
+    ollama,
+    reference,
+    sglang,
+    tgi,
+    transformers,
+    trtllm,
+    vllm,
+)
 from triage.engines.base import BatchingKnob, Engine, Identity, Knob, NoEquivalent, Since, Spec
 from triage.engines.claims import Claim, cite, claim, ledger
 from triage.engines.registry import engines, get, names, normalise, with_flag_tables

@@ -175,6 +175,10 @@ class Engine:
     # A last look at the parsed flags (SGLang: --chunked-prefill-size -1 turns chunking off).
     config_fixup_fn: Callable[[dict[str, Any]], None] | None = None
     metrics: Any = None                        # its MetricMap (triage/engines/metrics.py), or None
+    # `diagnose --prometheus`: signal -> PromQL over a window (triage/engines/promql.py), and the metric whose
+    # presence says a Prometheus holds this engine.
+    history_queries: dict[str, str] = field(default_factory=dict)
+    history_marker: str | None = None
     # Its batching settings from argv and environment: {slots, continuous, ctx_tokens, max_queue, evidence}.
     read_batching_fn: Callable[[Any, Any], dict[str, Any]] | None = None
     rank: int = 100                            # listing order: the engines with flag tables first

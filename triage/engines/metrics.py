@@ -109,3 +109,20 @@ class MetricMap:
         for name, reader in self.signals.items():
             done[name] = reader.value(sample, done)
         return done
+
+
+def vllm_shaped(p: str) -> MetricMap:
+    """LMDeploy (lmdeploy/metrics/loggers.py) and TensorRT-LLM (tensorrt_llm/serve/metrics/metrics.py) export
+    vLLM-shaped names under their own prefix."""
+    return MetricMap(prefix=p, signals={
+        "kv_cache_usage_frac": mx(p + "gpu_cache_usage_perc"),
+        "num_requests_running": s(p + "num_requests_running"),
+        "num_requests_waiting": s(p + "num_requests_waiting"),
+        "num_preemptions_total": s(p + "num_preemptions_total"),
+        "prompt_tokens_total": s(p + "prompt_tokens_total"),
+        "generation_tokens_total": s(p + "generation_tokens_total"),
+    }, histograms={
+        "ttft_s": (p + "time_to_first_token_seconds",), "itl_s": (p + "time_per_output_token_seconds",),
+        "e2e_s": (p + "e2e_request_latency_seconds",), "queue_time_s": (p + "request_queue_time_seconds",),
+        "prefill_time_s": (p + "request_prefill_time_seconds",), "decode_time_s": (p + "request_decode_time_seconds",),
+    })

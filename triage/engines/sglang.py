@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from triage.engines import promql as pq
 from triage.engines.base import Engine, Identity, Knob, Launch, NoEquivalent, Since, Version
 from triage.engines.metrics import Given, MetricMap, mean, mx, s
 from triage.engines.registry import register
@@ -51,7 +52,28 @@ def _default_on(feature: str, version: Version | None, v0: bool, v1_metrics: boo
     return True if feature in ("chunked_prefill", "prefix_caching") else None
 
 
+HISTORY = {
+    "ttft_p50_s": pq.quantile(0.5, "sglang:time_to_first_token_seconds"),
+    "ttft_p90_s": pq.quantile(0.9, "sglang:time_to_first_token_seconds"),
+    "ttft_p99_s": pq.quantile(0.99, "sglang:time_to_first_token_seconds"),
+    "tpot_p50_s": pq.quantile(0.5, "sglang:inter_token_latency_seconds", "sglang:request_time_per_output_token_seconds"),
+    "tpot_p99_s": pq.quantile(0.99, "sglang:inter_token_latency_seconds", "sglang:request_time_per_output_token_seconds"),
+    "queue_time_p99_s": pq.quantile(0.99, "sglang:queue_time_seconds"),
+    "requests_per_s": pq.rate("sglang:num_requests_total"),
+    "prompt_tokens_per_s": pq.rate("sglang:prompt_tokens_total"),
+    "generation_tokens_per_s": pq.rate("sglang:generation_tokens_total"),
+    "preemptions_per_s": pq.rate("sglang:num_retracted_requests_total"),
+    "requests_waiting_mean": pq.avg("sglang:num_queue_reqs"),
+    "requests_waiting_max": pq.peak("sglang:num_queue_reqs"),
+    "requests_running_mean": pq.avg("sglang:num_running_reqs"),
+    "requests_running_max": pq.peak("sglang:num_running_reqs"),
+    "kv_cache_usage_mean": pq.mean_of("sglang:token_usage"),
+    "kv_cache_usage_max": pq.peak("sglang:token_usage"),
+}
+
+
 ENGINE = register(Engine(
+    history_queries=HISTORY, history_marker="sglang:num_running_reqs",
     rank=1,
     name="sglang", display="SGLang", launcher="python -m sglang.launch_server",
     identity=Identity(metric_prefixes=("sglang:",), openapi_paths=("/get_server_info", "/server_info", "/flush_cache"),

@@ -5,6 +5,7 @@ the v3 scheduler ignores --max-batch-size, so no TGI fix ever raises it there.
 """
 from __future__ import annotations
 
+from triage.engines import promql as pq
 from triage.engines.base import (
     EndpointSignal,
     Engine,
@@ -64,7 +65,23 @@ def _default_on(feature: str, version: Version | None, v0: bool, v1_metrics: boo
     return None
 
 
+HISTORY = {   # no TTFT histogram in TGI: queue time and end-to-end duration stand in
+    "queue_time_p99_s": pq.quantile(0.99, "tgi_request_queue_duration"),
+    "e2e_p99_s": pq.quantile(0.99, "tgi_request_duration"),
+    "tpot_p50_s": pq.quantile(0.5, "tgi_request_mean_time_per_token_duration"),
+    "tpot_p99_s": pq.quantile(0.99, "tgi_request_mean_time_per_token_duration"),
+    "requests_per_s": pq.rate("tgi_request_success"),
+    "prompt_tokens_per_s": pq.rate("tgi_request_input_length_sum"),
+    "generation_tokens_per_s": pq.rate("tgi_request_generated_tokens_sum"),
+    "requests_waiting_mean": pq.avg("tgi_queue_size"),
+    "requests_waiting_max": pq.peak("tgi_queue_size"),
+    "requests_running_mean": pq.avg("tgi_batch_current_size"),
+    "requests_running_max": pq.peak("tgi_batch_current_size"),
+}
+
+
 ENGINE = register(Engine(
+    history_queries=HISTORY, history_marker="tgi_queue_size",
     rank=2,
     name="tgi", display="TGI", aliases=("text-generation-inference", "text-generation-launcher"),
     launcher="text-generation-launcher",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import triage.core.engine_truth as truth
+from triage.engines import promql as pq
 from triage.engines.base import Engine, Identity, Knob, Launch, Milestone, NoEquivalent, Since, Version
 from triage.engines.metrics import MetricMap, mean, mx, s
 from triage.engines.registry import register
@@ -72,7 +73,28 @@ def _default_on(feature: str, version: Version | None, v0: bool, v1_metrics: boo
     return version >= (0, 8, 0)
 
 
+HISTORY = {
+    "ttft_p50_s": pq.quantile(0.5, "vllm:time_to_first_token_seconds"),
+    "ttft_p90_s": pq.quantile(0.9, "vllm:time_to_first_token_seconds"),
+    "ttft_p99_s": pq.quantile(0.99, "vllm:time_to_first_token_seconds"),
+    "tpot_p50_s": pq.quantile(0.5, "vllm:request_time_per_output_token_seconds", "vllm:time_per_output_token_seconds"),
+    "tpot_p99_s": pq.quantile(0.99, "vllm:request_time_per_output_token_seconds", "vllm:time_per_output_token_seconds"),
+    "queue_time_p99_s": pq.quantile(0.99, "vllm:request_queue_time_seconds"),
+    "requests_per_s": pq.rate("vllm:request_success_total"),
+    "prompt_tokens_per_s": pq.rate("vllm:prompt_tokens_total"),
+    "generation_tokens_per_s": pq.rate("vllm:generation_tokens_total"),
+    "preemptions_per_s": pq.rate("vllm:num_preemptions_total"),
+    "requests_waiting_mean": pq.avg("vllm:num_requests_waiting"),
+    "requests_waiting_max": pq.peak("vllm:num_requests_waiting"),
+    "requests_running_mean": pq.avg("vllm:num_requests_running"),
+    "requests_running_max": pq.peak("vllm:num_requests_running"),
+    "kv_cache_usage_mean": pq.mean_of("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    "kv_cache_usage_max": pq.peak("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+}
+
+
 ENGINE = register(Engine(
+    history_queries=HISTORY, history_marker="vllm:num_requests_running",
     rank=0,
     name="vllm", display="vLLM", aliases=("vllm-v0", "vllm-v1"), launcher="vllm serve",
     identity=Identity(metric_prefixes=("vllm:",), version_path="/version", process_names=("vllm",),

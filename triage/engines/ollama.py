@@ -1,0 +1,44 @@
+"""Ollama: how triage recognises it and the variable that bounds how many requests it runs at once."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from triage.engines.argv import bounded_int
+from triage.engines.base import BatchingKnob, EndpointSignal, Engine, Identity, Launch
+from triage.engines.registry import register
+
+
+def _ollama_batching(argv: Sequence[str], env: Mapping[str, str]) -> dict[str, Any]:
+    """OLLAMA_NUM_PARALLEL and OLLAMA_MAX_QUEUE (envconfig/config.go)."""
+    slots = bounded_int(env.get("OLLAMA_NUM_PARALLEL"))
+    queue = bounded_int(env.get("OLLAMA_MAX_QUEUE"))
+    ev = tuple(f"{k}={env[k]}" for k in ("OLLAMA_NUM_PARALLEL", "OLLAMA_MAX_QUEUE") if k in env)
+    return {"slots": slots if slots and slots > 0 else None, "max_queue": queue, "evidence": ev}
+
+
+def _ollama_single(ident: Any) -> tuple[str, dict[str, Any]] | None:
+    if ident.batching is not None and ident.batching.slots == 1:
+        return "Ollama runs with OLLAMA_NUM_PARALLEL=1", {"engine_identity.batching.slots": 1}
+    return None
+
+
+def _ollama_fix(ident: Any, slots: int, model: str) -> tuple[str, tuple[str, ...]]:
+    return ("Let Ollama run requests in parallel per model with OLLAMA_NUM_PARALLEL (default: 1 since 0.10).",
+            (f"OLLAMA_NUM_PARALLEL={slots} ollama serve",))
+
+
+OLLAMA = register(Engine(
+    name="ollama", display="Ollama",
+    identity=Identity(version_path="/api/version", process_names=("ollama",),
+                      launches=(Launch("ollama", ("serve", "runner")),),
+                      endpoints=(EndpointSignal("/api/version", ("version",), version_key="version",
+                                                what="/api/version answers (Ollama's native API)"),),
+                      source="ollama/ollama server/routes.go (GET /api/version -> {\"version\": ...})"),
+    batching_knob=BatchingKnob(
+        flag="OLLAMA_NUM_PARALLEL", is_env=True, default="1 (since 0.10; 0, auto-select, before)",
+        meaning="maximum number of parallel requests per loaded model (OLLAMA_MAX_QUEUE, default 512, queue more)",
+        claims=("ollama.num-parallel-default-1", "ollama.num-parallel-default-1-0.10",
+                "ollama.num-parallel-default-0-0.9", "ollama.max-queue-512")),
+    one_at_a_time_fn=_ollama_single, batching_fix_fn=_ollama_fix, read_batching_fn=_ollama_batching,
+))

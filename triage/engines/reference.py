@@ -1,0 +1,29 @@
+"""triage's own reference engine (`triage serve`): it takes vLLM's flag names and exports vLLM's metric names,
+and says what it is on /version."""
+from __future__ import annotations
+
+from triage.engines.base import EndpointSignal, Engine, Identity, Launch, Version
+from triage.engines.registry import register
+
+
+def _reference_default_on(feature: str, version: Version | None, v0: bool, v1_metrics: bool) -> bool | None:
+    return True if feature in ("chunked_prefill", "prefix_caching") else None
+
+
+REFERENCE = register(Engine(
+    name="reference", display="triage reference engine", aliases=("triage-reference",),
+    identity=Identity(version_path="/version", exports_metrics_of="vllm", launches=(Launch("triage", ("serve",)),),
+                      endpoints=(EndpointSignal("/version", equals=(("engine", "triage-reference"),),
+                                                version_key="version", what="/version says engine=triage-reference"),),
+                      source="reference_engine/server.py (this repository: /version carries engine=ENGINE_NAME)"),
+    default_on_fn=_reference_default_on, flags_like="vllm",
+    log_markers={
+        # reference_engine/engine.py and server.py (this repository) log each phase with its seconds.
+        "startup.weight_load.begin": ((None, "Loading weights (load format %s)"),),
+        "startup.weight_load.end": ((None, "Loading weights took %.3f seconds, %d bytes"),),
+        "startup.kv_alloc.end": ((None, "KV cache allocation took %.3f seconds, %d bytes"),),
+        "startup.warmup.end": ((None, "Warm-up forward pass took %.3f seconds"),),
+        "startup.api_server.begin": ((None, "Starting %s API server on"),),
+        "startup.api_server.end": ((None, "Started server process"),),     # uvicorn's, which it serves with
+    },
+))
