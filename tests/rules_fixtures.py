@@ -638,6 +638,11 @@ def _define() -> None:
          "activation reserve, not unused VRAM", PASSES,
          snapshot({"server_config.engine": "sglang", "server_config.engine_version": "0.5.23",
                    "server_config.gpu_memory_utilization": 0.87, "server_metrics.num_preemptions_delta": 4}))
+    case("KV006", "positive_tgi_low_fraction", "TGI 3.3.7 at --cuda-memory-fraction 0.7 while preempting: back to "
+         "its default, the whole GPU (1.0), not vLLM's 0.92",
+         {**FIRES, "commands": ["--cuda-memory-fraction 1.0"], "text_contains": ["Raise it to 1.00."]},
+         snapshot({"server_config.engine": "tgi", "server_config.engine_version": "3.3.7",
+                   "server_config.gpu_memory_utilization": 0.7, "server_metrics.num_preemptions_delta": 4}))
     case("KV006", "negative_low_util_no_pressure", "0.7 with plenty of KV room is a choice, not a problem",
          PASSES, snapshot({"server_config.gpu_memory_utilization": 0.7}))
     # SCHED001

@@ -50,11 +50,15 @@ def kv006(ctx: Context) -> Hit | None:
                     f"activations and CUDA graphs still fits at {proposed:.2f}.",
             evidence={where: util, **kv_evidence}, certainty=Certainty.LIKELY, impact=0.4,
             fix=Fix(reason[:1].upper() + reason[1:] + "." + note, cmds))
-    cmds, note = engine_flags({"gpu_memory_utilization": f"{target:.2f}"}, engine)
+    # The engine's own target: vLLM's 0.92, TGI's whole GPU (its --cuda-memory-fraction defaults to 1.0).
+    proposed = module.memory_share_target(util, ctx.vram_bytes(), target)[0] if module is not None else target
+    proposed = target if proposed is None else proposed
+    cmds, note = engine_flags({"gpu_memory_utilization": f"{proposed:.2f}"}, engine)
     return Hit(
         title="The KV cache is starved by a low gpu_memory_utilization",
-        message=f"gpu_memory_utilization is {util}, leaving {pct(target - util)} of VRAM unused while the KV "
+        message=f"gpu_memory_utilization is {util}, leaving {pct(proposed - util)} of VRAM unused while the KV "
                 "cache is the limit.",
         evidence={where: util, **kv_evidence}, certainty=Certainty.CONFIRMED, impact=0.6,
-        fix=Fix(f"Raise it to {target:.2f} (0.90 if another process shares the GPU)." + note, cmds),
+        fix=Fix(f"Raise it to {proposed:.2f}" + (" (0.90 if another process shares the GPU)." if proposed < 1.0
+                                                else ".") + note, cmds),
     )
