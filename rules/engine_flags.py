@@ -20,6 +20,7 @@ __all__ = ["DISABLING_FLAGS", "DISABLING_OTHER", "KNOBS", "LAUNCHERS", "PRETTY",
 
 LAUNCHERS = {e.name: e.launcher for e in with_flag_tables()}
 PRETTY = {e.name: e.display for e in with_flag_tables()}
+RULES_SCALE = "total"   # rules compute a memory share as the share of all GPU memory (vLLM's meaning)
 # Each knob's flag per engine at the newest version (the per-version forms: Engine.knob(knob, version)).
 KNOBS: dict[str, dict[str, Knob | NoEquivalent]] = {}
 for _engine in with_flag_tables():
@@ -42,7 +43,6 @@ class Rendered:
     text: str | None          # "--flag value", or None when there is nothing to print
     note: str | None          # why not, or what to know next to it
     version: str | None       # the table version it was checked against
-    assumed: bool
     match: str = "exact"      # how the table was chosen: exact | patch | gap | unknown
     claims: tuple[str, ...] = ()
 
@@ -52,22 +52,22 @@ def render(knob: str, engine: str, value: object = None, version: str | None = N
     eng = get(engine)
     spec = eng.knob(knob, version) if eng is not None else None
     t = engine_truth.table(engine, version)
-    tv, assumed, match = (t.version, t.assumed, t.match) if t else (None, False, "unknown")
+    tv, match = (t.version, t.match) if t else (None, "unknown")
     pretty = eng.display if eng is not None else engine
     if spec is None:
-        return Rendered(engine, knob, None, f"{pretty} has no equivalent of {knob}", tv, assumed, match)
+        return Rendered(engine, knob, None, f"{pretty} has no equivalent of {knob}", tv, match)
     if isinstance(spec, NoEquivalent):
-        return Rendered(engine, knob, None, spec.reason, tv, assumed, match, spec.claims)
+        return Rendered(engine, knob, None, spec.reason, tv, match, spec.claims)
     val = None if spec.value is None else spec.value.format(v=value)
     if spec.is_env:
         text = spec.flag if val is None else f"{spec.flag}={val}"
-        return Rendered(engine, knob, text, spec.note or None, tv, assumed, match, spec.claims)
+        return Rendered(engine, knob, text, spec.note or None, tv, match, spec.claims)
     if t is not None:
         problem = t.check(spec.flag, val)
         if problem is not None:
-            return Rendered(engine, knob, None, problem, tv, assumed, match, spec.claims)
+            return Rendered(engine, knob, None, problem, tv, match, spec.claims)
     text = spec.flag if val is None else f"{spec.flag} {val}"
-    return Rendered(engine, knob, text, spec.note or None, tv, assumed, match, spec.claims)
+    return Rendered(engine, knob, text, spec.note or None, tv, match, spec.claims)
 
 
 def _engine_of(engine: Any) -> tuple[str | None, str | None]:
@@ -102,8 +102,8 @@ def engine_flags(knobs: dict[str, object], engine: Any) -> tuple[tuple[str, ...]
         for other in LAUNCHERS:
             if other == name:
                 continue
-            flags = [r.text for r in (render(k, other, v) for k, v in _comparable(knobs, name, other).items())
-                     if r.text]
+            flags = [r.text for r in (render(k, other, v)
+                                      for k, v in _comparable(knobs, get(name).memory_share, other).items()) if r.text]
             if flags:
                 others.append(f"{PRETTY[other]}: {' '.join(flags)}")
         note = ""
@@ -116,8 +116,7 @@ def engine_flags(knobs: dict[str, object], engine: Any) -> tuple[tuple[str, ...]
         return cmds, note
     cmds_list, checked = [], []
     for eng, launcher in LAUNCHERS.items():
-        rs = [render(k, eng, v) for k, v in _comparable(knobs, "vllm", eng).items()] or \
-            [render(k, eng, v) for k, v in knobs.items()]
+        rs = [render(k, eng, v) for k, v in _comparable(knobs, RULES_SCALE, eng).items()]
         flags = [r.text for r in rs if r.text]
         if flags:
             cmds_list.append(f"{launcher} ... {' '.join(flags)}")
@@ -130,22 +129,14 @@ def engine_flags(knobs: dict[str, object], engine: Any) -> tuple[tuple[str, ...]
     return tuple(cmds_list), note
 
 
-def _comparable(knobs: dict[str, object], source: str | None, target: str) -> dict[str, object]:
-    """The knobs whose value carries over from `source`'s scale to `target`'s: a memory share computed for an
-    engine whose share is all the memory it takes (vLLM) means something else to one whose share leaves its
+def _comparable(knobs: dict[str, object], share: str, target: str) -> dict[str, object]:
+    """The knobs whose value carries over to `target`'s scale: a memory share computed on the `share` scale
+    ("total": all the memory the engine takes, as vLLM's) means something else to an engine whose share leaves its
     activations out (SGLang's --mem-fraction-static), so it is not offered there as an equivalent."""
-    a, b = get(source), get(target)
-    if a is None or b is None or a.memory_share == b.memory_share:
+    engine = get(target)
+    if engine is None or engine.memory_share == share:
         return knobs
     return {k: v for k, v in knobs.items() if k != "gpu_memory_utilization"}
-
-
-def claims_of(knobs: dict[str, object], engine: Any) -> tuple[str, ...]:
-    """The ledger claims behind the flags (or the absence of one) that `engine_flags` gives for `knobs`."""
-    name, version = _engine_of(engine)
-    if name not in LAUNCHERS:
-        return ()
-    return tuple(dict.fromkeys(c for k, v in knobs.items() for c in render(k, name, v, version).claims))
 
 
 def checked_versions() -> dict[str, list[str]]:

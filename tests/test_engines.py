@@ -55,8 +55,6 @@ def test_rules_explain_prints_the_citations():
 _NAMES = "|".join(re.escape(e.name) for e in engines()) + "|vllm-v0"
 _COMPARISON = re.compile(rf"""(==|!=)\s*["']({_NAMES})["']|["']({_NAMES})["']\s*(==|!=)|"""
                          rf"""\bin\s*\((\s*["']({_NAMES})["']\s*,?)+\)|["']({_NAMES})["']\s+(not\s+)?in\b""")
-# Not an engine: `triage import` detects a peer tool's *result file* format, one of which is vLLM's bench.
-_NOT_ENGINES = {("triage/importers/__init__.py", 'fmt == "vllm"')}
 
 
 def test_no_code_outside_the_engines_package_compares_engine_names():
@@ -68,7 +66,7 @@ def test_no_code_outside_the_engines_package_compares_engine_names():
                 continue
             for n, line in enumerate(path.read_text().splitlines(), 1):
                 m = _COMPARISON.search(line)
-                if m and not any(rel == f and snippet in line for f, snippet in _NOT_ENGINES):
+                if m:
                     found.append(f"{rel}:{n}: {line.strip()}")
     assert not found, "engine knowledge outside triage/engines/:\n" + "\n".join(found)
 

@@ -100,7 +100,6 @@ class Identity:
     version_path: str | None = None           # GET path answering {"version": ...}
     openapi_paths: tuple[str, ...] = ()       # routes in /openapi.json only this engine serves
     owned_by: str | None = None               # `owned_by` of its /v1/models entries
-    process_names: tuple[str, ...] = ()       # words of its command line that name it
     launches: tuple[Launch, ...] = ()         # the command lines that start it (probes/discovery.py)
     worker_marks: tuple[str, ...] = ()        # text in a worker process's name or argv (walked up to the server)
     endpoints: tuple[EndpointSignal, ...] = ()
@@ -237,4 +236,6 @@ class Engine:
             ids.extend(self.batching_knob.claims)
         for _, claims in self.notes.values():
             ids.extend(claims)
+        for milestone in self.milestones:
+            ids.extend(milestone.claims)
         return tuple(dict.fromkeys(ids))

@@ -80,7 +80,7 @@ LLAMACPP_HISTORY = {   # counters and gauges only; no latency histograms
 LLAMACPP = register(Engine(
     name="llama.cpp", display="llama.cpp llama-server", aliases=("llamacpp", "llama-cpp", "llama-server"),
     identity=Identity(metric_prefixes=("llamacpp:",), server_header="llama.cpp", owned_by="llamacpp",
-                      process_names=("llama-server",), has_slots=True,
+                      has_slots=True,
                       launches=(Launch("llama-server"), Launch("llama.cpp-server")),
                       endpoints=(EndpointSignal("/props", ("total_slots", "default_generation_settings"),
                                                 version_key="build_info", what="/props has total_slots (llama-server)"),),

@@ -7,7 +7,6 @@ from triage.engines.registry import register
 
 LMDEPLOY = register(Engine(
     name="lmdeploy", display="LMDeploy", metrics=vllm_shaped("lmdeploy:"),
-    identity=Identity(metric_prefixes=("lmdeploy:",), process_names=("lmdeploy",),
-                      launches=(Launch("lmdeploy", ("serve",)),),
+    identity=Identity(metric_prefixes=("lmdeploy:",), launches=(Launch("lmdeploy", ("serve",)),),
                       source="InternLM/lmdeploy lmdeploy/metrics/loggers.py (lmdeploy:num_requests_running, ...)"),
 ))

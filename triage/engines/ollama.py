@@ -30,8 +30,7 @@ def _ollama_fix(ident: Any, slots: int, model: str) -> tuple[str, tuple[str, ...
 
 OLLAMA = register(Engine(
     name="ollama", display="Ollama",
-    identity=Identity(version_path="/api/version", process_names=("ollama",),
-                      launches=(Launch("ollama", ("serve", "runner")),),
+    identity=Identity(version_path="/api/version", launches=(Launch("ollama", ("serve", "runner")),),
                       endpoints=(EndpointSignal("/api/version", ("version",), version_key="version",
                                                 what="/api/version answers (Ollama's native API)"),),
                       source="ollama/ollama server/routes.go (GET /api/version -> {\"version\": ...})"),

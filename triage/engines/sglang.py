@@ -73,11 +73,9 @@ HISTORY = {
 
 
 ENGINE = register(Engine(
-    history_queries=HISTORY, history_marker="sglang:num_running_reqs",
-    rank=1,
     name="sglang", display="SGLang", launcher="python -m sglang.launch_server",
+    rank=1, history_queries=HISTORY, history_marker="sglang:num_running_reqs",
     identity=Identity(metric_prefixes=("sglang:",), openapi_paths=("/get_server_info", "/server_info", "/flush_cache"),
-                      process_names=("sglang",),
                       launches=(Launch(prefix="sglang.launch_server"), Launch("sglang", ("serve", "launch_server"))),
                       worker_marks=("sglang::",), source="sgl-project/sglang python/sglang/srt/entrypoints/http_server.py"),
     knobs={

@@ -81,12 +81,10 @@ HISTORY = {   # no TTFT histogram in TGI: queue time and end-to-end duration sta
 
 
 ENGINE = register(Engine(
-    history_queries=HISTORY, history_marker="tgi_queue_size",
-    rank=2,
     name="tgi", display="TGI", aliases=("text-generation-inference", "text-generation-launcher"),
+    rank=2, history_queries=HISTORY, history_marker="tgi_queue_size",
     launcher="text-generation-launcher",
-    identity=Identity(metric_prefixes=("tgi_",), process_names=("text-generation-launcher", "text-generation-router"),
-                      launches=(Launch("text-generation-launcher"), Launch("text-generation-router")),
+    identity=Identity(metric_prefixes=("tgi_",), launches=(Launch("text-generation-launcher"), Launch("text-generation-router")),
                       worker_marks=("text-generation-server",),
                       endpoints=(EndpointSignal("/info", ("model_id",), any_keys=("router", "max_batch_total_tokens"),
                                                 version_key="version", what="/info has TGI's router fields"),),

@@ -9,7 +9,7 @@ TRTLLM = register(Engine(
     name="trtllm", display="TensorRT-LLM trtllm-serve", aliases=("tensorrt-llm", "tensorrt_llm", "trtllm-serve"),
     metrics=vllm_shaped("tensorrt_llm:"),
     identity=Identity(metric_prefixes=("tensorrt_llm:", "trtllm_"), version_path="/version",
-                      process_names=("trtllm-serve",), launches=(Launch("trtllm-serve"),),
+                      launches=(Launch("trtllm-serve"),),
                       source="NVIDIA/TensorRT-LLM docs/source/commands/trtllm-serve.rst (/health, /metrics, /version); "
                              "tensorrt_llm/serve/metrics/metrics.py (tensorrt_llm:* names)"),
 ))

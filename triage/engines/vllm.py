@@ -94,10 +94,9 @@ HISTORY = {
 
 
 ENGINE = register(Engine(
-    history_queries=HISTORY, history_marker="vllm:num_requests_running",
-    rank=0,
     name="vllm", display="vLLM", aliases=("vllm-v0", "vllm-v1"), launcher="vllm serve",
-    identity=Identity(metric_prefixes=("vllm:",), version_path="/version", process_names=("vllm",),
+    rank=0, history_queries=HISTORY, history_marker="vllm:num_requests_running",
+    identity=Identity(metric_prefixes=("vllm:",), version_path="/version",
                       launches=(Launch("vllm", ("serve",)), Launch(prefix="vllm.entrypoints")),
                       worker_marks=("VLLM::",),
                       source="vllm-project/vllm vllm/entrypoints/openai/api_server.py (/version), "

@@ -40,13 +40,14 @@ def detect(data: Any) -> str:
     return ""
 
 
+# result-file format -> its converter (AIPerf's reads its per-request records beside the file)
+_CONVERTERS = {"aiperf": aiperf.convert, "guidellm": lambda data, path: guidellm.convert(data),
+               "vllm": lambda data, path: vllm.convert(data)}
+
+
 def convert(data: Any, path: Path, fmt: str) -> Report:
     try:
-        if fmt == "vllm":
-            return vllm.convert(data)
-        if fmt == "aiperf":
-            return aiperf.convert(data, path)
-        return guidellm.convert(data)
+        return _CONVERTERS[fmt](data, path)
     except ReportError as e:
         raise ReportError(f"{path}: {e}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as e:

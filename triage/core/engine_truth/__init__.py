@@ -79,7 +79,6 @@ class Table:
     engine: str
     version: str
     requested: str | None           # what the caller asked for
-    assumed: bool                   # True when `version` is not the requested one (or none was given)
     provenance: dict[str, Any]
     defaults: dict[str, Any]
     metrics: dict[str, str]
@@ -87,6 +86,11 @@ class Table:
     _flags: dict[str, dict[str, Any]] = field(repr=False)
     _index: dict[str, str] = field(repr=False)
     match: str = "exact"            # exact | patch (same minor, another patch) | gap (nearest below) | unknown
+
+    @property
+    def assumed(self) -> bool:
+        """True when `version` is not the requested one (or none was given)."""
+        return self.match != "exact"
 
     @property
     def label(self) -> str:
@@ -192,7 +196,7 @@ def table(engine: str, version: str | None = None) -> Table | None:
         else:
             chosen, match = (below or tables[:1])[-1]["version"], "gap"
     data, index = _build(engine, chosen)
-    return Table(engine, chosen, version, match != "exact", data["provenance"], dict(data["defaults"]),
+    return Table(engine, chosen, version, data["provenance"], dict(data["defaults"]),
                  dict(data["metrics"]), tuple(data.get("env", ())), data["flags"], index, match)
 
 
