@@ -168,9 +168,8 @@ def detect_engine(sample: MetricsSample) -> str | None:
         if m is None or not any(n.startswith(m.prefix) for n in names):
             continue
         if m.variant_fn is not None:
-            prefix = m.prefix
-            return m.variant_fn(names, lambda label, prefix=prefix: any(
-                label in x.labels for x in sample.samples if x.name.startswith(prefix)))
+            labels = {k for x in sample.samples if x.name.startswith(m.prefix) for k in x.labels}
+            return m.variant_fn(names, labels)
         return engine.name
     return None
 

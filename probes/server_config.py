@@ -31,6 +31,7 @@ FIELDS = ("model", "max_model_len", "gpu_memory_utilization", "max_num_seqs", "m
           "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "enforce_eager",
           "speculative_config", "block_size", "api_server_count", "swap_space_gib")
 
+
 def _config_module(engine: str | None):
     """The engine module whose flags this engine's command takes (the reference engine takes vLLM's), or vLLM's
     for an engine triage does not know (the most common launcher)."""
@@ -196,12 +197,11 @@ def parse_env(env: dict[str, str], engine: str) -> dict[str, Any]:
                 out[field] = _convert(kind, env[name])
             except ValueError:
                 continue
-    # The launcher's switches that are environment variables only (TGI PREFIX_CACHING / USE_PREFIX_CACHING)
-    module_self = engine_by_name(engine)
-    off = module_self.disabling_other.get("prefix_caching", "") if module_self is not None else ""
-    for var in (w for w in off.replace("(", " ").replace("/", " ").split() if w.endswith("=0")):
-        if env.get(var[:-2]) in ("0", "false"):
-            out["enable_prefix_caching"] = False
+    # The launcher's switches that are environment variables only (TGI's PREFIX_CACHING)
+    switches = engine_by_name(engine).env_off_switches if engine_by_name(engine) is not None else {}
+    for field, names in switches.items():
+        if any(env.get(name) in ("0", "false") for name in names):
+            out[field] = False
     return out
 
 

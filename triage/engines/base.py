@@ -167,6 +167,8 @@ class Engine:
     model_after: str | None = None             # the positional model follows this word (`vllm serve MODEL`)
     config_file_flag: str | None = None        # a YAML file of flags (vLLM --config)
     env_twins: bool = False                    # every flag can be set from an environment variable (TGI, clap)
+    # Environment variables that turn a ServerConfigData switch off when "0" or "false" (TGI's PREFIX_CACHING).
+    env_off_switches: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # Settings its own endpoints report: path -> {JSON key: ServerConfigData field} (TGI /info).
     config_endpoints: dict[str, dict[str, str]] = field(default_factory=dict)
     # Defaults implied by what its /metrics say it is (vLLM V1: chunked prefill and prefix caching on).

@@ -101,8 +101,9 @@ class MetricMap:
     histograms: dict[str, tuple[str, ...]] = field(default_factory=dict)
     model_label: bool = False                     # the series carry model_name
     cache_config: str | None = None               # an info gauge whose labels are the cache configuration
-    # The label to report ("vllm" | "vllm-v0"): from the names and labels present, when one engine has two.
-    variant_fn: Callable[[set[str], Callable[[str], bool]], str] | None = None
+    # The label to report ("vllm" | "vllm-v0"), from the metric names and the label names its series carry, when
+    # one engine exports two generations.
+    variant_fn: Callable[[set[str], set[str]], str] | None = None
 
     def read(self, sample: Sample) -> dict[str, float | None]:
         done: dict[str, float | None] = {}

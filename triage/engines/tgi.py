@@ -137,6 +137,7 @@ ENGINE = register(Engine(
         "--kv-cache-dtype": ("kv_cache_dtype", "str"), "--speculate": ("speculative_config", "str"),
     },
     config_defaults={"tensor_parallel_size": 1}, versioned_defaults=("gpu_memory_utilization",), env_twins=True,
+    env_off_switches={"enable_prefix_caching": ("PREFIX_CACHING",)},
     # /info's max_concurrent_requests is TGI's refusal limit (claim tgi.max-concurrent-requests-refuses), not its
     # batch size: /info has none, and TGI 3.x bounds its batch by tokens.
     config_endpoints={"/info": {"version": "engine_version", "model_id": "model", "max_total_tokens": "max_model_len",

@@ -13,9 +13,9 @@ _V1_ONLY = ("vllm:kv_cache_usage_perc", "vllm:prefix_cache_queries_total", "vllm
             "vllm:request_prefill_kv_computed_tokens_count")
 
 
-def _variant(names: set[str], has_engine_label) -> str:
+def _variant(names: set[str], labels: set[str]) -> str:
     """V1 exports an `engine` label and names V0 never had."""
-    return "vllm" if has_engine_label("engine") or any(n in names for n in _V1_ONLY) else "vllm-v0"
+    return "vllm" if "engine" in labels or any(n in names for n in _V1_ONLY) else "vllm-v0"
 
 
 v = "vllm:"
