@@ -6,13 +6,12 @@ process that was launched: `vllm serve`, `python -m vllm.entrypoints...`, `sglan
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import psutil
 
-from triage.engines import engines
+from triage.engines import engines, launched_by
 
 MAX_WALK_UP = 6
 
@@ -24,21 +23,10 @@ class ServingProcess:
     port: int | None          # a TCP port it listens on (the lowest), or None when unknown
 
 
-def _base(arg: str) -> str:
-    return os.path.basename(arg).lower()
-
-
 def classify_cmdline(argv: list[str]) -> str | None:
-    """The engine a command line launches, or None. Looks at the words, not at file names in paths; each
-    engine module lists its launch forms (triage/engines/)."""
-    args = [str(a) for a in argv]
-    bases = [_base(a) for a in args]
-    for i, (arg, base) in enumerate(zip(args, bases, strict=True)):
-        following = bases[i + 1] if i + 1 < len(bases) else ""
-        for engine in engines():
-            if any(launch.matches(arg, base, following) for launch in engine.identity.launches):
-                return engine.name
-    return None
+    """The engine a command line launches, or None (each engine module lists its launch forms)."""
+    engine = launched_by(argv)
+    return engine.name if engine is not None else None
 
 
 def _is_worker(name: str, argv: list[str]) -> bool:

@@ -64,6 +64,12 @@ def check_turns_fit(cfg: BenchConfig, max_model_len: int | None) -> None:
                          f"{max_model_len}: lower --turns, --input-len or --output-len")
 
 
+def _mean_ttft_ms(records: list[RequestRecord]) -> float | None:
+    """The mean client TTFT of the measured requests that succeeded (summarize's ttft_ms.mean)."""
+    ttft = [r.ttft_s * 1000.0 for r in records if not r.warmup and r.ok and r.ttft_s is not None]
+    return float(np.mean(ttft)) if ttft else None
+
+
 class BenchRunner:
     def __init__(self, cfg: BenchConfig, sink: RecordSink | None = None, observer: Observer | None = None,
                  nvml: Any = None):
@@ -296,8 +302,8 @@ class BenchRunner:
                           gpu=windows[0].gpu, notes=tuple(notes),
                           duration_override_s=sum(d for w in windows for d in w.durations_s))
         first = windows[0]
-        first_ttft = summarize(spec, first.records, cfg.slo, first.client_stats[0], keep_samples=False).ttft_ms.mean \
-            if len(windows) > 1 else level.ttft_ms.mean
+        # The server window is the first repeat's: reconcile it with that repeat's own client TTFT.
+        first_ttft = level.ttft_ms.mean if len(windows) == 1 else _mean_ttft_ms(first.records)
         server, server_reason = first.scrapers[0].summary(first_ttft)
         # The runner's notes come first, then the server's and the repeats', then summarize()'s own.
         runner_notes = [server_reason] if server_reason else []

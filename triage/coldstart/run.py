@@ -12,13 +12,12 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
 
 from triage.core.errors import UsageError
 from triage.core.redact import redact_argv, redact_text
-from triage.engines import engines, get, names
+from triage.engines import get, launched_by, names
 from triage.engines.argv import flag_value
 from triage.engines.base import Engine
 from triage.engines.startup_log import parse_startup
@@ -42,12 +41,7 @@ class Run:
 
 def engine_of(argv: Sequence[str]) -> Engine | None:
     """The engine a launch command starts, from each engine's launch forms."""
-    for i, arg in enumerate(argv):
-        following = argv[i + 1] if i + 1 < len(argv) else ""
-        for engine in engines():
-            if any(launch.matches(arg, Path(arg).name, following) for launch in engine.identity.launches):
-                return engine
-    return None
+    return launched_by(argv)
 
 
 def base_url(argv: Sequence[str], url: str | None) -> str | None:

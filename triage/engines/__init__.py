@@ -19,7 +19,7 @@ from triage.engines import (  # noqa: F401  (each module registers its engine)
 )
 from triage.engines.base import BatchingKnob, Engine, Identity, Knob, NoEquivalent, Since, Spec
 from triage.engines.claims import Claim, cite, claim, ledger
-from triage.engines.registry import engines, get, names, normalise, with_flag_tables
+from triage.engines.registry import engines, get, launched_by, names, normalise, with_flag_tables
 
 __all__ = ["BatchingKnob", "Claim", "Engine", "Identity", "Knob", "NoEquivalent", "Since", "Spec", "cite", "claim",
-           "engines", "get", "ledger", "names", "normalise", "with_flag_tables"]
+           "engines", "get", "launched_by", "ledger", "names", "normalise", "with_flag_tables"]

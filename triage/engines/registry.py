@@ -5,6 +5,9 @@
 """
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+
 from triage.engines.base import Engine
 
 _REGISTRY: dict[str, Engine] = {}
@@ -49,3 +52,16 @@ def normalise(name: str | None) -> str | None:
         if any(n.startswith(a) for a in (engine.name, *engine.aliases) if len(a) >= 4):
             return engine.name
     return n
+
+
+def launched_by(argv: Sequence[str]) -> Engine | None:
+    """The engine a command line launches, from each engine's launch forms: the words, not file names in paths
+    (`/usr/bin/vllm serve M`, `python -m sglang.launch_server`)."""
+    args = [str(a) for a in argv]
+    bases = [os.path.basename(a).lower() for a in args]
+    for i, (arg, base) in enumerate(zip(args, bases, strict=True)):
+        following = bases[i + 1] if i + 1 < len(bases) else ""
+        for engine in engines():
+            if any(launch.matches(arg, base, following) for launch in engine.identity.launches):
+                return engine
+    return None
