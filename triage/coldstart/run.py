@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import threading
 import time
@@ -149,16 +150,13 @@ def start_once(argv: Sequence[str], n: int, url: str | None, timeout_s: float, e
                     run.first_token_s = round(ready_at + ttft, 3)
     except KeyboardInterrupt as e:
         run.outcome = "interrupted"
+        e.coldstart_run = run  # type: ignore[attr-defined]   (filled in below, before it propagates)
+        raise
+    finally:
         try:
             _finish(run, server, engine, ready_at)
         finally:
             server.stop()                  # a second Ctrl-C while stopping still leaves no process behind
-        e.coldstart_run = run  # type: ignore[attr-defined]
-        raise
-    try:
-        _finish(run, server, engine, ready_at)
-    finally:
-        server.stop()
     return run
 
 
@@ -240,17 +238,12 @@ def warm_vs_first(runs: list[dict]) -> dict | None:
     done = [r for r in runs if r["outcome"] == "ready"]
     if len(done) < 2:
         return None
-    median = _median([r["ready_s"] for r in done[1:]])
+    median = statistics.median([r["ready_s"] for r in done[1:]])
     phases: dict[str, dict] = {}
     for p in done[0]["startup"].get("phases", []):
         later = [q["seconds"] for r in done[1:] for q in r["startup"].get("phases", [])
                  if q["phase"] == p["phase"] and q["seconds"] is not None]
         if p["seconds"] is not None and later:
-            phases[p["phase"]] = {"first_s": p["seconds"], "warm_median_s": round(_median(later), 3)}
+            phases[p["phase"]] = {"first_s": p["seconds"], "warm_median_s": round(statistics.median(later), 3)}
     return {"first_ready_s": done[0]["ready_s"], "warm_ready_median_s": round(median, 3),
             "saved_s": round(done[0]["ready_s"] - median, 3), "phases": phases}
-
-
-def _median(values: list[float]) -> float:
-    v = sorted(values)
-    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
