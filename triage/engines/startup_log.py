@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from functools import cache
 
 from triage.engines.base import Engine
 from triage.engines.startup import LABELS, startup_markers
@@ -39,7 +40,9 @@ class Marker:
     head: str = ""                  # its literal text up to the first placeholder, escaped
 
 
+@cache
 def compile_marker(phase: str, edge: str, text: str) -> Marker:
+    """A marker's pattern, compiled once per format string (the logs probe runs every `triage watch` cycle)."""
     text = text.rstrip()
     parts, units, pos = [], [], 0
     for m in _PLACEHOLDER.finditer(text):
