@@ -34,9 +34,17 @@ _SOURCE = Path(__file__).with_name("bf16_weights.cpp")
 @functools.cache
 def kernel() -> tuple[Any, str | None]:
     """(the compiled module, None) or (None, why not)."""
-    flags = _cpu_flags()
-    if not {"avx2", "fma"} <= flags:
-        return None, "the CPU lacks AVX2/FMA"
+    return build_extension("triage_bf16_weights", [_SOURCE], {"avx2", "fma"}, ["-O3", "-mavx2", "-mfma"],
+                           "the bf16-weight kernel (about 30 s)")
+
+
+def build_extension(name: str, sources: list[Path], needs: set[str], cflags: list[str],
+                    what: str) -> tuple[Any, str | None]:
+    """A C++ CPU kernel compiled once with torch's cpp_extension (cached afterwards): (module, None), or (None, why
+    not) where the CPU lacks `needs` or no compiler, headers or ninja are at hand (callers keep torch paths)."""
+    missing = needs - _cpu_flags()
+    if missing:
+        return None, f"the CPU lacks {'/'.join(sorted(f.upper() for f in missing))}"
     # ninja from the `engine` extra lives next to this interpreter, which may not be on PATH (a venv used
     # without activating it).
     bin_dir = str(Path(sys.executable).parent)
@@ -45,9 +53,9 @@ def kernel() -> tuple[Any, str | None]:
     try:
         from torch.utils.cpp_extension import load
 
-        log.info("compiling the bf16-weight kernel once (about 30 s; cached afterwards)")
-        module = load("triage_bf16_weights", [str(_SOURCE)], extra_cflags=["-O3", "-mavx2", "-mfma"], verbose=False)
-    except Exception as e:  # noqa: BLE001 - no compiler, no headers, no ninja: the engine keeps fp32 weights
+        log.info("compiling %s once; cached afterwards", what)
+        module = load(name, [str(p) for p in sources], extra_cflags=cflags, verbose=False)
+    except Exception as e:  # noqa: BLE001 - no compiler, no headers, no ninja: the caller keeps torch's path
         return None, f"the kernel could not be built here ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
     return module, None
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from triage.reference_engine.kernels.bf16_weights import _cpu_flags, _time_s
+from triage.reference_engine.kernels.bf16_weights import _time_s, build_extension
 
 log = logging.getLogger(__name__)
 
@@ -43,20 +42,8 @@ _PROBE_SHAPE = (2048, 2048)  # (out, in) of the ISA probe
 @functools.cache
 def kernel() -> tuple[Any, str | None]:
     """(the compiled module, None) or (None, why not)."""
-    if not {"avx2", "fma", "f16c"} <= _cpu_flags():
-        return None, "the CPU lacks AVX2/FMA/F16C"
-    bin_dir = str(Path(sys.executable).parent)        # ninja from the venv, which may not be on PATH
-    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
-    try:
-        from torch.utils.cpp_extension import load
-
-        log.info("compiling the fp8/int4 weight kernels once (about 40 s; cached afterwards)")
-        module = load("triage_quant_weights", [str(p) for p in _SOURCES],
-                      extra_cflags=["-O3", "-mavx2", "-mfma", "-mf16c"], verbose=False)
-    except Exception as e:  # noqa: BLE001 - no compiler, headers or ninja: the quantized layers keep torch paths
-        return None, f"the kernel could not be built here ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
-    return module, None
+    return build_extension("triage_quant_weights", _SOURCES, {"avx2", "fma", "f16c"},
+                           ["-O3", "-mavx2", "-mfma", "-mf16c"], "the fp8/int4 weight kernels (about 40 s)")
 
 
 def pack_int4(q: torch.Tensor) -> torch.Tensor:
