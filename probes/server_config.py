@@ -198,8 +198,8 @@ def parse_env(env: dict[str, str], engine: str) -> dict[str, Any]:
             except ValueError:
                 continue
     # The launcher's switches that are environment variables only (TGI's PREFIX_CACHING)
-    switches = engine_by_name(engine).env_off_switches if engine_by_name(engine) is not None else {}
-    for field, names in switches.items():
+    own = engine_by_name(engine)
+    for field, names in (own.env_off_switches if own is not None else {}).items():
         if any(env.get(name) in ("0", "false") for name in names):
             out[field] = False
     return out
@@ -287,7 +287,7 @@ def probe_server_config(url: str | None, cmdline: Sequence[str] | None = None, e
         if field not in sources:
             values[field] = value
             sources[field] = "default"
-    if engine and engine_by_name(engine) is not None and engine_by_name(engine).versioned_defaults:
+    if engine:
         versioned, label = _versioned_defaults(engine, values.get("engine_version"))
         for field, value in versioned.items():
             put(field, value, label)

@@ -108,11 +108,11 @@ class _Handler:
     def _make_kernel(self, linear: nn.Linear, isa: int) -> nn.Module:
         raise RuntimeError("subclasses build the kernel layer")
 
-    def _choose(self, todo: list[nn.Linear]) -> None:
+    def _choose(self, pending: list[nn.Linear]) -> None:
         """CPU layers: the kernel or the torch path, measured once on a typical (median-size) layer shape."""
-        if not todo or todo[0].weight.device.type != "cpu":
+        if not pending or pending[0].weight.device.type != "cpu":
             return
-        probe = sorted(todo, key=lambda m: m.weight.numel())[len(todo) // 2]
+        probe = sorted(pending, key=lambda m: m.weight.numel())[len(pending) // 2]
         self.choice = choose_cpu_kernel(self.scheme.value, probe.in_features, probe.out_features, self._make,
                                         self.cpu_kernel, getattr(self, "group_size", 128))
 
@@ -121,12 +121,12 @@ class _Handler:
         before = model_weight_bytes(model)
         paths: Counter[str] = Counter()
         converted = skipped = lin_before = lin_after = num_weights = 0
-        todo = [(n, m) for n, m in _linears(model)
+        pending = [(n, m) for n, m in _linears(model)
                 if not (self.skip is not None and self.skip(n, m)) and self._fits(m)]
-        self._choose([m for _, m in todo])
+        self._choose([m for _, m in pending])
         use_kernel = self.choice is not None and self.choice.use
         isa = ISA_NAMES.index(self.choice.isa) if use_kernel else 0
-        chosen = {n for n, _ in todo}
+        chosen = {n for n, _ in pending}
         for name, linear in _linears(model):
             if name not in chosen:
                 skipped += 1

@@ -18,7 +18,7 @@ from triage.core.probe_data import (
 from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context
-from triage.rules.engine_flags import KNOBS, LAUNCHERS, PRETTY, render
+from triage.rules.engine_flags import LAUNCHERS, PRETTY, render
 from triage.rules.registry import rule
 
 
@@ -72,7 +72,7 @@ def _binding_fix(ctx: Context, nodes: list[int]) -> Fix:
     on a single node."""
     engine = ctx.engine()
     per_gpu = " ".join(str(g.numa_node) for g in sorted(ctx.serving_gpus(), key=lambda g: g.index or 0))
-    if engine.name in LAUNCHERS and "numa_bind" in KNOBS:
+    if engine.name in LAUNCHERS:
         r = render("numa_bind", engine.name, per_gpu, engine.version)
         table = truth.table(engine.name, engine.version)
         label = table.label if table is not None else engine.label
