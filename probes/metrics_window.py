@@ -125,7 +125,10 @@ def window_delta(before: EngineMetrics, after: EngineMetrics, window_s: float,
         if summary is not None:
             histograms[key] = summary
 
+    from triage.probes.topology_window import topology_window
+    shape = topology_window(before.topology, after.topology, [m.topology for m in seen], window_s)
     return ServerMetricsData(
+        **shape,
         engine=after.engine,
         model_name=after.model_name,
         window_s=window_s,

@@ -88,6 +88,7 @@ class EngineMetrics:
     batch_occupancy_mean: float | None = None            # llama.cpp: busy slots per decode call
     histograms: Mapping[str, Histogram] = field(default_factory=dict)
     cache_config: Mapping[str, Any] = field(default_factory=dict)
+    topology: Any = None                                 # probes/prom_topology.py's TopologyScrape
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,6 +293,8 @@ def normalise(sample: MetricsSample) -> EngineMetrics:
     m = module.metrics
     values = m.read(_Reader(sample))
     hists = {key: _histogram(sample, list(bases)) for key, bases in m.histograms.items()}
+    from triage.probes.prom_topology import read_topology
     return EngineMetrics(
         engine=label, model_name=_model_name(sample, m.prefix) if m.model_label else None, **values,
-        histograms=_present(hists), cache_config=_cache_config(sample, m.cache_config) if m.cache_config else {})
+        histograms=_present(hists), cache_config=_cache_config(sample, m.cache_config) if m.cache_config else {},
+        topology=read_topology(sample, module.topology))

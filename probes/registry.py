@@ -50,6 +50,8 @@ class ProbeRun:
     max_read_bytes: int = 256 * 2**20
     read_budget_s: float = 1.5
     earlier: list[ProbeResult] = field(default_factory=list)   # results of the phases already run
+    peer_urls: Sequence[str] = ()              # --url given again: the deployment's other instances
+    role_hint: str | None = None               # the target's role from its --url's #fragment
 
     def earlier_payload(self, cls: type[P]) -> P | None:
         for r in self.earlier:

@@ -29,7 +29,9 @@ FIELDS = ("model", "max_model_len", "gpu_memory_utilization", "max_num_seqs", "m
           "max_batch_total_tokens", "max_concurrent_requests",
           "enable_chunked_prefill", "enable_prefix_caching", "kv_cache_dtype", "dtype", "quantization",
           "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "enforce_eager",
-          "speculative_config", "block_size", "api_server_count", "swap_space_gib")
+          "speculative_config", "block_size", "api_server_count", "swap_space_gib",
+          "dp_load_balance", "dp_attention", "expert_parallel", "expert_parallel_size", "enable_eplb",
+          "disaggregation_role", "kv_connector", "kv_offload", "kv_offload_size_gib")
 
 
 def _config_module(engine: str | None):

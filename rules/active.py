@@ -68,6 +68,14 @@ def _gpus(ctx: Context, probe: str) -> list[dict[str, Any]]:
     return gpus
 
 
+def pcie_pinned_gbps(ctx: Context) -> float | None:
+    """The slowest pinned host<->GPU copy rate `diagnose --active` measured (GB/s), or None when not measured."""
+    data = ctx.snapshot.data("pcie") or {}
+    rates = [g.get(k) for g in data.get("gpus") or [] for k in ("h2d_pinned_gbps", "d2h_pinned_gbps")
+             if g.get(k) is not None]
+    return min(rates) if rates else None
+
+
 # ------------------------------------------------------------------------------------------------
 # GPU004, by measurement
 

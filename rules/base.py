@@ -35,6 +35,7 @@ KNOWN_INPUTS = frozenset({
     "server_metrics", "server_config", "logs", "bench", "baseline",
     "host_memory", "pcie", "hbm", "matmul", "allreduce",        # `diagnose --active` (probes/active/)
     "prometheus_history",                                        # `diagnose --prometheus`
+    "topology", "server_peers",                                  # the deployment's shape (docs/TOPOLOGIES.md)
 })
 
 

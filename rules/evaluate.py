@@ -14,6 +14,10 @@ from triage.rules.registry import REGISTRY
 
 # cause -> the findings it explains when both fire. Read as "KV001 explains SCHED003".
 CAUSES: dict[str, tuple[str, ...]] = {
+    "TOPO001": ("KV001", "KV002", "SCHED003", "BENCH003", "FLEET001"),
+    "TOPO002": ("BENCH003", "ENG002"),
+    "TOPO003": ("BENCH003",),
+    "TOPO004": ("KV001", "KV002", "SCHED003", "BENCH003"),
     "KV001": ("SCHED003", "BENCH003", "KV002"),
     "KV002": ("SCHED003", "BENCH003", "ENG006", "SCHED001"),
     "KV003": ("KV001", "KV002"),

@@ -1002,6 +1002,12 @@ def _define_active() -> None:
     define(case, snapshot, patched, FIRES, PASSES)
 
 
+def _define_topology() -> None:
+    from tests.rules_fixtures_topology import define
+
+    define(case, snapshot, FIRES, PASSES)
+
+
 def _define_connect() -> None:
     """NET004 (rules/connect.py): connect time under load vs idle."""
     def conns(in_window_p50: float | None, opened: int) -> dict[str, Any]:
@@ -1024,6 +1030,7 @@ def _define_connect() -> None:
 _define()
 _define_active()
 _define_connect()
+_define_topology()
 
 
 def write_all(root: Path = FIXTURES) -> int:

@@ -84,7 +84,7 @@ def test_full_diagnose_on_this_host_is_fast_and_clean(tmp_path, report_validator
     data = report_validator(json.loads(out.read_text()))
     probes = {p["name"]: p for p in data["probes"]}
     assert set(probes) == {"server_config", "engine_identity", "gpu", "cpu", "memory", "server_process",
-                           "server_metrics", "network", "kernel_log", "logs", "storage"}
+                           "server_metrics", "server_peers", "topology", "network", "kernel_log", "logs", "storage"}
     import torch
 
     if not torch.cuda.is_available():

@@ -11,7 +11,7 @@ from triage.probes.registry import ProbeRun, probes
 def test_the_registry_holds_each_probe_once_with_its_phase():
     entries = probes()
     by_name = {e.name: e for e in entries}
-    assert len(by_name) == len(entries) == 11
+    assert len(by_name) == len(entries) == 13
     assert by_name["network"].phase == 0 and by_name["server_config"].phase == 1
     assert by_name["storage"].phase == 3
     assert {e.phase for e in entries} == {0, 1, 2, 3}

@@ -30,7 +30,7 @@ from tests.rules_fixtures import load_case
 from triage.core.probe_data import PAYLOAD_TYPES, Payload
 from triage.core.report import BenchSection
 from triage.core.report_io import from_dict
-from triage.core.snapshot import ProbeResult, Snapshot
+from triage.core.snapshot import ProbeResult, ProbeStatus, Snapshot
 from triage.probes.cpu_numa import probe_cpu
 from triage.probes.gpu import probe_gpu
 from triage.probes.http import HttpResponse
@@ -182,6 +182,7 @@ def _replays(tmp: Path, reference_url: str) -> list[ProbeResult]:
     # `diagnose --prometheus`: the history probe over canned instant-query answers (a query -> number table).
     results.extend(probe_history("http://prometheus:9090", 3600.0, 7 * 86400.0, 1_795_000_000.0,
                                  query=_canned_prometheus))
+    results.extend(_topology_replays())
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "vllm", "serve", "m"],
                              env={"NCCL_DEBUG": "INFO", "HF_HOME": "/data/hf", "PATH": "/usr/bin:/bin"})
     try:
@@ -191,6 +192,39 @@ def _replays(tmp: Path, reference_url: str) -> list[ProbeResult]:
         child.kill()
         child.wait(5)
     return results
+
+
+def _topology_replays() -> list[ProbeResult]:
+    """The deployment topologies (docs/TOPOLOGIES.md): each capture of tests/fixtures/topologies/ through
+    server_metrics, topology flags through server_config, a prefill peer served by a real loopback server
+    through server_peers, and the topology probe over what they produced."""
+    from tests.capture_server import CAPTURES, CaptureServer
+    from triage.probes.server_peers import probe_server_peers
+    from triage.probes.topology import derive_topology
+
+    out = []
+    for before in sorted(CAPTURES.glob("*.before.prom")):
+        after = before.with_name(before.name.replace(".before.", ".after."))
+        out.append(probe_server_metrics("http://10.0.0.5:8000", window_s=2.0, num_intermediate=1,
+                                        get=_served(before.read_text(), after.read_text(), after.read_text()),
+                                        sleep=lambda s: None))
+    argvs = {"vllm": ["vllm", "serve", "m", "-dp", "4", "--data-parallel-hybrid-lb", "--enable-expert-parallel",
+                      "--enable-eplb", "--kv-offloading-size", "64",
+                      "--kv-transfer-config", '{"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}'],
+             "sglang": ["python", "-m", "sglang.launch_server", "--model-path", "m", "--dp-size", "4",
+                        "--enable-dp-attention", "--ep-size", "4", "--enable-eplb", "--load-balance-method",
+                        "round_robin", "--disaggregation-mode", "decode", "--enable-hierarchical-cache"]}
+    for engine, argv in argvs.items():
+        out.append(probe_server_config("http://10.0.0.5:8000", cmdline=argv, engine=engine,
+                                       get=_served((CAPTURES / "vllm_dp4_balanced.after.prom").read_text())))
+    with CaptureServer("sglang_pd_prefill_saturated") as prefill:
+        peers = probe_server_peers((prefill.url, prefill.url + "#prefill"), 0.05)
+    out.append(peers)
+    configs = [r.data for r in out if r.name == "server_config"]
+    metrics = [r.data for r in out if r.name == "server_metrics"]
+    for cfg, m in zip(configs, metrics, strict=False):
+        out.append(ProbeResult("topology", ProbeStatus.OK, 0.0, None, derive_topology(cfg, m, peers.data, "decode")))
+    return out
 
 
 def _wait_until_exec_shows(pid: int, timeout_s: float = 10.0) -> None:

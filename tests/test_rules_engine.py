@@ -31,11 +31,12 @@ def test_healthy_host_gives_nothing_above_low():
     assert not any("internal error" in s.reason for s in result.skipped)
     # Everything is measured except an earlier report, the weight bytes, spec decoding, a context sweep,
     # long prompts (the bench used 512-token prompts), the `diagnose --active` measurements and the idle
-    # connect time (a bench report from before connections were measured), a Prometheus history and a
-    # bench over several replicas.
+    # connect time (a bench report from before connections were measured), a Prometheus history, a
+    # bench over several replicas, and a deployment topology (one instance: no ranks, no connector, no peers).
     assert {s.code for s in result.skipped} == {"ENG002", "ENG003", "ENG006", "SCHED006", "SCHED001",
                                                 "GPU014", "GPU015", "MEM003", "NET004", "HIST001", "FLEET001",
-                                                "ENG008", "NET005", "ENG009"}   # the healthy log shows no server start
+                                                "ENG008", "NET005", "ENG009",   # the healthy log shows no server start
+                                                "TOPO001", "TOPO002", "TOPO003", "TOPO004", "TOPO005"}
 
 
 def test_healthy_snapshot_without_bench_skips_bench_rules_with_reasons():

@@ -14,6 +14,13 @@ from triage.rules.fmt import pct
 from triage.rules.registry import rule
 
 
+def _most_ranks_full(metrics: ServerMetricsData, limit: float) -> bool:
+    """Under data parallelism the usage is the fullest rank's: one full rank of several is an imbalance
+    (TOPO001), not a KV cache too small for the load."""
+    full = [r for r in metrics.ranks if (r.kv_cache_usage_frac_max or 0) >= limit]
+    return not metrics.ranks or 2 * len(full) >= len(metrics.ranks)
+
+
 @rule("KV001", "kv-cache-saturated", Severity.HIGH, ("server_metrics|bench",), RuleDoc(
     what="Requests wait while the KV cache is the limit: usage >= 0.90, or less free KV than one typical "
          "request needs. Free KV is (1 - usage) x capacity in tokens (capacity: cache_config num_gpu_blocks x "
@@ -55,7 +62,7 @@ def kv001(ctx: Context) -> Hit | None:
             waiting, waiting_key = peak_waiting, "server_metrics.num_requests_waiting_max"
         if usage is not None and waiting is not None:
             seen = True
-            if usage >= limit and waiting >= min_wait:
+            if usage >= limit and waiting >= min_wait and _most_ranks_full(metrics, limit):
                 evidence[usage_key] = usage
                 evidence[waiting_key] = waiting
                 peak = max(peak, usage)

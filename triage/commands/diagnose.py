@@ -6,6 +6,7 @@ from pathlib import Path
 import typer
 
 from triage.cli_support import FORMATS, console, emit, funnel
+from triage.diagnose.targets import split_urls
 from triage.core.errors import EXIT_CANNOT, EXIT_INTERRUPTED, UsageError, require_extra
 from triage.core.report import Severity
 
@@ -24,9 +25,12 @@ def _fail_on(value: str | None) -> Severity | None:
 
 @funnel
 def diagnose(
-    url: str = typer.Option(None, "--url", envvar="TRIAGE_URL",
-                            help="The server to diagnose (e.g. http://127.0.0.1:8000). Without it, triage looks "
-                                 "for a vLLM, SGLang, TGI or `triage serve` process listening on this host."),
+    urls: list[str] = typer.Option(None, "--url", envvar="TRIAGE_URL",
+                                   help="The server to diagnose (e.g. http://127.0.0.1:8000). Without it, triage "
+                                        "looks for a vLLM, SGLang, TGI or `triage serve` process listening on this "
+                                        "host. Give it again for the deployment's other instances (a prefill "
+                                        "instance beside a decode one); '#prefill' or '#decode' after a URL names "
+                                        "its role where its own metrics do not (docs/TOPOLOGIES.md)."),
     json_path: Path = typer.Option(None, "--json", help="Also write the report JSON to this file."),
     fmt: str = typer.Option("text", "--format", help=f"Output: {', '.join(FORMATS)}."),
     from_path: Path = typer.Option(None, "--from", help="Replay a saved diagnose report (or snapshot) offline: "
@@ -96,18 +100,19 @@ def diagnose(
         from triage.core.durations import parse_duration_s
         from triage.diagnose.history import diagnose_history, parse_at
 
-        if url or from_path or active or log or kernel_log or bench_path:
+        if urls or from_path or active or log or kernel_log or bench_path:
             raise UsageError("--prometheus reads history; it cannot be combined with --url, --from, --active, "
                              "--log, --kernel-log or --bench")
         result = diagnose_history(prometheus, parse_duration_s(window, "--window"),
                                   parse_duration_s(against, "--against"), parse_at(at), selector, gpu_selector,
                                   rules_config)
     elif from_path is not None:
-        if url or log or kernel_log:
+        if urls or log or kernel_log:
             raise UsageError("--from replays a saved snapshot; it cannot be combined with --url, --log or --kernel-log")
         result = replay(from_path, bench, rules_config)
     else:
-        opts = DiagnoseOptions(url=url, window_s=window_s, log_path=str(log) if log else None,
+        url, role, peers = split_urls(urls)
+        opts = DiagnoseOptions(url=url, role=role, peer_urls=peers, window_s=window_s, log_path=str(log) if log else None,
                                kernel_log_path=str(kernel_log) if kernel_log else None, model=model,
                                discover=not no_discover,
                                skip=tuple(s.strip() for s in (skip or "").split(",") if s.strip()),

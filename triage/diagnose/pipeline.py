@@ -60,6 +60,8 @@ class DiagnoseOptions:
     skip: tuple[str, ...] = ()
     active: bool = False                     # --active: also run probes/active/ (loads CPU and GPUs)
     rules_config: RulesConfig | None = None  # --disable, triage.toml thresholds
+    peer_urls: tuple[str, ...] = ()          # --url given again: the deployment's other instances
+    role: str | None = None                  # the target's role from its --url's #fragment (prefill|decode|both)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +162,7 @@ def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
                    grace_s=PROBE_GRACE_S, proc_root=opts.proc_root, sys_root=opts.sys_root, nvml=opts.nvml,
                    log_path=opts.log_path, kernel_log_path=opts.kernel_log_path, model=opts.model,
                    bandwidth_budget_s=opts.bandwidth_budget_s, max_read_bytes=opts.max_read_bytes,
-                   read_budget_s=opts.read_budget_s, earlier=results)
+                   read_budget_s=opts.read_budget_s, earlier=results, peer_urls=opts.peer_urls, role_hint=opts.role)
     interrupted = False
     try:
         for phase in sorted({e.phase for e in wanted}):

@@ -185,6 +185,9 @@ class Engine:
     rank: int = 100                            # listing order: the engines with flag tables first
     # How far to raise the memory-share knob: (current, VRAM bytes, the usual target) -> (value or None, why).
     memory_target_fn: Callable[[float | None, float | None, float], tuple[float | None, str]] | None = None
+    # Its deployment's shape in /metrics: data-parallel ranks, disaggregation role, KV transfer and offload
+    # (triage/engines/topology_map.py), or None.
+    topology: Any = None
 
     def knob(self, knob: str, version: str | None = None) -> Spec | None:
         """The flag for `knob` at `version` (the newest form when the version is unknown); None: not known."""

@@ -7,6 +7,7 @@ from triage.engines import promql as pq
 from triage.engines.base import Engine, Identity, Knob, Launch, NoEquivalent, Since, Version
 from triage.engines.metrics import Given, MetricMap, mean, mx, s
 from triage.engines.registry import register
+from triage.engines.topology_map import Offload, TopologyMap, Transfer
 
 p = "sglang:"
 METRICS = MetricMap(
@@ -35,6 +36,47 @@ METRICS = MetricMap(
     })
 
 GIB = 1024 ** 3
+
+# Data parallelism, disaggregation, HiCache and EPLB (rules TOPO001-TOPO005, docs/TOPOLOGIES.md). The scheduler's
+# series carry engine_type (prefill | decode | unified), tp_rank, pp_rank and, under data parallelism, dp_rank
+# (claims sglang.metrics-dp-rank-label, sglang.metrics-engine-type-label). The KV transfer latency is timed on the
+# prefill side, from the request entering the transfer queue to its completion (claim sglang.kv-transfer-timed-on-
+# prefill); it is a gauge up to 0.5.9 and a histogram from 0.5.10 (the tables).
+def _dp_balance_fix(mode: str | None, hot: str) -> tuple[str, dict[str, object]]:
+    """Rule TOPO001's fix: a method that balances on the tokens each rank holds (claims sglang.lb-auto-round-robin,
+    sglang.lb-total-tokens, sglang.lb-minimum-tokens)."""
+    now = f"--load-balance-method {mode}" if mode else "the default method"
+    return (f"Balance the ranks on the tokens they hold instead of in turn (now {now}; the default `auto` of 0.5.8 "
+            "and later is round robin except on a prefill instance, and round_robin before).",
+            {"dp_load_balance": None})
+
+
+TOPOLOGY = TopologyMap(
+    rank_label="dp_rank", dp_balance_fix=_dp_balance_fix, role_label="engine_type", role_values={"prefill": "prefill", "decode": "decode"},
+    running=p + "num_running_reqs", waiting=p + "num_queue_reqs", kv_usage=p + "token_usage",
+    ttft_hist=p + "time_to_first_token_seconds", queue_hist=p + "queue_time_seconds",
+    transfers=(Transfer("mooncake, nixl or another --disaggregation-transfer-backend", p + "kv_transfer_latency_ms",
+                        0.001, p + "kv_transfer_total_mb", 1e6, (p + "num_transfer_failed_reqs_total",),
+                        side="prefill", claims=("sglang.kv-transfer-timed-on-prefill",)),),
+    offloads=(Offload("SGLang HiCache (host memory tier)", used=p + "hicache_host_used_tokens",
+                      capacity=p + "hicache_host_total_tokens", claims=("sglang.hicache-host-gauges",)),),
+    expert_balance=p + "eplb_balancedness",
+    claims=("sglang.metrics-dp-rank-label", "sglang.metrics-engine-type-label", "sglang.eplb-balancedness",
+            "sglang.tokenizer-metrics-labels"))
+
+
+def _sglang_fixup(out: dict) -> None:
+    _chunking_from_size(out)
+    mode = out.get("disaggregation_role")
+    if mode in (None, "null"):
+        out.pop("disaggregation_role", None)
+        out.pop("kv_connector", None)       # the transfer backend matters only in a disaggregation mode
+    elif "kv_connector" not in out:
+        out["kv_connector"] = "mooncake"    # --disaggregation-transfer-backend's default (the tables)
+    if out.get("kv_offload") is True:
+        out["kv_offload"] = "hicache"
+    elif out.get("kv_offload") is False:
+        out.pop("kv_offload")
 
 
 def _chunking_from_size(out: dict) -> None:
@@ -79,6 +121,12 @@ ENGINE = register(Engine(
                       launches=(Launch(prefix="sglang.launch_server"), Launch("sglang", ("serve", "launch_server"))),
                       worker_marks=("sglang::",), source="sgl-project/sglang python/sglang/srt/entrypoints/http_server.py"),
     knobs={
+        # Data parallelism and MoE (rules TOPO001, TOPO002): a method that balances the DP ranks on their tokens
+        # (minimum_tokens up to 0.5.7, total_tokens from 0.5.8, the tables' choices), and EPLB.
+        "dp_load_balance": (Since(None, Knob("--load-balance-method", "minimum_tokens", claims=("sglang.lb-minimum-tokens",))),
+                            Since("0.5.8", Knob("--load-balance-method", "total_tokens",
+                                                claims=("sglang.lb-total-tokens", "sglang.lb-auto-round-robin")))),
+        "enable_eplb": (Since(None, Knob("--enable-eplb", None)),),
         "compile_cache_dir": (Since(None, NoEquivalent(
             "SGLang runs torch.compile only with --enable-torch-compile; its inductor cache follows "
             "TORCHINDUCTOR_CACHE_DIR")),),
@@ -125,10 +173,14 @@ ENGINE = register(Engine(
         # Newer ServerArgs (sglang/srt/arg_groups/fields/exec_.py) turn decode CUDA graphs off with these.
         "--disable-decode-cuda-graph": ("enforce_eager", "bool"),
         "--cuda-graph-backend-decode": ("enforce_eager", "eager_if_disabled"),
+        "--load-balance-method": ("dp_load_balance", "str"), "--enable-dp-attention": ("dp_attention", "bool"),
+        "--ep-size": ("expert_parallel_size", "int"), "--expert-parallel-size": ("expert_parallel_size", "int"),
+        "--enable-eplb": ("enable_eplb", "bool"), "--disaggregation-mode": ("disaggregation_role", "str"),
+        "--disaggregation-transfer-backend": ("kv_connector", "str"), "--enable-hierarchical-cache": ("kv_offload", "bool"),
     },
     config_defaults={"tensor_parallel_size": 1, "pipeline_parallel_size": 1, "data_parallel_size": 1,
                      "enforce_eager": False, "kv_cache_dtype": "auto", "dtype": "auto", "enable_prefix_caching": True},
-    config_fixup_fn=_chunking_from_size,
+    config_fixup_fn=_sglang_fixup, topology=TOPOLOGY,
     disabling={"prefix_caching": "--disable-radix-cache", "cuda_graphs": "--disable-cuda-graph"},
     disabling_other={"cuda_graphs": "--disable-decode-cuda-graph / --cuda-graph-backend-decode disabled (newer SGLang)"},
     default_on_fn=_default_on, memory_share="static", metrics=METRICS,

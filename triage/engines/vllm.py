@@ -7,6 +7,7 @@ from triage.engines import promql as pq
 from triage.engines.base import Engine, Identity, Knob, Launch, Milestone, NoEquivalent, Since, Version
 from triage.engines.metrics import MetricMap, mean, mx, s
 from triage.engines.registry import register
+from triage.engines.topology_map import Offload, TopologyMap, Transfer
 
 _V1_ONLY = ("vllm:kv_cache_usage_perc", "vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total",
             "vllm:inter_token_latency_seconds_count", "vllm:spec_decode_num_drafts_total",
@@ -46,6 +47,61 @@ METRICS = MetricMap(
         "prefill_time_s": (v + "request_prefill_time_seconds",),
         "decode_time_s": (v + "request_decode_time_seconds",),
     })
+
+
+def _dp_balance_fix(mode: str | None, hot: str) -> tuple[str, dict[str, object]]:
+    """Rule TOPO001's fix. The API server balances the ranks itself unless --data-parallel-external-lb or
+    -hybrid-lb hands that to a router (claims vllm.dp-lb-score, vllm.dp-lb-score-0.33, vllm.dp-rank-header)."""
+    if mode in ("external", "hybrid"):
+        return (f"The ranks are balanced outside vLLM ({mode} mode): your router sends rank {hot} more than it "
+                "drains. Route on each rank's queue (vllm:num_requests_waiting per `engine`) or outstanding "
+                "requests, not in turn or by session.", {})
+    return (f"vLLM's own balancer gives each request to the rank with the fewest waiting and running requests "
+            f"unless the request names a rank (the X-data-parallel-rank header, which a router may add): look for a "
+            f"router or client that pins requests to rank {hot}, and stop it. It counts requests, not tokens: if "
+            f"rank {hot} got the long prompts, balance outside vLLM on tokens.", {"dp_external_lb": None})
+
+
+# Data parallelism, disaggregation and offload (rules TOPO001-TOPO005, docs/TOPOLOGIES.md). Every series carries
+# the labels (model_name, engine), `engine` the data-parallel rank, the KV connector's metrics too (claims
+# vllm.metrics-engine-label, vllm.kv-connector-metrics-labels).
+TOPOLOGY = TopologyMap(
+    rank_label="engine", running=v + "num_requests_running", waiting=v + "num_requests_waiting",
+    kv_usage=v + "kv_cache_usage_perc", ttft_hist=v + "time_to_first_token_seconds",
+    queue_hist=v + "request_queue_time_seconds", prefill_hist=v + "request_prefill_time_seconds",
+    transfers=(Transfer("NixlConnector", v + "nixl_xfer_time_seconds", 1.0, v + "nixl_bytes_transferred", 1.0,
+                        (v + "nixl_num_failed_transfers_total",), side="decode",
+                        claims=("vllm.nixl-xfer-metrics", "vllm.nixl-bytes-metric", "vllm.nixl-failed-transfers",
+                                "vllm.nixl-records-on-receive", "vllm.nixl-record-transfer")),),
+    offloads=(Offload("the KV connector's cache (an offload tier, or another instance)", hits=v + "external_prefix_cache_hits_total",
+                      queries=v + "external_prefix_cache_queries_total", bytes_total=v + "kv_offload_total_bytes_total",
+                      time_total_s=v + "kv_offload_total_time_total",
+                      claims=("vllm.external-prefix-cache-metrics", "vllm.kv-offload-bytes-time")),),
+    claims=("vllm.metrics-engine-label", "vllm.kv-connector-metrics-labels"),
+    default_dp_balance="internal", dp_balance_fix=_dp_balance_fix)
+
+
+def _kv_role(out: dict) -> None:
+    """--kv-transfer-config names the connector and this instance's side (kv_producer: prefill, kv_consumer:
+    decode, kv_both); --kv-offloading-backend (0.12+) turns on an offload connector (claim vllm.kv-transfer-config)."""
+    cfg = out.get("kv_transfer_config")
+    if isinstance(cfg, dict):
+        if isinstance(cfg.get("kv_connector"), str):
+            out["kv_connector"] = cfg["kv_connector"]
+        role = {"kv_producer": "prefill", "kv_consumer": "decode", "kv_both": "both"}.get(str(cfg.get("kv_role")))
+        if role and "Offload" not in str(cfg.get("kv_connector")) and "LMCache" not in str(cfg.get("kv_connector")):
+            out["disaggregation_role"] = role
+        elif cfg.get("kv_connector"):
+            out.setdefault("kv_offload", cfg["kv_connector"])
+    out.pop("kv_transfer_config", None)
+    if out.get("kv_offload_size_gib") and not out.get("kv_offload"):
+        out["kv_offload"] = "native"   # the default backend of --kv-offloading-backend
+    if out.get("dp_external_lb"):
+        out["dp_load_balance"] = "external"
+    elif out.get("dp_hybrid_lb"):
+        out["dp_load_balance"] = "hybrid"
+    out.pop("dp_external_lb", None)
+    out.pop("dp_hybrid_lb", None)
 
 
 def _minor(key: str) -> str:
@@ -136,6 +192,13 @@ ENGINE = register(Engine(
         "fast_load_format": (Since(None, Knob("--load-format", "fastsafetensors", claims=("vllm.load-formats",),
                                               note="or runai_streamer, which streams tensors concurrently")),),
         "download_dir": (Since(None, Knob("--download-dir")),),
+        # Data parallelism and MoE (rules TOPO001, TOPO002): a router that balances the ranks itself, and EPLB.
+        "dp_external_lb": (Since(None, NoEquivalent("this vLLM has no --data-parallel-external-lb (added in 0.11): "
+                                                    "its API server balances the ranks itself", ("vllm.dp-lb-score",))),
+                           Since("0.11.0", Knob("--data-parallel-external-lb", None, claims=("vllm.dp-rank-header",),
+                                                note="then each rank is its own endpoint, balanced by your router"))),
+        "enable_eplb": (Since(None, NoEquivalent("this vLLM has no --enable-eplb (added in 0.9)", ())),
+                        Since("0.9.0", Knob("--enable-eplb", None))),
         "speculative_config": (Since(None, NoEquivalent("this vLLM has no --speculative-config (added in 0.8)",
                                                         ("vllm.speculative-config-0.8",))),
                                Since("0.8.0", Knob("--speculative-config", claims=("vllm.speculative-config-0.8",)))),
@@ -156,7 +219,12 @@ ENGINE = register(Engine(
         "--enforce-eager": ("enforce_eager", "bool"), "--speculative-config": ("speculative_config", "json"),
         "--block-size": ("block_size", "int"), "--api-server-count": ("api_server_count", "int"),
         "--swap-space": ("swap_space_gib", "float"),
+        "--enable-expert-parallel": ("expert_parallel", "bool"), "-ep": ("expert_parallel", "bool"),
+        "--enable-eplb": ("enable_eplb", "bool"), "--kv-transfer-config": ("kv_transfer_config", "json"),
+        "--kv-offloading-backend": ("kv_offload", "str"), "--kv-offloading-size": ("kv_offload_size_gib", "float"),
+        "--data-parallel-external-lb": ("dp_external_lb", "bool"), "--data-parallel-hybrid-lb": ("dp_hybrid_lb", "bool"),
     },
+    config_fixup_fn=_kv_role, topology=TOPOLOGY,
     config_defaults={"tensor_parallel_size": 1, "pipeline_parallel_size": 1, "data_parallel_size": 1,
                      "enforce_eager": False, "kv_cache_dtype": "auto", "dtype": "auto", "quantization": None,
                      "speculative_config": None},

@@ -5,6 +5,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from triage.core.probe_data import ServerMetricsData, TopologyData
 from triage.core.report import Finding, FindingKind, Report, Severity
 from triage.render.fmt import md_table, num
 
@@ -23,11 +24,46 @@ def _target_line(report: Report) -> str:
     return " · ".join(bits) if bits else "no server target"
 
 
+def _payload(report: Report, cls: type) -> object | None:
+    return next((p.data for p in report.probes if p.name == cls.PROBE and isinstance(p.data, cls)), None)
+
+
+def topology_lines(report: Report) -> list[str]:
+    """The deployment's shape (docs/TOPOLOGIES.md), when it is more than one instance on its own."""
+    topo = _payload(report, TopologyData)
+    if not isinstance(topo, TopologyData) or topo.kind in (None, "single instance"):
+        return []
+    bits = [topo.kind]
+    if topo.data_parallel_size:
+        bits.append(f"{topo.data_parallel_size} ranks" + (f", {topo.dp_load_balance} balancing"
+                                                          if topo.dp_load_balance else ""))
+    if topo.role:
+        bits.append(f"this instance: {topo.role}")
+    if topo.kv_connector:
+        bits.append(f"KV connector {topo.kv_connector}")
+    if topo.kv_offload:
+        bits.append(f"offload {topo.kv_offload}")
+    if topo.expert_balancedness is not None:
+        bits.append(f"expert balance {topo.expert_balancedness:.2f}")
+    lines = ["topology: " + " · ".join(bits)]
+    metrics = _payload(report, ServerMetricsData)
+    if isinstance(metrics, ServerMetricsData) and metrics.ranks:
+        lines.append("ranks: " + " · ".join(
+            f"{r.rank}: " + ("n/a" if r.num_requests_waiting_max is None else f"{r.num_requests_waiting_max:g}")
+            + " waiting, KV "
+            + ("n/a" if r.kv_cache_usage_frac_max is None else f"{r.kv_cache_usage_frac_max:.0%}")
+            for r in metrics.ranks))
+    lines += [f"peer: {p}" for p in topo.peer_roles]
+    return lines
+
+
 def header_console(report: Report, out: Console) -> None:
     h = report.host
     gpus = ", ".join(g.name for g in h.gpus) or "no GPU seen"
     out.print(f"[bold]triage {report.kind.value}[/] — {h.hostname} ({h.cpu_model or 'unknown CPU'}, {gpus})")
     out.print(f"target: {_target_line(report)}", markup=False)
+    for line in topology_lines(report):
+        out.print(line, markup=False)
 
 
 def header_markdown(report: Report) -> str:
@@ -35,7 +71,8 @@ def header_markdown(report: Report) -> str:
     gpus = ", ".join(g.name for g in h.gpus) or "no GPU seen"
     return (f"## triage {report.kind.value}\n\n"
             f"- host: `{h.hostname}` ({h.cpu_model or 'unknown CPU'}, {gpus})\n"
-            f"- target: {_target_line(report)}\n- created: {report.created_at}")
+            f"- target: {_target_line(report)}\n- created: {report.created_at}"
+            + "".join(f"\n- {line}" for line in topology_lines(report)))
 
 
 def probes_console(report: Report, out: Console) -> None:

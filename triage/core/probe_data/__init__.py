@@ -22,16 +22,21 @@ from triage.core.probe_data.server import (
     BatchingSettings,
     EngineIdentityData,
     HistogramWindow,
+    KvOffloadWindow,
+    KvTransferWindow,
     LlamaCppSlotsData,
     ProcessInfo,
+    RankWindow,
     ServerConfigData,
     ServerMetricsData,
     ServerProcessData,
 )
+from triage.core.probe_data.topology import PeerWindow, ServerPeersData, TopologyData
 
 PAYLOAD_TYPES: dict[str, type[Payload]] = {t.PROBE: t for t in (
     GpuData, KernelLogData, CpuData, ServerProcessData, MemoryData, StorageData, NetworkData,
-    ServerMetricsData, ServerConfigData, LogsData, EngineIdentityData, PromHistoryData)}
+    ServerMetricsData, ServerConfigData, LogsData, EngineIdentityData, PromHistoryData, ServerPeersData,
+    TopologyData)}
 
 
 def read_payload(probe: str, data: Any, where: str = "probe data") -> Any:
@@ -53,4 +58,5 @@ __all__ = [
     "CpuData", "MemoryData", "NetworkData", "NumaNode", "StorageData",
     "KernelLogData", "LogsData", "StartupData", "StartupPhase", "XidEvent", "PromHistoryData",
     "BatchingSettings", "EngineIdentityData", "HistogramWindow", "LlamaCppSlotsData", "ProcessInfo", "ServerConfigData", "ServerMetricsData", "ServerProcessData",
+    "KvOffloadWindow", "KvTransferWindow", "RankWindow", "PeerWindow", "ServerPeersData", "TopologyData",
 ]

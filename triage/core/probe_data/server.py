@@ -20,6 +20,48 @@ class HistogramWindow:
 
 
 @payload
+class RankWindow:
+    """One data-parallel rank over the window, from the series whose rank label has this value."""
+
+    rank: str | None = None
+    num_requests_running: float | None = None        # at the end
+    num_requests_waiting: float | None = None        # at the end
+    num_requests_waiting_max: float | None = None    # the most over every scrape
+    kv_cache_usage_frac_max: float | None = None
+    ttft: HistogramWindow | None = None
+    queue_time: HistogramWindow | None = None
+
+
+@payload
+class KvTransferWindow:
+    """A KV connector's own transfer metrics over the window (per transfer: one request's KV, or part of it)."""
+
+    connector: str | None = None
+    side: str | None = None                          # the instance that records them: prefill | decode
+    metric: str | None = None                        # the time series read
+    num_transfers_delta: float | None = None
+    time_mean_s: float | None = None
+    time_p90_s: float | None = None
+    bytes_mean: float | None = None
+    gbytes_per_s: float | None = None                # bytes moved / seconds spent moving them
+    failures_delta: float | None = None
+
+
+@payload
+class KvOffloadWindow:
+    """A KV offload tier over the window: how often a lookup found the KV there, and the traffic it caused."""
+
+    tier: str | None = None
+    queries_delta: float | None = None               # tokens looked up in the tier
+    hits_delta: float | None = None
+    hit_rate: float | None = None                    # None without queries
+    bytes_delta: float | None = None                 # bytes moved to and from the tier
+    transfer_s_delta: float | None = None            # seconds spent moving them
+    gbytes_per_s: float | None = None                # bytes_delta over the window: the host link's load
+    used_frac: float | None = None                   # the tier's used / total capacity, at the end
+
+
+@payload
 class ServerMetricsData(Payload):
     """Two scrapes of /metrics over `window_s` (plus a few between them for the maxima), in
     engine-neutral terms. Histogram keys: ttft_s, itl_s, e2e_s, queue_time_s, prefill_time_s,
@@ -57,6 +99,14 @@ class ServerMetricsData(Payload):
     spec_decode_draft_tokens_delta: float | None = None
     spec_decode_acceptance_rate: float | None = None
     spec_decode_mean_accept_length: float | None = None   # SGLang spec_accept_length
+    # The deployment's shape (docs/TOPOLOGIES.md): per data-parallel rank when the engine labels its series by
+    # rank and there are at least two; the disaggregation role its labels name; its KV connector's transfers;
+    # its KV offload tier; the MoE experts' balance (mean/max load, 1.0 even) over the window.
+    ranks: tuple[RankWindow, ...] = ()
+    role: str | None = None
+    kv_transfer: KvTransferWindow | None = None
+    kv_offload: KvOffloadWindow | None = None
+    expert_balancedness: float | None = None
     counter_resets: tuple[str, ...] = ()              # counters that went down (server restarted)
     num_bad_lines: int | None = None                  # exposition lines the parser skipped
     num_missed_scrapes: int | None = None
@@ -92,6 +142,16 @@ class ServerConfigData(Payload):
     block_size: int | None = None
     api_server_count: int | None = None
     swap_space_gib: float | None = None
+    # The deployment's shape (docs/TOPOLOGIES.md), from the command line:
+    dp_load_balance: str | None = None               # vLLM internal|hybrid|external; SGLang --load-balance-method
+    dp_attention: bool | None = None                 # SGLang --enable-dp-attention
+    expert_parallel: bool | None = None              # vLLM --enable-expert-parallel
+    expert_parallel_size: int | None = None          # SGLang --ep-size
+    enable_eplb: bool | None = None                  # expert-parallel load balancing
+    disaggregation_role: str | None = None           # prefill | decode | both (vLLM kv_role kv_both)
+    kv_connector: str | None = None                  # vLLM kv_connector; SGLang --disaggregation-transfer-backend
+    kv_offload: str | None = None                    # vLLM native|lmcache|<offload connector>; SGLang hicache
+    kv_offload_size_gib: float | None = None
     metrics_engine: str | None = None                # "vllm" | "vllm-v0" | "sglang" | "tgi"
     cache_config: dict[str, Any] | None = None
     sources: dict[str, str] | None = None            # field -> cache_config_info|/v1/models|cmdline|default...
