@@ -6,9 +6,9 @@ from pathlib import Path
 import typer
 
 from triage.cli_support import FORMATS, console, emit, funnel
-from triage.diagnose.targets import split_urls
 from triage.core.errors import EXIT_CANNOT, EXIT_INTERRUPTED, UsageError, require_extra
 from triage.core.report import Severity
+from triage.diagnose.targets import split_urls
 
 DEFAULT_CONFIG = "triage.toml"
 
