@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Sized
 from dataclasses import dataclass
 
-from triage.reference_engine.sequence import Sequence
+from triage.reference_engine.engine.sequence import Sequence
 
 
 def _cdiv(a: int, b: int) -> int:

@@ -38,11 +38,11 @@ class EngineConfig:
     seed: int = 0
     load_format: str = "auto"
     num_threads: int | None = None      # CPU: torch intra-op threads (process-wide); None leaves torch's default
-    # With fp32 compute on a CPU: keep bf16-valued Linear weights in bf16 (kernels/bf16_weights.py). auto
+    # With fp32 compute on a CPU: keep bf16-valued Linear weights in bf16 (layers/kernels/bf16_weights.py). auto
     # measures; bf16 forces it where the weights are bf16 values; fp32 never.
     weight_storage: str = "auto"
-    # Weight-only quantization at load (quant/handlers.py): none, fp8 or int4 (group 128). On a CPU the
-    # packed-weight kernels (kernels/quant_weights.py) run it where they measure faster; the reason is in
+    # Weight-only quantization at load (layers/quant/handlers.py): none, fp8 or int4 (group 128). On a CPU the
+    # packed-weight kernels (layers/kernels/quant_weights.py) run it where they measure faster; the reason is in
     # the dtype note.
     quantization: str = "none"
 

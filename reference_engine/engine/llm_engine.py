@@ -15,19 +15,20 @@ from pathlib import Path
 import torch
 
 from triage.core.errors import EngineError
-from triage.reference_engine.attention import get_backend
-from triage.reference_engine.block_manager import BlockManager, ContiguousAllocator
-from triage.reference_engine.config import EngineConfig, ModelConfig, load_model_config, model_dir
-from triage.reference_engine.detokenizer import IncrementalDetokenizer
-from triage.reference_engine.dtype_choice import DTYPE_NAMES, TORCH_DTYPES, choose_dtype
-from triage.reference_engine.kv_cache import make_kv_format
-from triage.reference_engine.loader import build_model, safetensors_files
-from triage.reference_engine.outputs import Completion, EngineStats, RequestOutput, StepStats
-from triage.reference_engine.runner import ModelRunner
-from triage.reference_engine.sampling import SamplingParams
-from triage.reference_engine.scheduler import make_scheduler
-from triage.reference_engine.sequence import RequestTimes, Sequence
-from triage.reference_engine.tokenizer import load_tokenizer
+from triage.reference_engine.engine.block_manager import BlockManager, ContiguousAllocator
+from triage.reference_engine.engine.engine_config import EngineConfig
+from triage.reference_engine.engine.model_runner import ModelRunner
+from triage.reference_engine.engine.outputs import Completion, EngineStats, RequestOutput, StepStats
+from triage.reference_engine.engine.scheduler import make_scheduler
+from triage.reference_engine.engine.sequence import RequestTimes, Sequence
+from triage.reference_engine.host.dtype_choice import DTYPE_NAMES, TORCH_DTYPES, choose_dtype
+from triage.reference_engine.layers.attention import get_backend
+from triage.reference_engine.layers.kv_cache import make_kv_format
+from triage.reference_engine.layers.sampling_params import SamplingParams
+from triage.reference_engine.models.detokenizer import IncrementalDetokenizer
+from triage.reference_engine.models.loader import build_model, safetensors_files
+from triage.reference_engine.models.model_config import ModelConfig, load_model_config, model_dir
+from triage.reference_engine.models.tokenizer import load_tokenizer
 
 log = logging.getLogger("triage.reference_engine")
 
@@ -150,7 +151,7 @@ class LLMEngine:
         cfg, mc = self.config, self.model_config
         if self.dtype != torch.float32 or cfg.weight_storage == "fp32":
             return DTYPE_NAMES[self.dtype]
-        from triage.reference_engine.kernels.bf16_weights import (
+        from triage.reference_engine.layers.kernels.bf16_weights import (
             bf16_exact,
             choose_storage,
             kernel,
@@ -172,11 +173,11 @@ class LLMEngine:
         return "bfloat16"
 
     def _quantize(self, model):
-        """``quantization`` fp8 / int4: swap the Linear layers (quant/handlers.py) and say what runs."""
+        """``quantization`` fp8 / int4: swap the Linear layers (layers/quant/handlers.py) and say what runs."""
         scheme = self.config.quantization
         if scheme == "none":
             return None
-        from triage.reference_engine.quant import quantize_model
+        from triage.reference_engine.layers.quant import quantize_model
 
         summary = quantize_model(model, scheme)
         paths = ", ".join(f"{p}×{n}" for p, n in summary.paths.items()) or "no layer fits"

@@ -1,7 +1,7 @@
 """Turns a scheduled batch into tensors, runs the model over the KV cache, and samples.
 
 The KV cache is one tensor ``[num_layers, 2, num_blocks, block_size, num_kv_heads, head_dim]``, in the
-storage format of ``kv_format`` (kv_cache.py: plain float, or e4m3 + scale with ``head_dim + 4`` bytes). For
+storage format of ``kv_format`` (layers/kv_cache.py: plain float, or e4m3 + scale with ``head_dim + 4`` bytes). For
 the contiguous "before" layout the same shape is used with ``block_size = max_model_len`` and one
 block (slot) per sequence.
 """
@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import torch
 
-from triage.reference_engine.attention import get_backend
-from triage.reference_engine.attention.base import AttentionMetadata
-from triage.reference_engine.config import ModelConfig
-from triage.reference_engine.kv_cache import KvFormat, PlainKvFormat
-from triage.reference_engine.model import LlamaForCausalLM
-from triage.reference_engine.sampler import sample
-from triage.reference_engine.scheduler import ScheduledBatch
-from triage.reference_engine.sequence import Sequence
+from triage.reference_engine.engine.scheduler import ScheduledBatch
+from triage.reference_engine.engine.sequence import Sequence
+from triage.reference_engine.layers.attention import get_backend
+from triage.reference_engine.layers.attention.base import AttentionMetadata
+from triage.reference_engine.layers.kv_cache import KvFormat, PlainKvFormat
+from triage.reference_engine.layers.sampler import sample
+from triage.reference_engine.models.llama import LlamaForCausalLM
+from triage.reference_engine.models.model_config import ModelConfig
 
 
 class ModelRunner:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from triage.reference_engine.sequence import RequestTimes
+from triage.reference_engine.engine.sequence import RequestTimes
 
 
 @dataclass(slots=True)

@@ -19,7 +19,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from triage.reference_engine.sequence import Sequence, SequenceStatus
+from triage.reference_engine.engine.sequence import Sequence, SequenceStatus
 
 
 @dataclass(slots=True)

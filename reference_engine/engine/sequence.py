@@ -4,7 +4,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from triage.reference_engine.sampling import SamplingParams
+from triage.reference_engine.layers.sampling_params import SamplingParams
 
 
 class SequenceStatus(enum.Enum):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from triage.reference_engine.attention.base import AttentionBackend, AttentionMetadata
+from triage.reference_engine.layers.attention.base import AttentionBackend, AttentionMetadata
 
 FP8_KV_CACHE_DTYPES = ("fp8", "fp8_e4m3")
 
@@ -57,7 +57,7 @@ class Fp8KvFormat:
     def __init__(self) -> None:
         # Imported here, not at the top: the model imports this module, and quantization code stays
         # out of the model's imports unless an fp8 cache is actually asked for.
-        from triage.reference_engine.quant import kv_fp8
+        from triage.reference_engine.layers.quant import kv_fp8
 
         self._codec = kv_fp8
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from triage.reference_engine.sampling import SamplingParams
+from triage.reference_engine.layers.sampling_params import SamplingParams
 
 
 def top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:

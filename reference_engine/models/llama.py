@@ -16,9 +16,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from triage.core.errors import EngineError
-from triage.reference_engine.attention.base import AttentionBackend, AttentionMetadata
-from triage.reference_engine.config import ModelConfig
-from triage.reference_engine.kv_cache import KvFormat, PlainKvFormat
+from triage.reference_engine.layers.attention.base import AttentionBackend, AttentionMetadata
+from triage.reference_engine.layers.kv_cache import KvFormat, PlainKvFormat
+from triage.reference_engine.models.model_config import ModelConfig
 
 
 class RMSNorm(nn.Module):
@@ -163,7 +163,7 @@ class LlamaForCausalLM(nn.Module):
                       slot_mapping: torch.Tensor | None = None,
                       backend: AttentionBackend | None = None, kv_format: KvFormat = _PLAIN_KV) -> torch.Tensor:
         """``input_ids``/``positions``: ``[T]``. ``kv_caches``: ``[L, 2, blocks, block_size, H_kv, d]``
-        stored as ``kv_format`` says (kv_cache.py)."""
+        stored as ``kv_format`` says (layers/kv_cache.py)."""
         x = self.model.embed_tokens(input_ids)
         cos, sin = self.model.rotary_emb(positions)
         for i, layer in enumerate(self.model.layers):

@@ -10,9 +10,9 @@ from pathlib import Path
 import torch
 
 from triage.core.errors import EngineError
-from triage.reference_engine.config import ModelConfig
-from triage.reference_engine.dtype_choice import DTYPE_NAMES, TORCH_DTYPES  # noqa: F401  (DTYPE_NAMES re-exported)
-from triage.reference_engine.model import LlamaForCausalLM, hf_state_dict, rope_inv_freq
+from triage.reference_engine.host.dtype_choice import DTYPE_NAMES, TORCH_DTYPES  # noqa: F401  (DTYPE_NAMES re-exported)
+from triage.reference_engine.models.llama import LlamaForCausalLM, hf_state_dict, rope_inv_freq
+from triage.reference_engine.models.model_config import ModelConfig
 
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 

@@ -6,7 +6,7 @@ live in ``engine/engine_config.py``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +91,7 @@ PRESETS: dict[str, ModelConfig] = {
                         max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=10000.0,
                         tie_word_embeddings=False, bos_token_id=256, eos_token_id=257, name="tiny"),
     # CPU benchmarks: about 100M parameters, declared bfloat16 like the public checkpoints, so that the
-    # engine measures bf16 against an exact fp32 upcast (dtype_choice.py); its generated weights are bf16 values.
+    # engine measures bf16 against an exact fp32 upcast (host/dtype_choice.py); its generated weights are bf16 values.
     "small": ModelConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
                          num_attention_heads=12, num_key_value_heads=4, head_dim=64,
                          max_position_embeddings=8192, rms_norm_eps=1e-5, rope_theta=10000.0,

@@ -25,7 +25,7 @@ import httpx
 from triage.core.errors import EngineError
 from triage.core.redact import redact_text
 
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]   # the repository root: reference_engine/serve/launcher.py
 DEFAULT_STARTUP_TIMEOUT_S = 180.0
 _BIND_RETRIES = 3
 _LIVE: set[ServerHandle] = set()

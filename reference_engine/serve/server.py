@@ -23,17 +23,17 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from triage import __version__
 from triage.core.errors import EngineError, UsageError
-from triage.reference_engine import server_protocol as proto
-from triage.reference_engine.server_metrics import ServerMetrics
-from triage.reference_engine.server_protocol import ApiError, Usage
-from triage.reference_engine.server_startup import (
+from triage.reference_engine.serve import server_protocol as proto
+from triage.reference_engine.serve.server_metrics import ServerMetrics
+from triage.reference_engine.serve.server_protocol import ApiError, Usage
+from triage.reference_engine.serve.server_startup import (
     bind_socket,
     cache_config_info,
     configure_logging,
     log_startup,
     safe_argv,
 )
-from triage.reference_engine.server_worker import EngineFailure, EngineWorker, SamplingRequest
+from triage.reference_engine.serve.server_worker import EngineFailure, EngineWorker, SamplingRequest
 
 log = logging.getLogger("triage.serve")
 
@@ -319,7 +319,7 @@ def run_server(engine_config: Any, options: ServerOptions) -> int:
     host, port = sock.getsockname()[:2]
     try:
         log.info("%s %s: %s", ENGINE_NAME, __version__, " ".join(safe_argv()))
-        from triage.reference_engine.engine import LLMEngine
+        from triage.reference_engine.engine.llm_engine import LLMEngine
         started_s = time.monotonic()
         try:
             engine = LLMEngine(engine_config)

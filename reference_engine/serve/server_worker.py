@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from triage.core.errors import TriageError
-from triage.reference_engine.sampling import SamplingParams
-from triage.reference_engine.server_metrics import EngineCounters, FinishedRequest, ServerMetrics
-from triage.reference_engine.server_protocol import ApiError
+from triage.reference_engine.layers.sampling_params import SamplingParams
+from triage.reference_engine.serve.server_metrics import EngineCounters, FinishedRequest, ServerMetrics
+from triage.reference_engine.serve.server_protocol import ApiError
 
 log = logging.getLogger("triage.serve")
 

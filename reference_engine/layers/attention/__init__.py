@@ -8,10 +8,10 @@ import logging
 from collections.abc import Callable
 
 from triage.core.errors import EngineError
-from triage.reference_engine.attention.base import AttentionBackend, AttentionMetadata
-from triage.reference_engine.attention.naive import NaiveAttention
-from triage.reference_engine.attention.sdpa import SdpaAttention
-from triage.reference_engine.attention.tiled import TiledAttention
+from triage.reference_engine.layers.attention.base import AttentionBackend, AttentionMetadata
+from triage.reference_engine.layers.attention.naive import NaiveAttention
+from triage.reference_engine.layers.attention.sdpa import SdpaAttention
+from triage.reference_engine.layers.attention.tiled import TiledAttention
 
 log = logging.getLogger("triage.reference_engine")
 
@@ -41,7 +41,7 @@ def _register_gpu_backends(device: str) -> None:
     guarded: without triton or a GPU this registers nothing, and ``triton`` is never imported on CPU."""
     if "triton" in _FACTORIES:
         return
-    from triage.reference_engine.attention.triton_backend import register_triton_backend
+    from triage.reference_engine.layers.attention.triton_backend import register_triton_backend
 
     reason = register_triton_backend(device)
     if reason is not None:

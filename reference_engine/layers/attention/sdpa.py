@@ -12,7 +12,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from triage.reference_engine.attention.base import AttentionMetadata, gather_kv, lower_right_causal_mask
+from triage.reference_engine.layers.attention.base import (
+    AttentionMetadata,
+    gather_kv,
+    lower_right_causal_mask,
+)
 
 DECODE_BUCKET_FILL = 0.75
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from triage.reference_engine.attention.base import (
+from triage.reference_engine.layers.attention.base import (
     AttentionMetadata,
     gather_kv,
     lower_right_causal_mask,

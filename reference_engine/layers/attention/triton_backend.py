@@ -11,9 +11,9 @@ import itertools
 
 import torch
 
-from triage.reference_engine.attention.base import AttentionMetadata
-from triage.reference_engine.attention.sdpa import SdpaAttention
-from triage.reference_engine.attention.triton_support import triton_unavailable_reason
+from triage.reference_engine.layers.attention.base import AttentionMetadata
+from triage.reference_engine.layers.attention.sdpa import SdpaAttention
+from triage.reference_engine.layers.attention.triton_support import triton_unavailable_reason
 
 
 def _kernel_fits(block_size: int) -> bool:
@@ -31,7 +31,7 @@ class TritonPagedAttention:
         starts = list(itertools.accumulate(meta.q_lens, initial=0))
         if not _kernel_fits(meta.block_size) or starts[:-1] != list(meta.q_starts):
             return self._fallback(q, k_cache, v_cache, meta, scale)
-        from triage.reference_engine.attention.triton_paged import paged_attention
+        from triage.reference_engine.layers.attention.triton_paged import paged_attention
 
         dev = q.device
         cu = torch.tensor(starts, dtype=torch.int32, device=dev)
@@ -45,7 +45,7 @@ def register_triton_backend(device: str = "cuda") -> str | None:
     reason = triton_unavailable_reason(device)
     if reason is not None:
         return reason
-    from triage.reference_engine.attention import register_backend
+    from triage.reference_engine.layers.attention import register_backend
 
     register_backend("triton", TritonPagedAttention, prefer_on="cuda" if device.startswith("cuda") else None)
     return None

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from triage.reference_engine.attention.triton_support import triton_unavailable_reason
+from triage.reference_engine.layers.attention.triton_support import triton_unavailable_reason
 
 
 def time_prefill_vs_sdpa(seq_len: int = 8192, num_heads: int = 32, num_kv_heads: int = 8, head_dim: int = 128,
@@ -15,7 +15,7 @@ def time_prefill_vs_sdpa(seq_len: int = 8192, num_heads: int = 32, num_kv_heads:
         return {"skipped": reason or "the timing comparison needs a CUDA device"}
     import torch.nn.functional as F
 
-    from triage.reference_engine.attention.triton_prefill import flash_attention_prefill
+    from triage.reference_engine.layers.attention.triton_prefill import flash_attention_prefill
 
     q = torch.randn(1, num_heads, seq_len, head_dim, device=device, dtype=dtype)
     k = torch.randn(1, num_kv_heads, seq_len, head_dim, device=device, dtype=dtype)

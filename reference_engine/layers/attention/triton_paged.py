@@ -21,8 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
-from triage.reference_engine.attention.triton_softmax import online_softmax_step
-from triage.reference_engine.attention.triton_support import check_device
+from triage.reference_engine.layers.attention.triton_softmax import online_softmax_step
+from triage.reference_engine.layers.attention.triton_support import check_device
 
 
 @triton.jit

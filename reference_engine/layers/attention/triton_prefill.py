@@ -7,7 +7,7 @@ accumulator when the max grows, and stops at the causal diagonal so the S×S sco
 exists in memory.
 
 Importing this module needs triton; callers guard with ``triton_available()`` from
-reference_engine.attention.triton_support.
+reference_engine.layers.attention.triton_support.
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import torch
 import triton
 import triton.language as tl
 
-from triage.reference_engine.attention.triton_softmax import online_softmax_step
-from triage.reference_engine.attention.triton_support import check_device
+from triage.reference_engine.layers.attention.triton_softmax import online_softmax_step
+from triage.reference_engine.layers.attention.triton_support import check_device
 
 
 @triton.jit

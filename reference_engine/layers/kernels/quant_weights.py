@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from triage.reference_engine.kernels.bf16_weights import _time_s, build_extension
+from triage.reference_engine.layers.kernels.bf16_weights import _time_s, build_extension
 
 log = logging.getLogger(__name__)
 
@@ -121,14 +121,14 @@ class Fp8KernelLinear(nn.Module):
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, isa: int, per_tensor: bool = False) -> Fp8KernelLinear:
-        from triage.reference_engine.quant.fp8 import FP8_DTYPE, FP8_MAX
+        from triage.reference_engine.layers.quant.fp8 import FP8_DTYPE, FP8_MAX
 
         w = linear.weight.detach().float()
         if per_tensor:
             scale = (w.abs().amax() / FP8_MAX).clamp(min=1e-12).reshape(1)
             q = (w / scale).clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
         else:
-            from triage.reference_engine.quant.fp8 import quantize_fp8_per_channel
+            from triage.reference_engine.layers.quant.fp8 import quantize_fp8_per_channel
 
             q, scale = quantize_fp8_per_channel(w)
         return cls(q, scale, linear.bias, isa)
@@ -176,7 +176,7 @@ class Int4KernelLinear(nn.Module):
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, isa: int, group_size: int = 128, symmetric: bool = False):
-        from triage.reference_engine.quant.int4 import quantize_int4_groupwise
+        from triage.reference_engine.layers.quant.int4 import quantize_int4_groupwise
 
         return cls(quantize_int4_groupwise(linear.weight, group_size, symmetric=symmetric), linear.bias, isa,
                    symmetric)

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from triage.core.errors import EngineError
-from triage.reference_engine.quant.int4 import SUPPORTED_GROUP_SIZES, Int4Weights
+from triage.reference_engine.layers.quant.int4 import SUPPORTED_GROUP_SIZES, Int4Weights
 
 AWQ_PACK_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
 _SHIFTS = torch.arange(0, 32, 4, dtype=torch.int32)  # nibble i lives at bits 4i..4i+3

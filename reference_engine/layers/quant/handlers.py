@@ -10,16 +10,16 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from triage.reference_engine.kernels.quant_weights import (
+from triage.reference_engine.layers.kernels.quant_weights import (
     ISA_NAMES,
     Fp8KernelLinear,
     Int4KernelLinear,
     KernelChoice,
     choose_cpu_kernel,
 )
-from triage.reference_engine.quant.awq_gptq import ImportedCheckpoint, QuantCheckpointError
-from triage.reference_engine.quant.fp8 import Fp8Linear
-from triage.reference_engine.quant.int4 import Int4Linear, choose_int4_path
+from triage.reference_engine.layers.quant.awq_gptq import ImportedCheckpoint, QuantCheckpointError
+from triage.reference_engine.layers.quant.fp8 import Fp8Linear
+from triage.reference_engine.layers.quant.int4 import Int4Linear, choose_int4_path
 
 SkipFn = Callable[[str, nn.Linear], bool]
 CPU_KERNEL_MODES = ("auto", "on", "off")
@@ -79,7 +79,7 @@ def _set_module(model: nn.Module, name: str, module: nn.Module) -> None:
 
 
 def _linears(model: nn.Module) -> list[tuple[str, nn.Linear]]:
-    from triage.reference_engine.kernels.bf16_weights import Bf16StoredLinear
+    from triage.reference_engine.layers.kernels.bf16_weights import Bf16StoredLinear
 
     for n, m in list(model.named_modules()):
         if isinstance(m, Bf16StoredLinear):      # bf16-stored fp32 layers quantize from their exact fp32 values
@@ -180,7 +180,7 @@ class Int4WeightOnlyHandler(_Handler):
 
     def _make(self, linear: nn.Linear) -> nn.Module:
         if linear.weight.device.type == "cuda" and self._triton(linear):
-            from triage.reference_engine.quant.int4_triton import Int4TritonLinear
+            from triage.reference_engine.layers.quant.int4_triton import Int4TritonLinear
 
             return Int4TritonLinear.from_linear(linear, self.group_size, symmetric=self.symmetric)
         layer = Int4Linear.from_linear(linear, self.group_size, path=self.path)
@@ -189,7 +189,7 @@ class Int4WeightOnlyHandler(_Handler):
 
     def _triton(self, linear: nn.Linear) -> bool:
         """The Triton kernel: when asked for, or where tinygemm's CUDA kernel does not take the shape."""
-        from triage.reference_engine.attention.triton_support import triton_unavailable_reason
+        from triage.reference_engine.layers.attention.triton_support import triton_unavailable_reason
 
         if self.path == "triton":
             return True
@@ -262,17 +262,3 @@ def apply_imported_checkpoint(model: nn.Module, ckpt: ImportedCheckpoint,
         raise QuantCheckpointError(f"model tensors the checkpoint lacks: {missing[:5]}")
     return QuantSummary(QuantScheme.INT4, len(ckpt.linears), 0, before, model_weight_bytes(model), dict(paths),
                         ckpt.config.group_size)
-
-
-def load_quantized_engine(path: str, **engine_config):
-    """An LLMEngine serving a local GPTQ/AWQ checkpoint: the engine is built from the directory's
-    config.json with placeholder weights, then every packed layer is swapped for an Int4Linear and
-    the dense tensors (embeddings, norms, an unquantized head) are loaded. Returns (engine, summary)."""
-    from triage.reference_engine.config import EngineConfig
-    from triage.reference_engine.engine import LLMEngine
-    from triage.reference_engine.quant.awq_gptq import load_quantized_checkpoint
-
-    ckpt = load_quantized_checkpoint(path)
-    engine = LLMEngine(EngineConfig(model=str(path), load_format="dummy", **engine_config))
-    summary = apply_imported_checkpoint(engine.runner.model, ckpt)
-    return engine, summary

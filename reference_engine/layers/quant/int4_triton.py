@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 from torch import nn
 
-from triage.reference_engine.kernels.quant_weights import pack_int4
+from triage.reference_engine.layers.kernels.quant_weights import pack_int4
 
 
 @triton.jit
@@ -87,7 +87,7 @@ class Int4TritonLinear(nn.Module):
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, group_size: int = 128, symmetric: bool = False) -> Int4TritonLinear:
-        from triage.reference_engine.quant.int4 import quantize_int4_groupwise
+        from triage.reference_engine.layers.quant.int4 import quantize_int4_groupwise
 
         return cls(quantize_int4_groupwise(linear.weight, group_size, symmetric=symmetric), linear.bias,
                    linear.weight.device, symmetric)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from triage.reference_engine.quant.fp8 import FP8_DTYPE, FP8_MAX
+from triage.reference_engine.layers.quant.fp8 import FP8_DTYPE, FP8_MAX
 
 _MIN_SCALE = 1e-12
 SCALE_BYTES = 4
