@@ -110,55 +110,68 @@ class _SchedulerBase:
 class ContinuousScheduler(_SchedulerBase):
     def schedule(self) -> ScheduledBatch:
         batch = ScheduledBatch()
+        budget = self._schedule_running(batch)
+        if not batch.preempted:
+            self._admit_waiting(batch, budget)
+        return batch
+
+    def _schedule_running(self, batch: ScheduledBatch) -> int:
+        """Running sequences first, oldest first; returns the token budget left for waiting ones."""
         budget = self.max_num_batched_tokens
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
-            num_new = seq.num_tokens - seq.num_computed_tokens
-            if num_new > budget:
-                if not self.enable_chunked_prefill:
-                    i += 1
-                    continue
-                num_new = budget
-            self_preempted = False
-            while not self.allocator.allocate_slots(seq, num_new):
-                victim = self.running.pop()
-                self._preempt(victim)
-                batch.preempted.append(victim)
-                if victim is seq:
-                    self_preempted = True
-                    break
-            if self_preempted:
+            num_new = self._fit(seq.num_tokens - seq.num_computed_tokens, budget)
+            if num_new is None:
+                i += 1
+                continue
+            if not self._allocate_or_preempt(seq, num_new, batch):
                 break
             batch.add(seq, num_new)
             budget -= num_new
             i += 1
+        return budget
 
-        if batch.preempted:
-            return batch
+    def _admit_waiting(self, batch: ScheduledBatch, budget: int) -> None:
+        """Admit waiting sequences in order while the cap, the budget and the KV cache allow."""
         while self.waiting and len(self.running) < self.max_num_seqs and budget > 0:
             seq = self.waiting[0]
             computed = self.allocator.get_computed_blocks(seq)
             num_cached = len(computed) * self.allocator.block_size
-            num_new = seq.num_tokens - num_cached
-            if num_new > budget:
-                if not self.enable_chunked_prefill:
-                    break
-                num_new = budget
-            if not self.allocator.allocate_slots(seq, num_new, computed):
+            num_new = self._fit(seq.num_tokens - num_cached, budget)
+            if num_new is None or not self.allocator.allocate_slots(seq, num_new, computed):
                 break
             self.waiting.popleft()
-            if self.allocator.enable_prefix_caching:
-                self.counters.prefix_cache_queries_total += seq.num_tokens
-                self.counters.prefix_cache_hits_total += num_cached
-            if seq.times.scheduled_s is None:
-                seq.num_cached_tokens = num_cached
-            seq.num_computed_tokens = num_cached
-            self._mark_scheduled(seq)
-            self.running.append(seq)
+            self._start(seq, num_cached)
             batch.add(seq, num_new)
             budget -= num_new
-        return batch
+
+    def _fit(self, num_new: int, budget: int) -> int | None:
+        """Tokens to run under ``budget``: all of them, a chunk (chunked prefill), or None if they do not fit."""
+        if num_new <= budget:
+            return num_new
+        return budget if self.enable_chunked_prefill else None
+
+    def _allocate_or_preempt(self, seq: Sequence, num_new: int, batch: ScheduledBatch) -> bool:
+        """Make KV room for ``seq`` by preempting the newest running sequences; False if ``seq`` itself went."""
+        while not self.allocator.allocate_slots(seq, num_new):
+            victim = self.running.pop()
+            self._preempt(victim)
+            batch.preempted.append(victim)
+            if victim is seq:
+                return False
+        return True
+
+    def _start(self, seq: Sequence, num_cached: int) -> None:
+        """An admitted sequence starts running after its ``num_cached`` prefix-cached tokens."""
+        if self.allocator.enable_prefix_caching:
+            self.counters.prefix_cache_queries_total += seq.num_tokens
+            self.counters.prefix_cache_hits_total += num_cached
+        if seq.times.scheduled_s is None:
+            seq.num_cached_tokens = num_cached
+        seq.num_computed_tokens = num_cached
+        self._mark_scheduled(seq)
+        self.running.append(seq)
 
     def _preempt(self, seq: Sequence) -> None:
         self.allocator.free(seq)
