@@ -70,7 +70,14 @@ def create_app(worker: EngineWorker, model: ServedModel, metrics: ServerMetrics 
     """The FastAPI app over a started EngineWorker. Pure wiring: no engine calls on the loop."""
     app = FastAPI(title=f"{ENGINE_NAME} OpenAI-compatible server", version=__version__,
                   docs_url=None, redoc_url=None, openapi_url=None)
-    api_key = options.api_key
+    _add_error_handlers(app)
+    _add_info_routes(app, worker, model, metrics, options)
+    _add_generation_routes(app, worker, model, options)
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every error leaves as an OpenAI-shaped error body."""
 
     @app.exception_handler(ApiError)
     async def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
@@ -88,34 +95,41 @@ def create_app(worker: EngineWorker, model: ServedModel, metrics: ServerMetrics 
         return JSONResponse(proto.error_body(500, f"internal error: {type(exc).__name__}",
                                              "internal_server_error"), status_code=500)
 
-    def check_auth(request: Request) -> None:
-        if api_key is None:
-            return
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
-            raise ApiError(401, "Incorrect or missing API key: send `Authorization: Bearer <key>`.",
-                           err_type="authentication_error")
 
-    async def read_body(request: Request) -> bytes:
-        limit = options.max_request_body_bytes
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise ApiError(413, f"request body is {int(declared)} bytes; this server accepts at most "
-                                f"{limit} (--max-request-body-bytes)", err_type="request_too_large")
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise ApiError(413, f"request body exceeds {limit} bytes (--max-request-body-bytes)",
-                               err_type="request_too_large")
-            chunks.append(chunk)
-        return b"".join(chunks)
+def _check_auth(request: Request, api_key: str | None) -> None:
+    if api_key is None:
+        return
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
+        raise ApiError(401, "Incorrect or missing API key: send `Authorization: Bearer <key>`.",
+                       err_type="authentication_error")
 
-    def check_model(name: str | None) -> None:
-        if name is not None and name != model.name:
-            raise ApiError(404, f"The model `{name}` does not exist. This server serves `{model.name}`.",
-                           err_type="not_found_error", param="model")
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"request body is {int(declared)} bytes; this server accepts at most "
+                            f"{limit} (--max-request-body-bytes)", err_type="request_too_large")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"request body exceeds {limit} bytes (--max-request-body-bytes)",
+                           err_type="request_too_large")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _check_model(name: str | None, model: ServedModel) -> None:
+    if name is not None and name != model.name:
+        raise ApiError(404, f"The model `{name}` does not exist. This server serves `{model.name}`.",
+                       err_type="not_found_error", param="model")
+
+
+def _add_info_routes(app: FastAPI, worker: EngineWorker, model: ServedModel, metrics: ServerMetrics | None,
+                     options: ServerOptions) -> None:
+    """/health, /version, /metrics and /v1/models."""
 
     @app.get("/health")
     async def health() -> Response:
@@ -135,17 +149,21 @@ def create_app(worker: EngineWorker, model: ServedModel, metrics: ServerMetrics 
 
     @app.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:
-        check_auth(request)
+        _check_auth(request, options.api_key)
         return {"object": "list", "data": [{
             "id": model.name, "object": "model", "created": model.created, "owned_by": ENGINE_NAME,
             "root": model.root, "parent": None, "max_model_len": model.max_model_len, "permission": [],
         }]}
 
+
+def _add_generation_routes(app: FastAPI, worker: EngineWorker, model: ServedModel, options: ServerOptions) -> None:
+    """/v1/completions and /v1/chat/completions."""
+
     async def parse(request: Request, kind: type) -> Any:
         """Authorize, read and validate one generation request (ApiError -> its status)."""
-        check_auth(request)
-        req = proto.parse_request(await read_body(request), kind)
-        check_model(req.model)
+        _check_auth(request, options.api_key)
+        req = proto.parse_request(await _read_body(request, options.max_request_body_bytes), kind)
+        _check_model(req.model, model)
         req.check_supported()
         if options.inject_delay_ms > 0:
             await asyncio.sleep(options.inject_delay_ms / 1000.0)
@@ -166,8 +184,6 @@ def create_app(worker: EngineWorker, model: ServedModel, metrics: ServerMetrics 
         prompt = proto.render_chat(req.messages)
         return await _generate(request, worker, model, req, prompt, req.effective_max_tokens(),
                                arrival_s, chat=True)
-
-    return app
 
 
 async def _generate(request: Request, worker: EngineWorker, model: ServedModel, req: Any,
