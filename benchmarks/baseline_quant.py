@@ -36,10 +36,10 @@ from triage.baseline.host_bandwidth import host_bandwidth  # noqa: E402
 from triage.baseline.workloads import Driver, greedy, synthetic_prompt  # noqa: E402
 from triage.core.roofline import decode_tokens_per_s_bound  # noqa: E402
 from triage.reference_engine import EngineConfig, LLMEngine  # noqa: E402
-from triage.reference_engine.kernels import quant_weights as qw  # noqa: E402
-from triage.reference_engine.kernels.bf16_weights import _time_s  # noqa: E402
-from triage.reference_engine.quant import model_weight_bytes, quantize_model  # noqa: E402
-from triage.reference_engine.threads import fit_num_threads  # noqa: E402
+from triage.reference_engine.host.threads import fit_num_threads  # noqa: E402
+from triage.reference_engine.layers.kernels import quant_weights as qw  # noqa: E402
+from triage.reference_engine.layers.kernels.bf16_weights import _time_s  # noqa: E402
+from triage.reference_engine.layers.quant import model_weight_bytes, quantize_model  # noqa: E402
 
 PROMPT_TOKENS = 32
 WARM_STEPS = 2
@@ -142,7 +142,7 @@ def bench_decode(rounds: int, steps: int, batches: list[int]) -> tuple[dict, dic
 
 def bench_layers() -> list[dict]:
     module = qw.kernel()[0]
-    from triage.reference_engine.kernels.bf16_weights import kernel as bf16_kernel
+    from triage.reference_engine.layers.kernels.bf16_weights import kernel as bf16_kernel
 
     bk = bf16_kernel()[0]
     isas = [0, 1] if module.avx512_supported() else [0]

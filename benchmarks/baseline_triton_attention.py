@@ -16,7 +16,7 @@ if str(REPO) not in sys.path:
 
 import torch  # noqa: E402
 
-from triage.reference_engine.attention.triton_bench import time_prefill_vs_sdpa  # noqa: E402
+from triage.reference_engine.layers.attention.triton_bench import time_prefill_vs_sdpa  # noqa: E402
 
 
 def main() -> None:

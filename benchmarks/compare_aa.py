@@ -48,7 +48,7 @@ DEFAULT_RUNS = "/tmp/triage_compare_aa_runs"
 
 
 def collect(runs_dir: Path, delays: list[float], rounds: int) -> dict[float, list[Path]]:
-    from triage.reference_engine.launcher import start_reference_server
+    from triage.reference_engine.serve.launcher import start_reference_server
 
     runs_dir.mkdir(parents=True, exist_ok=True)
     out: dict[float, list[Path]] = {d: [] for d in [0.0, *delays]}

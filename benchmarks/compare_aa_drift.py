@@ -61,7 +61,7 @@ def _burn_halfway(startup_s: float, span_s: float) -> tuple[threading.Thread, li
 
 
 def collect(runs_dir: Path, pairs: int) -> dict[str, list[tuple[Path, Path, float]]]:
-    from triage.reference_engine.launcher import start_reference_server
+    from triage.reference_engine.serve.launcher import start_reference_server
 
     runs_dir.mkdir(parents=True, exist_ok=True)
     out: dict[str, list[tuple[Path, Path, float]]] = {o: [] for o in ORDERS}

@@ -104,7 +104,7 @@ def main() -> None:
                            "meets_target": min(version) <= 0.3},
     }
     if not args.no_server:
-        from triage.reference_engine.launcher import start_reference_server
+        from triage.reference_engine.serve.launcher import start_reference_server
 
         server = start_reference_server("tiny", extra_args=("--seed", "0"), startup_timeout_s=300)
         try:

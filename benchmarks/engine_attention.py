@@ -26,8 +26,8 @@ def child(backend: str, n: int, heads: int, kv_heads: int, head_dim: int, thread
 
     import torch
 
-    from triage.reference_engine.attention import get_backend
-    from triage.reference_engine.attention.base import AttentionMetadata
+    from triage.reference_engine.layers.attention import get_backend
+    from triage.reference_engine.layers.attention.base import AttentionMetadata
 
     torch.set_num_threads(threads)
     block_size = 16

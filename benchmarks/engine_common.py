@@ -54,7 +54,7 @@ def parser(name: str, description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / f"{name}.json",
                    help="where to write the JSON result (default: %(default)s)")
-    from triage.reference_engine.threads import fit_num_threads
+    from triage.reference_engine.host.threads import fit_num_threads
 
     p.add_argument("--threads", type=int, default=fit_num_threads()[0],
                    help="torch intra-op threads (default: %(default)s, what fits this host now: one core left "

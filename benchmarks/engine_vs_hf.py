@@ -39,7 +39,7 @@ def build(args):
         tie_word_embeddings=mc.tie_word_embeddings, bos_token_id=mc.bos_token_id, eos_token_id=mc.eos_token_id,
         pad_token_id=0)
     hf = transformers.LlamaForCausalLM(hf_cfg).to(engine.dtype).eval()
-    from triage.reference_engine.model import hf_state_dict
+    from triage.reference_engine.models.llama import hf_state_dict
 
     missing, unexpected = hf.load_state_dict(hf_state_dict(engine.runner.model), strict=False)
     tied = {"lm_head.weight"} if mc.tie_word_embeddings else set()

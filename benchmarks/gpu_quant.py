@@ -40,8 +40,8 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA device", file=sys.stderr)
         return 2
-    from triage.reference_engine.quant.fp8 import Fp8Linear
-    from triage.reference_engine.quant.int4_triton import Int4TritonLinear
+    from triage.reference_engine.layers.quant.fp8 import Fp8Linear
+    from triage.reference_engine.layers.quant.int4_triton import Int4TritonLinear
 
     cc = torch.cuda.get_device_capability()
     rows = []

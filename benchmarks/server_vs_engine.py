@@ -29,10 +29,10 @@ sys.path.insert(0, str(REPO))
 import httpx  # noqa: E402
 import psutil  # noqa: E402
 
-from triage.reference_engine.config import EngineConfig  # noqa: E402
-from triage.reference_engine.engine import LLMEngine  # noqa: E402
-from triage.reference_engine.launcher import start_reference_server  # noqa: E402
-from triage.reference_engine.sampling import SamplingParams  # noqa: E402
+from triage.reference_engine.engine.engine_config import EngineConfig  # noqa: E402
+from triage.reference_engine.engine.llm_engine import LLMEngine  # noqa: E402
+from triage.reference_engine.layers.sampling_params import SamplingParams  # noqa: E402
+from triage.reference_engine.serve.launcher import start_reference_server  # noqa: E402
 
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "server_vs_engine.json"
 

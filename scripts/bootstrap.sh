@@ -53,8 +53,8 @@ pip_install -e ".[dev]"
 # The reference engine's bf16-weight and fp8/int4 CPU kernels compile once (~30 s each) and are cached under
 # ~/.cache: build them now so that the first `triage baseline` or `serve` does not pay for it. Failure is fine
 # (fp32 weights; the quantized layers keep torch's paths and say so).
-"$VENV/bin/python" -c "from triage.reference_engine.kernels.bf16_weights import kernel; m, why = kernel(); \
+"$VENV/bin/python" -c "from triage.reference_engine.layers.kernels.bf16_weights import kernel; m, why = kernel(); \
 print('bootstrap: bf16-weight kernel', 'ready' if m else f'not built: {why}')" >&2 || true
-"$VENV/bin/python" -c "from triage.reference_engine.kernels.quant_weights import kernel; m, why = kernel(); \
+"$VENV/bin/python" -c "from triage.reference_engine.layers.kernels.quant_weights import kernel; m, why = kernel(); \
 print('bootstrap: fp8/int4 weight kernel', 'ready' if m else f'not built: {why}')" >&2 || true
 echo "$want" > "$stamp"

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from triage.reference_engine.launcher import start_reference_server  # noqa: E402
+from triage.reference_engine.serve.launcher import start_reference_server  # noqa: E402
 
 # Each flag is a mistake the diagnosis should name: 40 KV blocks of 16 tokens cannot hold one
 # 1024-token request (QUANT002) and force preemptions under load (KV002), max_model_len is far

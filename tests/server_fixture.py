@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from triage.reference_engine.launcher import ServerHandle, start_reference_server
+from triage.reference_engine.serve.launcher import ServerHandle, start_reference_server
 
 # A 1 MiB body limit keeps the 413 path cheap to reach; the tiny preset starts in seconds.
 REFERENCE_SERVER_ARGS = ("--max-request-body-bytes", "1048576", "--max-num-seqs", "64", "--seed", "0")

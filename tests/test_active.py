@@ -125,7 +125,7 @@ def test_memory_probe_and_baseline_use_the_one_host_implementation(monkeypatch):
 
 def test_baseline_microbench_takes_the_host_function():
     from triage.baseline.host_bandwidth import host_bandwidth
-    from triage.reference_engine.microbench import run_microbench
+    from triage.reference_engine.host.microbench import run_microbench
 
     r = run_microbench(["cpu"], quick=True, buffer_bytes=16 * MIB, matmul_n=64, host_bandwidth=host_bandwidth)
     assert "triage.probes.active.host_memory" in r.bandwidth[0].method

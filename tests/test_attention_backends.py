@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from triage.core.errors import EngineError
-from triage.reference_engine.attention import available_backends, get_backend
-from triage.reference_engine.attention.base import AttentionMetadata, lower_right_causal_mask
-from triage.reference_engine.attention.tiled import TiledAttention
+from triage.reference_engine.layers.attention import available_backends, get_backend
+from triage.reference_engine.layers.attention.base import AttentionMetadata, lower_right_causal_mask
+from triage.reference_engine.layers.attention.tiled import TiledAttention
 
 BACKENDS = ["naive", "tiled", "sdpa"]
 
@@ -132,8 +132,8 @@ def test_registry_auto_and_unknown():
 
 
 def test_auto_on_cuda_picks_triton_when_it_can_run_and_cpu_never_does(monkeypatch):
-    import triage.reference_engine.attention as attention
-    import triage.reference_engine.attention.triton_backend as triton_backend
+    import triage.reference_engine.layers.attention as attention
+    import triage.reference_engine.layers.attention.triton_backend as triton_backend
 
     monkeypatch.setattr(attention, "_FACTORIES", dict(attention._FACTORIES))
     monkeypatch.setattr(attention, "_AUTO_ORDER", {k: list(v) for k, v in attention._AUTO_ORDER.items()})

@@ -101,7 +101,7 @@ def test_quantized_weights_are_smaller_and_their_error_is_reported(tiny_section)
 @pytest.mark.slow
 def test_fp8_kv_cache_row_counts_bytes_per_token(tiny_section):
     row = _rows(tiny_section)["kv-fp8"]
-    from triage.reference_engine.config import PRESETS
+    from triage.reference_engine.models.model_config import PRESETS
 
     mc = PRESETS["tiny"]
     per_layer_heads = 2 * mc.num_hidden_layers * mc.num_key_value_heads

@@ -36,7 +36,7 @@ def test_least_in_flight_prefers_the_idle_replica():
 
 @pytest.mark.slow
 def test_two_replicas_one_undersized(reference_server, tmp_path):
-    launcher = pytest.importorskip("triage.reference_engine.launcher")
+    launcher = pytest.importorskip("triage.reference_engine.serve.launcher")
     # One request at a time and 64-token answers on the small replica: its queued requests wait whole requests
     # (~0.6 s on a fast CPU against ~14 ms on the big one), far past FLEET001's 2x and 50 ms on any host.
     with launcher.start_reference_server("tiny", extra_args=("--num-kv-blocks", "12", "--block-size", "16",

@@ -1,4 +1,4 @@
-"""bf16-stored weights with fp32 arithmetic (reference_engine/kernels/bf16_weights.py): each branch of the
+"""bf16-stored weights with fp32 arithmetic (reference_engine/layers/kernels/bf16_weights.py): each branch of the
 choice forced, the kernel's numbers against torch's fp32 matmul, and greedy tokens unchanged."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from triage.core.errors import EngineError
-from triage.reference_engine.kernels import bf16_weights as bw
+from triage.reference_engine.layers.kernels import bf16_weights as bw
 
 needs_kernel = pytest.mark.skipif(bw.kernel()[0] is None, reason=f"bf16 kernel unavailable: {bw.kernel()[1]}")
 
@@ -66,7 +66,7 @@ def test_the_measurement_decides(monkeypatch):
 @needs_kernel
 def test_the_engine_keeps_greedy_tokens_and_quantizes_from_exact_values():
     from triage.reference_engine import EngineConfig, LLMEngine, SamplingParams
-    from triage.reference_engine.quant import quantize_model
+    from triage.reference_engine.layers.quant import quantize_model
 
     prompts = [[5, 17, 99, 3, 250, 8], [1, 2, 3]]
     params = [SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)] * 2

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from triage.reference_engine.block_manager import BlockManager, ContiguousAllocator
-from triage.reference_engine.sampling import SamplingParams
-from triage.reference_engine.sequence import Sequence
+from triage.reference_engine.engine.block_manager import BlockManager, ContiguousAllocator
+from triage.reference_engine.engine.sequence import Sequence
+from triage.reference_engine.layers.sampling_params import SamplingParams
 
 
 def _seq(rid: str, tokens: list[int], max_tokens: int = 8) -> Sequence:
@@ -85,7 +85,7 @@ def test_freed_cached_blocks_stay_reusable_until_evicted():
 
 
 def test_hash_collision_is_caught_by_token_verification(monkeypatch):
-    import triage.reference_engine.block_manager as mod
+    import triage.reference_engine.engine.block_manager as mod
 
     monkeypatch.setattr(mod, "chain_hash", lambda parent, tokens: 42)   # every block collides
     bm = mod.BlockManager(num_blocks=8, block_size=2)

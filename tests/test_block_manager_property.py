@@ -4,10 +4,10 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from triage.reference_engine.block_manager import BlockManager
-from triage.reference_engine.sampling import SamplingParams
-from triage.reference_engine.scheduler import ContinuousScheduler
-from triage.reference_engine.sequence import Sequence
+from triage.reference_engine.engine.block_manager import BlockManager
+from triage.reference_engine.engine.scheduler import ContinuousScheduler
+from triage.reference_engine.engine.sequence import Sequence
+from triage.reference_engine.layers.sampling_params import SamplingParams
 
 PREFIXES = [[1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3, 4, 9, 9], [5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5]]
 

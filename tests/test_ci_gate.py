@@ -50,7 +50,7 @@ def test_bad_options_are_one_line_errors(args, message):
 
 @pytest.mark.slow
 def test_gate_fails_on_the_slowed_server_and_passes_on_the_same_one(tmp_path):
-    launcher = pytest.importorskip("triage.reference_engine.launcher")
+    launcher = pytest.importorskip("triage.reference_engine.serve.launcher")
     baseline, summary = tmp_path / "baseline" / "bench.json", tmp_path / "summary.md"
     common = ("--baseline", str(baseline), "--summary", str(summary), "--bench-args", BENCH_ARGS,
               "--max-regression", LIMITS)

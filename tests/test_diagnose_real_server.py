@@ -9,7 +9,7 @@ import pytest
 from triage.diagnose import DiagnoseOptions, diagnose
 from triage.probes.discovery import find_serving_processes, process_for_port
 
-launcher = pytest.importorskip("triage.reference_engine.launcher")
+launcher = pytest.importorskip("triage.reference_engine.serve.launcher")
 
 pytestmark = pytest.mark.slow
 

@@ -5,8 +5,13 @@ import pytest
 import torch
 
 from triage.reference_engine import EngineConfig, LLMEngine
-from triage.reference_engine.config import PRESETS
-from triage.reference_engine.dtype_choice import allowed_dtypes, choose_dtype, resolve_dtype, time_matmul_s
+from triage.reference_engine.host.dtype_choice import (
+    allowed_dtypes,
+    choose_dtype,
+    resolve_dtype,
+    time_matmul_s,
+)
+from triage.reference_engine.models.model_config import PRESETS
 
 
 def timings(**seconds):
@@ -87,7 +92,7 @@ def test_the_real_probe_times_a_matmul_and_the_engine_reports_its_choice():
 
 
 def test_reused_dummy_weights_are_the_same_numbers_and_a_copy():
-    from triage.reference_engine.loader import reuse_dummy_weights
+    from triage.reference_engine.models.loader import reuse_dummy_weights
 
     fresh = LLMEngine(EngineConfig(model="tiny", seed=3)).runner.model
     with reuse_dummy_weights():

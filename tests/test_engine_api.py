@@ -6,8 +6,8 @@ import pytest
 from tests.engine_helpers import one_torch_thread  # noqa: F401  (autouse fixture)
 from triage.core.errors import EngineError, TriageError
 from triage.reference_engine import EngineConfig, LLMEngine, SamplingParams
-from triage.reference_engine.detokenizer import IncrementalDetokenizer
-from triage.reference_engine.tokenizer import ByteTokenizer
+from triage.reference_engine.models.detokenizer import IncrementalDetokenizer
+from triage.reference_engine.models.tokenizer import ByteTokenizer
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +218,7 @@ def test_static_running_count_excludes_padding_rows():
 def test_generation_config_eos_ids_are_added(tmp_path):
     import json
 
-    from triage.reference_engine.engine import generation_config_eos
+    from triage.reference_engine.engine.llm_engine import generation_config_eos
 
     (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 7, 9]}))
     assert generation_config_eos(tmp_path, (2,)) == (7, 9)

@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 
-from triage.reference_engine import threads
+from triage.reference_engine.host import threads
 
 
 @pytest.mark.parametrize("cores,default,load,want", [

@@ -1,5 +1,5 @@
-"""One job per file: no source file under triage/, probes/, rules/ or reference_engine/ over 450 lines
-(the house style aims at ~400)."""
+"""One job per file: no source file under triage/, probes/, rules/, reference_engine/, scripts/ or
+benchmarks/ over 450 lines (the house style aims at ~400)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,15 +10,19 @@ MAX_LINES = 450
 # Files other work is shrinking. This list may only shrink: never add to it.
 ALLOWED: dict[str, str] = {
 }
+# Other projects' files: the TGI sources extract_engine_truth.py reads are fetched here (never committed).
+NOT_OURS = ("scripts/engine_sources/",)
 
 
 def _sources() -> list[Path]:
     out = []
-    for top in ("triage", "probes", "rules", "reference_engine"):
+    for top in ("triage", "probes", "rules", "reference_engine", "scripts", "benchmarks"):
         for path in (ROOT / top).rglob("*.py"):
             rel = path.relative_to(ROOT)
             # triage/probes, triage/rules, triage/reference_engine are symlinks to the top-level folders.
             if any((ROOT / Path(*rel.parts[:i])).is_symlink() for i in range(1, len(rel.parts))):
+                continue
+            if rel.as_posix().startswith(NOT_OURS):
                 continue
             out.append(path)
     return out

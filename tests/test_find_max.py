@@ -76,7 +76,7 @@ def test_find_max_flag_errors_are_clear(args, message):
 
 @pytest.mark.slow
 def test_find_max_answer_lies_in_the_bracket_a_sweep_shows_on_a_kv_capped_server(tmp_path):
-    launcher = pytest.importorskip("triage.reference_engine.launcher")
+    launcher = pytest.importorskip("triage.reference_engine.serve.launcher")
     # 24 blocks of 16 tokens for requests that grow to 152 tokens (10 blocks): a few run at once, and at c=8 most
     # wait for a whole request to finish (~128 decode steps), far past the 60 ms SLO even on a fast CPU (~1 ms
     # a step with AMX: 25% met there, 100% up to c=4), while an admitted request's TTFT stays far below it. The

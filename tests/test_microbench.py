@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from triage.reference_engine import microbench
-from triage.reference_engine.microbench import MIB, measure_bandwidth, measure_matmul, run_microbench
+from triage.reference_engine.host import microbench
+from triage.reference_engine.host.microbench import MIB, measure_bandwidth, measure_matmul, run_microbench
 
 
 @pytest.fixture

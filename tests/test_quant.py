@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from triage.reference_engine.quant import (
+from triage.reference_engine.layers.quant import (
     Fp8Linear,
     Int4Linear,
     QuantScheme,
@@ -18,7 +18,7 @@ from triage.reference_engine.quant import (
     quantize_int4_groupwise,
     quantize_model,
 )
-from triage.reference_engine.quant.awq_gptq import (
+from triage.reference_engine.layers.quant.awq_gptq import (
     QuantCheckpointError,
     convert_awq,
     convert_gptq,
@@ -26,8 +26,8 @@ from triage.reference_engine.quant.awq_gptq import (
     pack_awq,
     pack_gptq,
 )
-from triage.reference_engine.quant.int4 import int4pack_cpu_available
-from triage.reference_engine.quant.kv_fp8 import dequantize_kv, quantize_kv
+from triage.reference_engine.layers.quant.int4 import int4pack_cpu_available
+from triage.reference_engine.layers.quant.kv_fp8 import dequantize_kv, quantize_kv
 
 
 @pytest.fixture(autouse=True)
@@ -261,9 +261,9 @@ def test_awq_checkpoint_applied_to_the_engine_model_matches_its_dequantized_weig
 
     from safetensors.torch import save_file
 
-    from triage.reference_engine.config import PRESETS
-    from triage.reference_engine.loader import build_model
-    from triage.reference_engine.quant import apply_imported_checkpoint
+    from triage.reference_engine.layers.quant import apply_imported_checkpoint
+    from triage.reference_engine.models.loader import build_model
+    from triage.reference_engine.models.model_config import PRESETS
 
     g = 32
     model = build_model(PRESETS["tiny"], torch.float32, "cpu", "dummy", None, seed=0)
@@ -294,10 +294,10 @@ def test_engine_serves_a_local_awq_checkpoint_like_its_dequantized_dense_twin(tm
     from safetensors.torch import save_file
 
     from triage.reference_engine import EngineConfig, SamplingParams
-    from triage.reference_engine.config import PRESETS
-    from triage.reference_engine.engine import LLMEngine
-    from triage.reference_engine.loader import build_model
-    from triage.reference_engine.quant.handlers import load_quantized_engine
+    from triage.reference_engine.engine.llm_engine import LLMEngine
+    from triage.reference_engine.engine.quantized_engine import load_quantized_engine
+    from triage.reference_engine.models.loader import build_model
+    from triage.reference_engine.models.model_config import PRESETS
 
     mc = PRESETS["tiny"]
     hf_config = {"model_type": "llama", "vocab_size": mc.vocab_size, "hidden_size": mc.hidden_size,

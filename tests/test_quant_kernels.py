@@ -1,4 +1,4 @@
-"""The FP8 / INT4 packed-weight CPU kernels (reference_engine/kernels/quant_weights.py): each against torch's
+"""The FP8 / INT4 packed-weight CPU kernels (reference_engine/layers/kernels/quant_weights.py): each against torch's
 dequantize-then-matmul, the e4m3 decode bit-exact, each branch of the auto choice, and the tiny model's greedy
 tokens under INT4 and FP8 against fp32. GPU paths (torch._scaled_mm, the Triton INT4 kernel) at the end.
 
@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from triage.reference_engine.kernels import quant_weights as qw
-from triage.reference_engine.quant import quantize_model
-from triage.reference_engine.quant.int4 import dequantize_int4, quantize_int4_groupwise
+from triage.reference_engine.layers.kernels import quant_weights as qw
+from triage.reference_engine.layers.quant import quantize_model
+from triage.reference_engine.layers.quant.int4 import dequantize_int4, quantize_int4_groupwise
 
 needs_kernel = pytest.mark.skipif(qw.kernel()[0] is None, reason=f"quant kernel unavailable: {qw.kernel()[1]}")
 TOL = {"rtol": 1e-4, "atol": 1e-4}
@@ -147,7 +147,7 @@ def test_auto_uses_the_kernel_and_names_it(scheme, monkeypatch):
 
 @pytest.mark.parametrize("scheme,other", [("fp8", "dequant"), ("int4", "int4pack_cpu")])
 def test_no_kernel_falls_back_with_the_reason(scheme, other, monkeypatch):
-    from triage.reference_engine.quant.int4 import int4pack_cpu_available
+    from triage.reference_engine.layers.quant.int4 import int4pack_cpu_available
 
     if scheme == "int4" and not int4pack_cpu_available():
         other = "reference"
@@ -204,7 +204,7 @@ def test_a_cpu_without_avx512_gets_avx2_and_is_told_why(monkeypatch):
 
 
 def test_bf16_stored_layers_count_their_bf16_bytes_as_the_before():
-    from triage.reference_engine.kernels.bf16_weights import store_bf16
+    from triage.reference_engine.layers.kernels.bf16_weights import store_bf16
 
     model = _Mlp()
     with torch.no_grad():
@@ -282,7 +282,7 @@ _NO_CUDA = "no CUDA device on this host (CPU torch or no GPU): the GPU path cann
 def _triton_errors() -> dict[str, float]:
     """Entry point of the child process (TRITON_INTERPRET=1, or CUDA): the Triton INT4 kernel's max abs error
     against dequantize-then-matmul, per case."""
-    from triage.reference_engine.quant.int4_triton import Int4TritonLinear
+    from triage.reference_engine.layers.quant.int4_triton import Int4TritonLinear
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     out = {}
@@ -324,7 +324,7 @@ def test_triton_int4_kernel_on_cuda():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=_NO_CUDA)
 def test_fp8_scaled_mm_on_compute_capability_8_9_and_newer():
-    from triage.reference_engine.quant.fp8 import Fp8Linear
+    from triage.reference_engine.layers.quant.fp8 import Fp8Linear
 
     if torch.cuda.get_device_capability() < (8, 9):
         pytest.skip(f"FP8 tensor cores need compute capability 8.9+, this GPU is "

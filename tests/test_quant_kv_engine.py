@@ -8,8 +8,8 @@ import torch
 
 from triage.baseline.quality import compare_logits, engine_prefill_logits
 from triage.reference_engine import EngineConfig, SamplingParams
-from triage.reference_engine.engine import LLMEngine
-from triage.reference_engine.quant.kv_fp8 import SCALE_BYTES, pack_kv, unpack_kv
+from triage.reference_engine.engine.llm_engine import LLMEngine
+from triage.reference_engine.layers.quant.kv_fp8 import SCALE_BYTES, pack_kv, unpack_kv
 
 
 def _engine(**kw) -> LLMEngine:
@@ -92,8 +92,8 @@ def test_the_engine_imports_no_quantization_code_unless_an_fp8_cache_is_asked_fo
     import subprocess
     import sys
 
-    code = ("import sys, triage.reference_engine.engine; "
-            "print(any(m.startswith('triage.reference_engine.quant') for m in sys.modules))")
+    code = ("import sys, triage.reference_engine.engine.llm_engine; "
+            "print(any(m.startswith('triage.reference_engine.layers.quant') for m in sys.modules))")
     repo = Path(__file__).resolve().parent.parent
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
                          cwd=repo)

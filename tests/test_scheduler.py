@@ -5,10 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from triage.reference_engine.block_manager import BlockManager, ContiguousAllocator
-from triage.reference_engine.sampling import SamplingParams
-from triage.reference_engine.scheduler import ContinuousScheduler, StaticScheduler
-from triage.reference_engine.sequence import Sequence, SequenceStatus
+from triage.reference_engine.engine.block_manager import BlockManager, ContiguousAllocator
+from triage.reference_engine.engine.scheduler import ContinuousScheduler, StaticScheduler
+from triage.reference_engine.engine.sequence import Sequence, SequenceStatus
+from triage.reference_engine.layers.sampling_params import SamplingParams
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -118,9 +118,9 @@ def test_static_on_paged_reserves_prompt_plus_the_batch_max_tokens():
 
 
 def test_block_manager_and_scheduler_never_import_torch():
-    code = ("import sys; import triage.reference_engine.block_manager, triage.reference_engine.scheduler, "
-            "triage.reference_engine.config, triage.reference_engine.sampling, triage.reference_engine.detokenizer, "
-            "triage.reference_engine.tokenizer, triage.reference_engine.outputs; "
+    code = ("import sys; import triage.reference_engine.engine.block_manager, triage.reference_engine.engine.scheduler, "
+            "triage.reference_engine.models.model_config, triage.reference_engine.layers.sampling_params, triage.reference_engine.models.detokenizer, "
+            "triage.reference_engine.models.tokenizer, triage.reference_engine.engine.outputs; "
             "bad = [m for m in sys.modules if m == 'torch' or m.startswith('torch.')]; print(len(bad))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})

@@ -10,11 +10,11 @@ import inspect
 import httpx
 import pytest
 
-from triage.reference_engine.config import EngineConfig
-from triage.reference_engine.engine import LLMEngine
-from triage.reference_engine.server import ServedModel, ServerOptions, create_app
-from triage.reference_engine.server_metrics import ServerMetrics
-from triage.reference_engine.server_worker import EngineWorker
+from triage.reference_engine.engine.engine_config import EngineConfig
+from triage.reference_engine.engine.llm_engine import LLMEngine
+from triage.reference_engine.serve.server import ServedModel, ServerOptions, create_app
+from triage.reference_engine.serve.server_metrics import ServerMetrics
+from triage.reference_engine.serve.server_worker import EngineWorker
 
 
 @pytest.fixture()

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from triage.cli import app
 from triage.core.errors import EngineError
-from triage.reference_engine import launcher
-from triage.reference_engine.launcher import start_reference_server
+from triage.reference_engine.serve import launcher
+from triage.reference_engine.serve.launcher import start_reference_server
 
 SECRET = "sk-test-0123456789abcdef"
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from triage.reference_engine import server_protocol as proto
-from triage.reference_engine.server_protocol import ApiError, ChatCompletionRequest, CompletionRequest
+from triage.reference_engine.serve import server_protocol as proto
+from triage.reference_engine.serve.server_protocol import ApiError, ChatCompletionRequest, CompletionRequest
 
 
 def _parse(body: object, cls=CompletionRequest):

@@ -1,7 +1,7 @@
 import asyncio
 import socket
 
-from triage.reference_engine.server import bind_socket
+from triage.reference_engine.serve.server import bind_socket
 
 
 def test_listening_socket_is_tcp_so_asyncio_sets_nodelay_on_accepted_connections():

@@ -42,7 +42,7 @@ def _device():
 
 
 def _prefill_error(bsz, h, hkv, s, d, dtype) -> float:
-    from triage.reference_engine.attention.triton_prefill import flash_attention_prefill
+    from triage.reference_engine.layers.attention.triton_prefill import flash_attention_prefill
 
     dev = _device()
     q = torch.randn(bsz, h, s, d, device=dev, dtype=dtype)
@@ -59,7 +59,7 @@ def _prefill_error(bsz, h, hkv, s, d, dtype) -> float:
 
 def _paged_case(dtype, fp8: bool):
     """Three sequences: a decode (q_len 1), a chunk after context, a fresh prefill; shuffled pages."""
-    from triage.reference_engine.quant.kv_fp8 import quantize_kv
+    from triage.reference_engine.layers.quant.kv_fp8 import quantize_kv
 
     dev = _device()
     torch.manual_seed(0)
@@ -95,7 +95,7 @@ def _paged_case(dtype, fp8: bool):
 
 
 def _paged_error(dtype, fp8) -> float:
-    from triage.reference_engine.attention.triton_paged import paged_attention
+    from triage.reference_engine.layers.attention.triton_paged import paged_attention
 
     (q, kc, vc, bt, cu, sl, mq, k_scale, v_scale, qs, ks, vs, q_lens, kv_lens) = _paged_case(dtype, fp8)
     out = paged_attention(q, kc, vc, bt, cu, sl, mq, k_scale=k_scale, v_scale=v_scale)
@@ -111,9 +111,9 @@ def _paged_error(dtype, fp8) -> float:
 
 def _adapter_error() -> float:
     """The engine backend adapter vs the engine's own SDPA backend on the same paged cache."""
-    from triage.reference_engine.attention.base import AttentionMetadata
-    from triage.reference_engine.attention.sdpa import SdpaAttention
-    from triage.reference_engine.attention.triton_backend import TritonPagedAttention
+    from triage.reference_engine.layers.attention.base import AttentionMetadata
+    from triage.reference_engine.layers.attention.sdpa import SdpaAttention
+    from triage.reference_engine.layers.attention.triton_backend import TritonPagedAttention
 
     (q, kc, vc, bt, cu, _sl, _mq, _ks, _vs, _qs, _k, _v, q_lens, kv_lens) = _paged_case(torch.float32, fp8=False)
     tables = [[int(b) for b in bt[i, : math.ceil(kv_lens[i] / 16)]] for i in range(len(kv_lens))]
@@ -180,7 +180,7 @@ def test_engine_backend_adapter_matches_engine_sdpa_backend_gpu():
 
 @pytest.mark.gpu
 def test_prefill_kernel_matches_sdpa_at_2k():
-    from triage.reference_engine.attention.triton_prefill import flash_attention_prefill
+    from triage.reference_engine.layers.attention.triton_prefill import flash_attention_prefill
 
     q, k, v = (torch.randn(1, 8, 2048, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -188,7 +188,7 @@ def test_prefill_kernel_matches_sdpa_at_2k():
 
 
 def test_register_reports_why_not_on_a_cpu_host(monkeypatch):
-    from triage.reference_engine.attention.triton_backend import register_triton_backend
+    from triage.reference_engine.layers.attention.triton_backend import register_triton_backend
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     if torch.cuda.is_available():
@@ -200,8 +200,8 @@ def test_register_reports_why_not_on_a_cpu_host(monkeypatch):
 @pytest.mark.gpu
 def test_engine_generates_the_same_tokens_with_the_triton_backend():
     from triage.reference_engine import EngineConfig, SamplingParams
-    from triage.reference_engine.attention.triton_backend import register_triton_backend
-    from triage.reference_engine.engine import LLMEngine
+    from triage.reference_engine.engine.llm_engine import LLMEngine
+    from triage.reference_engine.layers.attention.triton_backend import register_triton_backend
 
     assert register_triton_backend("cuda") is None
     params = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
@@ -216,7 +216,7 @@ def test_engine_generates_the_same_tokens_with_the_triton_backend():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU answer")
 def test_prefill_timing_says_why_it_cannot_run_here():
-    from triage.reference_engine.attention.triton_bench import time_prefill_vs_sdpa
+    from triage.reference_engine.layers.attention.triton_bench import time_prefill_vs_sdpa
 
     out = time_prefill_vs_sdpa(seq_len=64, device="cpu")
     assert set(out) == {"skipped"} and "CUDA" in out["skipped"]
@@ -224,7 +224,7 @@ def test_prefill_timing_says_why_it_cannot_run_here():
 
 @pytest.mark.gpu
 def test_prefill_timing_on_gpu_reports_both_kernels():
-    from triage.reference_engine.attention.triton_bench import time_prefill_vs_sdpa
+    from triage.reference_engine.layers.attention.triton_bench import time_prefill_vs_sdpa
 
     out = time_prefill_vs_sdpa(seq_len=2048, num_heads=8, num_kv_heads=2, head_dim=64, repeats=3)
     assert out["sdpa_ms"] > 0 and out["triton_ms"] > 0

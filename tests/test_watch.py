@@ -115,7 +115,7 @@ def _load(url: str, stop: threading.Event, clients: int = 8) -> list[threading.T
 @pytest.mark.slow
 @needs_prometheus
 def test_prometheus_scrapes_triage_watch_and_sees_the_undersized_servers_kv_finding(tmp_path):
-    launcher = pytest.importorskip("triage.reference_engine.launcher")
+    launcher = pytest.importorskip("triage.reference_engine.serve.launcher")
     # 16 blocks of 16 tokens hold two 100-token requests: eight clients keep the cache full and a queue.
     with launcher.start_reference_server("tiny", extra_args=("--num-kv-blocks", "16", "--block-size", "16",
                                                              "--max-num-seqs", "8")) as server:

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 import torch
 
 from triage.baseline.config import BaselineConfig
-from triage.reference_engine.config import ModelConfig
-from triage.reference_engine.microbench import MicrobenchResult
+from triage.reference_engine.host.microbench import MicrobenchResult
+from triage.reference_engine.models.model_config import ModelConfig
 
 
 @dataclass(slots=True)

@@ -4,7 +4,7 @@ may not import probes, so the baseline hands this function to its microbenchmark
 from __future__ import annotations
 
 from triage.probes.active.host_memory import measure_host_bandwidth
-from triage.reference_engine.microbench import BandwidthResult
+from triage.reference_engine.host.microbench import BandwidthResult
 
 
 def host_bandwidth(buffer_bytes: int, num_repeats: int, max_time_s: float,

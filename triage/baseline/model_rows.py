@@ -20,7 +20,7 @@ from triage.baseline.workloads import (
     synthetic_prompt,
     warm,
 )
-from triage.reference_engine.quant import model_weight_bytes, quantize_model
+from triage.reference_engine.layers.quant import model_weight_bytes, quantize_model
 
 WARM_DECODE_STEPS = 2
 
@@ -33,13 +33,13 @@ def attention(ctx: Context) -> list[AblationRow]:
     method = ""
     backends = list(cfg.attention_backends)
     if cfg.device.startswith("cuda"):
-        from triage.reference_engine.attention.triton_backend import register_triton_backend
+        from triage.reference_engine.layers.attention.triton_backend import register_triton_backend
 
         triton_reason = register_triton_backend(cfg.device)
         ctx.extras["triton_reason"] = triton_reason
         if triton_reason is None:
             backends.append("triton")
-            from triage.reference_engine.attention.triton_bench import time_prefill_vs_sdpa
+            from triage.reference_engine.layers.attention.triton_bench import time_prefill_vs_sdpa
 
             ctx.on_step("attention: triton prefill vs sdpa @ 8K")
             ctx.extras["triton_prefill"] = time_prefill_vs_sdpa(
@@ -162,7 +162,7 @@ def weights(ctx: Context) -> list[AblationRow]:
 
 def _base_path(engine) -> dict:
     """The unquantized model's Linear path: the bf16-stored kernel, or torch's matmul in the weights' dtype."""
-    from triage.reference_engine.kernels.bf16_weights import Bf16StoredLinear
+    from triage.reference_engine.layers.kernels.bf16_weights import Bf16StoredLinear
 
     layers = [m for m in engine.runner.model.modules() if isinstance(m, (torch.nn.Linear, Bf16StoredLinear))]
     num = sum(m.weight.numel() for m in layers)
@@ -221,7 +221,7 @@ def roofline(ctx: Context) -> list[dict]:
     re-measured just before each point, so that both sides of the ratio see the same load on a shared host."""
     from triage.baseline.host_bandwidth import host_bandwidth
     from triage.core.roofline import decode_tokens_per_s_bound
-    from triage.reference_engine.microbench import MIB, measure_bandwidth
+    from triage.reference_engine.host.microbench import MIB, measure_bandwidth
 
     cfg, mc = ctx.cfg, ctx.model_config
     gpu = cfg.device.startswith("cuda")
@@ -306,7 +306,7 @@ def cold_start(ctx: Context) -> AblationRow:
     a cached model) is not what this measures; `triage coldstart` breaks a real server's start into phases."""
     from triage.engines import get
     from triage.engines.startup_log import parse_startup
-    from triage.reference_engine.launcher import start_reference_server
+    from triage.reference_engine.serve.launcher import start_reference_server
 
     change, claim, metric = "first start → warm start", "~40× startup (download → cached)", "time to ready"
     ready, phases = [], []

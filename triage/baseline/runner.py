@@ -14,11 +14,11 @@ from triage.baseline.host_bandwidth import host_bandwidth
 from triage.baseline.results import AblationRow, failed
 from triage.baseline.section import build_section
 from triage.core.errors import EngineError, UsageError
-from triage.reference_engine.config import load_model_config
-from triage.reference_engine.dtype_choice import choose_dtype
-from triage.reference_engine.loader import reuse_dummy_weights
-from triage.reference_engine.microbench import run_microbench
-from triage.reference_engine.threads import fit_num_threads
+from triage.reference_engine.host.dtype_choice import choose_dtype
+from triage.reference_engine.host.microbench import run_microbench
+from triage.reference_engine.host.threads import fit_num_threads
+from triage.reference_engine.models.loader import reuse_dummy_weights
+from triage.reference_engine.models.model_config import load_model_config
 
 # key -> (function, change, seed claim, metric): the order of seed 000's table, then the extras.
 ROWS: dict[str, tuple[Callable, str, str | None, str]] = {

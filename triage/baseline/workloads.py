@@ -16,7 +16,7 @@ import torch
 
 from triage.baseline.config import BaselineConfig
 from triage.reference_engine import EngineConfig, SamplingParams
-from triage.reference_engine.engine import LLMEngine
+from triage.reference_engine.engine.llm_engine import LLMEngine
 
 
 def make_engine(cfg: BaselineConfig, **overrides) -> LLMEngine:

@@ -89,7 +89,7 @@ class OutputPaths:
 def embedded_server(model: str = EMBEDDED_MODEL) -> Iterator[Any]:
     """Start the bundled reference engine on a free loopback port for the length of the block."""
     try:
-        from triage.reference_engine.launcher import start_reference_server
+        from triage.reference_engine.serve.launcher import start_reference_server
     except ImportError as e:
         raise EngineError(f"the bundled reference engine is not available ({e}); pass --url to benchmark "
                           "a running server") from None

@@ -72,8 +72,8 @@ def serve(
     /version, /metrics. Stops cleanly on Ctrl-C or SIGTERM.
     """
     require_extra("engine", "triage serve")
-    from triage.reference_engine.config import EngineConfig
-    from triage.reference_engine.server import ServerOptions, run_server
+    from triage.reference_engine.engine.engine_config import EngineConfig
+    from triage.reference_engine.serve.server import ServerOptions, run_server
 
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         raise UsageError(f"--log-level {log_level!r} is not one of debug, info, warning, error")

@@ -1,0 +1,251 @@
+"""FP8 (e4m3) and INT4 (group-wise) weights kept packed, fp32 arithmetic: the CPU decode path.
+
+A decode step at small batch reads every weight once, so it runs at the speed its bytes allow: 1 byte a
+weight for FP8, half a byte plus the group scales for INT4, against 2 for bf16-stored weights. The layers
+here keep the weights packed and, for up to ``MAX_KERNEL_ROWS`` rows, multiply with quant_weights.cpp, which
+widens each weight in registers and accumulates in fp32; for more rows (prefill, compute-bound) they widen
+the whole weight to fp32 (in C++, in parallel) and call torch's matmul.
+
+The kernel has an AVX2 (+FMA+F16C) body and an AVX-512 body (quant_weights_avx512.cpp, compiled with a
+target attribute); ``choose_isa`` times both where the CPU has
+AVX-512 and keeps the faster. Whether a model uses the kernel at all is measured as well
+(``choose_cpu_kernel``, the counterpart of weight_storage=auto): one decode-shaped matmul against the
+path the layer would otherwise take; where the kernel cannot be built or is slower, the old path stays and
+the reason is recorded (QuantSummary.kernel, and each baseline ``weights-*`` row).
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from triage.reference_engine.layers.kernels.bf16_weights import _time_s, build_extension
+
+log = logging.getLogger(__name__)
+
+MAX_KERNEL_ROWS = 32
+MIN_GAIN_X = 1.05           # the kernel must beat the fallback by this much to be chosen
+ISA_NAMES = ("avx2", "avx512")
+# The extension's sources (quant_weights.h is shared by both; torch rebuilds when a source's text changes).
+_SOURCES = [Path(__file__).with_name(n) for n in ("quant_weights.cpp", "quant_weights_avx512.cpp")]
+_PROBE_SHAPE = (2048, 2048)  # (out, in) of the ISA probe
+
+
+@functools.cache
+def kernel() -> tuple[Any, str | None]:
+    """(the compiled module, None) or (None, why not)."""
+    return build_extension("triage_quant_weights", _SOURCES, {"avx2", "fma", "f16c"},
+                           ["-O3", "-mavx2", "-mfma", "-mf16c"], "the fp8/int4 weight kernels (about 40 s)")
+
+
+def pack_int4(q: torch.Tensor) -> torch.Tensor:
+    """uint8 [N, K] in 0..15 -> [N, K/2]: in each block of 32 k-values, byte j = q[j] | q[j + 16] << 4."""
+    n, k = q.shape
+    if k % 32:
+        raise ValueError(f"in_features={k} is not a multiple of 32")
+    b = q.to(torch.uint8).reshape(n, k // 32, 2, 16)
+    return (b[:, :, 0] | (b[:, :, 1] << 4)).reshape(n, k // 2).contiguous()
+
+
+def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
+    """Inverse of pack_int4."""
+    n, half = packed.shape
+    b = packed.reshape(n, half // 16, 16)
+    return torch.stack([b & 0xF, b >> 4], dim=2).reshape(n, 2 * half)
+
+
+@functools.cache
+def choose_isa() -> tuple[int, str]:
+    """(0 for AVX2 or 1 for AVX-512, why): AVX-512 only where the CPU has it and it measures faster."""
+    module = kernel()[0]
+    if module is None:
+        raise RuntimeError(kernel()[1])
+    forced = os.environ.get("TRIAGE_QUANT_ISA", "")
+    if forced in ISA_NAMES:
+        isa = ISA_NAMES.index(forced)
+        if isa == 1 and not module.avx512_supported():
+            raise RuntimeError("TRIAGE_QUANT_ISA=avx512, but this CPU has no AVX-512F/BW/VL")
+        return isa, f"{forced} (forced by TRIAGE_QUANT_ISA)"
+    if not module.avx512_supported():
+        return 0, "avx2 (the CPU has no AVX-512)"
+    gen = torch.Generator().manual_seed(0)
+    n, k = _PROBE_SHAPE
+    x = torch.randn(1, k, generator=gen)
+    w8 = torch.randint(0, 120, (n, k), dtype=torch.uint8, generator=gen)
+    w4 = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=gen)
+    s8, s4 = torch.rand(n, generator=gen), torch.rand(n, k // 128, generator=gen)
+    times = [float("inf"), float("inf")]
+    for _ in range(5):          # the two alternate, each keeping its best: a shared host's load hits both alike
+        for i in (0, 1):
+            times[i] = min(times[i], _time_s(lambda i=i: (module.fp8_linear(x, w8, s8, i),
+                                                          module.int4_linear(x, w4, s4, s4, 128, i)), 5))
+    isa = int(times[1] < times[0])
+    return isa, (f"{ISA_NAMES[isa]} (measured, a 1x{k} @ {k}x{n} fp8 + int4 pair: avx2 {times[0] * 1e3:.3f} ms, "
+                 f"avx512 {times[1] * 1e3:.3f} ms)")
+
+
+def _rows(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    rows = x.reshape(-1, layer.in_features)
+    return rows if rows.dtype == torch.float32 else rows.float()
+
+
+def _finish(layer: nn.Module, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    if layer.bias is not None:
+        out = out + layer.bias
+    if out.dtype != x.dtype:
+        out = out.to(x.dtype)
+    return out.view(*x.shape[:-1], layer.out_features)
+
+
+class Fp8KernelLinear(nn.Module):
+    """nn.Linear's job with e4m3 weights (uint8 storage) and one fp32 scale per output channel (a per-tensor
+    scale is broadcast to every channel), on the CPU kernel."""
+
+    path = "cpu_fp8_kernel"
+
+    def __init__(self, weight_fp8: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None, isa: int) -> None:
+        super().__init__()
+        self.out_features, self.in_features = weight_fp8.shape
+        self.isa = isa
+        self.register_buffer("weight_u8", weight_fp8.contiguous().view(torch.uint8))
+        self.register_buffer("weight_scale", scale.float().reshape(-1).expand(self.out_features).contiguous())
+        self.register_buffer("bias", None if bias is None else bias.detach().float().clone())
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, isa: int, per_tensor: bool = False) -> Fp8KernelLinear:
+        from triage.reference_engine.layers.quant.fp8 import FP8_DTYPE, FP8_MAX
+
+        w = linear.weight.detach().float()
+        if per_tensor:
+            scale = (w.abs().amax() / FP8_MAX).clamp(min=1e-12).reshape(1)
+            q = (w / scale).clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
+        else:
+            from triage.reference_engine.layers.quant.fp8 import quantize_fp8_per_channel
+
+            q, scale = quantize_fp8_per_channel(w)
+        return cls(q, scale, linear.bias, isa)
+
+    def weight_bytes(self) -> int:
+        return self.weight_u8.numel() + self.weight_scale.numel() * 4
+
+    def dequantized(self) -> torch.Tensor:
+        return self.weight_u8.view(torch.float8_e4m3fn).float() * self.weight_scale[:, None]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        module = kernel()[0]      # looked up, not kept: the layer must deep-copy (baseline copies models)
+        rows = _rows(self, x)
+        if rows.shape[0] <= MAX_KERNEL_ROWS:
+            out = module.fp8_linear(rows, self.weight_u8, self.weight_scale, self.isa)
+        else:                     # prefill: widen the whole weight (in C++, in parallel), then torch's matmul
+            out = F.linear(rows, module.fp8_dequant(self.weight_u8, self.weight_scale, self.isa))
+        return _finish(self, out, x)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, isa={ISA_NAMES[self.isa]}"
+
+
+class Int4KernelLinear(nn.Module):
+    """nn.Linear's job with group-wise int4 weights (two a byte, pack_int4's layout) and fp32 group scales:
+    w = (q - 8) * scale (symmetric) or (q - 8) * scale + zero (asymmetric), on the CPU kernel."""
+
+    path = "cpu_int4_kernel"
+
+    def __init__(self, weights, bias: torch.Tensor | None, isa: int, symmetric: bool = False) -> None:
+        super().__init__()
+        self.out_features, self.in_features = weights.shape
+        self.group_size, self.isa, self.symmetric = weights.group_size, isa, symmetric
+        if weights.group_size % 32:
+            raise ValueError(f"the int4 kernel needs a group size that is a multiple of 32, got {weights.group_size}")
+        scale = weights.scale.float().contiguous()
+        if symmetric and bool((weights.zero != 0).any()):
+            raise ValueError("symmetric int4 weights must have zero == 0")
+        self.register_buffer("weight_packed", pack_int4(weights.q))
+        self.register_buffer("weight_scale", scale)
+        # Asymmetric: the offset a q of 0 decodes to (zero - 8 * scale); symmetric: none (the kernel uses -8 * scale).
+        self.register_buffer("weight_offset", torch.empty(0) if symmetric
+                             else (weights.zero.float() - 8.0 * scale).contiguous())
+        self.register_buffer("bias", None if bias is None else bias.detach().float().clone())
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, isa: int, group_size: int = 128, symmetric: bool = False):
+        from triage.reference_engine.layers.quant.int4 import quantize_int4_groupwise
+
+        return cls(quantize_int4_groupwise(linear.weight, group_size, symmetric=symmetric), linear.bias, isa,
+                   symmetric)
+
+    def weight_bytes(self) -> int:
+        return self.weight_packed.numel() + (self.weight_scale.numel() + self.weight_offset.numel()) * 4
+
+    def dequantized(self) -> torch.Tensor:
+        q = unpack_int4(self.weight_packed).float().reshape(self.out_features, -1, self.group_size)
+        off = -8.0 * self.weight_scale if self.symmetric else self.weight_offset
+        return (q * self.weight_scale.unsqueeze(-1) + off.unsqueeze(-1)).reshape(self.out_features, self.in_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        module = kernel()[0]
+        rows = _rows(self, x)
+        args = (self.weight_packed, self.weight_scale, self.weight_offset, self.group_size, self.isa)
+        out = module.int4_linear(rows, *args) if rows.shape[0] <= MAX_KERNEL_ROWS else \
+            F.linear(rows, module.int4_dequant(*args))
+        return _finish(self, out, x)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, group_size={self.group_size}, "
+                f"{'symmetric' if self.symmetric else 'asymmetric'}, isa={ISA_NAMES[self.isa]}")
+
+
+@dataclass(frozen=True, slots=True)
+class KernelChoice:
+    """What a quantized model's layers run, and why: the fields every baseline weights-* row names."""
+
+    use: bool
+    kernel: str                 # the layer path that runs: cpu_fp8_kernel, int4pack_cpu, dequant, ...
+    isa: str | None             # avx2 / avx512 for the kernel; None for torch's own paths
+    fell_back: bool             # the kernel was wanted (auto / on) and something else runs
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def choose_cpu_kernel(scheme: str, in_features: int, out_features: int, make_fallback: Callable[[nn.Linear], nn.Module],
+                      mode: str = "auto", group_size: int = 128) -> KernelChoice:
+    """Whether ``scheme`` (fp8 / int4) layers of a CPU model use the kernel. ``make_fallback`` builds the layer
+    used otherwise. mode auto times one decode-shaped matmul each way on random weights of the given shape; on
+    forces the kernel; off keeps the fallback."""
+    gen = torch.Generator().manual_seed(0)
+    dense = nn.Linear(in_features, out_features, bias=False)
+    with torch.no_grad():
+        dense.weight.copy_(torch.randn(out_features, in_features, generator=gen) * 0.02)
+    fallback = make_fallback(dense)
+    other = str(getattr(fallback, "path", "torch"))
+    if mode == "off":
+        return KernelChoice(False, other, None, False, "the CPU kernel is off (cpu_kernel=off)")
+    module, why = kernel()
+    if module is None:
+        if mode == "on":
+            raise RuntimeError(f"cpu_kernel=on: {why}")
+        return KernelChoice(False, other, None, True, f"fell back to {other}: {why}")
+    isa, isa_why = choose_isa()
+    name = "cpu_fp8_kernel" if scheme == "fp8" else "cpu_int4_kernel"
+    if mode == "on":
+        return KernelChoice(True, name, ISA_NAMES[isa], False, f"forced (cpu_kernel=on); ISA {isa_why}")
+    layer = (Fp8KernelLinear.from_linear(dense, isa) if scheme == "fp8"
+             else Int4KernelLinear.from_linear(dense, isa, group_size))
+    x = torch.randn(1, in_features, generator=gen)
+    with torch.inference_mode():
+        t_kernel, t_other = _time_s(lambda: layer(x)), _time_s(lambda: fallback(x))
+    timing = (f"a 1x{in_features} @ {in_features}x{out_features} decode matmul: {t_kernel * 1e3:.3f} ms on the "
+              f"kernel, {t_other * 1e3:.3f} ms on {other}")
+    if t_other / t_kernel < MIN_GAIN_X:
+        return KernelChoice(False, other, None, True,
+                            f"fell back to {other}: the kernel is not faster ({timing}); ISA {isa_why}")
+    return KernelChoice(True, name, ISA_NAMES[isa], False, f"{timing}, {t_other / t_kernel:.2f}x; ISA {isa_why}")
