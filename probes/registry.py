@@ -14,6 +14,9 @@ Phases run one after the other; the probes of one phase run together, each in it
 1. `server_config` (quick HTTP reads and the command line: the model it names feeds `storage`);
 2. the window: gpu, cpu, memory, server_process, server_metrics, kernel_log, logs, together;
 3. `storage`, which reads model files.
+Active probes (`diagnose --active`, probes/active/) register with `active=True`, a budget and the extra they
+need; they run after every passive phase, one at a time (triage/diagnose/active.py), so that they neither
+disturb the window nor measure each other.
 """
 from __future__ import annotations
 
@@ -67,29 +70,45 @@ class ProbeEntry:
     order: int                                  # place in the report's probes list
     timeout_s: Callable[[ProbeRun], float]
     run: Callable[[ProbeRun], ProbeResult]
+    active: bool = False                        # loads the host or GPUs: only with --active, one at a time
+    budget_s: float | None = None               # an active probe's timed budget (its timeout adds start-up)
+    extra: str | None = None                    # the pip extra it needs (`triage[engine]`: torch)
 
 
 _REGISTRY: dict[str, ProbeEntry] = {}
 
 
-def register(name: str, *, phase: int, order: int,
-             timeout_s: Callable[[ProbeRun], float]) -> Callable[[Callable[[ProbeRun], ProbeResult]],
-                                                                 Callable[[ProbeRun], ProbeResult]]:
+def register(name: str, *, phase: int, order: int, timeout_s: Callable[[ProbeRun], float], active: bool = False,
+             budget_s: float | None = None, extra: str | None = None
+             ) -> Callable[[Callable[[ProbeRun], ProbeResult]], Callable[[ProbeRun], ProbeResult]]:
     def deco(fn: Callable[[ProbeRun], ProbeResult]) -> Callable[[ProbeRun], ProbeResult]:
         if name in _REGISTRY and _REGISTRY[name].run.__module__ != fn.__module__:
             raise ValueError(f"probe {name} is registered twice ({_REGISTRY[name].run.__module__}, {fn.__module__})")
-        _REGISTRY[name] = ProbeEntry(name, phase, order, timeout_s, fn)
+        _REGISTRY[name] = ProbeEntry(name, phase, order, timeout_s, fn, active, budget_s, extra)
         return fn
     return deco
 
 
-def probes() -> tuple[ProbeEntry, ...]:
-    """Every registered probe, in report order (imports each module of this package once)."""
+def _load_all() -> None:
+    """Import each module of this package and of probes/active once: importing registers."""
     import triage.probes as package
+    import triage.probes.active as active
 
-    for info in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{package.__name__}.{info.name}")
-    return tuple(sorted(_REGISTRY.values(), key=lambda e: e.order))
+    for pkg in (package, active):
+        for info in pkgutil.iter_modules(pkg.__path__):
+            importlib.import_module(f"{pkg.__name__}.{info.name}")
+
+
+def probes() -> tuple[ProbeEntry, ...]:
+    """Every registered passive probe, in report order."""
+    _load_all()
+    return tuple(sorted((e for e in _REGISTRY.values() if not e.active), key=lambda e: e.order))
+
+
+def active_probes() -> tuple[ProbeEntry, ...]:
+    """The `diagnose --active` probes, in the order they run (and appear in the report)."""
+    _load_all()
+    return tuple(sorted((e for e in _REGISTRY.values() if e.active), key=lambda e: e.order))
 
 
 def probe_names() -> tuple[str, ...]:

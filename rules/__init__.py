@@ -18,7 +18,7 @@ if __name__ != "triage.rules":  # one package, one import name: `rules` from the
                       "name would load a second copy (a second registry)")
 
 # Importing the rule modules registers their rules.
-from triage.rules import active, catalog  # noqa: F401
+from triage.rules import catalog  # noqa: F401
 from triage.rules.base import Hit, MissingInput, Rule, RuleDoc
 from triage.rules.config import RulesConfig, load_rules_config
 from triage.rules.evaluate import CAUSES, Evaluation, bench_rule_codes, evaluate

@@ -46,7 +46,7 @@ THRESHOLDS: dict[str, Threshold] = {
                           "distance below the slowdown temperature that counts as close"),
     "GPU009.foreign_bytes": _T(float(2**30), "bytes", "vLLM log 'Free memory on device ... less than desired'",
                                "memory held by another process that fires"),
-    # --- measured by `diagnose --active` (rules/active.py) ---------------------------------------
+    # --- measured by `diagnose --active` (rules/catalog/_active_shared.py) --------------------------------------
     "GPU004.min_pcie_link_frac": _T(0.60, "fraction", "CUDA bandwidthTest: pinned copies on a healthy link reach "
                                     "~80-90% of its one-direction rate (about 50 of 63 GB/s on Gen5 x16; seed 003 "
                                     "PCIe step, bandwidthTest)", "measured pinned copy share of the link's "

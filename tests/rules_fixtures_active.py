@@ -1,4 +1,4 @@
-"""Rule fixtures for the `diagnose --active` measurements (rules/active.py, and GPU004/GPU010 confirmed by
+"""Rule fixtures for the `diagnose --active` measurements (rules/catalog/gpu014, gpu015, mem003 and _active_shared.py, and GPU004/GPU010 confirmed by
 measurement). tests/rules_fixtures.py calls `define(...)` with its own helpers, so these cases are written
 with the others by `python -m tests.rules_fixtures`.
 

@@ -90,16 +90,16 @@ def test_host_memory_probe_measures_each_numa_node_on_its_own_cpus(tmp_path):
     r = probe_host_memory(budget_s=1.0, sys_root=str(tmp_path), buffer_bytes=128 * MIB, measure=fake)
     assert r.status is ProbeStatus.OK
     assert calls[0] == tuple(sorted(cpus)) and calls[1] == (cpus[0],) and calls[2] == (cpus[1],)
-    assert [n["node"] for n in r.data["nodes"]] == [0, 1]
-    assert [n["copy_bandwidth_gbps"] for n in r.data["nodes"]] == [40.0, 20.0]
-    assert r.data["copy_bandwidth_gbps"] == 100.0 and r.data["num_numa_nodes"] == 2
+    assert [n.node for n in r.data.nodes] == [0, 1]
+    assert [n.copy_bandwidth_gbps for n in r.data.nodes] == [40.0, 20.0]
+    assert r.data.copy_bandwidth_gbps == 100.0 and r.data.num_numa_nodes == 2
 
 
 def test_host_memory_probe_runs_here():
     r = probe_host_memory(budget_s=0.5, buffer_bytes=16 * MIB)
     assert r.status is ProbeStatus.OK, r.reason
-    assert r.data["copy_bandwidth_gbps"] > 0.1 and r.data["read_bandwidth_gbps"] > 0.1
-    assert len(r.data["nodes"]) >= 1 or "nodes" in r.data["unsupported_fields"]
+    assert r.data.copy_bandwidth_gbps > 0.1 and r.data.read_bandwidth_gbps > 0.1
+    assert len(r.data.nodes) >= 1 or "nodes" in r.data.unsupported_fields
 
 
 def test_memory_probe_and_baseline_use_the_one_host_implementation(monkeypatch):
@@ -151,13 +151,13 @@ def test_bus_bandwidth_factor_is_nccl_tests():
 def test_gloo_allreduce_runs_between_two_processes():
     r = probe_allreduce(budget_s=6.0, gloo_bytes=4 * MIB)
     assert r.status is ProbeStatus.OK, r.reason
-    g = r.data["gloo"]
-    assert g["backend"] == "gloo" and g["world_size"] == 2 and g["size_bytes"] == 4 * MIB
-    assert g["num_iterations"] >= 3 and g["busbw_gbps"] > 0
-    assert g["busbw_gbps"] == pytest.approx(g["algbw_gbps"], rel=0.01)       # 2 ranks: factor 1
-    assert g["algbw_gbps"] == pytest.approx(g["size_bytes"] / (g["time_ms_median"] / 1e3) / 1e9, rel=0.01)
+    g = r.data.gloo
+    assert g.backend == "gloo" and g.world_size == 2 and g.size_bytes == 4 * MIB
+    assert g.num_iterations >= 3 and g.busbw_gbps > 0
+    assert g.busbw_gbps == pytest.approx(g.algbw_gbps, rel=0.01)       # 2 ranks: factor 1
+    assert g.algbw_gbps == pytest.approx(g.size_bytes / (g.time_ms_median / 1e3) / 1e9, rel=0.01)
     if not _cuda():
-        assert r.data["nccl"] is None and r.data["nccl_reason"]
+        assert r.data.nccl is None and r.data.nccl_reason
 
 
 # -- GPU probes -------------------------------------------------------------------------------------
@@ -175,31 +175,33 @@ def test_gpu_probes_are_unsupported_with_the_reason_without_cuda(probe):
 def test_pcie_probe_on_a_gpu():
     r = probe_pcie(budget_s=2.0, buffer_bytes=64 * MIB)
     assert r.status is ProbeStatus.OK
-    g = r.data["gpus"][0]
-    assert g["h2d_pageable_gbps"] > 0.5 and g["d2h_pageable_gbps"] > 0.5
-    if g.get("h2d_pinned_gbps") is not None:
-        assert g["h2d_pinned_gbps"] > 0.5
-        if g["link_theoretical_gbps"]:
-            assert 0.05 < g["h2d_pinned_share"] < 1.05          # never faster than the link itself
+    g = r.data.gpus[0]
+    assert g.h2d_pageable_gbps > 0.5 and g.d2h_pageable_gbps > 0.5
+    if g.h2d_pinned_gbps is not None:
+        assert g.h2d_pinned_gbps > 0.5
+        if g.link_theoretical_gbps:
+            assert 0.05 < g.h2d_pinned_share < 1.05          # never faster than the link itself
+    # What rules GPU004 and TOPO005 read is filled on a real GPU (the CPU host cannot produce it).
+    assert g.pcie_link_gen_max is not None and g.pcie_link_width_max is not None
 
 
 @pytest.mark.gpu
 def test_hbm_probe_on_a_gpu():
     r = probe_hbm(budget_s=1.0, buffer_bytes=256 * MIB)
-    g = r.data["gpus"][0]
-    assert r.status is ProbeStatus.OK and g["copy_bandwidth_gbps"] > 50
-    if g["spec_bandwidth_gbps"]:
-        assert 0.2 < g["share_of_spec"] < 1.05
+    g = r.data.gpus[0]
+    assert r.status is ProbeStatus.OK and g.copy_bandwidth_gbps > 50 and g.name and g.index == 0
+    if g.spec_bandwidth_gbps:
+        assert 0.2 < g.share_of_spec < 1.05
 
 
 @pytest.mark.gpu
 def test_matmul_probe_on_a_gpu():
     r = probe_matmul(budget_s=1.0, n=4096)
-    g = r.data["gpus"][0]
-    assert r.status is ProbeStatus.OK and g["bf16_tflops"] > 1
-    if g["bf16_spec_tflops"]:
-        assert 0.1 < g["bf16_share_of_spec"] < 1.1
-    assert g["fp8_tflops"] is not None or g["fp8_reason"]
+    g = r.data.gpus[0]
+    assert r.status is ProbeStatus.OK and g.bf16_tflops > 1
+    if g.bf16_spec_tflops:
+        assert 0.1 < g.bf16_share_of_spec < 1.1
+    assert g.fp8_tflops is not None or g.fp8_reason
 
 
 @pytest.mark.gpu
@@ -207,11 +209,11 @@ def test_nccl_allreduce_when_two_gpus():
     import torch
     if torch.cuda.device_count() < 2:
         r = probe_allreduce(budget_s=4.0, gloo_bytes=4 * MIB)
-        assert r.data["nccl"] is None and "two or more" in r.data["nccl_reason"]
+        assert r.data.nccl is None and "two or more" in r.data.nccl_reason
         return
     r = probe_allreduce(budget_s=10.0, gloo_bytes=4 * MIB, nccl_bytes=64 * MIB)
-    n = r.data["nccl"]
-    assert n and n["world_size"] == torch.cuda.device_count() and n["busbw_gbps"] > 1
+    n = r.data.nccl
+    assert n and n.world_size == torch.cuda.device_count() and n.busbw_gbps > 1
 
 
 # -- the command ------------------------------------------------------------------------------------
@@ -319,10 +321,11 @@ def test_gpu_validation_rejects_unknown_steps(tmp_path):
 
 def test_measured_rows_put_each_figure_next_to_its_spec():
     from tests.rules_fixtures_active import healthy_active
+    from triage.core.probe_data import read_payload
     from triage.core.snapshot import ProbeResult
     from triage.diagnose.active import measured_rows
 
-    probes = [ProbeResult(n, ProbeStatus.OK, 1.0, None, d) for n, d in healthy_active().items()]
+    probes = [ProbeResult(n, ProbeStatus.OK, 1.0, None, read_payload(n, d)) for n, d in healthy_active().items()]
     rows = {r["measure"]: r for r in measured_rows(probes, weight_bytes=8.5e9)}
     pcie = rows["GPU 0 PCIe H2D pinned"]
     assert (pcie["measured"], pcie["expected"], pcie["share"]) == ("53.6 GB/s", "Gen5 x16 63.0 GB/s", "85%")

@@ -24,7 +24,9 @@ import tempfile
 import time
 from typing import Any
 
+from triage.core.probe_data.active import AllreduceData
 from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.probes.registry import ProbeRun, register
 
 MIB = 2**20
 GLOO_BYTES = 32 * MIB
@@ -217,8 +219,18 @@ def probe_allreduce(budget_s: float = DEFAULT_BUDGET_S, gloo_bytes: int = GLOO_B
     if data.get("gloo") is None and data.get("nccl") is None:
         reason = "; ".join(f"{k}: {data.get(k + '_reason')}" for k in ("gloo", "nccl"))
         status = ProbeStatus.ERROR if gloo_ok else ProbeStatus.UNSUPPORTED
-        return ProbeResult("allreduce", status, time.perf_counter() - start, reason, data)
-    return ProbeResult("allreduce", ProbeStatus.OK, time.perf_counter() - start, None, data)
+        return ProbeResult("allreduce", status, time.perf_counter() - start, reason, AllreduceData.build(data))
+    return ProbeResult("allreduce", ProbeStatus.OK, time.perf_counter() - start, None, AllreduceData.build(data))
+
+
+BUDGET_S = 8.0
+
+
+# Two rank launches (gloo, then NCCL), each with its start-up allowance, on top of the timed budget.
+@register("allreduce", phase=4, order=150, timeout_s=lambda run: BUDGET_S + 2 * STARTUP_S + 10, active=True,
+          budget_s=BUDGET_S, extra="engine")
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_allreduce(BUDGET_S)
 
 
 if __name__ == "__main__":

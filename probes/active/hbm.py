@@ -7,8 +7,10 @@ import statistics
 import time
 from typing import Any
 
+from triage.core.probe_data.active import HbmData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.active.cuda import device_info, gbps, share, spec_of, time_cuda, torch_cuda, unsupported
+from triage.probes.registry import ProbeRun, register
 
 MIB = 2**20
 DEFAULT_BUFFER_BYTES = 1024 * MIB
@@ -49,5 +51,14 @@ def probe_hbm(budget_s: float = DEFAULT_BUDGET_S, buffer_bytes: int = DEFAULT_BU
             gpus.append({"index": i, "error": f"{type(e).__name__}: {e}"[:300],
                          "unsupported_fields": ["copy_bandwidth_gbps"]})
     return ProbeResult("hbm", ProbeStatus.OK, time.perf_counter() - start, None,
-                       {"gpus": gpus, "method": "torch device copy, read + write counted, CUDA events; "
-                                                "best of the repeats; GB/s = 1e9 bytes/s"})
+                       HbmData.build({"gpus": gpus, "method": "torch device copy, read + write counted, CUDA "
+                                                              "events; best of the repeats; GB/s = 1e9 bytes/s"}))
+
+
+BUDGET_S = 2.0
+
+
+@register("hbm", phase=4, order=130, timeout_s=lambda run: BUDGET_S + 15.0, active=True, budget_s=BUDGET_S,
+          extra="engine")
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_hbm(BUDGET_S)

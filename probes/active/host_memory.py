@@ -20,7 +20,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from triage.core.probe_data.active import HostMemoryData
 from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.probes.registry import ProbeRun, register
 from triage.probes.sysfs import numa_nodes, read_text
 
 MIB = 2**20
@@ -281,5 +283,13 @@ def probe_host_memory(budget_s: float = DEFAULT_BUDGET_S, sys_root: str = "/sys"
         "notes": notes,
         "unsupported_fields": unsupported + (["llc_bytes"] if llc is None else []),
     }
-    return ProbeResult("host_memory", ProbeStatus.OK, time.perf_counter() - start, None, data)
+    return ProbeResult("host_memory", ProbeStatus.OK, time.perf_counter() - start, None, HostMemoryData.build(data))
+
+
+BUDGET_S = 4.0
+
+
+@register("host_memory", phase=4, order=110, timeout_s=lambda run: BUDGET_S + 15.0, active=True, budget_s=BUDGET_S)
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_host_memory(BUDGET_S, run.sys_root)
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from triage.core.probe_data.active import MatmulData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.active.cuda import device_info, share, spec_of, time_cuda, torch_cuda, unsupported
+from triage.probes.registry import ProbeRun, register
 
 DEFAULT_N = 8192
 DEFAULT_BUDGET_S = 4.0
@@ -75,6 +77,15 @@ def probe_matmul(budget_s: float = DEFAULT_BUDGET_S, n: int = DEFAULT_N) -> Prob
             gpus.append({"index": i, "error": f"{type(e).__name__}: {e}"[:300],
                          "unsupported_fields": ["bf16_tflops", "fp8_tflops"]})
     return ProbeResult("matmul", ProbeStatus.OK, time.perf_counter() - start, None,
-                       {"gpus": gpus, "method": "square n x n matmuls (torch bf16 @, torch._scaled_mm fp8 with "
+                       MatmulData.build({"gpus": gpus, "method": "square n x n matmuls (torch bf16 @, torch._scaled_mm fp8 with "
                                                 "unit scales), 5 per CUDA-event pair, best of the repeats; "
-                                                "FLOPs = 2 n^3; spec = dense tensor-core peak"})
+                                                "FLOPs = 2 n^3; spec = dense tensor-core peak"}))
+
+
+BUDGET_S = 3.0
+
+
+@register("matmul", phase=4, order=140, timeout_s=lambda run: BUDGET_S + 15.0, active=True, budget_s=BUDGET_S,
+          extra="engine")
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_matmul(BUDGET_S)

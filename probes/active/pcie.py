@@ -12,9 +12,11 @@ import statistics
 import time
 from typing import Any
 
+from triage.core.probe_data.active import PcieData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.core.specs import pcie_bytes_per_s
 from triage.probes.active.cuda import device_info, gbps, nvml_link, share, time_cuda, torch_cuda, unsupported
+from triage.probes.registry import ProbeRun, register
 
 MIB = 2**20
 DEFAULT_BUFFER_BYTES = 256 * MIB
@@ -81,4 +83,13 @@ def probe_pcie(budget_s: float = DEFAULT_BUDGET_S, buffer_bytes: int = DEFAULT_B
     data = {"gpus": gpus, "budget_s": budget_s,
             "method": "torch copies of a uint8 buffer, CUDA events; best of up to 10; GB/s = 1e9 bytes/s; "
                       "link rate = PCIe max generation x width, one direction, before packet overhead"}
-    return ProbeResult("pcie", ProbeStatus.OK, time.perf_counter() - start, None, data)
+    return ProbeResult("pcie", ProbeStatus.OK, time.perf_counter() - start, None, PcieData.build(data))
+
+
+BUDGET_S = 5.0
+
+
+@register("pcie", phase=4, order=120, timeout_s=lambda run: BUDGET_S + 15.0, active=True, budget_s=BUDGET_S,
+          extra="engine")
+def _run(run: ProbeRun) -> ProbeResult:
+    return probe_pcie(BUDGET_S)

@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from triage.core.report import Certainty, Fix, Severity
-from triage.rules.active import NOT_MEASURED, pcie_measured
 from triage.rules.base import Hit, MissingInput, RuleDoc
+from triage.rules.catalog._active_shared import NOT_MEASURED, pcie_measured
 from triage.rules.catalog._gpu_shared import gpu_key
 from triage.rules.context import Context
 from triage.rules.registry import rule
@@ -15,7 +15,7 @@ from triage.rules.registry import rule
     what="The PCIe link runs at a lower generation or width than the card supports **while the GPU is busy**. "
          "An idle GPU downshifts its link on purpose to save power; that is not counted. With `diagnose "
          "--active` it is measured: pinned copies below 60% of the link's rate, or a link that trains below its "
-         "maximum under the copy's load, confirm it (rules/active.py).",
+         "maximum under the copy's load, confirm it (rules/catalog/_active_shared.py).",
     why="Host-device copies (inputs, sampled tokens, offloaded or swapped KV), weight loading and, without "
         "NVLink, tensor-parallel all-reduces all cross PCIe. A Gen3 x8 link has an eighth of Gen5 x16 "
         "bandwidth: in seed 003's case TTFT p99 rose from 1.2 s to 3.5 s at 80% SM utilization.",

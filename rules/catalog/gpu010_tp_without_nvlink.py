@@ -8,8 +8,8 @@ from triage.core.probe_data import (
     ServerConfigData,
 )
 from triage.core.report import Certainty, Fix, Severity
-from triage.rules.active import allreduce_hit, allreduce_measured
 from triage.rules.base import Hit, MissingInput, RuleDoc
+from triage.rules.catalog._active_shared import allreduce_hit, allreduce_measured
 from triage.rules.context import Context
 from triage.rules.engines import engine_flags
 from triage.rules.registry import rule
@@ -20,7 +20,7 @@ _PCIE_ONLY = frozenset({"hostbridge", "node", "system"})
 @rule("GPU010", "tp-without-nvlink", Severity.HIGH, ("gpu", "server_config"), RuleDoc(
     what="Tensor parallelism > 1 over GPUs with no NVLink between them whose common ancestor is a PCIe host "
          "bridge, the NUMA node or the system (SMP interconnect); with `diagnose --active`, also an NCCL "
-         "all-reduce measured below 25% of NVLink's rate (rules/active.py).",
+         "all-reduce measured below 25% of NVLink's rate (rules/catalog/_active_shared.py).",
     why="Tensor parallelism all-reduces after every layer. NVLink moves 600-900 GB/s; PCIe through the host "
         "bridge or across sockets moves a few tens of GB/s, so communication eats the gain (seed 002 step 6).",
     example="server_config.tensor_parallel_size = 2, gpu.topology[0] = {gpu_a: 0, gpu_b: 1, "

@@ -10,8 +10,8 @@ from typing import Any
 
 from triage.core.probe_data import ServerMetricsData, TopologyData
 from triage.core.report import Certainty, FindingKind, Fix, Severity
-from triage.rules.active import pcie_pinned_gbps
 from triage.rules.base import Hit, MissingInput, RuleDoc
+from triage.rules.catalog._active_shared import pcie_pinned_gbps
 from triage.rules.context import Context
 from triage.rules.fmt import pct
 from triage.rules.registry import rule

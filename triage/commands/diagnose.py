@@ -74,7 +74,7 @@ def diagnose(
     from triage.core.report_io import read_report
     from triage.diagnose import DiagnoseOptions, layer_summary, replay, unreachable_target
     from triage.diagnose import diagnose as run
-    from triage.diagnose.active import ACTIVE_PROBE_NAMES, measured_rows
+    from triage.diagnose.active import active_names, measured_rows
     from triage.diagnose.bundle import write_bundle
     from triage.rules import load_rules_config
 
@@ -118,8 +118,8 @@ def diagnose(
                                skip=tuple(s.strip() for s in (skip or "").split(",") if s.strip()),
                                rules_config=rules_config, active=active)
         if active:
-            from triage.diagnose.active import NOTICE
-            console(stderr=True).print(NOTICE, markup=False)
+            from triage.diagnose.active import notice
+            console(stderr=True).print(notice(), markup=False)
         result = run(opts, bench)
 
     found = result.discovery
@@ -143,7 +143,7 @@ def diagnose(
         for row in layer_summary(result.report):
             says.print(f"  {row['layer']:<18} {row['verdict']:<28} ({row['probes']})", markup=False,
                        soft_wrap=True)
-    if fmt == "text" and any(p.name in ACTIVE_PROBE_NAMES for p in result.report.probes):
+    if fmt == "text" and any(p.name in active_names() for p in result.report.probes):
         says.print("Measured against the spec (--active):", markup=False)
         for row in measured_rows(result.report.probes, rules_config.model_weight_bytes):
             says.print(f"  {row['measure']:<26} {row['measured']:>16}  {row['expected']:<26} {row['share']:>5}  "

@@ -24,7 +24,7 @@ from triage.core.probe_data import EngineIdentityData, GpuData, ServerConfigData
 from triage.core.redact import redact_text
 from triage.core.report import BenchSection, Finding, GpuInfo, Report, ReportKind, SkippedRule, Target
 from triage.core.snapshot import ProbeResult, ProbeStatus, Snapshot
-from triage.diagnose.active import ACTIVE_PROBE_NAMES, run_active
+from triage.diagnose.active import active_names, run_active
 from triage.probes.discovery import cmdline_and_env
 from triage.probes.host import host_info
 from triage.probes.threaded import ProbeSpec, run_probes
@@ -151,7 +151,7 @@ def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
     if not (0 <= opts.window_s <= MAX_WINDOW_S):
         raise UsageError(f"--window-s {opts.window_s:g} is out of range; use 0 to {MAX_WINDOW_S:g} seconds")
     entries = probes()
-    names = [e.name for e in entries] + (list(ACTIVE_PROBE_NAMES) if opts.active else [])
+    names = [e.name for e in entries] + (list(active_names()) if opts.active else [])
     unknown = sorted(set(opts.skip) - set(names))
     if unknown:
         raise UsageError(f"--skip {','.join(unknown)}: no such probe; the probes are {', '.join(names)}")
@@ -169,7 +169,7 @@ def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
             specs = [ProbeSpec(e.name, (lambda e=e: e.run(run)), e.timeout_s(run)) for e in wanted if e.phase == phase]
             run_probes(specs, results)
         if opts.active:     # the active measurements, one at a time, after everything passive
-            run_active([n for n in ACTIVE_PROBE_NAMES if n not in opts.skip], results, opts.sys_root)
+            run_active([n for n in active_names() if n not in opts.skip], results, opts.sys_root)
     except KeyboardInterrupt:
         interrupted = True
         done = {r.name for r in results}

@@ -15,10 +15,10 @@ REFERENCE = register(Engine(
     identity=Identity(version_path="/version", exports_metrics_of="vllm", launches=(Launch("triage", ("serve",)),),
                       endpoints=(EndpointSignal("/version", equals=(("engine", "triage-reference"),),
                                                 version_key="version", what="/version says engine=triage-reference"),),
-                      source="reference_engine/server.py (this repository: /version carries engine=ENGINE_NAME)"),
+                      source="reference_engine/serve/server.py (this repository: /version carries engine=ENGINE_NAME)"),
     default_on_fn=_reference_default_on, flags_like="vllm",
     log_markers={
-        # reference_engine/engine.py and server.py (this repository) log each phase with its seconds.
+        # reference_engine/engine/llm_engine.py and serve/server.py (this repository) log each phase with its seconds.
         "startup.weight_load.begin": ((None, "Loading weights (load format %s)"),),
         "startup.weight_load.end": ((None, "Loading weights took %.3f seconds, %d bytes"),),
         "startup.kv_alloc.end": ((None, "KV cache allocation took %.3f seconds, %d bytes"),),

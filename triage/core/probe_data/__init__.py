@@ -5,6 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from triage.core.probe_data.active import (
+    AllreduceData,
+    AllreduceRun,
+    CudaDevice,
+    HbmData,
+    HbmGpu,
+    HostMemoryData,
+    MatmulData,
+    MatmulGpu,
+    NodeBandwidth,
+    PcieData,
+    PcieGpu,
+)
 from triage.core.probe_data.base import Payload
 from triage.core.probe_data.gpu import (
     GpuData,
@@ -36,7 +49,7 @@ from triage.core.probe_data.topology import PeerWindow, ServerPeersData, Topolog
 PAYLOAD_TYPES: dict[str, type[Payload]] = {t.PROBE: t for t in (
     GpuData, KernelLogData, CpuData, ServerProcessData, MemoryData, StorageData, NetworkData,
     ServerMetricsData, ServerConfigData, LogsData, EngineIdentityData, PromHistoryData, ServerPeersData,
-    TopologyData)}
+    TopologyData, HostMemoryData, PcieData, HbmData, MatmulData, AllreduceData)}
 
 
 def read_payload(probe: str, data: Any, where: str = "probe data") -> Any:
@@ -59,4 +72,6 @@ __all__ = [
     "KernelLogData", "LogsData", "StartupData", "StartupPhase", "XidEvent", "PromHistoryData",
     "BatchingSettings", "EngineIdentityData", "HistogramWindow", "LlamaCppSlotsData", "ProcessInfo", "ServerConfigData", "ServerMetricsData", "ServerProcessData",
     "KvOffloadWindow", "KvTransferWindow", "RankWindow", "PeerWindow", "ServerPeersData", "TopologyData",
+    "AllreduceData", "AllreduceRun", "CudaDevice", "HbmData", "HbmGpu", "HostMemoryData", "MatmulData", "MatmulGpu",
+    "NodeBandwidth", "PcieData", "PcieGpu",
 ]
