@@ -7,6 +7,7 @@ import typer
 
 from triage.cli_support import console, emit, format_option, funnel, json_option
 from triage.core.errors import UsageError, require_extra
+from triage.core.report import ReportKind
 
 # `triage bench --help` groups its options in these panels, in this order.
 TARGET, LOAD, WORKLOAD, SLO, SCALE, OUTPUT = "Target", "Load", "Workload", "SLO & find-max", "Scale", "Output"
@@ -86,7 +87,7 @@ def bench(
     jsonl: Path = typer.Option(None, "--jsonl", help="Per-request records, flushed as each request finishes.", rich_help_panel=OUTPUT),
     csv: Path = typer.Option(None, "--csv", help="One row per level (CSV).", rich_help_panel=OUTPUT),
     html: Path = typer.Option(None, "--html", help="HTML report with plots.", rich_help_panel=OUTPUT),
-    fmt: str = format_option(panel=OUTPUT),
+    fmt: str = format_option(ReportKind.BENCH, panel=OUTPUT),
     output_dir: Path = typer.Option(None, "--output-dir", help="Write bench.json, requests.jsonl, levels.csv "
                                     "and report.html here; --json, --jsonl and --csv given too get copies.",
                                     rich_help_panel=OUTPUT),
@@ -194,7 +195,7 @@ def _bench_workers(cfg, workers: int, paths, output_dir: Path | None, embedded: 
 @funnel
 def merge(dirs: list[Path] = typer.Argument(..., help="Shard output directories (each with bench.json and "
                                                          "requests.jsonl)."),
-          json_path: Path = json_option(), fmt: str = format_option()) -> int:
+          json_path: Path = json_option(), fmt: str = format_option(ReportKind.BENCH)) -> int:
     """One report from several shards' per-request records: every percentile from all the records."""
     from triage.bench.merge import merged_report
 

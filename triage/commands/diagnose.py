@@ -5,9 +5,9 @@ from pathlib import Path
 
 import typer
 
-from triage.cli_support import FORMATS, console, emit, funnel
+from triage.cli_support import console, emit, format_option, funnel, notes
 from triage.core.errors import EXIT_CANNOT, EXIT_INTERRUPTED, UsageError, require_extra
-from triage.core.report import Severity
+from triage.core.report import ReportKind, Severity
 
 DEFAULT_CONFIG = "triage.toml"
 
@@ -28,7 +28,7 @@ def diagnose(
                             help="The server to diagnose (e.g. http://127.0.0.1:8000). Without it, triage looks "
                                  "for a vLLM, SGLang, TGI or `triage serve` process listening on this host."),
     json_path: Path = typer.Option(None, "--json", help="Also write the report JSON to this file."),
-    fmt: str = typer.Option("text", "--format", help=f"Output: {', '.join(FORMATS)}."),
+    fmt: str = format_option(ReportKind.DIAGNOSE),
     from_path: Path = typer.Option(None, "--from", help="Replay a saved diagnose report (or snapshot) offline: "
                                                         "no probe runs, the rules run again."),
     fail_on: str = typer.Option(None, "--fail-on", help="Exit 1 when a finding is at or above this severity "
@@ -78,8 +78,6 @@ def diagnose(
     if config_path is None and Path(DEFAULT_CONFIG).is_file():
         config_path = Path(DEFAULT_CONFIG)
     rules_config = load_rules_config(config_path).with_disabled((disable or "").split(","))
-    if fmt not in FORMATS:
-        raise UsageError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
     for path, flag in ((log, "--log"), (kernel_log, "--kernel-log"), (bench_path, "--bench")):
         if path is not None and not path.is_file():
             raise UsageError(f"{flag} {path}: " + ("not a file" if path.exists() else "no such file"))
@@ -118,7 +116,7 @@ def diagnose(
         result = run(opts, bench)
 
     found = result.discovery
-    says = console(stderr=fmt != "text")
+    says = notes(fmt)
     if found.how == "local process":
         says.print(f"diagnosing the {found.engine} server found on this host: pid {found.pid}, {found.url}",
                    markup=False)

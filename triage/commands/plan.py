@@ -59,7 +59,7 @@ def plan(
     from_diagnose: Path = typer.Option(None, "--from-diagnose", help="Fill GPU and server settings from a "
                                        "diagnose report; flags given here win."),
     json_path: Path = json_option(),
-    fmt: str = format_option(),
+    fmt: str = format_option(ReportKind.PLAN),
 ) -> int:
     """Does the model fit, how much KV cache is left, how fast can it go, and how many GPUs for a QPS.
 
