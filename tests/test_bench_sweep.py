@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 
 from tests.factories import level
 from triage.bench.app import URL_DEFAULTS
-from triage.bench.config import LevelSpec, config_from_flags
+from triage.bench.level_runner import check_sweep_fits
 from triage.bench.live import LiveView
 from triage.bench.outputs import plots
 from triage.bench.records import RequestRecord, read_records
-from triage.bench.runner import check_sweep_fits
+from triage.bench.run_config import LevelSpec, config_from_flags
 from triage.bench.saturation import summary
 from triage.cli import app
 from triage.compare import compare_reports

@@ -16,10 +16,10 @@ from typing import Any
 
 from rich.console import Console
 
-from triage.bench.config import BenchConfig
+from triage.bench.level_runner import BenchRunner, Observer
 from triage.bench.outputs import write_csv, write_html
 from triage.bench.records import RecordSink
-from triage.bench.runner import BenchRunner, Observer
+from triage.bench.run_config import BenchConfig
 from triage.core.errors import EXIT_INTERRUPTED, EngineError, UsageError
 from triage.core.redact import redact_text
 from triage.core.report import BenchSection, Finding, ReportKind, SkippedRule, Target

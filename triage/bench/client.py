@@ -15,12 +15,12 @@ from typing import Any
 
 import httpx
 
-from triage.bench.config import Endpoint
 from triage.bench.http import HttpError
 from triage.bench.pool import ConnectionPool
+from triage.bench.prompts import PromptItem
 from triage.bench.records import RequestRecord
+from triage.bench.run_config import Endpoint
 from triage.bench.sse import SseParser, StreamResult
-from triage.bench.workload import PromptItem
 
 
 @dataclass(frozen=True, slots=True)

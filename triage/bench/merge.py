@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from triage.bench import saturation
-from triage.bench.config import LevelSpec
 from triage.bench.records import RequestRecord, read_records
+from triage.bench.run_config import LevelSpec
 from triage.bench.shards import skew_bound_s
 from triage.bench.stats import summarize
 from triage.core.errors import UsageError

@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 
 from triage.bench.client import RequestOptions, send
-from triage.bench.config import BenchConfig
 from triage.bench.pool import ConnectionPool
+from triage.bench.prompts import PromptItem, TokenCalibration
 from triage.bench.records import RequestRecord
-from triage.bench.workload import PromptItem, TokenCalibration
+from triage.bench.run_config import BenchConfig
 from triage.core.errors import TargetUnreachable, UsageError
 
 PROBE_WORDS = (16, 80)  # two prompt sizes for the tokens-per-word fit

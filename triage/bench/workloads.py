@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from triage.bench.config import BenchConfig, Endpoint, LevelSpec
+from triage.bench.run_config import BenchConfig, Endpoint, LevelSpec
 from triage.core.durations import parse_duration_s
 from triage.core.errors import UsageError
 

@@ -109,7 +109,7 @@ def bench(
     if html is not None:
         require_extra("html", "triage bench --html")
     from triage.bench.app import EMBEDDED_DEFAULTS, URL_DEFAULTS, OutputPaths, execute
-    from triage.bench.config import config_from_flags
+    from triage.bench.run_config import config_from_flags
     from triage.bench.workloads import apply_workloads
 
     cfg = config_from_flags(
