@@ -6,6 +6,7 @@ contract's exit codes; a traceback reaches the user only with --debug.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,6 +83,38 @@ def funnel(fn: Callable[..., int | None]) -> Callable[..., None]:
         raise typer.Exit(int(code or 0))
 
     return wrapper
+
+
+OptionSpec = dict[str, tuple[Any, Any]]  # field -> (its type on the command line, its typer.Option)
+
+
+def option_groups(**groups: tuple[type, OptionSpec]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Let a command take frozen option objects: each keyword names a parameter of the command and gives
+    (the dataclass it receives, {field: (type, typer.Option(...))}). The command line lists every field of
+    every group, in the order given (help panels included); the command gets one object per group, lists
+    as tuples, and an option left out (None) at its field's default."""
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(fn)
+        own = [p for name, p in sig.parameters.items() if name not in groups]
+        fields = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+                  for _, spec in groups.values() for name, (kind, option) in spec.items()]
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            for group, (cls, spec) in groups.items():
+                given = {name: kwargs.pop(name) for name in spec}
+                kwargs[group] = cls(**{name: _frozen(v) for name, v in given.items() if v is not None})
+            return fn(*args, **kwargs)
+
+        wrapper.__signature__ = sig.replace(parameters=[*own, *fields])  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in [*own, *fields]}
+        return wrapper
+
+    return wrap
+
+
+def _frozen(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
 
 
 def url_option(help: str) -> Any:

@@ -1,6 +1,6 @@
 """`triage bench` as a library call: optionally start the embedded reference server, run the bench with the
-live view, build the report (with the rules' findings), and write every output file. The command module
-only turns flags into a BenchConfig and calls `execute`."""
+live view, build the report (with the rules' findings), and write every output file. `session.run_bench`
+builds the BenchConfig from the command's option groups and calls `execute`."""
 from __future__ import annotations
 
 import asyncio
