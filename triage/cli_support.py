@@ -91,13 +91,11 @@ OptionSpec = dict[str, tuple[Any, Any]]  # field -> (its type on the command lin
 def option_groups(**groups: tuple[type, OptionSpec]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Let a command take frozen option objects: each keyword names a parameter of the command and gives
     (the dataclass it receives, {field: (type, typer.Option(...))}). The command line lists every field of
-    every group, in the order given (help panels included); the command gets one object per group, lists
+    the group where that parameter stands, in the order given (help panels included); the command gets one object per group, lists
     as tuples, and an option left out (None) at its field's default."""
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         sig = inspect.signature(fn)
-        own = [p for name, p in sig.parameters.items() if name not in groups]
-        fields = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
-                  for _, spec in groups.values() for name, (kind, option) in spec.items()]
+        params = [field for p in sig.parameters.values() for field in _expanded(p, groups)]
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -106,11 +104,19 @@ def option_groups(**groups: tuple[type, OptionSpec]) -> Callable[[Callable[..., 
                 kwargs[group] = cls(**{name: _frozen(v) for name, v in given.items() if v is not None})
             return fn(*args, **kwargs)
 
-        wrapper.__signature__ = sig.replace(parameters=[*own, *fields])  # type: ignore[attr-defined]
-        wrapper.__annotations__ = {p.name: p.annotation for p in [*own, *fields]}
+        wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
         return wrapper
 
     return wrap
+
+
+def _expanded(param: inspect.Parameter, groups: dict[str, tuple[type, OptionSpec]]) -> list[inspect.Parameter]:
+    """A group's parameter as one keyword parameter per field; any other parameter as it is."""
+    if param.name not in groups:
+        return [param]
+    return [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=option, annotation=kind)
+            for name, (kind, option) in groups[param.name][1].items()]
 
 
 def _frozen(value: Any) -> Any:
