@@ -6,8 +6,17 @@ contract's metric definitions) -> validity.py (was the client the bottleneck?) -
 NVML per level) -> saturation.py -> level_runner.py (one run, level by level) -> app.py (the command's library call) ->
 outputs.py / live.py. docs/BENCH.md explains the choices and the measured client overhead.
 """
-from triage.bench.app import OutputPaths, execute
-from triage.bench.level_runner import BenchRunner
-from triage.bench.run_config import BenchConfig, Endpoint, LenDist, LevelSpec
+import importlib
+from typing import Any
 
-__all__ = ["BenchConfig", "BenchRunner", "Endpoint", "LenDist", "LevelSpec", "OutputPaths", "execute"]
+# Loaded on first use, so that `triage --help` and the command's option types do not import the load generator.
+_EXPORTS = {"OutputPaths": "triage.bench.app", "execute": "triage.bench.app", "BenchRunner": "triage.bench.level_runner",
+            "BenchConfig": "triage.bench.run_config", "Endpoint": "triage.bench.run_config",
+            "LenDist": "triage.bench.run_config", "LevelSpec": "triage.bench.run_config"}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'triage.bench' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from triage.core.errors import EXIT_GATE, EXIT_INTERRUPTED, EXIT_OK, TriageError, UsageError
 from triage.core.report import BenchSection, Severity
-from triage.diagnose.pipeline import DiagnoseResult
-from triage.rules import RulesConfig
+
+if TYPE_CHECKING:
+    from triage.diagnose.pipeline import DiagnoseResult
+    from triage.rules import RulesConfig
 
 DEFAULT_CONFIG = "triage.toml"
 
