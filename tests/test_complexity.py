@@ -53,15 +53,10 @@ ALLOWED: dict[str, set[str]] = {
     "triage/bench/merge.py": {"merge_dirs"},
     "triage/bench/preflight.py": {"preflight"},
     "triage/bench/sse.py": {"_handle_event", "feed"},
-    "triage/compare/outputs.py": {"junit"},
-    "triage/core/convert.py": {"_convert"},
-    "triage/core/engine_truth/__init__.py": {"accepts"},
-    "triage/core/specs.py": {"match_nvml_name"},
     "triage/diagnose/active.py": {"measured_rows"},
     "triage/engines/startup_log.py": {"_phases"},
     "triage/plan/calc.py": {"_warnings"},
     "triage/plan/inputs.py": {"_resolve_gpu"},
-    "triage/render/bench.py": {"detail_lines"},
 }
 
 
