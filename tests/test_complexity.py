@@ -53,10 +53,6 @@ ALLOWED: dict[str, set[str]] = {
     "triage/bench/merge.py": {"merge_dirs"},
     "triage/bench/preflight.py": {"preflight"},
     "triage/bench/sse.py": {"_handle_event", "feed"},
-    "triage/diagnose/active.py": {"measured_rows"},
-    "triage/engines/startup_log.py": {"_phases"},
-    "triage/plan/calc.py": {"_warnings"},
-    "triage/plan/inputs.py": {"_resolve_gpu"},
 }
 
 

@@ -54,11 +54,12 @@ def _num(v: float | None, unit: str) -> str:
     return "-" if v is None else f"{v:,.1f} {unit}"
 
 
+Row = Callable[..., None]  # row(what, measured, expected="-", frac=None, note="")
+
+
 def measured_rows(probes: Sequence[ProbeResult], weight_bytes: float | None = None) -> list[dict[str, Any]]:
     """One row per measured figure: what, measured, expected (and from where), share of it. With the served
     model's `weight_bytes`, the GPU memory rows also say the batch-1 decode ceiling both figures allow."""
-    from triage.core.roofline import decode_tokens_per_s_bound
-
     by = {p.name: p for p in probes}
     rows: list[dict[str, Any]] = []
 
@@ -72,52 +73,77 @@ def measured_rows(probes: Sequence[ProbeResult], weight_bytes: float | None = No
         if not p.ok:
             row(name, p.status.value, note=p.reason or "")
             continue
-        d = p.data
-        if name == "host_memory":
-            row("host memory copy", _num(d.get("copy_bandwidth_gbps"), "GB/s"),
-                note=f"{d.get('num_threads')} threads, {(d.get('buffer_bytes') or 0) / 2**20:.0f} MiB buffer")
-            row("host memory read", _num(d.get("read_bandwidth_gbps"), "GB/s"))
-            if len(d.get("nodes") or []) > 1:
-                for n in d["nodes"]:
-                    row(f"  NUMA node {n.get('node')} copy", _num(n.get("copy_bandwidth_gbps"), "GB/s"))
-        for g in d.get("gpus") or []:
-            gid = f"GPU {g.get('index')}"
-            if g.get("error"):
-                row(f"{gid} {name}", "error", note=g["error"])
-                continue
-            if name == "pcie":
-                link = (f"Gen{g.get('pcie_link_gen_max')} x{g.get('pcie_link_width_max')} "
-                        f"{_num(g.get('link_theoretical_gbps'), 'GB/s')}")
-                for key, label in (("h2d_pinned", "H2D pinned"), ("d2h_pinned", "D2H pinned"),
-                                   ("h2d_pageable", "H2D pageable"), ("d2h_pageable", "D2H pageable")):
-                    row(f"{gid} PCIe {label}", _num(g.get(key + "_gbps"), "GB/s"), link, g.get(key + "_share"))
-                if g.get("pcie_link_gen_under_load") is not None:
-                    row(f"{gid} PCIe link under load",
-                        f"Gen{g['pcie_link_gen_under_load']} x{g.get('pcie_link_width_under_load')}",
-                        f"Gen{g.get('pcie_link_gen_max')} x{g.get('pcie_link_width_max')}")
-            elif name == "hbm":
-                note = g.get("name") or ""
-                bw, spec = g.get("copy_bandwidth_gbps"), g.get("spec_bandwidth_gbps")
-                if weight_bytes and bw and spec:
-                    at = [decode_tokens_per_s_bound(1, v * 1e9, weight_bytes, 0.0, 0.0) for v in (bw, spec)]
-                    note += f"; batch-1 decode <= {at[0]:,.0f} tok/s measured, {at[1]:,.0f} at spec"
-                row(f"{gid} memory copy (D2D)", _num(bw, "GB/s"), _num(spec, "GB/s spec"), g.get("share_of_spec"),
-                    note)
-            elif name == "matmul":
-                row(f"{gid} bf16 matmul", _num(g.get("bf16_tflops"), "TFLOP/s"),
-                    _num(g.get("bf16_spec_tflops"), "TFLOP/s spec"), g.get("bf16_share_of_spec"), f"n={g.get('n')}")
-                if g.get("fp8_tflops") is not None:
-                    row(f"{gid} fp8 matmul", _num(g.get("fp8_tflops"), "TFLOP/s"),
-                        _num(g.get("fp8_spec_tflops"), "TFLOP/s spec"), g.get("fp8_share_of_spec"))
-                else:
-                    row(f"{gid} fp8 matmul", "unsupported", note=g.get("fp8_reason") or "")
-        if name == "allreduce":
-            for backend in ("nccl", "gloo"):
-                r = d.get(backend)
-                if r:
-                    row(f"all-reduce {backend} busbw", _num(r.get("busbw_gbps"), "GB/s"),
-                        note=f"{r.get('world_size')} ranks, {(r.get('size_bytes') or 0) / 2**20:.0f} MiB "
-                             f"{r.get('dtype')}, algbw {r.get('algbw_gbps')} GB/s")
-                else:
-                    row(f"all-reduce {backend}", "unsupported", note=d.get(backend + "_reason") or "")
+        _probe_rows(name, p.data, row, weight_bytes)
     return rows
+
+
+def _probe_rows(name: str, d: dict[str, Any], row: Row, weight_bytes: float | None) -> None:
+    if name == "host_memory":
+        _host_memory_rows(d, row)
+    for g in d.get("gpus") or []:
+        gid = f"GPU {g.get('index')}"
+        if g.get("error"):
+            row(f"{gid} {name}", "error", note=g["error"])
+            continue
+        gpu_rows = _GPU_ROWS.get(name)
+        if gpu_rows is not None:
+            gpu_rows(gid, g, row, weight_bytes)
+    if name == "allreduce":
+        _allreduce_rows(d, row)
+
+
+def _host_memory_rows(d: dict[str, Any], row: Row) -> None:
+    row("host memory copy", _num(d.get("copy_bandwidth_gbps"), "GB/s"),
+        note=f"{d.get('num_threads')} threads, {(d.get('buffer_bytes') or 0) / 2**20:.0f} MiB buffer")
+    row("host memory read", _num(d.get("read_bandwidth_gbps"), "GB/s"))
+    if len(d.get("nodes") or []) > 1:
+        for n in d["nodes"]:
+            row(f"  NUMA node {n.get('node')} copy", _num(n.get("copy_bandwidth_gbps"), "GB/s"))
+
+
+def _pcie_rows(gid: str, g: dict[str, Any], row: Row, weight_bytes: float | None) -> None:
+    link = (f"Gen{g.get('pcie_link_gen_max')} x{g.get('pcie_link_width_max')} "
+            f"{_num(g.get('link_theoretical_gbps'), 'GB/s')}")
+    for key, label in (("h2d_pinned", "H2D pinned"), ("d2h_pinned", "D2H pinned"),
+                       ("h2d_pageable", "H2D pageable"), ("d2h_pageable", "D2H pageable")):
+        row(f"{gid} PCIe {label}", _num(g.get(key + "_gbps"), "GB/s"), link, g.get(key + "_share"))
+    if g.get("pcie_link_gen_under_load") is not None:
+        row(f"{gid} PCIe link under load",
+            f"Gen{g['pcie_link_gen_under_load']} x{g.get('pcie_link_width_under_load')}",
+            f"Gen{g.get('pcie_link_gen_max')} x{g.get('pcie_link_width_max')}")
+
+
+def _hbm_rows(gid: str, g: dict[str, Any], row: Row, weight_bytes: float | None) -> None:
+    from triage.core.roofline import decode_tokens_per_s_bound
+
+    note = g.get("name") or ""
+    bw, spec = g.get("copy_bandwidth_gbps"), g.get("spec_bandwidth_gbps")
+    if weight_bytes and bw and spec:
+        at = [decode_tokens_per_s_bound(1, v * 1e9, weight_bytes, 0.0, 0.0) for v in (bw, spec)]
+        note += f"; batch-1 decode <= {at[0]:,.0f} tok/s measured, {at[1]:,.0f} at spec"
+    row(f"{gid} memory copy (D2D)", _num(bw, "GB/s"), _num(spec, "GB/s spec"), g.get("share_of_spec"), note)
+
+
+def _matmul_rows(gid: str, g: dict[str, Any], row: Row, weight_bytes: float | None) -> None:
+    row(f"{gid} bf16 matmul", _num(g.get("bf16_tflops"), "TFLOP/s"),
+        _num(g.get("bf16_spec_tflops"), "TFLOP/s spec"), g.get("bf16_share_of_spec"), f"n={g.get('n')}")
+    if g.get("fp8_tflops") is not None:
+        row(f"{gid} fp8 matmul", _num(g.get("fp8_tflops"), "TFLOP/s"),
+            _num(g.get("fp8_spec_tflops"), "TFLOP/s spec"), g.get("fp8_share_of_spec"))
+    else:
+        row(f"{gid} fp8 matmul", "unsupported", note=g.get("fp8_reason") or "")
+
+
+_GPU_ROWS: dict[str, Callable[[str, dict[str, Any], Row, float | None], None]] = {
+    "pcie": _pcie_rows, "hbm": _hbm_rows, "matmul": _matmul_rows}
+
+
+def _allreduce_rows(d: dict[str, Any], row: Row) -> None:
+    for backend in ("nccl", "gloo"):
+        r = d.get(backend)
+        if r:
+            row(f"all-reduce {backend} busbw", _num(r.get("busbw_gbps"), "GB/s"),
+                note=f"{r.get('world_size')} ranks, {(r.get('size_bytes') or 0) / 2**20:.0f} MiB "
+                     f"{r.get('dtype')}, algbw {r.get('algbw_gbps')} GB/s")
+        else:
+            row(f"all-reduce {backend}", "unsupported", note=d.get(backend + "_reason") or "")
