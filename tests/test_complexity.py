@@ -49,10 +49,8 @@ ALLOWED: dict[str, set[str]] = {
     "scripts/extract_engine_truth.py": {"_argparse_spec", "add", "add_annotated_flags", "extract_argparse", "literal_choices", "tgi_flags", "type_of", "value"},
     "triage/bench/client.py": {"send"},
     "triage/bench/find_max.py": {"search"},
-    "triage/bench/http.py": {"_feed"},
     "triage/bench/merge.py": {"merge_dirs"},
     "triage/bench/preflight.py": {"preflight"},
-    "triage/bench/sse.py": {"_handle_event", "feed"},
 }
 
 
