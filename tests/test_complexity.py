@@ -47,10 +47,6 @@ ALLOWED: dict[str, set[str]] = {
     "rules/context.py": {"kv_pressure"},
     "rules/registry.py": {"declaration_problems"},
     "scripts/extract_engine_truth.py": {"_argparse_spec", "add", "add_annotated_flags", "extract_argparse", "literal_choices", "tgi_flags", "type_of", "value"},
-    "triage/bench/client.py": {"send"},
-    "triage/bench/find_max.py": {"search"},
-    "triage/bench/merge.py": {"merge_dirs"},
-    "triage/bench/preflight.py": {"preflight"},
 }
 
 
