@@ -17,6 +17,7 @@ from triage.bench.options import (
 from triage.cli_support import console, emit, format_option, funnel, json_option, option_groups
 from triage.commands.bench_options import BENCH_GROUPS
 from triage.core.report import ReportKind
+from triage.formats import get as get_format
 
 
 @funnel
@@ -32,7 +33,7 @@ def bench(ctx: typer.Context, target: TargetOptions, load: LoadOptions, workload
 
     err = console(stderr=True)
     run = run_bench(BenchOptions(target, load, workload, slo, scale, output), err,
-                    live=output.format == "text" and err.is_terminal)
+                    live=get_format(output.format).human and err.is_terminal)
     emit(run.report, None, output.format, other_files=run.files)
     return run.exit_code
 
