@@ -120,9 +120,9 @@ def _stats_ms(values: list[float]) -> dict[str, float | None]:
 
 async def triage_client_run(url: str, concurrency: int, num_requests: int, num_tokens: int, http_get) -> dict:
     from triage.bench.client import RequestOptions, make_pool
-    from triage.bench.config import BenchConfig, Endpoint, LevelSpec
     from triage.bench.levels import LevelContext, run_closed
-    from triage.bench.workload import TokenCalibration, synthetic
+    from triage.bench.prompts import TokenCalibration, synthetic
+    from triage.bench.run_config import BenchConfig, Endpoint, LevelSpec
 
     cfg = BenchConfig(url=url, input_len=16, output_len=num_tokens, seed=concurrency)
     items = synthetic(cfg, num_requests, TokenCalibration())
@@ -153,8 +153,8 @@ async def triage_client_run(url: str, concurrency: int, num_requests: int, num_t
 async def raw_client_run(host: str, port: int, concurrency: int, num_requests: int, num_tokens: int,
                          http_get) -> dict:
     """The floor: keep-alive sockets, one write per request, a timestamp on the read with the first content."""
-    from triage.bench.config import BenchConfig
-    from triage.bench.workload import TokenCalibration, synthetic
+    from triage.bench.prompts import TokenCalibration, synthetic
+    from triage.bench.run_config import BenchConfig
 
     items = synthetic(BenchConfig(url="", input_len=16, output_len=num_tokens, seed=1000 + concurrency),
                       num_requests, TokenCalibration())

@@ -164,9 +164,9 @@ def _stats(values_ms: list[float]) -> dict[str, float | int | None]:
 def one_run(url: str, levels: tuple[int, ...], num_requests: int, warm: bool) -> dict:
     import httpx
 
-    from triage.bench.config import BenchConfig, LevelSpec
+    from triage.bench.level_runner import BenchRunner
     from triage.bench.records import RecordSink, read_records
-    from triage.bench.runner import BenchRunner
+    from triage.bench.run_config import BenchConfig, LevelSpec
 
     cfg = BenchConfig(url=url, levels=tuple(LevelSpec(concurrency=c) for c in levels), num_requests=num_requests,
                       warmup=2, input_len=16, output_len=NUM_TOKENS, timeout_s=60.0, scrape_interval_s=30.0,

@@ -124,6 +124,25 @@ def _topology(nvml: Any, gpus: list[_Gpu]) -> list[dict[str, Any]]:
     return pairs
 
 
+def _sample_window(gpus: list, window_s: float, sample_interval_s: float, sleep: Callable[[float], None]) -> float:
+    """Sample every GPU's utilization over the window; the window actually observed (at least `window_s`)."""
+    window_start = time.perf_counter()
+    num_steps = max(1, math.ceil(window_s / sample_interval_s)) if window_s > 0 else 0
+    for _ in range(num_steps):
+        sleep(window_s / num_steps)
+        for g in gpus:
+            g.guard(g.sample_util)
+    return max(window_s, time.perf_counter() - window_start)
+
+
+def _versions(driver: Any, cuda: Any, nvml_version: Any) -> dict[str, str | None]:
+    return {
+        "driver_version": text_of(driver) if driver is not None else None,
+        "cuda_driver_version": f"{int(cuda) // 1000}.{int(cuda) % 1000 // 10}" if cuda is not None else None,
+        "nvml_version": text_of(nvml_version) if nvml_version is not None else None,
+    }
+
+
 def probe_gpu(nvml: Any = None, window_s: float = 2.0, sys_root: str = "/sys",
               sample_interval_s: float = 0.25, sleep: Callable[[float], None] = time.sleep) -> ProbeResult:
     """Read every GPU, sample utilization over `window_s`, diff the throttle counters over it."""
@@ -151,21 +170,13 @@ def probe_gpu(nvml: Any = None, window_s: float = 2.0, sys_root: str = "/sys",
         if count is None:
             return done(ProbeStatus.ERROR, "NVML started but could not count the GPUs")
         gpus = [_open(nvml, i, sys_root) for i in range(int(count))]
-        window_start = time.perf_counter()
-        num_steps = max(1, math.ceil(window_s / sample_interval_s)) if window_s > 0 else 0
-        for _ in range(num_steps):
-            sleep(window_s / num_steps)
-            for g in gpus:
-                g.guard(g.sample_util)
-        window_s = max(window_s, time.perf_counter() - window_start)  # the window actually observed
+        window_s = _sample_window(gpus, window_s, sample_interval_s, sleep)
         entries = [_finish(g, window_s) for g in gpus]
         topology = _topology(nvml, gpus)
         for entry in entries:
             entry.pop("_nvlink_remotes", None)
         data = {
-            "driver_version": text_of(driver) if driver is not None else None,
-            "cuda_driver_version": f"{int(cuda) // 1000}.{int(cuda) % 1000 // 10}" if cuda is not None else None,
-            "nvml_version": text_of(nvml_version) if nvml_version is not None else None,
+            **_versions(driver, cuda, nvml_version),
             "window_s": window_s,
             "num_gpus": len(entries),
             "gpus": entries,

@@ -56,33 +56,43 @@ def scan_lines(lines: list[str]) -> dict:
             starting = True
         elif _READY.search(line):
             starting = False
-        if _PREEMPT.search(line):
-            out["num_preemption_lines"] += 1
-            if len(out["preemption_examples"]) < 3:
-                out["preemption_examples"].append(redact_text(line.strip())[:300])
-        if _SLOW_TOKENIZER.search(line):
-            out["slow_tokenizer"] = True
-        if m := _KV_TOKENS.search(line):
-            out["kv_cache_tokens"] = int(m.group(1).replace(",", ""))
-        if m := _GPU_BLOCKS.search(line):
-            out["num_gpu_blocks"] = int(m.group(1).replace(",", ""))
-        if m := _MAX_CONCURRENCY.search(line):
-            out["max_concurrency_tokens_per_request"] = int(m.group(1).replace(",", ""))
-            out["max_concurrency"] = float(m.group(2))
-        if _CUDA_GRAPH.search(line) and len(out["cuda_graph_hints"]) < MAX_KEPT_LINES:
-            out["cuda_graph_hints"].append(redact_text(line.strip())[:300])
-        if _NCCL_ERROR.search(line):
-            out["num_nccl_errors"] += 1
-        if _SHM_STALL.search(line):
-            out["num_shm_broadcast_stalls"] += 1
-            out["num_shm_broadcast_stalls_startup"] += starting
-        if _OOM.search(line):
-            out["num_oom_lines"] += 1
-        if m := _DOWNLOAD.search(line):
-            seconds = float(m.group(1))
-            if seconds < 1e7:
-                out["weights_download_s"] = max(seconds, out["weights_download_s"] or 0.0)
+        _count_events(line, out, starting)
+        _read_sizes(line, out)
     return out
+
+
+def _count_events(line: str, out: dict, starting: bool) -> None:
+    """Preemptions, a slow tokenizer, NCCL errors, shared-memory stalls (at start-up or not), OOMs."""
+    if _PREEMPT.search(line):
+        out["num_preemption_lines"] += 1
+        if len(out["preemption_examples"]) < 3:
+            out["preemption_examples"].append(redact_text(line.strip())[:300])
+    if _SLOW_TOKENIZER.search(line):
+        out["slow_tokenizer"] = True
+    if _CUDA_GRAPH.search(line) and len(out["cuda_graph_hints"]) < MAX_KEPT_LINES:
+        out["cuda_graph_hints"].append(redact_text(line.strip())[:300])
+    if _NCCL_ERROR.search(line):
+        out["num_nccl_errors"] += 1
+    if _SHM_STALL.search(line):
+        out["num_shm_broadcast_stalls"] += 1
+        out["num_shm_broadcast_stalls_startup"] += starting
+    if _OOM.search(line):
+        out["num_oom_lines"] += 1
+
+
+def _read_sizes(line: str, out: dict) -> None:
+    """The KV cache size, the blocks, the concurrency it allows, and the weights' download time."""
+    if m := _KV_TOKENS.search(line):
+        out["kv_cache_tokens"] = int(m.group(1).replace(",", ""))
+    if m := _GPU_BLOCKS.search(line):
+        out["num_gpu_blocks"] = int(m.group(1).replace(",", ""))
+    if m := _MAX_CONCURRENCY.search(line):
+        out["max_concurrency_tokens_per_request"] = int(m.group(1).replace(",", ""))
+        out["max_concurrency"] = float(m.group(2))
+    if m := _DOWNLOAD.search(line):
+        seconds = float(m.group(1))
+        if seconds < 1e7:
+            out["weights_download_s"] = max(seconds, out["weights_download_s"] or 0.0)
 
 
 def startup_section(lines: list[str]) -> dict | None:

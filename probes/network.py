@@ -8,6 +8,7 @@ import socket
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from triage.core.probe_data import NetworkData
@@ -38,6 +39,42 @@ def _ttfb(host: str, port: int, address: tuple, path: str, timeout_s: float) -> 
     return elapsed, status
 
 
+@dataclass
+class _Timings:
+    dns: list[float] = field(default_factory=list)
+    tcp: list[float] = field(default_factory=list)
+    ttfb: list[float] = field(default_factory=list)
+    statuses: list[int | None] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _sample(t: _Timings, host: str, port: int, scheme: str, path: str, resolver: Resolver, timeout_s: float) -> bool:
+    """Time one DNS lookup, TCP connect and (over http) GET /health; False when the lookup or connect failed."""
+    try:
+        t0 = time.perf_counter()
+        infos = resolver(host, port, type=socket.SOCK_STREAM)
+        t.dns.append(time.perf_counter() - t0)
+        address = infos[0][4]
+    except OSError as e:
+        t.errors.append(f"DNS: {e}")
+        return False
+    try:
+        t0 = time.perf_counter()
+        with socket.create_connection(address[:2], timeout=timeout_s):
+            t.tcp.append(time.perf_counter() - t0)
+    except OSError as e:
+        t.errors.append(f"TCP connect to {address[0]}:{port}: {e}")
+        return False
+    if scheme == "http":  # over https only DNS and TCP are timed (no TLS handshake here)
+        try:
+            elapsed, status = _ttfb(host, port, address, path + "/health", timeout_s)
+            t.ttfb.append(elapsed)
+            t.statuses.append(status)
+        except OSError as e:
+            t.errors.append(f"GET /health: {e}")
+    return True
+
+
 def probe_network(url: str | None, num_samples: int = 5, timeout_s: float = 2.0,
                   resolver: Resolver = socket.getaddrinfo) -> ProbeResult:
     start = time.perf_counter()
@@ -55,33 +92,11 @@ def probe_network(url: str | None, num_samples: int = 5, timeout_s: float = 2.0,
         return done(ProbeStatus.ERROR, f"{url}: the port is not a number")
     if not host:
         return done(ProbeStatus.ERROR, f"{url}: no host in the URL")
-    dns, tcp, ttfb = [], [], []
-    statuses: list[int | None] = []
-    errors: list[str] = []
-    address = None
+    t = _Timings()
     for _ in range(num_samples):
-        try:
-            t0 = time.perf_counter()
-            infos = resolver(host, port, type=socket.SOCK_STREAM)
-            dns.append(time.perf_counter() - t0)
-            address = infos[0][4]
-        except OSError as e:
-            errors.append(f"DNS: {e}")
+        if not _sample(t, host, port, parts.scheme, parts.path, resolver, timeout_s):
             break
-        try:
-            t0 = time.perf_counter()
-            with socket.create_connection(address[:2], timeout=timeout_s):
-                tcp.append(time.perf_counter() - t0)
-        except OSError as e:
-            errors.append(f"TCP connect to {address[0]}:{port}: {e}")
-            break
-        if parts.scheme == "http":  # over https only DNS and TCP are timed (no TLS handshake here)
-            try:
-                elapsed, status = _ttfb(host, port, address, parts.path + "/health", timeout_s)
-                ttfb.append(elapsed)
-                statuses.append(status)
-            except OSError as e:
-                errors.append(f"GET /health: {e}")
+    dns, tcp, ttfb, statuses, errors = t.dns, t.tcp, t.ttfb, t.statuses, t.errors
     data = {
         "url": base_url(url),
         "host": host,

@@ -121,41 +121,53 @@ def _convert(kind: str, raw: str | None) -> Any:
 def parse_flags(argv: Sequence[str], engine: str) -> tuple[dict[str, Any], list[str]]:
     """(typed config from the flags, flags whose value could not be parsed). argv is already redacted."""
     table = flag_table(engine)
-    module = _config_module(engine)
     out: dict[str, Any] = {}
     bad: list[str] = []
     args = list(argv)
     i = 0
     while i < len(args):
-        arg = args[i]
-        flag, eq, inline = arg.partition("=")
-        flag_norm = flag if flag in table else flag.replace("_", "-")
-        if flag_norm in table:
-            field, kind = table[flag_norm]
-            raw: str | None = inline if eq else None
-            takes_value = kind not in ("bool", "nobool")
-            if kind == "bool" and not eq and i + 1 < len(args) and args[i + 1].lower() in ("true", "false"):
-                raw = args[i + 1]  # SGLang/TGI style `--flag true`
-                i += 1
-            if takes_value and not eq:
-                raw = args[i + 1] if i + 1 < len(args) else None
-                i += 1
-            try:
-                out[field] = _convert(kind, raw)
-            except ValueError:
-                bad.append(flag_norm)
+        i = _read_flag(args, i, table, out, bad) + 1
+    module = _config_module(engine)
+    if module is not None:
+        _module_extras(module, args, table, out, bad)
+    return out, bad
+
+
+def _read_flag(args: list[str], i: int, table: dict[str, tuple[str, str]], out: dict[str, Any],
+               bad: list[str]) -> int:
+    """Read args[i] into `out` when it is a known flag (its value too); the index of the last arg it used."""
+    flag, eq, inline = args[i].partition("=")
+    flag_norm = flag if flag in table else flag.replace("_", "-")
+    if flag_norm not in table:
+        return i
+    field, kind = table[flag_norm]
+    raw: str | None = inline if eq else None
+    if kind == "bool" and not eq and i + 1 < len(args) and args[i + 1].lower() in ("true", "false"):
+        raw = args[i + 1]  # SGLang/TGI style `--flag true`
         i += 1
-    if module is not None and module.model_after and "model" not in out:
+    if kind not in ("bool", "nobool") and not eq:
+        raw = args[i + 1] if i + 1 < len(args) else None
+        i += 1
+    try:
+        out[field] = _convert(kind, raw)
+    except ValueError:
+        bad.append(flag_norm)
+    return i
+
+
+def _module_extras(module: Any, args: list[str], table: dict[str, tuple[str, str]], out: dict[str, Any],
+                   bad: list[str]) -> None:
+    """What the engine's command line says beyond its flags: the positional model, a --config file."""
+    if module.model_after and "model" not in out:
         # `vllm serve MODEL ...`: the positional after `serve`.
         for j, arg in enumerate(args[:-1]):
             if arg == module.model_after and not args[j + 1].startswith("-"):
                 out["model"] = args[j + 1]
                 break
-    if module is not None and module.config_file_flag and module.config_file_flag in args[:-1]:
+    if module.config_file_flag and module.config_file_flag in args[:-1]:
         _merge_yaml_config(args[args.index(module.config_file_flag) + 1], table, out, bad)
-    if module is not None and module.config_fixup_fn is not None:
+    if module.config_fixup_fn is not None:
         module.config_fixup_fn(out)
-    return out, bad
 
 
 def _merge_yaml_config(path: str, table: dict[str, tuple[str, str]], out: dict[str, Any], bad: list[str]) -> None:
@@ -225,77 +237,112 @@ def _get_json(get: HttpGet, url: str, timeout_s: float) -> Any:
         return None
 
 
+class _Settings:
+    """Each setting with the first source that gave it (endpoints, then the command line, then defaults)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+        self.sources: dict[str, str] = {}
+
+    def put(self, field: str, value: Any, source: str) -> None:
+        if field not in self.sources and value is not None:
+            self.values[field] = value
+            self.sources[field] = source
+
+    def put_all(self, values: dict[str, Any], source: str) -> None:
+        for field, value in values.items():
+            self.put(field, value, source)
+
+
+def _from_metrics(base: str, get: HttpGet, timeout_s: float, notes: list[str]) -> tuple[str | None, dict[str, Any]]:
+    """(the engine the /metrics names imply, its cache_config_info labels)."""
+    raw = None
+    try:
+        resp = get(base + "/metrics", timeout_s)
+        raw = resp.text if resp.status_code == 200 else None
+    except HttpFailure as e:
+        notes.append(str(e))
+    if not raw:
+        return None, {}
+    m = normalise(parse_metrics(raw))
+    return m.engine, dict(m.cache_config)
+
+
+def _from_models(models: Any, settings: _Settings) -> None:
+    if isinstance(models, dict) and isinstance(models.get("data"), list) and models["data"]:
+        first = models["data"][0]
+        if isinstance(first, dict):
+            settings.put("max_model_len", first.get("max_model_len"), "/v1/models")
+            settings.put("model", first.get("root") or first.get("id"), "/v1/models")
+            settings.put("served_model_name", first.get("id"), "/v1/models")
+
+
+def _from_engine_endpoints(base: str, get: HttpGet, timeout_s: float, engine: str | None,
+                           settings: _Settings) -> str | None:
+    """Settings an engine's own endpoint reports (TGI /info); the engine, named by whose endpoint answered."""
+    for module in engines():
+        for path, keys in module.config_endpoints.items():
+            body = _get_json(get, base + path, timeout_s)
+            if not any(s.path == path and s.matches(body) for s in module.identity.endpoints):
+                continue
+            engine = engine or module.name
+            for key, field in keys.items():
+                settings.put(field, body.get(key), path)
+    return engine
+
+
+def _from_endpoints(base: str, get: HttpGet, timeout_s: float, engine: str | None, metrics_engine: str | None,
+                    settings: _Settings, notes: list[str]) -> tuple[str | None, str | None, dict[str, Any]]:
+    """(engine, metrics engine, cache_config) from what the server's endpoints answer."""
+    named, cache_config = _from_metrics(base, get, timeout_s, notes)
+    metrics_engine = metrics_engine or named
+    for label, field in _CACHE_CONFIG_MAP.items():
+        settings.put(field, cache_config.get(label), "cache_config_info")
+    _from_models(_get_json(get, base + "/v1/models", timeout_s), settings)
+    version = _get_json(get, base + "/version", timeout_s)
+    if isinstance(version, dict) and version.get("version"):
+        settings.put("engine_version", str(version["version"]), "/version")
+    engine = engine or _named_by("/version", version)   # our own `triage serve` names itself there
+    return _from_engine_endpoints(base, get, timeout_s, engine, settings), metrics_engine, cache_config
+
+
+def _defaults(engine: str | None, metrics_engine: str | None, settings: _Settings) -> None:
+    """The engine's defaults (its config module's, then the version's), and those its metric names imply."""
+    config_module = _config_module(engine) if engine else None
+    for field, value in (config_module.config_defaults if config_module is not None else {}).items():
+        if field not in settings.sources:
+            settings.values[field] = value
+            settings.sources[field] = "default"
+    if engine:
+        versioned, label = _versioned_defaults(engine, settings.values.get("engine_version"))
+        settings.put_all(versioned, label)
+    implied = next((m.metrics_defaults[metrics_engine] for m in engines() if metrics_engine in m.metrics_defaults), {})
+    settings.put_all(implied, "default")
+
+
 def probe_server_config(url: str | None, cmdline: Sequence[str] | None = None, engine: str | None = None,
                         metrics_engine: str | None = None, get: HttpGet = http_get,
                         timeout_s: float = 3.0, environ: dict[str, str] | None = None) -> ProbeResult:
     """`cmdline`: the server's argv (redacted here again); `engine`: from the process (vllm|sglang|tgi|reference)."""
     start = time.perf_counter()
-    values: dict[str, Any] = {}
-    sources: dict[str, str] = {}
+    settings = _Settings()
     notes: list[str] = []
-
-    def put(field: str, value: Any, source: str) -> None:
-        if field not in sources and value is not None:
-            values[field] = value
-            sources[field] = source
-
     base = base_url(url) if url else None
     cache_config: dict[str, Any] = {}
     if base:
-        raw = None
-        try:
-            resp = get(base + "/metrics", timeout_s)
-            raw = resp.text if resp.status_code == 200 else None
-        except HttpFailure as e:
-            notes.append(str(e))
-        if raw:
-            m = normalise(parse_metrics(raw))
-            metrics_engine = metrics_engine or m.engine
-            cache_config = dict(m.cache_config)
-        for label, field in _CACHE_CONFIG_MAP.items():
-            put(field, cache_config.get(label), "cache_config_info")
-        models = _get_json(get, base + "/v1/models", timeout_s)
-        if isinstance(models, dict) and isinstance(models.get("data"), list) and models["data"]:
-            first = models["data"][0]
-            if isinstance(first, dict):
-                put("max_model_len", first.get("max_model_len"), "/v1/models")
-                put("model", first.get("root") or first.get("id"), "/v1/models")
-                put("served_model_name", first.get("id"), "/v1/models")
-        version = _get_json(get, base + "/version", timeout_s)
-        if isinstance(version, dict) and version.get("version"):
-            put("engine_version", str(version["version"]), "/version")
-        engine = engine or _named_by("/version", version)   # our own `triage serve` names itself there
-        for module in engines():   # settings an engine's own endpoint reports (TGI /info)
-            for path, keys in module.config_endpoints.items():
-                body = _get_json(get, base + path, timeout_s)
-                if not any(s.path == path and s.matches(body) for s in module.identity.endpoints):
-                    continue
-                engine = engine or module.name
-                for key, field in keys.items():
-                    put(field, body.get(key), path)
+        engine, metrics_engine, cache_config = _from_endpoints(base, get, timeout_s, engine, metrics_engine,
+                                                               settings, notes)
     argv = redact_argv(cmdline) if cmdline else None
     if engine is None and metrics_engine:
         engine = normalise_engine(metrics_engine)
     bad_flags: list[str] = []
     if argv:
         parsed, bad_flags = parse_flags(argv, engine or "vllm")
-        for field, value in parsed.items():
-            put(field, value, "cmdline")
+        settings.put_all(parsed, "cmdline")
     if environ and engine:
-        for field, value in parse_env(environ, engine).items():
-            put(field, value, "environment")
-    config_module = _config_module(engine) if engine else None
-    for field, value in (config_module.config_defaults if config_module is not None else {}).items():
-        if field not in sources:
-            values[field] = value
-            sources[field] = "default"
-    if engine:
-        versioned, label = _versioned_defaults(engine, values.get("engine_version"))
-        for field, value in versioned.items():
-            put(field, value, label)
-    implied = next((m.metrics_defaults[metrics_engine] for m in engines() if metrics_engine in m.metrics_defaults), {})
-    for field, value in implied.items():
-        put(field, value, "default")
+        settings.put_all(parse_env(environ, engine), "environment")
+    _defaults(engine, metrics_engine, settings)
+    values, sources = settings.values, settings.sources
     data: dict[str, Any] = {"engine": engine, "engine_version": values.pop("engine_version", None)}
     for field in FIELDS:
         data[field] = values.get(field)

@@ -63,6 +63,75 @@ def _mems_allowed(pid: int, proc_root: str) -> list[int] | None:
     return None
 
 
+def _uptime_s(root: psutil.Process, clock: Callable[[], float]) -> float | None:
+    try:
+        uptime = clock() - root.create_time()
+    except (psutil.Error, OSError):
+        return None
+    return round(uptime, 1) if uptime >= 0 else None   # a clock stepped backwards: unknown
+
+
+def _rss(proc: psutil.Process) -> int | None:
+    try:
+        return int(proc.memory_info().rss)
+    except (psutil.Error, OSError):
+        return None
+
+
+def _prime(procs: list[psutil.Process]) -> dict[int, tuple[float, dict[int, float]]]:
+    """Start each process's CPU counters: {pid: (when, its threads' CPU seconds)}."""
+    before: dict[int, tuple[float, dict[int, float]]] = {}
+    for p in procs:
+        try:
+            p.cpu_percent(None)  # primes psutil's per-process counter; the first call returns 0.0
+            before[p.pid] = (time.perf_counter(), _thread_times(p))
+        except (psutil.Error, OSError):
+            continue
+    return before
+
+
+def _window_rows(procs: list[psutil.Process], before: dict[int, tuple[float, dict[int, float]]]
+                 ) -> tuple[list[dict[str, Any]], float | None]:
+    """(one row per process over the window, the busiest thread's CPU %)."""
+    rows: list[dict[str, Any]] = []
+    max_thread_pct: float | None = None
+    for p in procs:
+        if p.pid not in before:
+            continue
+        try:
+            row, busiest = _process_row(p, *before[p.pid])
+        except (psutil.Error, OSError):
+            continue
+        rows.append(row)
+        if busiest is not None:
+            max_thread_pct = busiest if max_thread_pct is None else max(max_thread_pct, busiest)
+    return rows, max_thread_pct
+
+
+def _process_row(p: psutil.Process, t0: float, threads0: dict[int, float]) -> tuple[dict[str, Any], float | None]:
+    with p.oneshot():
+        cpu_pct = p.cpu_percent(None)
+        row = {"pid": p.pid, "name": p.name(), "cpu_pct": cpu_pct, "num_threads": p.num_threads(),
+               "rss_bytes": int(p.memory_info().rss)}
+    elapsed = max(time.perf_counter() - t0, 1e-6)
+    pcts = [100.0 * (total - threads0[tid]) / elapsed for tid, total in _thread_times(p).items() if tid in threads0]
+    return row, max(pcts) if pcts else None
+
+
+def _affinity(root: psutil.Process) -> list[int] | None:
+    try:
+        return sorted(root.cpu_affinity())
+    except (psutil.Error, OSError, AttributeError):
+        return None
+
+
+def _environ(root: psutil.Process) -> Mapping[str, str] | None:
+    try:
+        return root.environ()
+    except (psutil.Error, OSError):
+        return None
+
+
 def probe_server_process(pid: int | None, engine: str | None = None, window_s: float = 2.0,
                          proc_root: str = "/proc", sys_root: str = "/sys",
                          sleep: Callable[[float], None] = time.sleep,
@@ -86,64 +155,18 @@ def probe_server_process(pid: int | None, engine: str | None = None, window_s: f
     except psutil.AccessDenied:
         return done(ProbeStatus.PERMISSION_DENIED, f"process {pid} belongs to another user; run as that user or root")
 
-    unsupported: list[str] = []
-    try:
-        uptime = clock() - root.create_time()
-        uptime_s = round(uptime, 1) if uptime >= 0 else None   # a clock stepped backwards: unknown
-    except (psutil.Error, OSError):
-        uptime_s = None
-    if uptime_s is None:
-        unsupported.append("uptime_s")
+    uptime_s = _uptime_s(root, clock)
     procs = _tree(root)
-    before: dict[int, tuple[float, dict[int, float]]] = {}
-    for p in procs:
-        try:
-            p.cpu_percent(None)  # primes psutil's per-process counter; the first call returns 0.0
-            before[p.pid] = (time.perf_counter(), _thread_times(p))
-        except (psutil.Error, OSError):
-            continue
-    try:
-        rss_start = int(root.memory_info().rss)
-    except (psutil.Error, OSError):
-        rss_start = None
-        unsupported.append("rss_bytes_start")
+    before = _prime(procs)
+    rss_start = _rss(root)
     sleep(window_s)
-
-    rows: list[dict[str, Any]] = []
-    max_thread_pct: float | None = None
-    for p in procs:
-        if p.pid not in before:
-            continue
-        try:
-            with p.oneshot():
-                cpu_pct = p.cpu_percent(None)
-                row = {"pid": p.pid, "name": p.name(), "cpu_pct": cpu_pct, "num_threads": p.num_threads(),
-                       "rss_bytes": int(p.memory_info().rss)}
-            t0, threads0 = before[p.pid]
-            elapsed = max(time.perf_counter() - t0, 1e-6)
-            for tid, total in _thread_times(p).items():
-                if tid in threads0:
-                    pct = 100.0 * (total - threads0[tid]) / elapsed
-                    max_thread_pct = pct if max_thread_pct is None else max(max_thread_pct, pct)
-            rows.append(row)
-        except (psutil.Error, OSError):
-            continue
-    try:
-        rss_end = int(root.memory_info().rss)
-    except (psutil.Error, OSError):
-        rss_end = None
-        unsupported.append("rss_bytes_end")
-
-    try:
-        affinity = sorted(root.cpu_affinity())
-    except (psutil.Error, OSError, AttributeError):
-        affinity = None
-        unsupported.append("cpu_affinity")
-    if env is None:
-        try:
-            env = root.environ()
-        except (psutil.Error, OSError):
-            unsupported.append("debug_env")
+    rows, max_thread_pct = _window_rows(procs, before)
+    rss_end = _rss(root)
+    affinity = _affinity(root)
+    env = env if env is not None else _environ(root)
+    unsupported = [name for name, value in (("uptime_s", uptime_s), ("rss_bytes_start", rss_start),
+                                            ("rss_bytes_end", rss_end), ("cpu_affinity", affinity),
+                                            ("debug_env", env)) if value is None]
     safe_env = redact_env(env) if env is not None else None
     limits = read_limits(pid, proc_root, sys_root)
     data = {

@@ -124,6 +124,30 @@ def _as_server_sees(path: str, root: str | None) -> str:
     return path
 
 
+def _timed_read(model_dir: str | None, max_read_bytes: int, read_budget_s: float, proc_root: str,
+                unsupported: list[str]) -> tuple[float | None, int | None, bool | None]:
+    """(GB/s, bytes read, page cache warm) of reading the model's files; all None when not measured."""
+    if not model_dir:
+        return None, None, None
+    try:
+        return read_speed(model_dir, max_read_bytes, read_budget_s, proc_root)
+    except OSError:   # unreadable files: unmeasured, not "0 bytes read"
+        unsupported += ["read_gbps", "read_bytes"]
+        return None, None, None
+
+
+def _cache_empty(cache: str | None, root: str | None) -> bool | None:
+    """Whether the Hugging Face cache holds no model (None: no cache known, or not ours to list)."""
+    if cache is None:
+        return None
+    try:
+        return not any(p.name.startswith("models--") for p in Path(_in_server_fs(cache, root)).iterdir())
+    except FileNotFoundError:
+        return True    # no cache directory at all: nothing was ever downloaded
+    except OSError:
+        return None    # there, but not ours to list: unknown, not "empty"
+
+
 def probe_storage(model: str | None = None, env: Mapping[str, str] | None = None, proc_root: str = "/proc",
                   max_read_bytes: int = DEFAULT_MAX_READ_BYTES, read_budget_s: float = 1.5,
                   pid: int | None = None) -> ProbeResult:
@@ -151,22 +175,8 @@ def probe_storage(model: str | None = None, env: Mapping[str, str] | None = None
     cache_fstype = fstype_of(cache, mounts) if mounts and cache else None
     if not mounts:
         unsupported += ["model_dir_fstype", "hf_cache_fstype"]
-    read_gbps: float | None = None
-    read_bytes: int | None = None
-    warm: bool | None = None
-    if model_dir:
-        try:
-            read_gbps, read_bytes, warm = read_speed(model_dir, max_read_bytes, read_budget_s, proc_root)
-        except OSError:   # unreadable files: unmeasured, not "0 bytes read"
-            unsupported += ["read_gbps", "read_bytes"]
-    cache_empty: bool | None = None
-    if cache is not None:
-        try:
-            cache_empty = not any(p.name.startswith("models--") for p in Path(_in_server_fs(cache, root)).iterdir())
-        except FileNotFoundError:
-            cache_empty = True    # no cache directory at all: nothing was ever downloaded
-        except OSError:
-            cache_empty = None    # there, but not ours to list: unknown, not "empty"
+    read_gbps, read_bytes, warm = _timed_read(model_dir, max_read_bytes, read_budget_s, proc_root, unsupported)
+    cache_empty = _cache_empty(cache, root)
     if cache_empty is None:
         unsupported.append("hf_cache_empty")
     data = {

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from tests.fake_servers import FakeOpenAIServer
 from triage.bench.client import completed_without_text
-from triage.bench.config import LevelSpec
 from triage.bench.records import RequestRecord, read_records
+from triage.bench.run_config import LevelSpec
 from triage.bench.sse import parse_stream
 from triage.bench.stats import meets_slo, summarize
 from triage.cli import app

@@ -9,9 +9,9 @@ import psutil
 import pytest
 from typer.testing import CliRunner
 
-from triage.bench.config import BenchConfig, Endpoint, LevelSpec
+from triage.bench.level_runner import BenchRunner
 from triage.bench.records import RecordSink, read_records
-from triage.bench.runner import BenchRunner
+from triage.bench.run_config import BenchConfig, Endpoint, LevelSpec
 from triage.cli import app
 
 

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from tests.factories import bench_report, level
 from tests.fake_servers import FakeOpenAIServer
-from triage.bench.config import BenchConfig, LevelSpec
+from triage.bench.level_runner import BenchRunner
 from triage.bench.records import RecordSink, read_records
-from triage.bench.runner import BenchRunner
+from triage.bench.run_config import BenchConfig, LevelSpec
 from triage.cli import app
 from triage.compare import compare_reports
 from triage.compare.thresholds import parse_max_regression

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from triage.bench.config import BenchConfig, LevelSpec
+from triage.bench.run_config import BenchConfig, LevelSpec
 from triage.bench.shards import parse_shard, shard_config, skew_bound_s
 from triage.cli import app
 

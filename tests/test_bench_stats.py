@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from tests.factories import level
-from triage.bench.config import LevelSpec
 from triage.bench.records import RequestRecord
+from triage.bench.run_config import LevelSpec
 from triage.bench.saturation import summary
 from triage.bench.stats import itl_ms, latency_stats, meets_slo, summarize, tpot_s
 from triage.bench.validity import ClientMeasurements, achieved_concurrency, verdict

@@ -13,11 +13,12 @@ from typer.testing import CliRunner
 
 from tests.factories import level
 from triage.bench.app import URL_DEFAULTS
-from triage.bench.config import LevelSpec, config_from_flags
+from triage.bench.level_runner import check_sweep_fits
 from triage.bench.live import LiveView
+from triage.bench.options import BenchOptions, LoadOptions, WorkloadOptions
 from triage.bench.outputs import plots
 from triage.bench.records import RequestRecord, read_records
-from triage.bench.runner import check_sweep_fits
+from triage.bench.run_config import LevelSpec, base_config
 from triage.bench.saturation import summary
 from triage.cli import app
 from triage.compare import compare_reports
@@ -33,12 +34,12 @@ runner = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"})
 
 
 def _cfg(**flags):
-    args = dict(url="http://127.0.0.1:8000", model=None, concurrency=None, rate=None, burstiness=1.0,
-                num_requests=None, duration=None, warmup=None, repeat=1, seed=0, endpoint="completions",
-                api_key=None, header=None, timeout=60.0, input_len=None, output_len=None, len_dist="fixed",
-                shared_prefix_len=0, dataset=None, slo=None, max_in_flight=512, defaults=URL_DEFAULTS)
-    args.update(flags)
-    return config_from_flags(**args)
+    """The run config of `triage bench --url http://127.0.0.1:8000` with these load and workload options."""
+    load = {k: v for k, v in flags.items() if k in LoadOptions.__dataclass_fields__}
+    workload = {k: v for k, v in flags.items() if k in WorkloadOptions.__dataclass_fields__}
+    assert set(flags) == set(load) | set(workload), flags
+    opts = BenchOptions(load=LoadOptions(**load), workload=WorkloadOptions(**workload))
+    return base_config(opts, "http://127.0.0.1:8000", URL_DEFAULTS)
 
 
 # ---- parsing and validation

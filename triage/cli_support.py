@@ -6,8 +6,8 @@ contract's exit codes; a traceback reaches the user only with --debug.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +20,8 @@ from rich.markup import escape
 
 from triage.core.errors import EXIT_CANNOT, EXIT_INTERRUPTED, TriageError
 from triage.core.redact import redact_text
-from triage.core.report import Report
+from triage.core.report import Report, ReportKind
+from triage.formats import Output, get, names_for, write
 
 
 @dataclass
@@ -36,6 +37,12 @@ def console(stderr: bool = False, width: int | None = None) -> Console:
     no_color = SETTINGS.no_color or "NO_COLOR" in os.environ
     return Console(stderr=stderr, no_color=no_color, highlight=False, width=width,
                    soft_wrap=False, force_terminal=None if not no_color else False)
+
+
+def notes(fmt: str) -> Console:
+    """Where a command's notes go in format `fmt`: stdout after a view for people, stderr when stdout
+    carries only the document (JSON, Markdown, JUnit)."""
+    return console(stderr=not get(fmt).human)
 
 
 def error(message: str) -> None:
@@ -78,7 +85,42 @@ def funnel(fn: Callable[..., int | None]) -> Callable[..., None]:
     return wrapper
 
 
-FORMATS = ("text", "json", "markdown")
+OptionSpec = dict[str, tuple[Any, Any]]  # field -> (its type on the command line, its typer.Option)
+
+
+def option_groups(**groups: tuple[type, OptionSpec]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Let a command take frozen option objects: each keyword names a parameter of the command and gives
+    (the dataclass it receives, {field: (type, typer.Option(...))}). The command line lists every field of
+    the group where that parameter stands, in the order given (help panels included); the command gets one object per group, lists
+    as tuples, and an option left out (None) at its field's default."""
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(fn)
+        params = [field for p in sig.parameters.values() for field in _expanded(p, groups)]
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            for group, (cls, spec) in groups.items():
+                given = {name: kwargs.pop(name) for name in spec}
+                kwargs[group] = cls(**{name: _frozen(v) for name, v in given.items() if v is not None})
+            return fn(*args, **kwargs)
+
+        wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        return wrapper
+
+    return wrap
+
+
+def _expanded(param: inspect.Parameter, groups: dict[str, tuple[type, OptionSpec]]) -> list[inspect.Parameter]:
+    """A group's parameter as one keyword parameter per field; any other parameter as it is."""
+    if param.name not in groups:
+        return [param]
+    return [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=option, annotation=kind)
+            for name, (kind, option) in groups[param.name][1].items()]
+
+
+def _frozen(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
 
 
 def url_option(help: str) -> Any:
@@ -90,8 +132,11 @@ def json_option(panel: str | None = None) -> Any:
     return typer.Option(None, "--json", help="Also write the report JSON to this file.", rich_help_panel=panel)
 
 
-def format_option(formats: tuple[str, ...] = FORMATS, panel: str | None = None) -> Any:
-    """The `--format` option, checked when the command line is parsed (before any work starts)."""
+def format_option(kind: ReportKind, panel: str | None = None) -> Any:
+    """The `--format` option for a command that prints a `kind` report: its choices are the formats
+    registered for that kind (`triage/formats/`), checked when the command line is parsed."""
+    formats = names_for(kind)
+
     def check(value: str) -> str:
         if value not in formats:
             raise typer.BadParameter(f"{value!r} is not one of {', '.join(formats)}")
@@ -108,24 +153,21 @@ def manual(summary: str, *examples: str) -> str:
 
 
 def emit(report: Report, json_path: Path | None, fmt: str = "text",
-         other_files: dict[str, Path | None] | None = None) -> None:
-    """Write the report to --json FILE (if given) and show it: rich text, Markdown, or JSON on stdout.
-    Then say where every file went: the report JSON and `other_files` ({"JSONL": path, ...}, written by the
-    command). On stdout with text, on stderr otherwise (stdout then carries only the JSON or Markdown)."""
-    from triage import render
-    from triage.core.report_io import dumps, write_report
+         other_files: dict[str, Path | None] | None = None, detail: Any = None) -> None:
+    """Write the report to --json FILE (if given) and show it in format `fmt` (`triage/formats/`; `detail`
+    is what the format renders beyond the report, e.g. compare's result). Then say where every file went:
+    the report JSON and `other_files` ({"JSONL": path, ...}, written by the command). On stdout after a
+    view for people, on stderr otherwise (stdout then carries only the document)."""
+    from triage.core.report_io import write_report
 
     if json_path is not None:
         write_report(report, json_path)
-    if fmt == "json":
-        sys.stdout.write(dumps(report))
-    elif fmt == "markdown":
-        sys.stdout.write(render.markdown(report))
-    else:
-        render.console_view(report, console())
+    shown = write(fmt, Output(report, console(), detail))
+    if not shown.announces_files:
+        return
     written = {"report": json_path, **(other_files or {})}
     lines = [f"{what} written to {path}" for what, path in written.items() if path is not None]
     if lines:
-        out = console(stderr=fmt != "text")
+        out = notes(fmt)
         for line in lines:
             out.print(line, markup=False, soft_wrap=True)

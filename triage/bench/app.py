@@ -1,6 +1,6 @@
 """`triage bench` as a library call: optionally start the embedded reference server, run the bench with the
-live view, build the report (with the rules' findings), and write every output file. The command module
-only turns flags into a BenchConfig and calls `execute`."""
+live view, build the report (with the rules' findings), and write every output file. `session.run_bench`
+builds the BenchConfig from the command's option groups and calls `execute`."""
 from __future__ import annotations
 
 import asyncio
@@ -16,10 +16,10 @@ from typing import Any
 
 from rich.console import Console
 
-from triage.bench.config import BenchConfig
+from triage.bench.level_runner import BenchRunner, Observer
 from triage.bench.outputs import write_csv, write_html
 from triage.bench.records import RecordSink
-from triage.bench.runner import BenchRunner, Observer
+from triage.bench.run_config import BenchConfig
 from triage.core.errors import EXIT_INTERRUPTED, EngineError, UsageError
 from triage.core.redact import redact_text
 from triage.core.report import BenchSection, Finding, ReportKind, SkippedRule, Target

@@ -15,12 +15,12 @@ from typing import Any
 
 import httpx
 
-from triage.bench.config import Endpoint
 from triage.bench.http import HttpError
 from triage.bench.pool import ConnectionPool
+from triage.bench.prompts import PromptItem
 from triage.bench.records import RequestRecord
+from triage.bench.run_config import Endpoint
 from triage.bench.sse import SseParser, StreamResult
-from triage.bench.workload import PromptItem
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +95,30 @@ def reply_text(body: bytes, chat: bool) -> str:
     return "".join(parts)
 
 
+def _stream_error(result: StreamResult, exc_kind: str | None,
+                  exc_text: str | None) -> tuple[str | None, str | None, bool]:
+    """(error kind, error, whether the server finished with no text at all) of a 200 response's stream."""
+    error_kind, error = result.error_kind, result.error
+    if exc_kind is not None and error_kind in (None, "truncated"):
+        error_kind, error = exc_kind, exc_text  # the transport's reason beats "the stream ended early"
+    no_text = error_kind is None and not result.chunk_times and completed_without_text(result)
+    if error_kind is None and not result.chunk_times and not no_text:
+        error_kind, error = "no_content", ("the stream finished without a content chunk and without "
+                                           "usage.completion_tokens > 0")
+    if error_kind is None and not result.done and result.finish_reason is None:
+        error_kind, error = "truncated", "the stream ended without [DONE] or a finish_reason"
+    return error_kind, error, no_text
+
+
+def _output_tokens(result: StreamResult, num_chunks: int) -> tuple[int, str]:
+    """(output tokens, where the count came from)."""
+    if result.completion_tokens is not None:
+        return result.completion_tokens, "usage"
+    # No usable usage count: the chunks are counted instead, and a usage the server did send but that was
+    # negative or absurd is named, so it is never a silent success.
+    return num_chunks, "chunks_bad_usage" if result.num_bad_usage else "chunks"
+
+
 async def send(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, *, level: str, repeat: int,
                warmup: bool, epoch: float, timeout_s: float = 60.0, slot_wait_s: float = 0.0,
                wall_epoch_s: float | None = None, text_out: list[str] | None = None) -> RequestRecord:
@@ -147,25 +171,12 @@ async def send(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, *, 
         return RequestRecord(**common, error_kind=f"http_{status}", error=_error_message(status, body_bytes))
 
     result = parser.finish()
-    error_kind, error = result.error_kind, result.error
-    if exc_kind is not None and error_kind in (None, "truncated"):
-        error_kind, error = exc_kind, exc_text  # the transport's reason beats "the stream ended early"
-    no_text = error_kind is None and not result.chunk_times and completed_without_text(result)
-    if error_kind is None and not result.chunk_times and not no_text:
-        error_kind, error = "no_content", ("the stream finished without a content chunk and without "
-                                           "usage.completion_tokens > 0")
-    if error_kind is None and not result.done and result.finish_reason is None:
-        error_kind, error = "truncated", "the stream ended without [DONE] or a finish_reason"
+    error_kind, error, no_text = _stream_error(result, exc_kind, exc_text)
     if text_out is not None and error_kind is None:
         text_out.append(reply_text(b"".join(raw), chat))
 
     times = [t - t0 for t in result.chunk_times]
-    if result.completion_tokens is not None:
-        output_tokens, source = result.completion_tokens, "usage"
-    else:
-        # No usable usage count: the chunks are counted instead, and a usage the server did send but that was
-        # negative or absurd is named, so it is never a silent success.
-        output_tokens, source = len(times), "chunks_bad_usage" if result.num_bad_usage else "chunks"
+    output_tokens, source = _output_tokens(result, len(times))
     chunk_tokens = result.chunk_tokens if times and all(k is not None for k in result.chunk_tokens) else None
 
     def since(t: float | None) -> float | None:

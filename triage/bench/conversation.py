@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 
 from triage.bench.client import send
-from triage.bench.config import LevelSpec
 from triage.bench.levels import FAIL_FAST_MAX, FAIL_FAST_MIN, LevelContext, LevelRun
+from triage.bench.prompts import PromptItem
 from triage.bench.records import RequestRecord
-from triage.bench.workload import PromptItem
+from triage.bench.run_config import LevelSpec
 
 
 async def run_conversations(ctx: LevelContext, spec: LevelSpec, conversations: Sequence[Sequence[PromptItem]],

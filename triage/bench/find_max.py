@@ -118,73 +118,89 @@ def _midpoint(lo: float, hi: float, mode: str) -> float | None:
     return math.sqrt(lo * hi)
 
 
+class _Search:
+    """One search's state: the probes run so far, its budgets, and the bracket [lo, hi]."""
+
+    def __init__(self, measure: Callable[[float], Measured], spec: FindMaxSpec,
+                 progress: Callable[[Probe, FindMaxResult], None], requests_at: Callable[[float], int]):
+        self.measure, self.spec, self.progress, self.requests_at = measure, spec, progress, requests_at
+        self.result = FindMaxResult(spec.mode, spec.target_attainment)
+        self.lo: float | None = None
+        self.hi: float | None = None
+
+    def budget_left(self, next_load: float) -> str | None:
+        spec, result = self.spec, self.result
+        if spec.max_requests is not None and \
+                result.requests_sent + max(1, self.requests_at(next_load)) > spec.max_requests:
+            return (f"request budget: {result.requests_sent} sent, a level at {next_load:g} needs "
+                    f"{self.requests_at(next_load)} more than --max-requests {spec.max_requests} allows")
+        if spec.max_duration_s is not None and result.duration_s >= spec.max_duration_s:
+            return f"time budget spent ({result.duration_s:.0f} s of --max-duration {spec.max_duration_s:g} s)"
+        return None
+
+    def run(self, load: float) -> Probe | None:
+        """Measure at `load`; None (the stop reason set) when the budget does not allow it."""
+        if (why := self.budget_left(load)) is not None:
+            self.result.stop_reason = why
+            return None
+        m = self.measure(load)
+        self.result.requests_sent += m.requests_sent
+        self.result.duration_s += m.duration_s
+        probe = _judge(m, self.spec.target_attainment)
+        self.result.probes.append(probe)
+        self.progress(probe, self.result)
+        return probe
+
+    def bracket(self) -> None:
+        """Double the load while it passes."""
+        spec = self.spec
+        load = float(max(1, round(spec.start)) if spec.mode == "concurrency" else spec.start)
+        while (probe := self.run(load)) is not None:
+            if not probe.passed:
+                self.hi = load
+                if probe.note:
+                    self.result.stop_reason = f"stopped early at {load:g}: {probe.note}"
+                return
+            self.lo = load
+            if load >= spec.limit:
+                self.result.stop_reason = f"passed at the limit {spec.limit:g}: the answer is at least that"
+                return
+            load = min(spec.limit, load * 2)
+
+    def bisect(self) -> None:
+        """Narrow (lo, hi) when both ends are known."""
+        while self.lo is not None and self.hi is not None and not self.result.stop_reason.startswith("stopped early"):
+            lo, hi = self.lo, self.hi
+            if self.spec.mode == "rate" and hi / lo <= 1 + self.spec.rel_precision:
+                return
+            mid = _midpoint(lo, hi, self.spec.mode)
+            if mid is None or (probe := self.run(mid)) is None:
+                return
+            if probe.passed:
+                self.lo = mid
+            else:
+                self.hi = mid
+                if probe.note:
+                    self.result.stop_reason = f"stopped early at {mid:g}: {probe.note}"
+                    return
+
+    def finish(self) -> FindMaxResult:
+        result, lo, hi = self.result, self.lo, self.hi
+        result.answer, result.bracket = lo, (lo, hi)
+        if not result.stop_reason:
+            result.stop_reason = "bracket narrowed to its precision" if hi is not None else result.stop_reason
+        if lo is None and hi is not None:
+            result.stop_reason = (result.stop_reason + "; " if result.stop_reason else "") + \
+                f"even the first load ({hi:g}) missed the SLO target"
+        return result
+
+
 def search(measure: Callable[[float], Measured], spec: FindMaxSpec,
            progress: Callable[[Probe, FindMaxResult], None] = lambda p, r: None,
            requests_at: Callable[[float], int] = lambda load: 0) -> FindMaxResult:
     """`requests_at(load)`: how many requests a level at `load` will send, so that no level is started that
     would overrun --max-requests."""
-    result = FindMaxResult(spec.mode, spec.target_attainment)
-    lo: float | None = None
-    hi: float | None = None
-
-    def budget_left(next_load: float) -> str | None:
-        if spec.max_requests is not None and result.requests_sent + max(1, requests_at(next_load)) > spec.max_requests:
-            return (f"request budget: {result.requests_sent} sent, a level at {next_load:g} needs "
-                    f"{requests_at(next_load)} more than --max-requests {spec.max_requests} allows")
-        if spec.max_duration_s is not None and result.duration_s >= spec.max_duration_s:
-            return f"time budget spent ({result.duration_s:.0f} s of --max-duration {spec.max_duration_s:g} s)"
-        return None
-
-    def run(load: float) -> Probe:
-        m = measure(load)
-        result.requests_sent += m.requests_sent
-        result.duration_s += m.duration_s
-        probe = _judge(m, spec.target_attainment)
-        result.probes.append(probe)
-        progress(probe, result)
-        return probe
-
-    load = float(max(1, round(spec.start)) if spec.mode == "concurrency" else spec.start)
-    # Bracket: double while it passes.
-    while True:
-        if (why := budget_left(load)) is not None:
-            result.stop_reason = why
-            break
-        probe = run(load)
-        if probe.note and not probe.passed:
-            hi = load
-            result.stop_reason = f"stopped early at {load:g}: {probe.note}"
-            break
-        if not probe.passed:
-            hi = load
-            break
-        lo = load
-        if load >= spec.limit:
-            result.stop_reason = f"passed at the limit {spec.limit:g}: the answer is at least that"
-            break
-        load = min(spec.limit, load * 2)
-    # Bisect inside (lo, hi) when both ends are known.
-    while lo is not None and hi is not None and not result.stop_reason.startswith("stopped early"):
-        if spec.mode == "rate" and hi / lo <= 1 + spec.rel_precision:
-            break
-        mid = _midpoint(lo, hi, spec.mode)
-        if mid is None:
-            break
-        if (why := budget_left(mid)) is not None:
-            result.stop_reason = why
-            break
-        probe = run(mid)
-        if probe.passed:
-            lo = mid
-        else:
-            hi = mid
-            if probe.note:
-                result.stop_reason = f"stopped early at {mid:g}: {probe.note}"
-                break
-    result.answer, result.bracket = lo, (lo, hi)
-    if not result.stop_reason:
-        result.stop_reason = "bracket narrowed to its precision" if hi is not None else result.stop_reason
-    if lo is None and hi is not None:
-        result.stop_reason = (result.stop_reason + "; " if result.stop_reason else "") + \
-            f"even the first load ({hi:g}) missed the SLO target"
-    return result
+    walk = _Search(measure, spec, progress, requests_at)
+    walk.bracket()
+    walk.bisect()
+    return walk.finish()

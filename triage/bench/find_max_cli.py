@@ -4,8 +4,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from triage.bench.config import BenchConfig
 from triage.bench.find_max import FindMaxResult, FindMaxSpec, Probe
+from triage.bench.run_config import BenchConfig
 from triage.core.durations import parse_duration_s
 from triage.core.errors import UsageError
 

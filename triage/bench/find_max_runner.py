@@ -11,11 +11,11 @@ from collections.abc import Callable
 import httpx
 
 from triage.bench.client import RequestOptions
-from triage.bench.config import LevelSpec
 from triage.bench.find_max import FindMaxResult, FindMaxSpec, Measured, Probe, search
+from triage.bench.level_runner import BenchRunner
 from triage.bench.pool import ConnectionPool
 from triage.bench.preflight import preflight
-from triage.bench.runner import BenchRunner
+from triage.bench.run_config import LevelSpec
 from triage.bench.server_scrape import GpuSampler
 from triage.core.report import BenchLevel, BenchSection, level_name
 

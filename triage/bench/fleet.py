@@ -12,10 +12,10 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from triage.bench.config import LevelSpec
 from triage.bench.http import HttpError, Response
 from triage.bench.pool import ConnectEvent, ConnectionPool
 from triage.bench.records import RequestRecord
+from triage.bench.run_config import LevelSpec
 from triage.bench.stats import summarize
 from triage.core.errors import UsageError
 from triage.core.redact import redact_text

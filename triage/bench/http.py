@@ -190,74 +190,84 @@ class Conn(asyncio.Protocol):
 
     def _feed(self, t: float, data: bytes) -> None:
         buf = self._buf + data if self._buf else data
-        resp = self.response
-        while True:
-            state = self._state
-            if state == "head":
-                if buf[:2] == b"\r\n":  # a stray CRLF that ended the previous chunked body
-                    buf = buf.lstrip(b"\r\n")
-                end = buf.find(b"\r\n\r\n")
-                if end < 0:
-                    if len(buf) > MAX_HEADER_BYTES:
-                        raise HttpError("malformed_http", "response headers larger than 64 KiB")
-                    break
-                self._parse_head(buf[:end])
-                buf = buf[end + 4:]
-            elif state == "chunk_size":
-                end = buf.find(b"\r\n")
-                if end < 0:
-                    break
-                size_text = buf[:end].split(b";", 1)[0].strip()
-                try:
-                    size = int(size_text, 16)
-                except ValueError:
-                    raise HttpError("malformed_http", f"bad chunk size {size_text[:20]!r}") from None
-                if size < 0:
-                    raise HttpError("malformed_http", f"negative chunk size {size_text[:20]!r}")
-                buf = buf[end + 2:]
-                if size == 0:
-                    # Trailers are not used by SSE servers. The final CRLF may still be in flight: it is owed, and
-                    # data_received drops it when it comes (it is not a byte of the next response).
-                    rest = buf[:2]
-                    self._crlf_owed = b"\r\n"[len(rest):] if b"\r\n".startswith(rest) else b""
-                    if len(buf) > 2 or not b"\r\n".startswith(rest):
-                        self.unsolicited = True  # bytes after the body's end: no answer to anything
-                    resp.complete = True
-                    self._finish(None)
-                    buf = b""
-                    break
-                self._remaining, self._state = size, "chunk_data"
-            elif state == "chunk_data":
-                if len(buf) < self._remaining + 2:
-                    if self._remaining and len(buf) > 0:
-                        take = min(len(buf), self._remaining)
-                        resp.add(t, buf[:take])
-                        self._remaining -= take
-                        buf = buf[take:]
-                    break
-                if self._remaining:
-                    resp.add(t, buf[:self._remaining])
-                buf = buf[self._remaining + 2:]
-                self._state = "chunk_size"
-            elif state == "length":
-                take = min(len(buf), self._remaining)
-                if take:
-                    resp.add(t, buf[:take])
-                    self._remaining -= take
-                buf = buf[take:]
-                if self._remaining == 0:
-                    resp.complete = True
-                    self._finish(None)
-                break
-            elif state == "until_close":
-                if buf:
-                    resp.add(t, buf)
+        go_on = True
+        while go_on:
+            step = _STEPS.get(self._state)
+            if step is None:
                 buf = b""
                 break
-            else:
-                buf = b""
-                break
+            buf, go_on = step(self, t, buf)
         self._buf = buf
+
+    # Each framing state takes what it can from the buffer: (what is left, whether to go on in the new state).
+    def _head(self, t: float, buf: bytes) -> tuple[bytes, bool]:
+        if buf[:2] == b"\r\n":  # a stray CRLF that ended the previous chunked body
+            buf = buf.lstrip(b"\r\n")
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(buf) > MAX_HEADER_BYTES:
+                raise HttpError("malformed_http", "response headers larger than 64 KiB")
+            return buf, False
+        self._parse_head(buf[:end])
+        return buf[end + 4:], True
+
+    def _chunk_size(self, t: float, buf: bytes) -> tuple[bytes, bool]:
+        end = buf.find(b"\r\n")
+        if end < 0:
+            return buf, False
+        size_text = buf[:end].split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise HttpError("malformed_http", f"bad chunk size {size_text[:20]!r}") from None
+        if size < 0:
+            raise HttpError("malformed_http", f"negative chunk size {size_text[:20]!r}")
+        buf = buf[end + 2:]
+        if size == 0:
+            self._last_chunk(buf)
+            return b"", False
+        self._remaining, self._state = size, "chunk_data"
+        return buf, True
+
+    def _last_chunk(self, buf: bytes) -> None:
+        # Trailers are not used by SSE servers. The final CRLF may still be in flight: it is owed, and
+        # data_received drops it when it comes (it is not a byte of the next response).
+        rest = buf[:2]
+        self._crlf_owed = b"\r\n"[len(rest):] if b"\r\n".startswith(rest) else b""
+        if len(buf) > 2 or not b"\r\n".startswith(rest):
+            self.unsolicited = True  # bytes after the body's end: no answer to anything
+        self.response.complete = True  # type: ignore[union-attr]
+        self._finish(None)
+
+    def _chunk_data(self, t: float, buf: bytes) -> tuple[bytes, bool]:
+        resp = self.response
+        if len(buf) < self._remaining + 2:
+            if self._remaining and len(buf) > 0:
+                take = min(len(buf), self._remaining)
+                resp.add(t, buf[:take])  # type: ignore[union-attr]
+                self._remaining -= take
+                buf = buf[take:]
+            return buf, False
+        if self._remaining:
+            resp.add(t, buf[:self._remaining])  # type: ignore[union-attr]
+        self._state = "chunk_size"
+        return buf[self._remaining + 2:], True
+
+    def _length(self, t: float, buf: bytes) -> tuple[bytes, bool]:
+        resp = self.response
+        take = min(len(buf), self._remaining)
+        if take:
+            resp.add(t, buf[:take])  # type: ignore[union-attr]
+            self._remaining -= take
+        if self._remaining == 0:
+            resp.complete = True  # type: ignore[union-attr]
+            self._finish(None)
+        return buf[take:], False
+
+    def _until_close(self, t: float, buf: bytes) -> tuple[bytes, bool]:
+        if buf:
+            self.response.add(t, buf)  # type: ignore[union-attr]
+        return b"", False
 
     def _parse_head(self, head: bytes) -> None:
         lines = head.decode("latin-1").split("\r\n")
@@ -294,3 +304,8 @@ class Conn(asyncio.Protocol):
         else:
             resp.keep_alive = False
             self._state = "until_close"
+
+
+_STEPS: dict[str, Callable[[Conn, float, bytes], tuple[bytes, bool]]] = {
+    "head": Conn._head, "chunk_size": Conn._chunk_size, "chunk_data": Conn._chunk_data, "length": Conn._length,
+    "until_close": Conn._until_close}

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from triage.bench.client import RequestOptions, send
-from triage.bench.config import LevelSpec
 from triage.bench.pool import ConnectionPool
+from triage.bench.prompts import PromptItem
 from triage.bench.records import RequestRecord
-from triage.bench.workload import PromptItem
+from triage.bench.run_config import LevelSpec
 
 OnRecord = Callable[[RequestRecord], None]
 

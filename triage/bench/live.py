@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from triage.bench.config import LevelSpec
 from triage.bench.records import RequestRecord
+from triage.bench.run_config import LevelSpec
 from triage.core.report import BenchLevel, level_name
 from triage.render.fmt import num
 
@@ -28,7 +28,7 @@ class _Row:
 
 
 class LiveView:
-    """An Observer (see runner.py) that draws a rich Live table on `console`."""
+    """An Observer (see level_runner.py) that draws a rich Live table on `console`."""
 
     def __init__(self, console: Console, refresh_per_second: float = 4.0):
         self.rows: dict[str, _Row] = {}

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from triage.bench import saturation
-from triage.bench.config import LevelSpec
 from triage.bench.records import RequestRecord, read_records
+from triage.bench.run_config import LevelSpec
 from triage.bench.shards import skew_bound_s
 from triage.bench.stats import summarize
 from triage.core.errors import UsageError
@@ -66,13 +66,9 @@ def _client(levels: list[BenchLevel]) -> ClientStats:
                        valid=not invalid, invalid_reason="; ".join(r for r in invalid if r) or None)
 
 
-def merge_dirs(paths: list[Path]) -> tuple[BenchSection, dict[str, Any], list[str]]:
-    """(the merged bench section, the first shard's config, warnings)."""
-    if not paths:
-        raise UsageError("bench merge: give at least one shard directory")
-    shards = sorted((_load(p) for p in paths), key=lambda s: s.index)
+def _check_same_bench(shards: list[Shard]) -> list[str]:
+    """Every shard ran the same bench, each index once; warnings for the shards missing."""
     first = shards[0]
-    warnings: list[str] = []
     for s in shards[1:]:
         for key in _MUST_MATCH:
             if s.config.get(key) != first.config.get(key):
@@ -85,34 +81,50 @@ def merge_dirs(paths: list[Path]) -> tuple[BenchSection, dict[str, Any], list[st
         raise UsageError(f"bench merge: shard index given twice ({indices})")
     missing = sorted(set(range(first.count)) - set(indices))
     if missing:
-        warnings.append(f"shards {missing} of {first.count} are missing: the merged load is only the shards given")
-    start = min(float(s.config["started_epoch_s"]) for s in shards)
-    levels: list[BenchLevel] = []
-    for k, spec_dict in enumerate(first.global_levels):
-        spec = LevelSpec(**spec_dict)
-        records: list[RequestRecord] = []
-        parts: list[BenchLevel] = []
-        starts: list[float] = []
-        for s in shards:
-            if k >= len(s.levels):
-                warnings.append(f"{s.path}: level {level_name(spec)} did not finish there (interrupted?)")
-                continue
-            part = s.levels[k]
-            parts.append(part)
-            shift = float(s.config["started_epoch_s"]) - start
-            name = level_name(part)
-            mine = [dataclasses.replace(r, t0_s=r.t0_s + shift) for r in s.records if r.level == name and not r.warmup]
-            if mine:
-                starts.append(min(r.t0_s for r in mine))
-            records.extend(mine)
-        if not parts:
+        return [f"shards {missing} of {first.count} are missing: the merged load is only the shards given"]
+    return []
+
+
+def _merged_level(k: int, shards: list[Shard], start: float, warnings: list[str]) -> BenchLevel | None:
+    """Level k from every shard's records (times shifted to the earliest shard's clock); None when no shard
+    finished it."""
+    first = shards[0]
+    spec = LevelSpec(**first.global_levels[k])
+    records: list[RequestRecord] = []
+    parts: list[BenchLevel] = []
+    starts: list[float] = []
+    for s in shards:
+        if k >= len(s.levels):
+            warnings.append(f"{s.path}: level {level_name(spec)} did not finish there (interrupted?)")
             continue
-        level = summarize(spec, records, first.config.get("slo"), _client(parts), server=parts[0].server,
-                          gpu=parts[0].gpu)
-        spread = round(max(starts) - min(starts), 3) if len(starts) > 1 else 0.0
-        levels.append(dataclasses.replace(level, notes=(
-            *level.notes, f"merged from {len(parts)} shards; their first requests started within {spread:g} s of "
-                          "each other; server and GPU windows are shard 0's")))
+        part = s.levels[k]
+        parts.append(part)
+        shift = float(s.config["started_epoch_s"]) - start
+        name = level_name(part)
+        mine = [dataclasses.replace(r, t0_s=r.t0_s + shift) for r in s.records if r.level == name and not r.warmup]
+        if mine:
+            starts.append(min(r.t0_s for r in mine))
+        records.extend(mine)
+    if not parts:
+        return None
+    level = summarize(spec, records, first.config.get("slo"), _client(parts), server=parts[0].server,
+                      gpu=parts[0].gpu)
+    spread = round(max(starts) - min(starts), 3) if len(starts) > 1 else 0.0
+    return dataclasses.replace(level, notes=(
+        *level.notes, f"merged from {len(parts)} shards; their first requests started within {spread:g} s of "
+                      "each other; server and GPU windows are shard 0's"))
+
+
+def merge_dirs(paths: list[Path]) -> tuple[BenchSection, dict[str, Any], list[str]]:
+    """(the merged bench section, the first shard's config, warnings)."""
+    if not paths:
+        raise UsageError("bench merge: give at least one shard directory")
+    shards = sorted((_load(p) for p in paths), key=lambda s: s.index)
+    first = shards[0]
+    warnings = _check_same_bench(shards)
+    start = min(float(s.config["started_epoch_s"]) for s in shards)
+    merged = [_merged_level(k, shards, start, warnings) for k in range(len(first.global_levels))]
+    levels = [lv for lv in merged if lv is not None]
     offsets = [s.config["shard"].get("clock_offset_s") for s in shards]
     bound = skew_bound_s(offsets)
     config = {**first.config, "shard": None, "num_shards": first.count,

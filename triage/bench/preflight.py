@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 
 from triage.bench.client import RequestOptions, send
-from triage.bench.config import BenchConfig
 from triage.bench.pool import ConnectionPool
+from triage.bench.prompts import PromptItem, TokenCalibration
 from triage.bench.records import RequestRecord
-from triage.bench.workload import PromptItem, TokenCalibration
+from triage.bench.run_config import BenchConfig
 from triage.core.errors import TargetUnreachable, UsageError
 
 PROBE_WORDS = (16, 80)  # two prompt sizes for the tokens-per-word fit
@@ -55,32 +55,8 @@ async def _server_version(client: httpx.AsyncClient) -> str | None:
 async def preflight(client: httpx.AsyncClient, pool: ConnectionPool, cfg: BenchConfig) -> ServerInfo:
     """Check the server answers, pick the model, learn max_model_len, whether ignore_eos/min_tokens are
     accepted, whether usage is reported, and how many tokens a prompt word is."""
-    try:
-        resp = await client.get("/v1/models")
-    except httpx.HTTPError as e:
-        raise _unreachable(cfg.url, e) from None
-    if resp.status_code in (401, 403):
-        raise TargetUnreachable(f"{cfg.url} refused the request (HTTP {resp.status_code}): pass --api-key "
-                                "or set OPENAI_API_KEY")
-    models: list[dict[str, Any]] = []
-    if resp.status_code == 200:
-        try:
-            data = resp.json().get("data", [])
-            models = [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
-        except (ValueError, AttributeError):
-            models = []
-    model = cfg.model or (models[0]["id"] if models else None)
-    if model is None:
-        raise UsageError(f"{cfg.url}/v1/models lists no model (HTTP {resp.status_code}): pass --model")
-    ids = [m["id"] for m in models]
-    if cfg.model and ids and cfg.model not in ids:
-        raise UsageError(f"model {cfg.model!r} is not served at {cfg.url}; it serves: {', '.join(ids)}")
-    entry = next((m for m in models if m["id"] == model), {})
-    max_len = entry.get("max_model_len")
-    info = ServerInfo(model=model, max_model_len=max_len if isinstance(max_len, int) else None,
-                      owned_by=entry.get("owned_by"), engine_version=await _server_version(client))
-
-    opts = RequestOptions(endpoint=cfg.endpoint, model=model, request_id_header=cfg.request_id_header)
+    info = await _server_info(client, cfg)
+    opts = RequestOptions(endpoint=cfg.endpoint, model=info.model, request_id_header=cfg.request_id_header)
     epoch = time.perf_counter()
     prompts = [PromptItem(index=i, prompt=" ".join(["hello"] * w), output_tokens=2)
                for i, w in enumerate(PROBE_WORDS)]
@@ -91,23 +67,7 @@ async def preflight(client: httpx.AsyncClient, pool: ConnectionPool, cfg: BenchC
         raise TargetUnreachable(f"{cfg.url} refused a {cfg.endpoint.value} request ({first.error}): pass --api-key "
                                 "or set OPENAI_API_KEY (or the --header your gateway expects)")
     if first.error_kind in ("http_400", "http_422"):
-        # Drop the optional extras one at a time: continuous_usage_stats, then ignore_eos/min_tokens.
-        retry = None
-        for change, note in (({"continuous_usage": False}, "the server refused a request with stream_options."
-                              "continuous_usage_stats, so it is not sent; multi-token chunks are split by the mean tokens per chunk"),
-                             ({"send_ignore_eos": False}, "the server refused a request with ignore_eos/min_tokens, "
-                              "so they are not sent; output lengths may be shorter than asked")):
-            opts = dataclasses.replace(opts, **change)
-            retry = await send(pool, prompts[0], opts, level="probe", repeat=0, warmup=True, epoch=epoch,
-                               timeout_s=cfg.timeout_s)
-            info.notes.append(f"{note} ({first.error})")
-            if retry.ok:
-                break
-        if retry is None or not retry.ok:
-            raise UsageError(f"the server rejects a minimal {cfg.endpoint.value} request: {retry.error}. "
-                             "Check --endpoint and --model")
-        info.continuous_usage, info.send_ignore_eos = opts.continuous_usage, opts.send_ignore_eos
-        first = retry
+        first, opts = await _without_extras(pool, prompts[0], opts, first, info, cfg, epoch)
     if not first.ok:
         info.warnings.append(f"prompt calibration failed: the capability probe got {first.error_kind} "
                              f"({first.error}); prompt lengths assume 1 token per word and may be far from "
@@ -120,13 +80,73 @@ async def preflight(client: httpx.AsyncClient, pool: ConnectionPool, cfg: BenchC
                              "lengths assume 1 token per word")
         return info
     second = await _probe(pool, prompts[1], opts, epoch, cfg.timeout_s)
+    _calibrate(info, first, second)
+    return info
+
+
+async def _server_info(client: httpx.AsyncClient, cfg: BenchConfig) -> ServerInfo:
+    """The model to request (--model, checked, else the first listed), its max_model_len and the version."""
+    try:
+        resp = await client.get("/v1/models")
+    except httpx.HTTPError as e:
+        raise _unreachable(cfg.url, e) from None
+    if resp.status_code in (401, 403):
+        raise TargetUnreachable(f"{cfg.url} refused the request (HTTP {resp.status_code}): pass --api-key "
+                                "or set OPENAI_API_KEY")
+    models = _listed_models(resp)
+    model = cfg.model or (models[0]["id"] if models else None)
+    if model is None:
+        raise UsageError(f"{cfg.url}/v1/models lists no model (HTTP {resp.status_code}): pass --model")
+    ids = [m["id"] for m in models]
+    if cfg.model and ids and cfg.model not in ids:
+        raise UsageError(f"model {cfg.model!r} is not served at {cfg.url}; it serves: {', '.join(ids)}")
+    entry = next((m for m in models if m["id"] == model), {})
+    max_len = entry.get("max_model_len")
+    return ServerInfo(model=model, max_model_len=max_len if isinstance(max_len, int) else None,
+                      owned_by=entry.get("owned_by"), engine_version=await _server_version(client))
+
+
+def _listed_models(resp: httpx.Response) -> list[dict[str, Any]]:
+    if resp.status_code != 200:
+        return []
+    try:
+        data = resp.json().get("data", [])
+        return [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    except (ValueError, AttributeError):
+        return []
+
+
+async def _without_extras(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, first: RequestRecord,
+                          info: ServerInfo, cfg: BenchConfig, epoch: float) -> tuple[RequestRecord, RequestOptions]:
+    """A 400/422 on the first probe: drop the optional extras one at a time (continuous_usage_stats, then
+    ignore_eos/min_tokens) until the server takes the request; (its record, the options it took)."""
+    retry = None
+    for change, note in (({"continuous_usage": False}, "the server refused a request with stream_options."
+                          "continuous_usage_stats, so it is not sent; multi-token chunks are split by the mean tokens per chunk"),
+                         ({"send_ignore_eos": False}, "the server refused a request with ignore_eos/min_tokens, "
+                          "so they are not sent; output lengths may be shorter than asked")):
+        opts = dataclasses.replace(opts, **change)
+        retry = await send(pool, item, opts, level="probe", repeat=0, warmup=True, epoch=epoch,
+                           timeout_s=cfg.timeout_s)
+        info.notes.append(f"{note} ({first.error})")
+        if retry.ok:
+            break
+    if retry is None or not retry.ok:
+        raise UsageError(f"the server rejects a minimal {cfg.endpoint.value} request: {retry.error}. "
+                         "Check --endpoint and --model")
+    info.continuous_usage, info.send_ignore_eos = opts.continuous_usage, opts.send_ignore_eos
+    return retry, opts
+
+
+def _calibrate(info: ServerInfo, first: RequestRecord, second: RequestRecord) -> None:
+    """Tokens per prompt word from the two probes' prompt_tokens (else from the first alone, with a warning)."""
     if second.ok and second.input_tokens is not None and first.input_tokens is not None:
         slope = (second.input_tokens - first.input_tokens) / (PROBE_WORDS[1] - PROBE_WORDS[0])
         if slope > 0:
             info.calibration = TokenCalibration(tokens_per_word=slope,
                                                 overhead_tokens=first.input_tokens - slope * PROBE_WORDS[0],
                                                 measured=True)
-            return info
+            return
     # One point only: the whole first prompt's tokens over its words (the template overhead counts as prompt,
     # so prompts come out a little short, never several times too long).
     slope_one = first.input_tokens / PROBE_WORDS[0] if first.input_tokens else 1.0
@@ -135,7 +155,6 @@ async def preflight(client: httpx.AsyncClient, pool: ConnectionPool, cfg: BenchC
         f"prompt_tokens {first.input_tokens} -> {second.input_tokens} did not grow with the words"
     info.warnings.append(f"prompt calibration failed on its second probe ({reason}); prompts are sized from "
                          f"the first probe alone ({info.calibration.tokens_per_word:.2f} tokens per word)")
-    return info
 
 
 async def _probe(pool: ConnectionPool, item: PromptItem, opts: RequestOptions, epoch: float,

@@ -8,8 +8,8 @@ import itertools
 import time
 
 from triage.bench.client import send
-from triage.bench.config import LevelSpec
 from triage.bench.levels import FAIL_FAST_MIN, LevelContext, LevelRun, _item
+from triage.bench.run_config import LevelSpec
 from triage.bench.workloads import Ramp
 
 SPAWN_TICK_S = 0.05  # how often the target concurrency is checked

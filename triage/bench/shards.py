@@ -23,7 +23,7 @@ from email.utils import parsedate_to_datetime
 
 import httpx
 
-from triage.bench.config import BenchConfig
+from triage.bench.run_config import BenchConfig
 from triage.core.errors import UsageError
 
 SHARD_SEED_STRIDE = 7919

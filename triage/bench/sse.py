@@ -63,50 +63,54 @@ def _tokens(value: object, out: StreamResult) -> int | None:
     return None
 
 
-def _handle_event(data: bytes, t: float, chat: bool, out: StreamResult, state: dict) -> None:
+def _decode(data: bytes, out: StreamResult) -> dict | None:
+    """The event's JSON object; None at [DONE] or when the event is not one (the failure recorded)."""
     if data.strip() == DONE:
         out.done = True
-        return
+        return None
     try:
         obj = json.loads(data)
     except ValueError as e:
         out.fail("malformed_json", f"an SSE data line is not JSON ({e}): {data[:80]!r}")
-        return
+        return None
     except RecursionError:
         out.fail("malformed_json", f"an SSE data line is JSON nested too deeply to read: {data[:80]!r}")
-        return
+        return None
     if not isinstance(obj, dict):
         out.fail("malformed_json", f"an SSE event is JSON but not an object: {data[:80]!r}")
-        return
+        return None
     if "error" in obj:
         err = obj["error"]
         message = err.get("message") if isinstance(err, dict) else str(err)
         out.fail("server_error_event", f"the server sent an error event mid-stream: {message}")
-        return
-    usage = obj.get("usage")
-    usage_completion = None
-    if isinstance(usage, dict):
-        prompt, completion = _tokens(usage.get("prompt_tokens"), out), _tokens(usage.get("completion_tokens"), out)
-        if prompt is not None:
-            out.prompt_tokens = prompt
-        if completion is not None:
-            usage_completion = completion
-            out.completion_tokens = usage_completion
-    choices = obj.get("choices")
-    if not isinstance(choices, list):
-        if usage is None:
-            out.fail("malformed_json", f"an SSE event has neither choices nor usage: {data[:80]!r}")
-        return
+        return None
+    return obj
+
+
+def _usage_completion(usage: object, out: StreamResult) -> int | None:
+    """Record the usage block's counts; the completion tokens so far (None when not sent)."""
+    if not isinstance(usage, dict):
+        return None
+    prompt, completion = _tokens(usage.get("prompt_tokens"), out), _tokens(usage.get("completion_tokens"), out)
+    if prompt is not None:
+        out.prompt_tokens = prompt
+    if completion is not None:
+        out.completion_tokens = completion
+    return completion
+
+
+def _choices_content(choices: list, data: bytes, t: float, chat: bool, out: StreamResult) -> bool | None:
+    """Whether the choices carry content (first answer and reasoning times recorded); None on a bad choice."""
     is_content = False
     for choice in choices:
         if not isinstance(choice, dict):
             out.fail("malformed_json", f"a choice is not an object: {data[:80]!r}")
-            return
+            return None
         try:
             has, reasoning = _content_of(choice, chat)
         except ValueError as e:
             out.fail("malformed_json", f"{e}: {data[:80]!r}")
-            return
+            return None
         if has:
             is_content = True
             out.num_reasoning_chunks += reasoning
@@ -116,13 +120,42 @@ def _handle_event(data: bytes, t: float, chat: bool, out: StreamResult, state: d
                 out.first_answer_time = t
         if choice.get("finish_reason"):
             out.finish_reason = choice["finish_reason"]
-    if is_content:
-        out.chunk_times.append(t)
-        if usage_completion is not None:
-            out.chunk_tokens.append(usage_completion - state["last_usage_completion"])
-            state["last_usage_completion"] = usage_completion
+    return is_content
+
+
+def _handle_event(data: bytes, t: float, chat: bool, out: StreamResult, state: dict) -> None:
+    obj = _decode(data, out)
+    if obj is None:
+        return
+    usage = obj.get("usage")
+    usage_completion = _usage_completion(usage, out)
+    choices = obj.get("choices")
+    if not isinstance(choices, list):
+        if usage is None:
+            out.fail("malformed_json", f"an SSE event has neither choices nor usage: {data[:80]!r}")
+        return
+    if not _choices_content(choices, data, t, chat, out):
+        return
+    out.chunk_times.append(t)
+    if usage_completion is not None:
+        out.chunk_tokens.append(usage_completion - state["last_usage_completion"])
+        state["last_usage_completion"] = usage_completion
+    else:
+        out.chunk_tokens.append(None)
+
+
+def _event_data(event: bytes, out: StreamResult) -> list[bytes] | None:
+    """The data lines of one event (comments, event, id and retry fields skipped); None on a non-SSE line."""
+    data_lines = []
+    for line in event.split(b"\n"):
+        if line.startswith(b"data:"):
+            data_lines.append(line[5:].lstrip(b" "))
+        elif not line or line.startswith(b":") or line.split(b":", 1)[0] in (b"event", b"id", b"retry"):
+            continue
         else:
-            out.chunk_tokens.append(None)
+            out.fail("malformed_sse", f"a line of the stream is not SSE: {line[:80]!r}")
+            return None
+    return data_lines
 
 
 class SseParser:
@@ -147,11 +180,7 @@ class SseParser:
         if out.error_kind:
             return
         if self._cr or b"\r" in piece:           # CRLF line ends, a pair possibly split across two reads
-            if self._cr:
-                piece, self._cr = b"\r" + piece, False
-            if piece.endswith(b"\r"):
-                piece, self._cr = piece[:-1], True
-            piece = piece.replace(b"\r\n", b"\n")
+            piece = self._lf_only(piece)
         buf = self._buf
         search_from = max(0, len(buf) - 1)
         buf += piece
@@ -161,21 +190,23 @@ class SseParser:
             if end < 0:
                 break
             event, pos = bytes(buf[pos:end]), end + 2
-            data_lines = []
-            for line in event.split(b"\n"):
-                if line.startswith(b"data:"):
-                    data_lines.append(line[5:].lstrip(b" "))
-                elif not line or line.startswith(b":") or line.split(b":", 1)[0] in (b"event", b"id", b"retry"):
-                    continue
-                else:
-                    out.fail("malformed_sse", f"a line of the stream is not SSE: {line[:80]!r}")
-                    return
+            data_lines = _event_data(event, out)
+            if data_lines is None:
+                return
             if data_lines:
                 _handle_event(b"\n".join(data_lines), t, self.chat, out, self._state)
                 if out.error_kind:
                     return
         if pos:
             del buf[:pos]
+
+    def _lf_only(self, piece: bytes) -> bytes:
+        """CRLF as LF; a CR that ends this read is held back until the next shows whether an LF follows."""
+        if self._cr:
+            piece, self._cr = b"\r" + piece, False
+        if piece.endswith(b"\r"):
+            piece, self._cr = piece[:-1], True
+        return piece.replace(b"\r\n", b"\n")
 
     def finish(self) -> StreamResult:
         out, buf = self.out, bytes(self._buf)

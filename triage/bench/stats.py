@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from triage.bench.config import LevelSpec
 from triage.bench.records import RequestRecord
+from triage.bench.run_config import LevelSpec
 from triage.core.metric_names import LATENCY_FAMILIES, LATENCY_STATS, THROUGHPUT_METRICS, repeat_key
 from triage.core.report import BenchLevel, ClientStats, LatencyStats, RequestCounts
 

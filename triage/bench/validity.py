@@ -17,8 +17,8 @@ import numpy as np
 import psutil
 
 from triage.bench.aio import cancel_and_wait
-from triage.bench.config import LevelSpec
 from triage.bench.records import RequestRecord
+from triage.bench.run_config import LevelSpec
 from triage.core.report import ClientStats
 
 # Thresholds, in one place; the first three are the same as rule BENCH001's (rules/thresholds.py), so the

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from triage.bench.app import OutputPaths, execute
-from triage.bench.config import BenchConfig
+from triage.bench.run_config import BenchConfig
 from triage.bench.shards import clock_offset_s, shard_config
 from triage.core.errors import UsageError
 

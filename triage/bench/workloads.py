@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from triage.bench.config import BenchConfig, Endpoint, LevelSpec
+from triage.bench.options import LoadOptions, WorkloadOptions
+from triage.bench.run_config import BenchConfig, Endpoint, LevelSpec
 from triage.core.durations import parse_duration_s
 from triage.core.errors import UsageError
 
@@ -171,69 +172,82 @@ def parse_time_scales(text: str | float) -> tuple[float, ...]:
     return values
 
 
-def apply_workloads(cfg: BenchConfig, *, turns: int, think_time_ms: float, trace: Path | None,
-                    time_scale: str | float,
-                    prefix_groups: int, prefix_len: int, ramp: str | None, window: str | None,
-                    level_flags_given: bool, num_requests_flag: int | None = None,
-                    duration_flag: float | None = None) -> BenchConfig:
-    """The workload flags checked against each other and folded into the config (levels included).
-    `*_flag` are the values given on the command line (not the defaults)."""
-    if turns < 1 or think_time_ms < 0 or prefix_groups < 0 or prefix_len < 0:
+def _check_combinations(cfg: BenchConfig, w: WorkloadOptions, load: LoadOptions,
+                        time_scales: tuple[float, ...]) -> None:
+    """The workload flags against each other: one workload at a time, and each helper flag with its own."""
+    if w.turns < 1 or w.think_time_ms < 0 or w.prefix_groups < 0 or w.prefix_len < 0:
         raise UsageError("--turns must be >= 1, --think-time-ms and --prefix-groups/--prefix-len >= 0")
-    time_scales = parse_time_scales(time_scale)
-    chosen = [flag for flag, given in (("--turns", turns > 1), ("--trace", trace is not None),
-                                       ("--ramp", ramp is not None), ("--dataset", cfg.dataset is not None))
+    chosen = [flag for flag, given in (("--turns", w.turns > 1), ("--trace", w.trace is not None),
+                                       ("--ramp", load.ramp is not None), ("--dataset", cfg.dataset is not None))
               if given]
     if len(chosen) > 1:
         raise UsageError(f"{' and '.join(chosen)} are separate workloads: pick one")
-    if think_time_ms and turns == 1:
+    if w.think_time_ms and w.turns == 1:
         raise UsageError("--think-time-ms is the pause between turns of a conversation: add --turns N (N >= 2)")
-    if turns > 1 and duration_flag is not None:
+    if w.turns > 1 and load.duration_s is not None:
         raise UsageError("--turns plays whole conversations: size the level with --num-requests, not --duration")
-    if time_scales != (1.0,) and trace is None:
+    if time_scales != (1.0,) and w.trace is None:
         raise UsageError("--time-scale scales a trace's timestamps: add --trace FILE")
-    if (prefix_groups > 0) != (prefix_len > 0):
+    _check_prefix_groups(cfg, w)
+    if load.window is not None and (load.ramp is None or not load.ramp.strip().lower().startswith("linear")):
+        raise UsageError("--window sets the report windows of a linear ramp: add --ramp linear:START:END:DURATION")
+
+
+def _check_prefix_groups(cfg: BenchConfig, w: WorkloadOptions) -> None:
+    if (w.prefix_groups > 0) != (w.prefix_len > 0):
         raise UsageError("--prefix-groups G and --prefix-len L go together (G shared prefixes of L tokens each)")
-    if prefix_groups and (cfg.shared_prefix_len or trace is not None or cfg.dataset is not None):
+    if w.prefix_groups and (cfg.shared_prefix_len or w.trace is not None or cfg.dataset is not None):
         raise UsageError("--prefix-groups replaces --shared-prefix-len (one group), and a --trace or --dataset "
                          "brings its own prompts: drop one")
-    if prefix_groups and prefix_len >= cfg.input_len:
-        raise UsageError(f"--prefix-len {prefix_len} must be below --input-len {cfg.input_len}: the prefix is part "
-                         "of the prompt")
-    if window is not None and (ramp is None or not ramp.strip().lower().startswith("linear")):
-        raise UsageError("--window sets the report windows of a linear ramp: add --ramp linear:START:END:DURATION")
-    out = dataclasses.replace(cfg, turns=turns, think_time_ms=think_time_ms, time_scales=time_scales,
-                              prefix_groups=prefix_groups, prefix_len=prefix_len)
-    if turns > 1:
+    if w.prefix_groups and w.prefix_len >= cfg.input_len:
+        raise UsageError(f"--prefix-len {w.prefix_len} must be below --input-len {cfg.input_len}: the prefix is "
+                         "part of the prompt")
+
+
+def _with_trace(cfg: BenchConfig, trace: Path, load: LoadOptions, time_scale: str) -> BenchConfig:
+    """--trace: one open-loop level per --time-scale, the trace's own request count, no duration."""
+    if load.levels_given:
+        raise UsageError("--trace sets its own arrival times: drop --concurrency/--rate")
+    if load.duration_s is not None:
+        raise UsageError("--trace runs until its last request: drop --duration (--num-requests cuts it)")
+    loaded = load_trace(trace, load.num_requests)
+    levels = tuple(LevelSpec(request_rate=loaded.request_rate(s)) for s in cfg.time_scales)
+    if len(set(levels)) != len(levels):
+        raise UsageError(f"--time-scale {time_scale}: two scales give the trace the same mean rate")
+    return dataclasses.replace(cfg, trace=loaded, levels=levels, num_requests=len(loaded.rows), duration_s=None)
+
+
+def _with_ramp(cfg: BenchConfig, load: LoadOptions) -> BenchConfig:
+    """--ramp: a step ramp's steps as levels, or a linear ramp's report windows as levels."""
+    assert load.ramp is not None
+    if load.levels_given:
+        raise UsageError("--ramp sets the levels: drop --concurrency/--rate")
+    if load.num_requests is not None or load.duration_s is not None:
+        raise UsageError("--ramp runs for its own durations: drop --num-requests/--duration")
+    parsed = parse_ramp(load.ramp)
+    if parsed.shape == "step":
+        return dataclasses.replace(cfg, ramp=parsed, levels=tuple(LevelSpec(concurrency=c) for c in parsed.steps),
+                                   duration_s=parsed.duration_s, num_requests=None)
+    window_s = parse_duration_s(load.window, "--window") if load.window is not None else min(10.0, parsed.duration_s)
+    concs = [c for _, _, c in parsed.windows(window_s)]
+    if len(set(concs)) != len(concs):
+        raise UsageError(f"--ramp {load.ramp} with --window {window_s:g}s gives two windows the same concurrency "
+                         f"({', '.join(map(str, concs))}): use a longer --window or a steeper ramp")
+    return dataclasses.replace(cfg, ramp=parsed, window_s=window_s, num_requests=None, duration_s=parsed.duration_s,
+                               levels=tuple(LevelSpec(concurrency=c) for c in concs))
+
+
+def apply_workloads(cfg: BenchConfig, workload: WorkloadOptions, load: LoadOptions) -> BenchConfig:
+    """The workload options checked against each other and folded into the config (levels included)."""
+    time_scales = parse_time_scales(workload.time_scale)
+    _check_combinations(cfg, workload, load, time_scales)
+    out = dataclasses.replace(cfg, turns=workload.turns, think_time_ms=workload.think_time_ms,
+                              time_scales=time_scales, prefix_groups=workload.prefix_groups,
+                              prefix_len=workload.prefix_len)
+    if workload.turns > 1:
         out = dataclasses.replace(out, endpoint=Endpoint.CHAT)
-    if trace is not None:
-        if level_flags_given:
-            raise UsageError("--trace sets its own arrival times: drop --concurrency/--rate")
-        if duration_flag is not None:
-            raise UsageError("--trace runs until its last request: drop --duration (--num-requests cuts it)")
-        loaded = load_trace(trace, num_requests_flag)
-        levels = tuple(LevelSpec(request_rate=loaded.request_rate(s)) for s in time_scales)
-        if len(set(levels)) != len(levels):
-            raise UsageError(f"--time-scale {time_scale}: two scales give the trace the same mean rate")
-        out = dataclasses.replace(out, trace=loaded, levels=levels, num_requests=len(loaded.rows),
-                                  duration_s=None)
-    if ramp is not None:
-        if level_flags_given:
-            raise UsageError("--ramp sets the levels: drop --concurrency/--rate")
-        if num_requests_flag is not None or duration_flag is not None:
-            raise UsageError("--ramp runs for its own durations: drop --num-requests/--duration")
-        parsed = parse_ramp(ramp)
-        if parsed.shape == "step":
-            out = dataclasses.replace(out, ramp=parsed, levels=tuple(LevelSpec(concurrency=c) for c in parsed.steps),
-                                      duration_s=parsed.duration_s, num_requests=None)
-        else:
-            window_s = parse_duration_s(window, "--window") if window is not None else min(10.0, parsed.duration_s)
-            wins = parsed.windows(window_s)
-            concs = [c for _, _, c in wins]
-            if len(set(concs)) != len(concs):
-                raise UsageError(f"--ramp {ramp} with --window {window_s:g}s gives two windows the same concurrency "
-                                 f"({', '.join(map(str, concs))}): use a longer --window or a steeper ramp")
-            out = dataclasses.replace(out, ramp=parsed, window_s=window_s, num_requests=None,
-                                      duration_s=parsed.duration_s,
-                                      levels=tuple(LevelSpec(concurrency=c) for c in concs))
+    if workload.trace is not None:
+        out = _with_trace(out, workload.trace, load, workload.time_scale)
+    if load.ramp is not None:
+        out = _with_ramp(out, load)
     return out

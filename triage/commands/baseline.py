@@ -28,7 +28,7 @@ def baseline(
     rows: str = typer.Option("all", "--rows",
                              help=f"'all', or comma-separated rows: {', '.join(ROW_KEYS)}."),
     json_path: Path = json_option(),
-    fmt: str = format_option(),
+    fmt: str = format_option(ReportKind.BASELINE),
 ) -> int:
     selected = ROW_KEYS if rows.strip() == "all" else tuple(r.strip() for r in rows.split(",") if r.strip())
     if not selected:

@@ -5,196 +5,43 @@ from pathlib import Path
 
 import typer
 
-from triage.cli_support import console, emit, format_option, funnel, json_option
-from triage.core.errors import UsageError, require_extra
-
-# `triage bench --help` groups its options in these panels, in this order.
-TARGET, LOAD, WORKLOAD, SLO, SCALE, OUTPUT = "Target", "Load", "Workload", "SLO & find-max", "Scale", "Output"
+from triage.bench.options import (
+    BenchOptions,
+    LoadOptions,
+    OutputOptions,
+    ScaleOptions,
+    SloOptions,
+    TargetOptions,
+    WorkloadOptions,
+)
+from triage.cli_support import console, emit, format_option, funnel, json_option, option_groups
+from triage.commands.bench_options import BENCH_GROUPS
+from triage.core.report import ReportKind
+from triage.formats import get as get_format
 
 
 @funnel
-def bench(
-    ctx: typer.Context,
-    url: list[str] = typer.Option(None, "--url", envvar="TRIAGE_URL",
-                                  help="Server base URL, e.g. http://127.0.0.1:8000; give it more than once for "
-                                       "several replicas. Without it, the bundled reference engine is started on a "
-                                       "free loopback port.", rich_help_panel=TARGET),
-    urls: Path = typer.Option(None, "--urls", help="A file of replica URLs, one per line (# comments).", rich_help_panel=TARGET),
-    balance: str = typer.Option("round-robin", "--balance", help="Several replicas: round-robin or "
-                                "least-in-flight.", rich_help_panel=TARGET),
-    model: str = typer.Option(None, "--model", help="Model name to request (default: the first of /v1/models). "
-                              "Without --url: the reference engine preset to start (default tiny).", rich_help_panel=TARGET),
-    concurrency: str = typer.Option(None, "--concurrency", help="Closed-loop levels: requests kept in flight "
-                                    "(default 1,4,16,64; embedded: 1,4).", rich_help_panel=LOAD),
-    rate: str = typer.Option(None, "--rate", help="Open-loop levels in requests/s (Poisson), e.g. 1,2,4.", rich_help_panel=LOAD),
-    burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape of arrival gaps: 1 Poisson, <1 burstier.", rich_help_panel=LOAD),
-    num_requests: int = typer.Option(None, "--num-requests", help="Requests per level (default 4 x concurrency, "
-                                     "10 s of arrivals for a rate; embedded: 8).", rich_help_panel=LOAD),
-    duration: float = typer.Option(None, "--duration", help="Seconds per level instead of a request count.", rich_help_panel=LOAD),
-    warmup: int = typer.Option(None, "--warmup", help="Requests sent first and left out of the stats (default 2).", rich_help_panel=LOAD),
-    repeat: int = typer.Option(1, "--repeat", help="Run each level K times, in rounds (level 1, level 2, ..., then "
-                               "again), so each level's repeats spread over the run; compare uses them as "
-                               "independent samples and checks them for drift.", rich_help_panel=LOAD),
-    repeat_order: str = typer.Option("rounds", "--repeat-order", help="rounds (the default) or back-to-back: "
-                                     "each level's K repeats one after the other.", rich_help_panel=LOAD),
-    seed: int = typer.Option(0, "--seed", help="Seed for prompts, lengths and arrival times.", rich_help_panel=LOAD),
-    endpoint: str = typer.Option("completions", "--endpoint", help="completions or chat.", rich_help_panel=TARGET),
-    api_key: str = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", show_default=False,
-                                help="Bearer token (or OPENAI_API_KEY). Never written to any output.", rich_help_panel=TARGET),
-    header: list[str] = typer.Option(None, "--header", help="Extra header NAME:VALUE (repeatable).", rich_help_panel=TARGET),
-    timeout: float = typer.Option(60.0, "--timeout", help="Seconds without a byte before a request is a timeout.", rich_help_panel=TARGET),
-    input_len: str = typer.Option(None, "--input-len", help="Prompt tokens (default 512; embedded: 32). A comma "
-                                  "list, e.g. 512,2048,8192, sweeps it: every level runs once per length, "
-                                  "shortest first (TTFT vs context, rule SCHED006).", rich_help_panel=WORKLOAD),
-    output_len: int = typer.Option(None, "--output-len", help="Output tokens asked for (default 256; embedded: 16).", rich_help_panel=WORKLOAD),
-    len_dist: str = typer.Option("fixed", "--len-dist", help="fixed, uniform, normal or lognormal.", rich_help_panel=WORKLOAD),
-    shared_prefix_len: int = typer.Option(0, "--shared-prefix-len", help="Leading prompt tokens shared by all.", rich_help_panel=WORKLOAD),
-    dataset: Path = typer.Option(None, "--dataset", help="ShareGPT JSON or JSONL prompts instead of synthetic.", rich_help_panel=WORKLOAD),
-    slo: str = typer.Option(None, "--slo", help="Goodput SLO, e.g. ttft_ms=500,tpot_ms=50 (e2e_ms too).", rich_help_panel=SLO),
-    max_in_flight: int = typer.Option(512, "--max-in-flight", help="Open loop: most requests in flight at once.", rich_help_panel=LOAD),
-    warm_connections: bool = typer.Option(True, "--warm-connections/--no-warm-connections",
-                                          help="Open the connection pool to each level's load before its "
-                                          "measured window (connect time is reported apart from TTFT).", rich_help_panel=TARGET),
-    request_id_header: str = typer.Option("X-Request-Id", "--request-id-header",
-                                          help="Header carrying each request's id (recorded in the JSONL); "
-                                          "'' sends none.", rich_help_panel=TARGET),
-    turns: int = typer.Option(1, "--turns", help="Multi-turn chat: turns per conversation (history grows; "
-                              "TTFT per turn). --num-requests counts requests (whole conversations).", rich_help_panel=WORKLOAD),
-    think_time_ms: float = typer.Option(0.0, "--think-time-ms", help="Multi-turn: pause between turns.", rich_help_panel=WORKLOAD),
-    trace: Path = typer.Option(None, "--trace", help="Replay a Mooncake-format JSONL trace (timestamp ms, "
-                               "input_length, output_length, hash_ids); --num-requests cuts it.", rich_help_panel=WORKLOAD),
-    time_scale: str = typer.Option("1", "--time-scale", help="Trace replay: multiply the trace's gaps "
-                                   "(0.5 = twice as fast); a comma list, e.g. 1,0.5, replays once per scale.", rich_help_panel=WORKLOAD),
-    prefix_groups: int = typer.Option(0, "--prefix-groups", help="G different shared prefixes across requests "
-                                      "(with --prefix-len).", rich_help_panel=WORKLOAD),
-    prefix_len: int = typer.Option(0, "--prefix-len", help="Tokens of each --prefix-groups prefix.", rich_help_panel=WORKLOAD),
-    ramp: str = typer.Option(None, "--ramp", help="step:2,4,8:20s (each step a level) or linear:1:20:60s "
-                             "(reported in --window windows).", rich_help_panel=LOAD),
-    window: str = typer.Option(None, "--window", help="Linear ramp: report window, e.g. 10s (default 10s).", rich_help_panel=LOAD),
-    find_max: str = typer.Option(None, "--find-max", help="Search for the highest load (concurrency or rate) "
-                                 "whose SLO attainment meets --attainment: needs --slo; replaces the level list.", rich_help_panel=SLO),
-    attainment: float = typer.Option(0.99, "--attainment", help="--find-max: share of requests that must meet "
-                                     "the SLO (failed requests count as misses).", rich_help_panel=SLO),
-    max_requests: int = typer.Option(None, "--max-requests", help="--find-max: stop after this many requests.", rich_help_panel=SLO),
-    max_duration: str = typer.Option(None, "--max-duration", help="--find-max: stop after this long, e.g. 10m.", rich_help_panel=SLO),
-    workers: int = typer.Option(1, "--workers", help="Run the load from N processes on this host, each with its "
-                                "own event loop and a 1/N share, merged into one report (exact percentiles).", rich_help_panel=SCALE),
-    shard: str = typer.Option(None, "--shard", help="Run share INDEX/COUNT of the load (one machine of several; "
-                              "`env`: from JOB_COMPLETION_INDEX and TRIAGE_SHARDS). Needs --url and --output-dir; "
-                              "`triage bench merge DIR...` joins the shards.", rich_help_panel=SCALE),
-    json_path: Path = json_option(OUTPUT),
-    jsonl: Path = typer.Option(None, "--jsonl", help="Per-request records, flushed as each request finishes.", rich_help_panel=OUTPUT),
-    csv: Path = typer.Option(None, "--csv", help="One row per level (CSV).", rich_help_panel=OUTPUT),
-    html: Path = typer.Option(None, "--html", help="HTML report with plots.", rich_help_panel=OUTPUT),
-    fmt: str = format_option(panel=OUTPUT),
-    output_dir: Path = typer.Option(None, "--output-dir", help="Write bench.json, requests.jsonl, levels.csv "
-                                    "and report.html here; --json, --jsonl and --csv given too get copies.",
-                                    rich_help_panel=OUTPUT),
-) -> int:
+@option_groups(**BENCH_GROUPS)
+def bench(ctx: typer.Context, target: TargetOptions, load: LoadOptions, workload: WorkloadOptions,
+          slo: SloOptions, scale: ScaleOptions, output: OutputOptions) -> int | None:
     """Load-test a server: closed-loop concurrency and open-loop rate levels, with goodput, server and GPU
     state per level, and a verdict on whether the client itself was the bottleneck.
     `triage bench merge DIR...` builds one report from shard outputs (--shard, --workers)."""
     if ctx.invoked_subcommand is not None:
         return None
-    from triage.bench.fleet import BALANCES, read_urls
+    from triage.bench.session import run_bench
 
-    all_urls = read_urls(url, urls)
-    if balance not in BALANCES:
-        raise UsageError(f"--balance {balance!r}: use {' or '.join(BALANCES)}")
-    url = all_urls[0] if all_urls else None
-    embedded = url is None
-    if embedded:
-        require_extra("engine", "triage bench without --url (the bundled reference engine)")
-    if html is not None:
-        require_extra("html", "triage bench --html")
-    from triage.bench.app import EMBEDDED_DEFAULTS, URL_DEFAULTS, OutputPaths, execute
-    from triage.bench.config import config_from_flags
-    from triage.bench.workloads import apply_workloads
-
-    cfg = config_from_flags(
-        url=url, model=model, concurrency=concurrency, rate=rate, burstiness=burstiness,
-        num_requests=num_requests, duration=duration, warmup=warmup, repeat=repeat, seed=seed, endpoint=endpoint,
-        api_key=api_key, header=header, timeout=timeout, input_len=input_len,
-        output_len=output_len, len_dist=len_dist, shared_prefix_len=shared_prefix_len, dataset=dataset, slo=slo,
-        max_in_flight=max_in_flight, defaults=EMBEDDED_DEFAULTS if embedded else URL_DEFAULTS,
-        warm_connections=warm_connections, request_id_header=request_id_header, repeat_order=repeat_order)
-    if len(all_urls) > 1:
-        import dataclasses as _dc
-
-        cfg = _dc.replace(cfg, urls=tuple(all_urls), balance=balance)
-    cfg = apply_workloads(cfg, turns=turns, think_time_ms=think_time_ms, trace=trace, time_scale=time_scale,
-                          prefix_groups=prefix_groups, prefix_len=prefix_len, ramp=ramp, window=window,
-                          level_flags_given=concurrency is not None or rate is not None,
-                          num_requests_flag=num_requests, duration_flag=duration)
-    paths = OutputPaths.resolve(output_dir, json_path, jsonl, csv, html)
     err = console(stderr=True)
-    if shard is not None or workers != 1:
-        from triage.bench.shards import parse_shard
-        from triage.bench.workers import as_shard
-
-        if find_max is not None:
-            raise UsageError("--find-max runs one search from one process; drop --shard/--workers")
-        if shard is not None:
-            if workers != 1 or embedded or output_dir is None:
-                raise UsageError("--shard needs --url and --output-dir, and no --workers")
-            cfg = as_shard(cfg, *parse_shard(shard))
-        else:
-            return _bench_workers(cfg, workers, paths, output_dir, embedded, fmt, err)
-    search, progress = None, None
-    if find_max is not None:
-        from triage.bench.find_max_cli import find_max_spec, progress_printer
-
-        if num_requests is None and duration is None:  # each level sends 4x its concurrency, not a fixed count
-            import dataclasses
-
-            cfg = dataclasses.replace(cfg, num_requests=None)
-        search = find_max_spec(find_max, cfg, attainment, max_requests, max_duration,
-                               levels_given=concurrency is not None or rate is not None or ramp is not None)
-        progress = progress_printer(err)
-    outcome = execute(cfg, paths, embedded=embedded, live_console=err if fmt == "text" and err.is_terminal
-                      and search is None else None, find_max=search, progress=progress)
-    from triage.core.report_io import write_report
-
-    if paths.json is not None:
-        write_report(outcome.report, paths.json)
-    emit(outcome.report, None, fmt, other_files={"report": paths.json, "per-request JSONL": paths.jsonl,
-                                                 "levels CSV": paths.csv, "HTML report": paths.html,
-                                                 **paths.write_copies()})
-    return outcome.exit_code
-
-
-def _bench_workers(cfg, workers: int, paths, output_dir: Path | None, embedded: bool, fmt: str, err) -> int:
-    """--workers N: N processes, their shards merged into one report."""
-    import contextlib
-    import dataclasses
-    import tempfile
-
-    from triage.bench.app import embedded_server
-    from triage.bench.merge import merged_report
-    from triage.bench.outputs import write_csv
-    from triage.bench.workers import run_workers
-
-    with contextlib.ExitStack() as stack:
-        if embedded:
-            handle = stack.enter_context(embedded_server(cfg.model or "tiny"))
-            cfg = dataclasses.replace(cfg, url=handle.url)
-        out = output_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="triage-bench-")))
-        dirs = run_workers(cfg, workers, out, lambda line: err.print(line, markup=False))
-        report = merged_report(dirs)
-    if paths.csv is not None and report.bench is not None:
-        write_csv(report.bench, paths.csv)
-    from triage.core.report_io import write_report
-
-    if paths.json is not None:
-        write_report(report, paths.json)
-    emit(report, None, fmt, other_files={"report": paths.json, "levels CSV": paths.csv, **paths.write_copies()})
-    return 0
+    run = run_bench(BenchOptions(target, load, workload, slo, scale, output), err,
+                    live=get_format(output.format).human and err.is_terminal)
+    emit(run.report, None, output.format, other_files=run.files)
+    return run.exit_code
 
 
 @funnel
 def merge(dirs: list[Path] = typer.Argument(..., help="Shard output directories (each with bench.json and "
                                                          "requests.jsonl)."),
-          json_path: Path = json_option(), fmt: str = format_option()) -> int:
+          json_path: Path = json_option(), fmt: str = format_option(ReportKind.BENCH)) -> int:
     """One report from several shards' per-request records: every percentile from all the records."""
     from triage.bench.merge import merged_report
 

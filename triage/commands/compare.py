@@ -2,19 +2,13 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import typer
 
 from triage import render
-from triage.cli_support import console, emit, format_option, funnel, json_option, warn
-from triage.core.errors import UsageError
-from triage.core.report import ReportKind, Severity, Target, new_report
-from triage.core.report_io import write_report
-from triage.probes.host import host_info
-
-FORMATS = ("text", "markdown", "json", "junit")
+from triage.cli_support import emit, format_option, funnel, json_option, warn
+from triage.core.report import Report, ReportKind
 
 
 @funnel
@@ -32,65 +26,30 @@ def compare(
         "pass", "--inconclusive",
         help="What an interval that straddles the limit does to the gate: pass (default, listed) or fail. "
              "--inconclusive governs only intervals that straddle the limit."),
-    fmt: str = format_option(FORMATS),
+    fmt: str = format_option(ReportKind.COMPARE),
     json_path: Path = json_option(),
     fail_on: str = typer.Option("high", "--fail-on",
                                 help="Diagnose reports: exit 1 on a new finding at or above this severity."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap resampling."),
 ) -> int:
-    """The CI gate: compare two reports; exit 1 on a regression.
-
-    Exit 0 pass, 1 regression, 2 unusable or incomparable input. Each metric at each level is judged on the
-    95% interval of its change against its limit (from the repeats, else the per-request samples). A metric
-    with neither repeats nor per-request samples is judged on its point change against the limit and marked
-    threshold only.
-
-    Examples:
-
-      triage compare base.json cand.json
-
-      triage compare base.json cand.json --max-regression ttft_ms.p99=10% --format junit > triage.xml
-
-      triage compare base.json cand.json --inconclusive fail --format markdown
-    """
-    try:
-        severity = Severity(fail_on)
-    except ValueError:
-        raise UsageError(f"--fail-on {fail_on!r} is not one of {', '.join(s.value for s in Severity)}") from None
-    from triage.compare import InconclusivePolicy, compare_reports
-    from triage.compare.comparability import parse_allow
-    from triage.compare.outputs import junit, section
-    from triage.compare.text import render_text
-    from triage.compare.thresholds import parse_max_regression
+    """The CI gate: compare two reports; exit 1 on a regression (2: unusable or incomparable input)."""
+    from triage.compare.gate import CompareOptions, run_compare
     from triage.importers import load_any
 
-    rules = parse_max_regression(max_regression)
-    allow = parse_allow(allow_different)
-    policy = InconclusivePolicy.parse(inconclusive)
-    base_report, cand_report = load_any(base), load_any(cand)
-    result = compare_reports(base_report, cand_report, rules, fail_on=severity, seed=seed, allow=allow,
-                             policy=policy)
-    report = new_report(ReportKind.COMPARE, host_info(),
-                        Target(model=cand_report.target.model, engine=cand_report.target.engine,
-                               url=cand_report.target.url, engine_version=cand_report.target.engine_version),
-                        compare={**section(result), "base": str(base), "candidate": str(cand)})
+    report, view = run_compare(CompareOptions(base, cand, max_regression, allow_different, inconclusive,
+                                              fail_on, seed), load_any)
+    _append_step_summary(report)
+    emit(report, json_path, fmt, detail=view)
+    return view.result.exit_code
+
+
+def _append_step_summary(report: Report) -> None:
+    """In GitHub Actions, the verdict as Markdown on the job's summary page too."""
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary_path:
-        try:
-            with open(summary_path, "a", encoding="utf-8") as f:
-                f.write(render.markdown(report))
-        except OSError as e:
-            warn(f"could not append to $GITHUB_STEP_SUMMARY ({e})")
-    if fmt == "junit":
-        if json_path is not None:
-            write_report(report, json_path)
-        sys.stdout.write(junit(result))
-    elif fmt == "text":
-        if json_path is not None:
-            write_report(report, json_path)
-        sys.stdout.write(render_text(result, console().width, str(base), str(cand)))
-        if json_path is not None:
-            sys.stdout.write(f"report written to {json_path}\n")
-    else:
-        emit(report, json_path, fmt)
-    return result.exit_code
+    if not summary_path:
+        return
+    try:
+        with open(summary_path, "a", encoding="utf-8") as f:
+            f.write(render.markdown(report))
+    except OSError as e:
+        warn(f"could not append to $GITHUB_STEP_SUMMARY ({e})")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -65,49 +66,66 @@ def show(engine: str = typer.Argument(..., help="An engine name: vllm, sglang, t
                                                             "(default: the newest tabled)."),
          fmt: str = typer.Option("text", "--format", help="Output: text or json.")) -> int:
     """One engine: its knobs at a version, its defaults and its claims."""
-    import triage.core.engine_truth as truth
-    from triage.engines import Knob, cite, get, names
-    from triage.engines.startup import startup_markers
-    from triage.rules.engine_flags import render
+    from triage.engines import get, names
 
     module = get(engine)
     if module is None:
         raise UsageError(f"unknown engine {engine!r}; triage knows {', '.join(names())}")
     if fmt not in ("text", "json"):
         raise UsageError(f"--format {fmt!r}: choose text or json")
-    table = truth.table(module.name, version)
-    knobs = {}
-    for knob in module.knobs:
-        spec = module.knob(knob, version)
-        flag = spec.flag if isinstance(spec, Knob) else None
-        spec_table = table.flag(flag) if table is not None and flag and not spec.is_env else None
-        shown = flag if not isinstance(spec, Knob) or not spec.value or "{v}" in spec.value else f"{flag} {spec.value}"
-        problem = None
-        if isinstance(spec, Knob) and module.launcher and not spec.is_env:
-            r = render(knob, module.name, 1, version)
-            problem = r.note if r.text is None else None
-        knobs[knob] = {"flag": None if problem else shown,
-                       "default": spec_table.default if spec_table is not None else None,
-                       "note": problem or (spec.note if isinstance(spec, Knob) else spec.reason),
-                       "claims": list(spec.claims)}
-    out = {"name": module.name, "display": module.display, "version": version,
-           "table": table.label if table is not None else None,
-           "defaults_on": {f: module.default_on(f, version) for f in ("chunked_prefill", "prefix_caching")},
-           "knobs": knobs, "facts": {k: {"sentence": t, "claims": list(c)} for k, (t, c) in module.notes.items()},
-           "milestones": [{"version": m.version, "what": m.what} for m in module.milestones],
-           "startup_markers": {f"{phase}.{edge}": list(forms)
-                               for (phase, edge), forms in startup_markers(module, version).items()},
-           "claims": cite(module.cited())}
+    out = _engine_facts(module, version)
     if fmt == "json":
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return 0
+    _print_facts(out)
+    return 0
+
+
+def _knob_facts(module: Any, knob: str, version: str | None, table: Any) -> dict[str, Any]:
+    """One knob at `version`: the flag that sets it (or why none does), its default there, its claims."""
+    from triage.engines import Knob
+    from triage.rules.engine_flags import render
+
+    spec = module.knob(knob, version)
+    flag = spec.flag if isinstance(spec, Knob) else None
+    spec_table = table.flag(flag) if table is not None and flag and not spec.is_env else None
+    shown = flag if not isinstance(spec, Knob) or not spec.value or "{v}" in spec.value else f"{flag} {spec.value}"
+    problem = None
+    if isinstance(spec, Knob) and module.launcher and not spec.is_env:
+        r = render(knob, module.name, 1, version)
+        problem = r.note if r.text is None else None
+    return {"flag": None if problem else shown,
+            "default": spec_table.default if spec_table is not None else None,
+            "note": problem or (spec.note if isinstance(spec, Knob) else spec.reason),
+            "claims": list(spec.claims)}
+
+
+def _engine_facts(module: Any, version: str | None) -> dict[str, Any]:
+    """What `engines show` says of one engine at a version, as the JSON it prints."""
+    import triage.core.engine_truth as truth
+    from triage.engines import cite
+    from triage.engines.startup import startup_markers
+
+    table = truth.table(module.name, version)
+    return {"name": module.name, "display": module.display, "version": version,
+            "table": table.label if table is not None else None,
+            "defaults_on": {f: module.default_on(f, version) for f in ("chunked_prefill", "prefix_caching")},
+            "knobs": {knob: _knob_facts(module, knob, version, table) for knob in module.knobs},
+            "facts": {k: {"sentence": t, "claims": list(c)} for k, (t, c) in module.notes.items()},
+            "milestones": [{"version": m.version, "what": m.what} for m in module.milestones],
+            "startup_markers": {f"{phase}.{edge}": list(forms)
+                                for (phase, edge), forms in startup_markers(module, version).items()},
+            "claims": cite(module.cited())}
+
+
+def _print_facts(out: dict[str, Any]) -> None:
     con = console()
-    con.print(f"{module.display}" + (f" (flags checked against {out['table']})" if out["table"] else
+    con.print(f"{out['display']}" + (f" (flags checked against {out['table']})" if out["table"] else
                                      " (no per-version flag table)"), markup=False)
     grid = Table(title="Knobs", title_justify="left")
     for col in ("knob", "flag", "default", "note"):
         grid.add_column(col, overflow="fold")
-    for knob, k in knobs.items():
+    for knob, k in out["knobs"].items():
         grid.add_row(knob, k["flag"] or "-", "" if k["default"] is None else str(k["default"]), k["note"] or "")
     con.print(grid)
     on = ", ".join(f"{f}: {'on' if v else 'off' if v is False else 'unknown'}" for f, v in out["defaults_on"].items())
@@ -121,4 +139,3 @@ def show(engine: str = typer.Argument(..., help="An engine name: vllm, sglang, t
     con.print("\nClaims (sentence [id: source lines]):", markup=False)
     for line in out["claims"]:
         con.print(f"- {line}", markup=False, soft_wrap=True)
-    return 0

@@ -6,6 +6,7 @@ from pathlib import Path
 import typer
 
 from triage.cli_support import emit, format_option, funnel
+from triage.core.report import ReportKind
 
 
 @funnel
@@ -13,7 +14,7 @@ def import_file(
     path: Path = typer.Argument(..., help="A vLLM `bench serve --save-result` JSON, an AIPerf "
                                           "profile_export_aiperf.json or a GuideLLM benchmarks.json."),
     json_path: Path = typer.Option(None, "--json", help="Write the triage bench report to this file."),
-    fmt: str = format_option(),
+    fmt: str = format_option(ReportKind.BENCH),
 ) -> int:
     """Convert a peer's result file into a triage bench report (format auto-detected). Per-request samples
     are kept where the file has them; the report's config.missing_fields says what the source lacked."""

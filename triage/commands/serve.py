@@ -1,9 +1,12 @@
 """`triage serve`: the reference engine as an OpenAI-compatible server with vLLM-named /metrics."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import typer
 
-from triage.cli_support import funnel
+from triage.cli_support import OptionSpec, funnel, option_groups
 from triage.core.errors import UsageError, require_extra
 
 _SCHEDULERS = ("continuous", "static")
@@ -20,82 +23,125 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
+@dataclass(frozen=True)
+class ServeRequest:
+    """The command line's options, as given (in --help's order)."""
+    host: str = "127.0.0.1"
+    port: int = 8000
+    model: str = "tiny"
+    served_model_name: str | None = None
+    dtype: str = "auto"
+    device: str = "cpu"
+    max_model_len: int | None = None
+    max_num_seqs: int = 64
+    max_num_batched_tokens: int = 2048
+    block_size: int = 16
+    kv_cache_bytes: int | None = None
+    num_kv_blocks: int | None = None
+    gpu_memory_utilization: float = 0.9
+    kv_cache_dtype: str = "auto"
+    quantization: str = "none"
+    scheduler: str = "continuous"
+    kv_layout: str = "paged"
+    attention: str = "auto"
+    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool = True
+    seed: int = 0
+    api_key: str | None = None
+    max_request_body_bytes: int = 8 * 1024 * 1024
+    access_log: bool = False
+    log_level: str = "info"
+    inject_delay_ms: float = 0.0
+
+
+SERVE_OPTIONS: OptionSpec = {
+    "host": (str, typer.Option("127.0.0.1", "--host", envvar="TRIAGE_SERVE_HOST",
+        help="Address to listen on. Loopback unless you ask for more.")),
+    "port": (int, typer.Option(8000, "--port", envvar="TRIAGE_SERVE_PORT", help="Port; 0 picks a free one.")),
+    "model": (str, typer.Option("tiny", "--model", help="A preset (tiny, small, ...) or a local model directory; nothing is downloaded.")),
+    "served_model_name": (str, typer.Option(None, "--served-model-name",
+        help="Name clients use in `model`; defaults to --model.")),
+    "dtype": (str, typer.Option("auto", "--dtype", help="auto, float32, bfloat16 or float16.")),
+    "device": (str, typer.Option("cpu", "--device", help="cpu, cuda or cuda:N.")),
+    "max_model_len": (int, typer.Option(None, "--max-model-len", help="Context limit; defaults to the model's.")),
+    "max_num_seqs": (int, typer.Option(64, "--max-num-seqs", help="Most requests in one batch.")),
+    "max_num_batched_tokens": (int, typer.Option(2048, "--max-num-batched-tokens",
+        help="Most tokens one engine step may process.")),
+    "block_size": (int, typer.Option(16, "--block-size", help="Tokens per KV cache block.")),
+    "kv_cache_bytes": (int, typer.Option(None, "--kv-cache-bytes",
+        help="KV cache budget in bytes (instead of --gpu-memory-utilization).")),
+    "num_kv_blocks": (int, typer.Option(None, "--num-kv-blocks", "--num-gpu-blocks-override",
+        help="Exact number of KV blocks; overrides the byte budget.")),
+    "gpu_memory_utilization": (float, typer.Option(0.9, "--gpu-memory-utilization",
+        help="Share of GPU memory for weights + KV cache.")),
+    "kv_cache_dtype": (str, typer.Option("auto", "--kv-cache-dtype",
+        help="auto (the model dtype), float32, bfloat16, float16, or fp8 / fp8_e4m3 "
+        "(e4m3 values with a per-token scale: about half of bf16's bytes).")),
+    "quantization": (str, typer.Option("none", "--quantization",
+        help="Weight-only quantization at load: none, fp8 (e4m3, per-channel scale) or "
+        "int4 (group 128). On a CPU, packed-weight kernels where they measure faster.")),
+    "scheduler": (str, typer.Option("continuous", "--scheduler", help="continuous or static batching.")),
+    "kv_layout": (str, typer.Option("paged", "--kv-layout", help="paged or contiguous KV cache.")),
+    "attention": (str, typer.Option("auto", "--attention", help="auto, naive, tiled, sdpa or triton (CUDA + triton only; auto picks it there).")),
+    "enable_prefix_caching": (bool, typer.Option(True, "--enable-prefix-caching/--no-enable-prefix-caching",
+        help="Reuse KV blocks of shared prompt prefixes.")),
+    "enable_chunked_prefill": (bool, typer.Option(True, "--enable-chunked-prefill/--no-enable-chunked-prefill",
+        help="Split long prefills across steps.")),
+    "seed": (int, typer.Option(0, "--seed", help="Seed for weights of presets and for sampling.")),
+    "api_key": (str, typer.Option(None, "--api-key", envvar=["TRIAGE_API_KEY", "VLLM_API_KEY"],
+        show_envvar=True, show_default=False,
+        help="Require `Authorization: Bearer KEY` on /v1/*. Prefer the env var: "
+        "a flag is visible in the process list.")),
+    "max_request_body_bytes": (int, typer.Option(8 * 1024 * 1024, "--max-request-body-bytes",
+        help="Larger bodies get HTTP 413.")),
+    "access_log": (bool, typer.Option(False, "--access-log/--no-access-log", help="Log every HTTP request.")),
+    "log_level": (str, typer.Option("info", "--log-level", help="debug, info, warning or error.")),
+    "inject_delay_ms": (float, typer.Option(0.0, "--inject-delay-ms", min=0.0,
+        help="Test hook: sleep this long before each generation (a known slowdown).")),
+}
+
+
 @funnel
-def serve(
-    host: str = typer.Option("127.0.0.1", "--host", envvar="TRIAGE_SERVE_HOST",
-                             help="Address to listen on. Loopback unless you ask for more."),
-    port: int = typer.Option(8000, "--port", envvar="TRIAGE_SERVE_PORT", help="Port; 0 picks a free one."),
-    model: str = typer.Option("tiny", "--model", help="A preset (tiny, small, ...) or a local model directory; nothing is downloaded."),
-    served_model_name: str = typer.Option(None, "--served-model-name",
-                                          help="Name clients use in `model`; defaults to --model."),
-    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16 or float16."),
-    device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N."),
-    max_model_len: int = typer.Option(None, "--max-model-len", help="Context limit; defaults to the model's."),
-    max_num_seqs: int = typer.Option(64, "--max-num-seqs", help="Most requests in one batch."),
-    max_num_batched_tokens: int = typer.Option(2048, "--max-num-batched-tokens",
-                                               help="Most tokens one engine step may process."),
-    block_size: int = typer.Option(16, "--block-size", help="Tokens per KV cache block."),
-    kv_cache_bytes: int = typer.Option(None, "--kv-cache-bytes",
-                                       help="KV cache budget in bytes (instead of --gpu-memory-utilization)."),
-    num_kv_blocks: int = typer.Option(None, "--num-kv-blocks", "--num-gpu-blocks-override",
-                                      help="Exact number of KV blocks; overrides the byte budget."),
-    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization",
-                                                 help="Share of GPU memory for weights + KV cache."),
-    kv_cache_dtype: str = typer.Option("auto", "--kv-cache-dtype",
-                                       help="auto (the model dtype), float32, bfloat16, float16, or fp8 / fp8_e4m3 "
-                                            "(e4m3 values with a per-token scale: about half of bf16's bytes)."),
-    quantization: str = typer.Option("none", "--quantization",
-                                     help="Weight-only quantization at load: none, fp8 (e4m3, per-channel scale) or "
-                                          "int4 (group 128). On a CPU, packed-weight kernels where they measure faster."),
-    scheduler: str = typer.Option("continuous", "--scheduler", help="continuous or static batching."),
-    kv_layout: str = typer.Option("paged", "--kv-layout", help="paged or contiguous KV cache."),
-    attention: str = typer.Option("auto", "--attention", help="auto, naive, tiled, sdpa or triton (CUDA + triton only; auto picks it there)."),
-    enable_prefix_caching: bool = typer.Option(True, "--enable-prefix-caching/--no-enable-prefix-caching",
-                                               help="Reuse KV blocks of shared prompt prefixes."),
-    enable_chunked_prefill: bool = typer.Option(True, "--enable-chunked-prefill/--no-enable-chunked-prefill",
-                                                help="Split long prefills across steps."),
-    seed: int = typer.Option(0, "--seed", help="Seed for weights of presets and for sampling."),
-    api_key: str = typer.Option(None, "--api-key", envvar=["TRIAGE_API_KEY", "VLLM_API_KEY"],
-                                show_envvar=True, show_default=False,
-                                help="Require `Authorization: Bearer KEY` on /v1/*. Prefer the env var: "
-                                     "a flag is visible in the process list."),
-    max_request_body_bytes: int = typer.Option(8 * 1024 * 1024, "--max-request-body-bytes",
-                                               help="Larger bodies get HTTP 413."),
-    access_log: bool = typer.Option(False, "--access-log/--no-access-log", help="Log every HTTP request."),
-    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
-    inject_delay_ms: float = typer.Option(0.0, "--inject-delay-ms", min=0.0,
-                                          help="Test hook: sleep this long before each generation (a known slowdown)."),
-) -> int:
+@option_groups(req=(ServeRequest, SERVE_OPTIONS))
+def serve(req: ServeRequest) -> int:
     """Serve the reference engine with an OpenAI-compatible API and vLLM-named /metrics.
 
     Endpoints: /v1/completions, /v1/chat/completions (stream and non-stream), /v1/models, /health,
     /version, /metrics. Stops cleanly on Ctrl-C or SIGTERM.
     """
     require_extra("engine", "triage serve")
-    from triage.reference_engine.engine.engine_config import EngineConfig
-    from triage.reference_engine.serve.server import ServerOptions, run_server
+    from triage.reference_engine.serve.server import run_server
 
-    if log_level.lower() not in ("debug", "info", "warning", "error"):
-        raise UsageError(f"--log-level {log_level!r} is not one of debug, info, warning, error")
-    if not 0 <= port <= 65535:
-        raise UsageError(f"--port {port} is not a port number (0-65535)")
+    return run_server(*_engine_and_server(req))
+
+
+def _engine_and_server(req: ServeRequest) -> tuple[Any, Any]:
+    """(the EngineConfig, the ServerOptions), every option checked."""
+    from triage.reference_engine.engine.engine_config import EngineConfig
+    from triage.reference_engine.serve.server import ServerOptions
+
+    if req.log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise UsageError(f"--log-level {req.log_level!r} is not one of debug, info, warning, error")
+    if not 0 <= req.port <= 65535:
+        raise UsageError(f"--port {req.port} is not a port number (0-65535)")
     try:
         config = EngineConfig(
-            model=model, dtype=_choice("--dtype", dtype, _DTYPES), device=device,
-            max_model_len=max_model_len, max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
-            kv_cache_bytes=kv_cache_bytes, num_kv_blocks=num_kv_blocks,
-            gpu_memory_utilization=gpu_memory_utilization, kv_cache_dtype=_choice("--kv-cache-dtype", kv_cache_dtype, _KV_CACHE_DTYPES),
-            quantization=_choice("--quantization", quantization, _QUANTIZATIONS),
-            scheduler=_choice("--scheduler", scheduler, _SCHEDULERS),
-            kv_layout=_choice("--kv-layout", kv_layout, _KV_LAYOUTS),
-            attention=_choice("--attention", attention, _ATTENTION),
-            enable_prefix_caching=enable_prefix_caching, enable_chunked_prefill=enable_chunked_prefill,
-            seed=seed)
+            model=req.model, dtype=_choice("--dtype", req.dtype, _DTYPES), device=req.device,
+            max_model_len=req.max_model_len, max_num_seqs=req.max_num_seqs,
+            max_num_batched_tokens=req.max_num_batched_tokens, block_size=req.block_size,
+            kv_cache_bytes=req.kv_cache_bytes, num_kv_blocks=req.num_kv_blocks,
+            gpu_memory_utilization=req.gpu_memory_utilization,
+            kv_cache_dtype=_choice("--kv-cache-dtype", req.kv_cache_dtype, _KV_CACHE_DTYPES),
+            quantization=_choice("--quantization", req.quantization, _QUANTIZATIONS),
+            scheduler=_choice("--scheduler", req.scheduler, _SCHEDULERS),
+            kv_layout=_choice("--kv-layout", req.kv_layout, _KV_LAYOUTS),
+            attention=_choice("--attention", req.attention, _ATTENTION),
+            enable_prefix_caching=req.enable_prefix_caching, enable_chunked_prefill=req.enable_chunked_prefill,
+            seed=req.seed)
     except (ValueError, TypeError) as e:
         raise UsageError(f"invalid engine settings: {e}") from None
-    options = ServerOptions(host=host, port=port, served_model_name=served_model_name,
-                            api_key=api_key or None, max_request_body_bytes=max_request_body_bytes,
-                            access_log=access_log, log_level=log_level.lower(),
-                            inject_delay_ms=inject_delay_ms)
-    return run_server(config, options)
+    options = ServerOptions(host=req.host, port=req.port, served_model_name=req.served_model_name,
+                            api_key=req.api_key or None, max_request_body_bytes=req.max_request_body_bytes,
+                            access_log=req.access_log, log_level=req.log_level.lower(),
+                            inject_delay_ms=req.inject_delay_ms)
+    return config, options

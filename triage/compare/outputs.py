@@ -121,41 +121,52 @@ def section(result: CompareResult) -> dict[str, Any]:
             "unchanged": [f.code for f in diff.unchanged], "tables": [table]}
 
 
+def _bench_case(suite: ET.Element, result: CompareResult, m: MetricComparison) -> int:
+    """One metric at one level as a test case; 1 when it is skipped (inconclusive or not measured)."""
+    case = ET.SubElement(suite, "testcase", classname=f"triage.compare.{m.level}", name=m.metric)
+    if result.failed(m):
+        ci = f"{THRESHOLD_ONLY}, no interval" if m.threshold_only else f"95% CI {interval_text(m)}"
+        failure = ET.SubElement(case, "failure", message=f"{m.metric} {m.verdict.value} at {m.level}: "
+                                f"{pct(m.change_pct)}, {ci} (max {m.max_regression_pct:g}%)")
+        failure.text = f"base={m.base} candidate={m.cand} interval from {evidence(m)}" + (
+            f"; {m.settle}" if m.settle else "")
+    elif m.verdict is Verdict.INCONCLUSIVE:
+        ET.SubElement(case, "skipped", message=f"inconclusive: 95% CI {interval_text(m)} straddles the "
+                      f"{m.max_regression_pct:g}% limit; {m.settle or 'more data would settle it'}")
+        return 1
+    elif m.verdict is Verdict.NOT_MEASURED:
+        ET.SubElement(case, "skipped", message=m.note or "not measured")
+        return 1
+    elif m.threshold_only:       # a pass on the point change alone: say so in the case's output
+        ET.SubElement(case, "system-out").text = (f"{THRESHOLD_ONLY}: {pct(m.change_pct)} within the "
+                                                  f"{m.max_regression_pct:g}% limit, no interval")
+    return 0
+
+
+def _finding_cases(suite: ET.Element, result: CompareResult) -> int:
+    """One test case per new finding (failed when it gates), or one passing case when none is new."""
+    gated = set(id(f) for f in result.findings.gate(result.fail_on))
+    for f in result.findings.new:
+        case = ET.SubElement(suite, "testcase", classname="triage.compare.findings", name=f.code)
+        if id(f) in gated:
+            failure = ET.SubElement(case, "failure", message=f"new {f.severity.value} finding {f.code}: {f.title}")
+            failure.text = f.message
+    if not result.findings.new:
+        ET.SubElement(suite, "testcase", classname="triage.compare.findings", name="no-new-findings")
+        return 1
+    return len(result.findings.new)
+
+
 def junit(result: CompareResult) -> str:
     """One testcase per metric × level (bench) or per new finding (diagnose)."""
     suite = ET.Element("testsuite", name="triage.compare")
     cases = skipped = 0
     if result.kind is ReportKind.BENCH:
         for m in failing_first(result):
-            case = ET.SubElement(suite, "testcase", classname=f"triage.compare.{m.level}", name=m.metric)
+            skipped += _bench_case(suite, result, m)
             cases += 1
-            if result.failed(m):
-                ci = f"{THRESHOLD_ONLY}, no interval" if m.threshold_only else f"95% CI {interval_text(m)}"
-                failure = ET.SubElement(case, "failure", message=f"{m.metric} {m.verdict.value} at {m.level}: "
-                                        f"{pct(m.change_pct)}, {ci} (max {m.max_regression_pct:g}%)")
-                failure.text = f"base={m.base} candidate={m.cand} interval from {evidence(m)}" + (
-                    f"; {m.settle}" if m.settle else "")
-            elif m.verdict is Verdict.INCONCLUSIVE:
-                skipped += 1
-                ET.SubElement(case, "skipped", message=f"inconclusive: 95% CI {interval_text(m)} straddles the "
-                              f"{m.max_regression_pct:g}% limit; {m.settle or 'more data would settle it'}")
-            elif m.verdict is Verdict.NOT_MEASURED:
-                skipped += 1
-                ET.SubElement(case, "skipped", message=m.note or "not measured")
-            elif m.threshold_only:       # a pass on the point change alone: say so in the case's output
-                ET.SubElement(case, "system-out").text = (f"{THRESHOLD_ONLY}: {pct(m.change_pct)} within the "
-                                                          f"{m.max_regression_pct:g}% limit, no interval")
     else:
-        gated = set(id(f) for f in result.findings.gate(result.fail_on))
-        for f in result.findings.new:
-            case = ET.SubElement(suite, "testcase", classname="triage.compare.findings", name=f.code)
-            cases += 1
-            if id(f) in gated:
-                failure = ET.SubElement(case, "failure", message=f"new {f.severity.value} finding {f.code}: {f.title}")
-                failure.text = f.message
-        if not result.findings.new:
-            ET.SubElement(suite, "testcase", classname="triage.compare.findings", name="no-new-findings")
-            cases += 1
+        cases = _finding_cases(suite, result)
     if result.drift:        # said once for the suite: it is about a report, not one metric
         ET.SubElement(suite, "system-out").text = "\n".join(n for n in result.notes if n.startswith("drift "))
     suite.set("tests", str(cases))

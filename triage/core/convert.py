@@ -41,28 +41,36 @@ def _convert(tp: Any, value: Any, where: str, strict: bool) -> Any:
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         return _convert(args[0], value, where, strict) if len(args) == 1 else value
     if origin in (tuple, list):
-        args = typing.get_args(tp)
-        if not isinstance(value, (list, tuple)):
-            raise ReportError(f"{where}: expected a list, got {type(value).__name__}")
-        inner = args[0] if args else Any
-        items = [_convert(inner, v, f"{where}[{i}]", strict) for i, v in enumerate(value)]
-        return tuple(items) if origin is tuple else items
+        return _sequence(tp, origin, value, where, strict)
     if origin is dict:
         if not isinstance(value, dict):
             raise ReportError(f"{where}: expected an object, got {type(value).__name__}")
         _, inner = typing.get_args(tp) or (str, Any)
         return {k: _convert(inner, v, f"{where}.{k}", strict) for k, v in value.items()}
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        try:
-            return tp(value)
-        except ValueError:
-            choices = ", ".join(m.value for m in tp)
-            raise ReportError(f"{where}: {value!r} is not one of {choices}") from None
+        return _enum(tp, value, where)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
             return value
         return from_dict(tp, value, where, strict=strict)
     return value
+
+
+def _sequence(tp: Any, origin: Any, value: Any, where: str, strict: bool) -> Any:
+    args = typing.get_args(tp)
+    if not isinstance(value, (list, tuple)):
+        raise ReportError(f"{where}: expected a list, got {type(value).__name__}")
+    inner = args[0] if args else Any
+    items = [_convert(inner, v, f"{where}[{i}]", strict) for i, v in enumerate(value)]
+    return tuple(items) if origin is tuple else items
+
+
+def _enum(tp: type[enum.Enum], value: Any, where: str) -> enum.Enum:
+    try:
+        return tp(value)
+    except ValueError:
+        choices = ", ".join(m.value for m in tp)
+        raise ReportError(f"{where}: {value!r} is not one of {choices}") from None
 
 
 _HINTS: dict[type, dict[str, Any]] = {}

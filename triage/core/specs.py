@@ -135,41 +135,44 @@ def get_spec(name: str) -> GpuSpec | None:
     return GPU_SPECS.get(key) if key else None
 
 
+# NVML name tokens -> the spec key, first match wins (H100 and A100 variants are told apart in functions).
+_NAME_TOKENS: tuple[tuple[frozenset[str], str], ...] = (
+    (frozenset({"b200"}), "b200"), (frozenset({"h200"}), "h200"),
+    (frozenset({"l40s"}), "l40s"), (frozenset({"l40"}), "l40"),
+    (frozenset({"a10"}), "a10"),     # not the A10G (AWS part, different clocks): that name is its own token
+    (frozenset({"l4"}), "l4"),
+    (frozenset({"rtx", "4090"}), "rtx-4090"), (frozenset({"rtx", "5090"}), "rtx-5090"),
+)
+
+
+def _h100(tokens: set[str]) -> str:
+    if "nvl" in tokens:
+        return "h100-nvl"
+    return "h100-pcie" if "pcie" in tokens else "h100-sxm"   # "NVIDIA H100 80GB HBM3" is the SXM part
+
+
+def _a100(tokens: set[str], mem_gib: float | None) -> str:
+    is_80 = "80gb" in tokens or (mem_gib is not None and mem_gib > 48)
+    if not is_80:
+        return "a100-40gb"
+    return "a100-80gb-pcie" if "pcie" in tokens else "a100-80gb"
+
+
 def match_nvml_name(nvml_name: str, memory_total_bytes: int | None = None) -> GpuSpec | None:
     """The spec entry for a GPU name as NVML reports it ("NVIDIA H100 80GB HBM3",
     "NVIDIA A100-SXM4-40GB", "NVIDIA GeForce RTX 4090"); None when the table has no such GPU.
     The memory total, when given, tells the 40 GB and 80 GB A100 apart if the name does not."""
-    n = _norm(nvml_name)
-    tokens = set(n.split("-"))
+    tokens = set(_norm(nvml_name).split("-"))
     mem_gib = None if memory_total_bytes is None else memory_total_bytes / GIB
-    if "b200" in tokens:
-        return GPU_SPECS["b200"]
-    if "h200" in tokens:
-        return GPU_SPECS["h200"]
+    for needs, key in _NAME_TOKENS[:2]:
+        if needs <= tokens:
+            return GPU_SPECS[key]
     if "h100" in tokens:
-        if "nvl" in tokens:
-            return GPU_SPECS["h100-nvl"]
-        if "pcie" in tokens:
-            return GPU_SPECS["h100-pcie"]
-        return GPU_SPECS["h100-sxm"]   # "NVIDIA H100 80GB HBM3" is the SXM part
+        return GPU_SPECS[_h100(tokens)]
     if "a100" in tokens:
-        is_80 = "80gb" in tokens or (mem_gib is not None and mem_gib > 48)
-        if not is_80:
-            return GPU_SPECS["a100-40gb"]
-        return GPU_SPECS["a100-80gb-pcie" if "pcie" in tokens else "a100-80gb"]
-    if "l40s" in tokens:
-        return GPU_SPECS["l40s"]
-    if "l40" in tokens:
-        return GPU_SPECS["l40"]
-    if "a10" in tokens:     # not the A10G (AWS part, different clocks): that name is its own token
-        return GPU_SPECS["a10"]
-    if "l4" in tokens:
-        return GPU_SPECS["l4"]
-    if "rtx" in tokens and "4090" in tokens:
-        return GPU_SPECS["rtx-4090"]
-    if "rtx" in tokens and "5090" in tokens:
-        return GPU_SPECS["rtx-5090"]
-    return None
+        return GPU_SPECS[_a100(tokens, mem_gib)]
+    key = next((key for needs, key in _NAME_TOKENS[2:] if needs <= tokens), None)
+    return GPU_SPECS[key] if key else None
 
 
 def tensor_flops_per_s(spec: GpuSpec, compute_dtype: str) -> float:

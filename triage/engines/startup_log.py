@@ -207,51 +207,68 @@ def parse_startup(lines, engine: Engine, version: str | None = None, t0: float |
     return out
 
 
-def _phases(run: list, t0: float | None) -> list[Phase]:
-    by: dict[str, Phase] = {}
-    prev_end = t0
-    base = t0 if t0 is not None else next((ev[0] for ev in run if ev[0] is not None), None)
+class _PhaseWalk:
+    """The phases of one start, built marker by marker in log order."""
 
-    def rel(t: float | None) -> float | None:
-        return None if t is None or base is None else round(t - base, 3)
+    def __init__(self, run: list, t0: float | None):
+        self.by: dict[str, Phase] = {}
+        self.t0 = t0
+        self.prev_end = t0
+        self.base = t0 if t0 is not None else next((ev[0] for ev in run if ev[0] is not None), None)
+        self.begins: dict[str, float | None] = {}
+        self.nested: dict[str, list[Phase]] = {}     # open phase -> the phases that ended inside it
 
-    begins: dict[str, float | None] = {}
-    nested: dict[str, list[Phase]] = {}          # open phase -> the phases that ended inside it
-    for t, mk, seconds, size, line in run:
-        p = by.setdefault(mk.phase, Phase(mk.phase, LABELS[mk.phase]))
-        if mk.edge == "begin":
-            begins[mk.phase] = t
-            nested[mk.phase] = []
-            if prev_end is not None and t is not None and t0 is not None and t - prev_end > 0 and len(by) == 1:
-                by["process"] = Phase("process", LABELS["process"], seconds=round(t - prev_end, 3), started_at_s=0.0,
-                                      ended_at_s=rel(t), completed=True)
-            p.started_at_s = rel(t)
-            continue
-        start = begins.get(mk.phase, prev_end)
-        opened = [name for name in nested if name != mk.phase and not by[name].completed]
-        if mk.phase not in begins and opened and begins[opened[-1]] is not None and start is not None:
-            start = max(start, begins[opened[-1]])      # it ran inside the phase still open
-        p.started_at_s = p.started_at_s if p.started_at_s is not None else rel(start)
-        p.ended_at_s, p.completed, p.line = rel(t), True, line
+    def rel(self, t: float | None) -> float | None:
+        return None if t is None or self.base is None else round(t - self.base, 3)
+
+    def begin(self, p: Phase, t: float | None) -> None:
+        self.begins[p.phase] = t
+        self.nested[p.phase] = []
+        prev_end = self.prev_end
+        if prev_end is not None and t is not None and self.t0 is not None and t - prev_end > 0 and len(self.by) == 1:
+            self.by["process"] = Phase("process", LABELS["process"], seconds=round(t - prev_end, 3),
+                                       started_at_s=0.0, ended_at_s=self.rel(t), completed=True)
+        p.started_at_s = self.rel(t)
+
+    def end(self, p: Phase, t: float | None, seconds: float | None, size: int | None, line: str) -> None:
+        start = self.begins.get(p.phase, self.prev_end)
+        opened = [name for name in self.nested if name != p.phase and not self.by[name].completed]
+        if p.phase not in self.begins and opened and self.begins[opened[-1]] is not None and start is not None:
+            start = max(start, self.begins[opened[-1]])      # it ran inside the phase still open
+        p.started_at_s = p.started_at_s if p.started_at_s is not None else self.rel(start)
+        p.ended_at_s, p.completed, p.line = self.rel(t), True, line
+        self._time(p, t, start, seconds)
+        for name in opened:
+            if name in self.nested:
+                self.nested[name].append(p)
+        if size is not None:
+            p.bytes = size
+        if p.phase in ("weight_load", "download") and p.bytes and p.seconds:
+            p.bandwidth_bytes_per_s = round(p.bytes / p.seconds, 1)
+        self.prev_end = t if t is not None else self.prev_end
+
+    def _time(self, p: Phase, t: float | None, start: float | None, seconds: float | None) -> None:
         if seconds is not None:
             p.seconds, p.logged = round(seconds, 3), True
         elif t is not None and start is not None:
             p.seconds = round(t - start, 3)
         # A phase that ended inside another (vLLM downloads inside its model load; TGI warms up after its web
         # server starts) is taken out of the outer one, so that the phases add up.
-        inner = nested.pop(mk.phase, [])
+        inner = self.nested.pop(p.phase, [])
         inner_s = sum(q.seconds for q in inner if q.seconds is not None)
         if p.seconds is not None and inner_s and p.seconds > inner_s:
             p.seconds = round(p.seconds - inner_s, 3)
-        for name in opened:
-            if name in nested:
-                nested[name].append(p)
-        if size is not None:
-            p.bytes = size
-        if p.phase in ("weight_load", "download") and p.bytes and p.seconds:
-            p.bandwidth_bytes_per_s = round(p.bytes / p.seconds, 1)
-        prev_end = t if t is not None else prev_end
-    return sorted(by.values(), key=lambda p: p.phase != "process")   # else in the order the log shows them
+
+
+def _phases(run: list, t0: float | None) -> list[Phase]:
+    walk = _PhaseWalk(run, t0)
+    for t, mk, seconds, size, line in run:
+        p = walk.by.setdefault(mk.phase, Phase(mk.phase, LABELS[mk.phase]))
+        if mk.edge == "begin":
+            walk.begin(p, t)
+        else:
+            walk.end(p, t, seconds, size, line)
+    return sorted(walk.by.values(), key=lambda p: p.phase != "process")   # else in the order the log shows them
 
 
 def _take_out_contained(phases: list[Phase], engine: Engine, version: str | None) -> None:

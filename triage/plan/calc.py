@@ -34,20 +34,31 @@ def _model_section(inputs: PlanInputs, max_model_len: int) -> dict[str, Any]:
 
 def _warnings(inputs: PlanInputs, fit: memory.TpFit, fits: list[memory.TpFit], chosen_by_user: bool,
               max_model_len: int, decode_at_batch: speed.DecodePoint) -> list[str]:
+    return [*_fit_warnings(inputs, fit, fits, chosen_by_user), *_length_warnings(inputs, fit, max_model_len),
+            *_hardware_warnings(inputs, fit, decode_at_batch)]
+
+
+def _fit_warnings(inputs: PlanInputs, fit: memory.TpFit, fits: list[memory.TpFit], chosen_by_user: bool) -> list[str]:
+    """Whether the model fits at all, at the TP asked for, and with room for KV."""
     m, gpu = inputs.model, inputs.gpu
-    out: list[str] = []
     if not any(f.can_start for f in fits):
-        out.append(f"{m.name} at {inputs.dtype} does not fit on up to {max(f.tp for f in fits)} x {gpu.key} "
-                   "at this context: quantize (--quantization fp8, or an INT4 AWQ/GPTQ checkpoint; vLLM's --dtype has "
-                   "no fp8), --kv-cache-dtype fp8, a "
-                   "shorter --max-model-len, a bigger GPU, or pipeline parallelism across nodes.")
-    elif chosen_by_user and not fit.can_start:
-        out.append(f"--tp {fit.tp} does not fit: {fit.reason}. The smallest TP that does is "
-                   f"{next(f.tp for f in fits if f.can_start)}.")
-    elif not fit.headroom_ok:
-        out.append(f"little KV room at TP {fit.tp}: {fit.reason}. Expect queueing and preemption under "
-                   "load; a larger TP, --kv-cache-dtype fp8 or a smaller dtype frees room.")
-    model_max = m.max_position_embeddings
+        return [f"{m.name} at {inputs.dtype} does not fit on up to {max(f.tp for f in fits)} x {gpu.key} "
+                "at this context: quantize (--quantization fp8, or an INT4 AWQ/GPTQ checkpoint; vLLM's --dtype has "
+                "no fp8), --kv-cache-dtype fp8, a "
+                "shorter --max-model-len, a bigger GPU, or pipeline parallelism across nodes."]
+    if chosen_by_user and not fit.can_start:
+        return [f"--tp {fit.tp} does not fit: {fit.reason}. The smallest TP that does is "
+                f"{next(f.tp for f in fits if f.can_start)}."]
+    if not fit.headroom_ok:
+        return [f"little KV room at TP {fit.tp}: {fit.reason}. Expect queueing and preemption under "
+                "load; a larger TP, --kv-cache-dtype fp8 or a smaller dtype frees room."]
+    return []
+
+
+def _length_warnings(inputs: PlanInputs, fit: memory.TpFit, max_model_len: int) -> list[str]:
+    """The context length against the model's positions, the KV cache and the requests planned for."""
+    model_max = inputs.model.max_position_embeddings
+    out: list[str] = []
     if inputs.max_model_len is not None and model_max is not None and inputs.max_model_len > model_max:
         out.append(f"--max-model-len {inputs.max_model_len} is beyond the model's "
                    f"{model_max} positions; vLLM refuses it.")
@@ -58,6 +69,13 @@ def _warnings(inputs: PlanInputs, fit: memory.TpFit, fits: list[memory.TpFit], c
     if inputs.context_tokens > max_model_len:
         out.append(f"requests of {inputs.context_tokens:,} tokens (input + output) exceed "
                    f"--max-model-len {max_model_len}; vLLM rejects them.")
+    return out
+
+
+def _hardware_warnings(inputs: PlanInputs, fit: memory.TpFit, decode_at_batch: speed.DecodePoint) -> list[str]:
+    """What the GPU lacks (FP8 tensor cores, NVLink, enough of them) and where the roofline binds."""
+    m, gpu = inputs.model, inputs.gpu
+    out: list[str] = []
     if inputs.dtype == "fp8" and not gpu.supports_fp8:
         out.append(f"{gpu.key} has no FP8 tensor cores: vLLM runs FP8 weights as weight-only (Marlin), "
                    "halving weight memory but computing in bf16.")

@@ -154,34 +154,38 @@ def dtype_from_server(server: dict[str, Any]) -> str | None:
     return {"float16": "fp16", "half": "fp16", "fp16": "fp16"}.get(dtype, "bf16" if dtype else None)
 
 
-def _resolve_gpu(raw: RawOptions, facts: DiagnoseFacts, sources: dict[str, str]) -> GpuSpec:
-    base: GpuSpec | None = None
+def _base_gpu(raw: RawOptions, facts: DiagnoseFacts, sources: dict[str, str]) -> GpuSpec | None:
+    """--gpu's spec, else the diagnosed GPU, else None; `sources` records which."""
     if raw.gpu is not None:
         base = specs.get_spec(raw.gpu)
         if base is None:
             raise UsageError(f"unknown GPU {raw.gpu!r}; choose one of {', '.join(specs.spec_keys())}, "
                              "or give --vram-gb, --bandwidth-tbs and --tflops")
         sources["gpu"] = "flag"
-    elif facts.gpu is not None:
-        base = facts.gpu
+        return base
+    if facts.gpu is not None:
         sources["gpu"] = "diagnose"
-    overrides = {"vram_gb": raw.vram_gb, "bandwidth_tbs": raw.bandwidth_tbs, "tflops": raw.tflops}
-    if base is None:
-        missing = [f"--{k.replace('_', '-')}" for k, v in overrides.items() if v is None]
-        if missing:
-            raise UsageError(f"no GPU given: pass --gpu (one of {', '.join(specs.spec_keys())}), "
-                             f"--from-diagnose REPORT.json, or all of --vram-gb, --bandwidth-tbs and "
-                             f"--tflops (missing {', '.join(missing)})")
-        base = GpuSpec(key="custom", name="custom GPU", architecture="unknown", compute_capability=(0, 0),
-                       vram_bytes=0, hbm_bandwidth_bytes_per_s=0.0, bf16_flops_per_s=0.0,
-                       fp16_flops_per_s=0.0, fp8_flops_per_s=None, int8_ops_per_s=None,
-                       nvlink_bytes_per_s=None, tdp_w=0.0, source="given on the command line",
-                       kind="user-given")
-        sources["gpu"] = "flag"
+    return facts.gpu
+
+
+def _custom_gpu(overrides: dict[str, float | None], sources: dict[str, str]) -> GpuSpec:
+    """No GPU named: one described wholly by --vram-gb, --bandwidth-tbs and --tflops."""
+    missing = [f"--{k.replace('_', '-')}" for k, v in overrides.items() if v is None]
+    if missing:
+        raise UsageError(f"no GPU given: pass --gpu (one of {', '.join(specs.spec_keys())}), "
+                         f"--from-diagnose REPORT.json, or all of --vram-gb, --bandwidth-tbs and "
+                         f"--tflops (missing {', '.join(missing)})")
+    sources["gpu"] = "flag"
+    return GpuSpec(key="custom", name="custom GPU", architecture="unknown", compute_capability=(0, 0),
+                   vram_bytes=0, hbm_bandwidth_bytes_per_s=0.0, bf16_flops_per_s=0.0,
+                   fp16_flops_per_s=0.0, fp8_flops_per_s=None, int8_ops_per_s=None,
+                   nvlink_bytes_per_s=None, tdp_w=0.0, source="given on the command line",
+                   kind="user-given")
+
+
+def _gpu_changes(raw: RawOptions, base: GpuSpec) -> dict[str, Any]:
+    """The spec fields --vram-gb, --bandwidth-tbs and --tflops replace."""
     changes: dict[str, Any] = {}
-    for name, value in overrides.items():
-        if value is not None and value <= 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be positive (got {value})")
     if raw.vram_gb is not None:
         changes["vram_bytes"] = int(raw.vram_gb * A.GIB)
     if raw.bandwidth_tbs is not None:
@@ -191,6 +195,18 @@ def _resolve_gpu(raw: RawOptions, facts: DiagnoseFacts, sources: dict[str, str])
         changes.update(bf16_flops_per_s=t, fp16_flops_per_s=t,
                        fp8_flops_per_s=t if base.fp8_flops_per_s is not None else None,
                        int8_ops_per_s=t if base.int8_ops_per_s is not None else None)
+    return changes
+
+
+def _resolve_gpu(raw: RawOptions, facts: DiagnoseFacts, sources: dict[str, str]) -> GpuSpec:
+    base = _base_gpu(raw, facts, sources)
+    overrides = {"vram_gb": raw.vram_gb, "bandwidth_tbs": raw.bandwidth_tbs, "tflops": raw.tflops}
+    if base is None:
+        base = _custom_gpu(overrides, sources)
+    for name, value in overrides.items():
+        if value is not None and value <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be positive (got {value})")
+    changes = _gpu_changes(raw, base)
     if changes:
         given = ", ".join(k for k in overrides if overrides[k] is not None)
         changes["source"] = f"{base.source}; overridden on the command line ({given})"

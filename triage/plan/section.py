@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from triage.core.report import Report, ReportKind, Target, new_report
 from triage.plan.calc import build_plan
 from triage.plan.inputs import PlanInputs, RawOptions, resolve_inputs
 from triage.plan.tables import plan_tables
 
-__all__ = ["PlanInputs", "RawOptions", "build_plan", "plan_section", "resolve_inputs"]
+__all__ = ["PlanInputs", "RawOptions", "build_plan", "plan_report", "plan_section", "resolve_inputs"]
 
 
 def plan_section(raw: RawOptions) -> dict[str, Any]:
@@ -15,3 +16,12 @@ def plan_section(raw: RawOptions) -> dict[str, Any]:
     section = build_plan(resolve_inputs(raw))
     section["tables"] = plan_tables(section)
     return section
+
+
+def plan_report(raw: RawOptions) -> Report:
+    """`triage plan` as one call: the plan section in a report on this host, for the model planned."""
+    from triage.probes.host import host_info
+
+    section = plan_section(raw)
+    model_id = section["model"]["hf_id"] or section["model"]["name"]
+    return new_report(ReportKind.PLAN, host_info(), Target(model=model_id), plan=section)

@@ -37,38 +37,50 @@ def detail_lines(section: BenchSection) -> list[str]:
     config = section.config if isinstance(section.config, dict) else {}
     lines = [f"WARNING: {w}" for w in config.get("warnings", [])]
     for level in section.levels:
-        name = level_name(level)
-        conns = level.connections or {}
-        if conns.get("retries"):
-            lines.append(f"{name}: {conns['retries']} requests were sent again on a fresh connection: the server "
-                         "had closed the reused one without answering")
-        if not level.client.valid:
-            lines.append(f"{name}: INVALID (client bottleneck): {level.client.invalid_reason}")
-        if level.requests.errors_by_kind:
-            kinds = ", ".join(f"{k} x{v}" for k, v in sorted(level.requests.errors_by_kind.items()))
-            lines.append(f"{name}: errors: {kinds}")
-        for rep in level.replicas or ():
-            srv = rep.get("server") or {}
-            failed = f" ({rep['failed']} failed)" if rep.get("failed") else ""
-            lines.append(f"{name} replica {rep['replica']} ({rep['url']}): {rep['requests']} requests{failed}, TTFT p99 "
-                         f"{num((rep.get('ttft_ms') or {}).get('p99'))} ms, waiting {num(srv.get('num_requests_waiting_mean'), 1)}, "
-                         f"KV max {num(srv.get('kv_cache_usage_frac_max'), 2)}")
-        gap = (level.server or {}).get("client_minus_server_ttft_ms")
-        if gap is not None:
-            lines.append(f"{name}: client TTFT - server TTFT = {num(gap)} ms (mean)")
+        lines += _level_lines(level)
     summary = section.summary or {}
-    if summary:
-        knee = summary.get("knee_level")
-        lines.append(f"knee: {knee} ({summary.get('knee_reason')})" if knee else "knee: none found")
-        if summary.get("best_goodput_level"):
-            lines.append(f"best goodput: {summary['best_goodput_level']} "
-                         f"({num(summary.get('best_goodput_requests_per_s'), 2)} req/s)")
-        if summary.get("best_throughput_level"):
-            lines.append(f"best throughput: {summary['best_throughput_level']} "
-                         f"({num(summary.get('best_output_tokens_per_s'))} output tokens/s)")
+    lines += _summary_lines(summary)
     lines += find_max_lines(summary.get("find_max"))
     for note in config.get("notes", []):
         lines.append(f"note: {note}")
+    return lines
+
+
+def _level_lines(level: BenchLevel) -> list[str]:
+    name = level_name(level)
+    lines = []
+    conns = level.connections or {}
+    if conns.get("retries"):
+        lines.append(f"{name}: {conns['retries']} requests were sent again on a fresh connection: the server "
+                     "had closed the reused one without answering")
+    if not level.client.valid:
+        lines.append(f"{name}: INVALID (client bottleneck): {level.client.invalid_reason}")
+    if level.requests.errors_by_kind:
+        kinds = ", ".join(f"{k} x{v}" for k, v in sorted(level.requests.errors_by_kind.items()))
+        lines.append(f"{name}: errors: {kinds}")
+    for rep in level.replicas or ():
+        srv = rep.get("server") or {}
+        failed = f" ({rep['failed']} failed)" if rep.get("failed") else ""
+        lines.append(f"{name} replica {rep['replica']} ({rep['url']}): {rep['requests']} requests{failed}, TTFT p99 "
+                     f"{num((rep.get('ttft_ms') or {}).get('p99'))} ms, waiting {num(srv.get('num_requests_waiting_mean'), 1)}, "
+                     f"KV max {num(srv.get('kv_cache_usage_frac_max'), 2)}")
+    gap = (level.server or {}).get("client_minus_server_ttft_ms")
+    if gap is not None:
+        lines.append(f"{name}: client TTFT - server TTFT = {num(gap)} ms (mean)")
+    return lines
+
+
+def _summary_lines(summary: dict) -> list[str]:
+    if not summary:
+        return []
+    knee = summary.get("knee_level")
+    lines = [f"knee: {knee} ({summary.get('knee_reason')})" if knee else "knee: none found"]
+    if summary.get("best_goodput_level"):
+        lines.append(f"best goodput: {summary['best_goodput_level']} "
+                     f"({num(summary.get('best_goodput_requests_per_s'), 2)} req/s)")
+    if summary.get("best_throughput_level"):
+        lines.append(f"best throughput: {summary['best_throughput_level']} "
+                     f"({num(summary.get('best_output_tokens_per_s'))} output tokens/s)")
     return lines
 
 

@@ -62,6 +62,10 @@ class FlagSpec:
             if text not in allowed:
                 return f"{self.name}: {text!r} is not one of {', '.join(allowed)}"
             return None
+        return self._parses(text)
+
+    def _parses(self, text: str) -> str | None:
+        """None when `text` parses as the flag's type (json, int, float; anything else is text)."""
         try:
             if self.type == "json":
                 json.loads(text.strip("'"))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from triage.bench.config import BenchConfig, LenDist
+from triage.bench.run_config import BenchConfig, LenDist
 from triage.core.errors import UsageError
 
 # Short, common English words: one token each in the usual BPE vocabularies (with their leading space).

@@ -13,21 +13,21 @@ import numpy as np
 
 from triage.bench import saturation
 from triage.bench.client import RequestOptions, make_client, make_pool
-from triage.bench.config import BenchConfig, LevelSpec
 from triage.bench.conversation import run_conversations, turn_stats
 from triage.bench.fleet import FleetPool, fleet_summary, replica_stats
 from triage.bench.level_extras import connection_stats, reasoning_stats, stopped_reason
 from triage.bench.levels import LevelContext, LevelRun, run_closed, run_open
 from triage.bench.pool import ConnectEvent, ConnectionPool
 from triage.bench.preflight import ServerInfo, check_sweep_fits, preflight
+from triage.bench.prompts import PromptItem, build, from_trace, synthetic
 from triage.bench.ramp import run_linear, window_specs
 from triage.bench.records import RecordSink, RequestRecord
 from triage.bench.repeats import Parts as _Parts
 from triage.bench.repeats import host_load_1m, merge_client, repeat_record
+from triage.bench.run_config import BenchConfig, LevelSpec
 from triage.bench.server_scrape import GpuSampler, ServerScraper
 from triage.bench.stats import duration_s, summarize
 from triage.bench.validity import ClientMeasurements, CpuMeter, LoopLagMonitor, verdict
-from triage.bench.workload import PromptItem, build, from_trace, synthetic
 from triage.core.drift import describe, drift_check
 from triage.core.errors import UsageError
 from triage.core.report import BenchLevel, BenchSection, level_name

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from triage.bench.options import BenchOptions, LoadOptions, TargetOptions, WorkloadOptions
 from triage.core.errors import UsageError
 from triage.core.redact import REDACTED, redact_header, redact_text
 from triage.core.report import level_name
@@ -234,63 +235,93 @@ def _choice(flag: str, value: str, enum_cls: type[enum.Enum]) -> Any:
         raise UsageError(f"{flag} {value!r} is not one of {', '.join(e.value for e in enum_cls)}") from None
 
 
-def config_from_flags(*, url: str | None, model: str | None, concurrency: str | None, rate: str | None,
-                      burstiness: float, num_requests: int | None, duration: float | None, warmup: int | None,
-                      repeat: int, seed: int, endpoint: str, api_key: str | None, header: list[str] | None,
-                      timeout: float, input_len: str | int | None, output_len: int | None, len_dist: str,
-                      shared_prefix_len: int, dataset: Path | None, slo: str | None, max_in_flight: int,
-                      defaults: dict[str, Any], warm_connections: bool = True,
-                      request_id_header: str | None = "X-Request-Id", repeat_order: str = "rounds") -> BenchConfig:
-    """The command's flags, checked, as a BenchConfig. `defaults` fills what was not given (they differ for the
-    embedded server and for --url). Every bad value raises UsageError naming the flag."""
-    if url is not None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise UsageError(f"--url {url!r}: expected http(s)://HOST[:PORT], e.g. http://127.0.0.1:8000")
-    for flag, value in (("--repeat", repeat), ("--timeout", timeout), ("--burstiness", burstiness),
-                        ("--max-in-flight", max_in_flight)):
+def _check_url(url: str | None) -> None:
+    if url is None:
+        return
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--url {url!r}: expected http(s)://HOST[:PORT], e.g. http://127.0.0.1:8000")
+
+
+def _check_sizes(target: TargetOptions, load: LoadOptions, workload: WorkloadOptions) -> list[int]:
+    """The counts and durations in range; the --input-len list parsed (the sweep's lengths, or [])."""
+    for flag, value in (("--repeat", load.repeat), ("--timeout", target.timeout_s),
+                        ("--burstiness", load.burstiness), ("--max-in-flight", load.max_in_flight)):
         if not value > 0:
             raise UsageError(f"{flag} must be > 0")
-    input_lens = parse_input_lens(input_len, shared_prefix_len)
-    for flag, value in (("--num-requests", num_requests), ("--duration", duration), ("--output-len", output_len)):
-        if value is not None and not value > 0:
+    input_lens = parse_input_lens(workload.input_len, workload.shared_prefix_len)
+    for flag, given in (("--num-requests", load.num_requests), ("--duration", load.duration_s),
+                        ("--output-len", workload.output_len)):
+        if given is not None and not given > 0:
             raise UsageError(f"{flag} must be > 0")
-    if (warmup is not None and warmup < 0) or shared_prefix_len < 0:
+    if (load.warmup is not None and load.warmup < 0) or workload.shared_prefix_len < 0:
         raise UsageError("--warmup and --shared-prefix-len must be >= 0")
-    if dataset is not None and not dataset.is_file():
+    return input_lens
+
+
+def _check_dataset(workload: WorkloadOptions) -> None:
+    dataset = workload.dataset
+    if dataset is None:
+        return
+    if not dataset.is_file():
         raise UsageError(f"--dataset {dataset}: no such file")
-    if dataset is not None:
-        ignored = [flag for flag, given in (("--input-len", input_len is not None), ("--len-dist", len_dist != "fixed"),
-                                            ("--shared-prefix-len", shared_prefix_len > 0)) if given]
-        if ignored:
-            raise UsageError(f"--dataset supplies the prompts, so {', '.join(ignored)} would be ignored: drop "
-                             f"{'it' if len(ignored) == 1 else 'them'} (--output-len still sizes replies the "
-                             "dataset does not record)")
-    levels = [LevelSpec(concurrency=c) for c in parse_int_list(concurrency, "--concurrency")] if concurrency else []
-    levels += [LevelSpec(request_rate=r) for r in parse_float_list(rate, "--rate")] if rate else []
+    ignored = [flag for flag, given in (("--input-len", workload.input_len is not None),
+                                        ("--len-dist", workload.len_dist != "fixed"),
+                                        ("--shared-prefix-len", workload.shared_prefix_len > 0)) if given]
+    if ignored:
+        raise UsageError(f"--dataset supplies the prompts, so {', '.join(ignored)} would be ignored: drop "
+                         f"{'it' if len(ignored) == 1 else 'them'} (--output-len still sizes replies the "
+                         "dataset does not record)")
+
+
+def _levels(load: LoadOptions, input_lens: list[int], default_concurrency: str) -> tuple[LevelSpec, ...]:
+    """--concurrency and --rate as levels (else the default concurrency list), once per swept length."""
+    levels = [LevelSpec(concurrency=c) for c in parse_int_list(load.concurrency, "--concurrency")] \
+        if load.concurrency else []
+    levels += [LevelSpec(request_rate=r) for r in parse_float_list(load.rate, "--rate")] if load.rate else []
     if not levels:
-        levels = [LevelSpec(concurrency=c) for c in parse_int_list(defaults["concurrency"], "--concurrency")]
+        levels = [LevelSpec(concurrency=c) for c in parse_int_list(default_concurrency, "--concurrency")]
     if not any(lv.request_rate is not None for lv in levels):
-        open_loop_only = [flag for flag, given in (("--burstiness", burstiness != 1.0),
-                                                   ("--max-in-flight", max_in_flight != 512)) if given]
+        open_loop_only = [flag for flag, given in (("--burstiness", load.burstiness != 1.0),
+                                                   ("--max-in-flight", load.max_in_flight != 512)) if given]
         if open_loop_only:
             raise UsageError(f"{', '.join(open_loop_only)} only applies to open-loop levels, and no --rate level "
                              "was given: add --rate R,... or drop it")
     if len(input_lens) > 1:
         levels = [dataclasses.replace(lv, input_len=n) for lv in levels for n in input_lens]
-    if num_requests is None and duration is None:
+    return tuple(levels)
+
+
+def _request_id_header(load: LoadOptions, target: TargetOptions) -> str | None:
+    if load.repeat_order not in REPEAT_ORDERS:
+        raise UsageError(f"--repeat-order {load.repeat_order!r}: use {' or '.join(REPEAT_ORDERS)}")
+    header = (target.request_id_header or "").strip() or None
+    if header is not None and not _TOKEN.match(header):
+        raise UsageError(f"--request-id-header {header!r} is not a valid header name")
+    return header
+
+
+def base_config(opts: BenchOptions, url: str | None, defaults: dict[str, Any]) -> BenchConfig:
+    """The target, load and prompt options, checked, as a BenchConfig (workloads not yet folded in).
+    `defaults` fills what was not given (they differ for the embedded server and for --url). Every bad
+    value raises UsageError naming the flag."""
+    target, load, workload = opts.target, opts.load, opts.workload
+    _check_url(url)
+    input_lens = _check_sizes(target, load, workload)
+    _check_dataset(workload)
+    levels = _levels(load, input_lens, defaults["concurrency"])
+    num_requests = load.num_requests
+    if num_requests is None and load.duration_s is None:
         num_requests = defaults["num_requests"]
-    if repeat_order not in REPEAT_ORDERS:
-        raise UsageError(f"--repeat-order {repeat_order!r}: use {' or '.join(REPEAT_ORDERS)}")
-    request_id_header = (request_id_header or "").strip() or None
-    if request_id_header is not None and not _TOKEN.match(request_id_header):
-        raise UsageError(f"--request-id-header {request_id_header!r} is not a valid header name")
+    request_id_header = _request_id_header(load, target)
     return BenchConfig(
-        url=url or "", model=model, levels=tuple(levels), num_requests=num_requests, duration_s=duration,
-        warmup=defaults["warmup"] if warmup is None else warmup, repeat=repeat, seed=seed,
-        endpoint=_choice("--endpoint", endpoint, Endpoint), api_key=api_key, headers=parse_headers(header),
-        timeout_s=timeout, input_len=input_lens[0] if input_lens else defaults["input_len"],
-        output_len=output_len or defaults["output_len"], len_dist=_choice("--len-dist", len_dist, LenDist),
-        shared_prefix_len=shared_prefix_len, dataset=dataset, slo=parse_slo(slo), burstiness=burstiness,
-        max_in_flight=max_in_flight, warm_connections=warm_connections, request_id_header=request_id_header,
-        repeat_order=repeat_order)
+        url=url or "", model=target.model, levels=levels, num_requests=num_requests, duration_s=load.duration_s,
+        warmup=defaults["warmup"] if load.warmup is None else load.warmup, repeat=load.repeat, seed=load.seed,
+        endpoint=_choice("--endpoint", target.endpoint, Endpoint), api_key=target.api_key,
+        headers=parse_headers(list(target.headers)), timeout_s=target.timeout_s,
+        input_len=input_lens[0] if input_lens else defaults["input_len"],
+        output_len=workload.output_len or defaults["output_len"],
+        len_dist=_choice("--len-dist", workload.len_dist, LenDist), shared_prefix_len=workload.shared_prefix_len,
+        dataset=workload.dataset, slo=parse_slo(opts.slo.slo), burstiness=load.burstiness,
+        max_in_flight=load.max_in_flight, warm_connections=target.warm_connections,
+        request_id_header=request_id_header, repeat_order=load.repeat_order)

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from triage.bench.config import BenchConfig, LenDist, parse_headers, parse_slo
-from triage.bench.workload import TokenCalibration, build, sample_lengths, synthetic
+from triage.bench.prompts import TokenCalibration, build, sample_lengths, synthetic
+from triage.bench.run_config import BenchConfig, LenDist, parse_headers, parse_slo
 from triage.core.errors import UsageError
 
 

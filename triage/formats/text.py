@@ -1,0 +1,22 @@
+"""`--format text`: the rich view for people (compare: its compact verdict table)."""
+from __future__ import annotations
+
+import sys
+
+from triage import render
+from triage.core.report import ReportKind
+from triage.formats import Format, Output, register
+
+
+def _view(out: Output) -> None:
+    render.console_view(out.report, out.screen)
+
+
+def _compare(out: Output) -> None:
+    from triage.compare.text import render_text
+
+    view = out.detail
+    sys.stdout.write(render_text(view.result, out.screen.width, view.base, view.cand))
+
+
+register(Format("text", {**{kind: _view for kind in ReportKind}, ReportKind.COMPARE: _compare}, human=True, rank=0))
