@@ -32,8 +32,8 @@ if str(REPO) not in sys.path:
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+from triage.baseline.engine_driver import Driver, greedy, synthetic_prompt  # noqa: E402
 from triage.baseline.host_bandwidth import host_bandwidth  # noqa: E402
-from triage.baseline.workloads import Driver, greedy, synthetic_prompt  # noqa: E402
 from triage.core.roofline import decode_tokens_per_s_bound  # noqa: E402
 from triage.reference_engine import EngineConfig, LLMEngine  # noqa: E402
 from triage.reference_engine.host.threads import fit_num_threads  # noqa: E402

@@ -15,7 +15,7 @@ Phases run one after the other; the probes of one phase run together, each in it
 2. the window: gpu, cpu, memory, server_process, server_metrics, kernel_log, logs, together;
 3. `storage`, which reads model files.
 Active probes (`diagnose --active`, probes/active/) register with `active=True`, a budget and the extra they
-need; they run after every passive phase, one at a time (triage/diagnose/active.py), so that they neither
+need; they run after every passive phase, one at a time (triage/diagnose/active_probes.py), so that they neither
 disturb the window nor measure each other.
 """
 from __future__ import annotations

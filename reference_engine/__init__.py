@@ -18,9 +18,9 @@ from triage.reference_engine.engine.engine_config import EngineConfig
 from triage.reference_engine.layers.sampling_params import SamplingParams
 from triage.reference_engine.models.model_config import PRESETS, ModelConfig, load_model_config
 
-_LAZY = {"LLMEngine": "triage.reference_engine.engine.llm_engine", "RequestOutput": "triage.reference_engine.engine.outputs",
-         "Completion": "triage.reference_engine.engine.outputs", "EngineStats": "triage.reference_engine.engine.outputs",
-         "StepStats": "triage.reference_engine.engine.outputs", "RequestTimes": "triage.reference_engine.engine.sequence"}
+_LAZY = {"LLMEngine": "triage.reference_engine.engine.llm_engine", "RequestOutput": "triage.reference_engine.engine.request_outputs",
+         "Completion": "triage.reference_engine.engine.request_outputs", "EngineStats": "triage.reference_engine.engine.request_outputs",
+         "StepStats": "triage.reference_engine.engine.request_outputs", "RequestTimes": "triage.reference_engine.engine.sequence"}
 
 
 def __getattr__(name: str):

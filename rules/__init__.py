@@ -20,10 +20,11 @@ if __name__ != "triage.rules":  # one package, one import name: `rules` from the
 # Importing the rule modules registers their rules.
 from triage.rules import catalog  # noqa: F401
 from triage.rules.base import Hit, MissingInput, Rule, RuleDoc
-from triage.rules.config import RulesConfig, load_rules_config
 from triage.rules.evaluate import CAUSES, Evaluation, bench_rule_codes, evaluate
 from triage.rules.registry import REGISTRY, rule
+from triage.rules.rules_config import RulesConfig
 from triage.rules.thresholds import THRESHOLDS
+from triage.rules.triage_toml import load_rules_config
 
 __all__ = ["CAUSES", "REGISTRY", "THRESHOLDS", "Evaluation", "Hit", "MissingInput", "Rule", "RuleDoc",
            "RulesConfig", "bench_rule_codes", "evaluate", "load_rules_config", "rule"]

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from triage.core.bench_data import BenchRunConfig, LevelServer
 from triage.core.probe_data import (
     EngineIdentityData,
     GpuData,
@@ -16,12 +17,12 @@ from triage.core.probe_data import (
     ServerMetricsData,
     ServerProcessData,
 )
-from triage.core.report import BenchLevel, BenchSection
+from triage.core.report import BenchLevel, BenchSection, Report, plan_weight_bytes
 from triage.core.snapshot import Snapshot
 from triage.engines import get
 from triage.rules.base import MissingInput
-from triage.rules.config import RulesConfig
-from triage.rules.engines import EngineInfo, normalise_engine, parse_version
+from triage.rules.engine_info import EngineInfo, normalise_engine, parse_version
+from triage.rules.rules_config import RulesConfig
 
 P = TypeVar("P", bound=Payload)
 
@@ -45,11 +46,27 @@ def level_label(level: BenchLevel) -> str:
 FP8_MIN_CC = (8, 9)   # the first compute capability with FP8 tensor cores (Ada)
 
 
+def _kv_signals(evidence: dict[str, Any], limit: float, usage: tuple[float | None, str],
+                waiting: tuple[float | None, str], preempt: tuple[float | None, str]) -> bool:
+    """Add one source's KV-pressure evidence (usage >= limit with requests waiting, or preemptions) to
+    `evidence`; True when the source measured any of it."""
+    seen = False
+    if usage[0] is not None and waiting[0] is not None:
+        seen = True
+        if usage[0] >= limit and waiting[0] > 0:
+            evidence[usage[1]], evidence[waiting[1]] = usage[0], waiting[0]
+    if preempt[0] is not None:
+        seen = True
+        if preempt[0] > 0:
+            evidence[preempt[1]] = preempt[0]
+    return seen
+
+
 @dataclass(frozen=True, slots=True)
 class Context:
     snapshot: Snapshot
     bench: BenchSection | None
-    baseline: dict[str, Any] | None
+    baseline: Report | None                 # an earlier report of this deployment (`diagnose --baseline`)
     config: RulesConfig
 
     # --- thresholds ------------------------------------------------------------------------------
@@ -145,8 +162,7 @@ class Context:
         ident = self.seen(EngineIdentityData)
         name = (self.config.target_engine or cfg.engine or ident.engine or metrics.engine or proc.engine)
         if name is None and self.bench is not None:
-            name = next((lv.server.get("engine") for lv in self.bench.levels if lv.server and lv.server.get("engine")),
-                        None)
+            name = next((lv.server.engine for lv in self.bench.levels if lv.server and lv.server.engine), None)
         version = self.config.target_engine_version or cfg.engine_version or ident.version
         engine = normalise_engine(name)
         v = parse_version(version)
@@ -181,10 +197,22 @@ class Context:
                 raise MissingInput("every bench level was marked invalid (the client was the bottleneck; see BENCH001)")
         return levels
 
-    def level_server(self) -> Iterator[tuple[BenchLevel, dict[str, Any]]]:
+    def level_server(self) -> Iterator[tuple[BenchLevel, LevelServer]]:
         for lv in self.levels():
-            if lv.server:
+            if lv.server is not None:
                 yield lv, lv.server
+
+    def weight_bytes(self) -> tuple[float, str] | None:
+        """The served model's weight bytes and where they came from: [model] weight_bytes in triage.toml, or a
+        `triage plan` report given as the baseline. None when nothing says."""
+        if self.config.model_weight_bytes:
+            return float(self.config.model_weight_bytes), "config.model.weight_bytes"
+        planned = plan_weight_bytes(self.baseline.plan) if self.baseline is not None else None
+        return (planned, "baseline.plan.model.weight_bytes") if planned else None
+
+    def bench_config(self) -> BenchRunConfig:
+        """The bench config's keys rules read, typed; every field None without a bench report."""
+        return BenchRunConfig.of(self.bench.config if self.bench is not None else None)
 
     # --- shared judgements -----------------------------------------------------------------------
     def kv_pressure(self) -> tuple[bool, dict[str, Any]]:
@@ -200,31 +228,14 @@ class Context:
         metrics = self.snapshot.payload(ServerMetricsData)
         if metrics is not None:
             usage, usage_key = metrics_kv_usage(metrics)
-            waiting = metrics.num_requests_waiting
-            preempt = metrics.num_preemptions_delta
-            if usage is not None and waiting is not None:
-                seen = True
-                if usage >= limit and waiting > 0:
-                    evidence[usage_key] = usage
-                    evidence["server_metrics.num_requests_waiting"] = waiting
-            if preempt is not None:
-                seen = True
-                if preempt > 0:
-                    evidence["server_metrics.num_preemptions_delta"] = preempt
-        if self.bench is not None:
-            for lv in self.bench.levels:
-                s = lv.server or {}
-                usage, waiting, preempt = (s.get("kv_cache_usage_frac_max"), s.get("num_requests_waiting_max"),
-                                           s.get("num_preemptions_delta"))
-                if usage is not None and waiting is not None:
-                    seen = True
-                    if usage >= limit and waiting > 0:
-                        evidence[f"{level_label(lv)}.server.kv_cache_usage_frac_max"] = usage
-                        evidence[f"{level_label(lv)}.server.num_requests_waiting_max"] = waiting
-                if preempt is not None:
-                    seen = True
-                    if preempt > 0:
-                        evidence[f"{level_label(lv)}.server.num_preemptions_delta"] = preempt
+            seen |= _kv_signals(evidence, limit, (usage, usage_key),
+                                (metrics.num_requests_waiting, "server_metrics.num_requests_waiting"),
+                                (metrics.num_preemptions_delta, "server_metrics.num_preemptions_delta"))
+        for lv in self.bench.levels if self.bench is not None else ():
+            s, p = lv.server or LevelServer(), f"{level_label(lv)}.server"
+            seen |= _kv_signals(evidence, limit, (s.kv_cache_usage_frac_max, f"{p}.kv_cache_usage_frac_max"),
+                                (s.num_requests_waiting_max, f"{p}.num_requests_waiting_max"),
+                                (s.num_preemptions_delta, f"{p}.num_preemptions_delta"))
         if not seen:
             raise MissingInput("cannot tell whether the server is KV-limited: no KV usage, queue or preemption "
                                "metrics (server_metrics or bench)")
@@ -239,9 +250,9 @@ class Context:
                     total = lv.input_tokens_mean + lv.output_tokens_mean
                     if best is None or total > best[0]:
                         best = (total, f"{level_label(lv)}.input_tokens_mean+output_tokens_mean")
-            cfg = self.bench.config
-            if cfg.get("input_len") is not None and cfg.get("output_len") is not None:
-                total = float(cfg["input_len"]) + float(cfg["output_len"])
+            cfg = self.bench_config()
+            if isinstance(cfg.input_len, (int, float)) and cfg.output_len is not None:
+                total = float(cfg.input_len) + float(cfg.output_len)
                 if best is None or total > best[0]:
                     best = (total, "bench.config.input_len+output_len")
         if best is None:

@@ -3,14 +3,13 @@ causal chains. Pure: no I/O."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
-from triage.core.report import BenchSection, Finding, FindingKind, Severity, SkippedRule
+from triage.core.report import BenchSection, Finding, FindingKind, Report, Severity, SkippedRule
 from triage.core.snapshot import Snapshot
 from triage.rules.base import Hit, MissingInput, Rule
-from triage.rules.config import RulesConfig
 from triage.rules.context import Context
 from triage.rules.registry import REGISTRY
+from triage.rules.rules_config import RulesConfig
 
 # cause -> the findings it explains when both fire. Read as "KV001 explains SCHED003".
 CAUSES: dict[str, tuple[str, ...]] = {
@@ -104,7 +103,7 @@ def _run(r: Rule, ctx: Context) -> Hit | SkippedRule | None:
                                    f"{str(e)[:200]}); please report it")
 
 
-def evaluate(snapshot: Snapshot, bench: BenchSection | None = None, baseline: dict[str, Any] | None = None,
+def evaluate(snapshot: Snapshot, bench: BenchSection | None = None, baseline: Report | None = None,
              config: RulesConfig | None = None) -> Evaluation:
     """Run every enabled rule. Findings come sorted by severity, certainty, then estimated impact."""
     config = config or RulesConfig()

@@ -13,8 +13,8 @@ class RegistryError(ValueError):
     """A malformed rule declaration: a programming error caught at import time and by the meta-test."""
 
 
-def declaration_problems(r: Rule) -> list[str]:
-    """What is wrong with one declaration (empty when it is fine)."""
+def _shape_problems(r: Rule) -> list[str]:
+    """The code, name, severity and inputs of one declaration."""
     problems = []
     if not CODE_RE.match(r.code):
         problems.append(f"code {r.code!r} is not like KV001")
@@ -24,10 +24,14 @@ def declaration_problems(r: Rule) -> list[str]:
         problems.append(f"{r.code}: severity must be a Severity")
     if not r.inputs:
         problems.append(f"{r.code}: declares no inputs")
-    for group in r.inputs:
-        for name in group.split("|"):
-            if name not in KNOWN_INPUTS:
-                problems.append(f"{r.code}: unknown input {name!r}")
+    problems += [f"{r.code}: unknown input {name!r}" for group in r.inputs for name in group.split("|")
+                 if name not in KNOWN_INPUTS]
+    return problems
+
+
+def declaration_problems(r: Rule) -> list[str]:
+    """What is wrong with one declaration (empty when it is fine)."""
+    problems = _shape_problems(r)
     for key in DOC_SECTIONS:
         value = getattr(r.doc, key, None)
         if not value or (isinstance(value, str) and not value.strip()):

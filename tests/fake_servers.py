@@ -52,6 +52,7 @@ class FakeState:
     prompt_tokens_total: int = 0
     generation_tokens_total: int = 0
     seen: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)     # every request's path, as the server received it
     authorizations: list[str | None] = field(default_factory=list)  # the Authorization header of each POST
     reject_fields: tuple[str, ...] = ()  # a POST whose body or stream_options has one of these gets a 400
     require_api_key: str | None = None  # POSTs without "Bearer <this>" get a 401 (/v1/models stays open)
@@ -96,6 +97,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         st = self.server.state
+        with st.lock:
+            st.paths.append(self.path)
         if self.path == "/v1/models":
             self._json(200, {"object": "list", "data": [
                 {"id": st.model, "object": "model", "owned_by": "fake", "max_model_len": st.max_model_len}]})
@@ -128,6 +131,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length", "0"))
         with st.lock:
             st.authorizations.append(self.headers.get("authorization"))
+            st.paths.append(self.path)
         if st.require_api_key and self.headers.get("authorization") != f"Bearer {st.require_api_key}":
             self.rfile.read(length)
             self._json(401, {"error": {"message": "invalid api key", "type": "authentication_error"}})

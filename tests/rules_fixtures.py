@@ -236,6 +236,10 @@ def case(code: str, name: str, description: str, expect: dict[str, Any], snap: d
 
 
 FIRES = {"fires": True}
+# What every report carries, for the earlier reports given as a baseline (`triage diagnose --baseline`).
+REPORT_HEAD = {"triage_version": "0.4.0", "created_at": "2026-11-20T10:00:00Z", "command": ["triage", "bench"],
+               "host": {"hostname": "gpu-node-3", "os": "Linux", "python": "3.11", "cpu_model": None,
+                        "num_cpus": None, "memory_total_bytes": None}}
 PASSES = {"fires": False}
 
 
@@ -802,7 +806,7 @@ def _define() -> None:
     case("ENG002", "positive_weights_from_plan_report", "Weight bytes from a `triage plan` report given as baseline",
          {**FIRES, "evidence_keys": ["baseline.plan.model.weight_bytes"]},
          snapshot(), bench({"levels.0.tpot_ms.p50": 38.0}),
-         baseline={"kind": "plan", "plan": {"model": {"name": "llama-3.1-8b", "weight_bytes": 8.5e9}}})
+         baseline={**REPORT_HEAD, "kind": "plan", "plan": {"model": {"name": "llama-3.1-8b", "weight_bytes": 8.5e9}}})
     case("ENG002", "positive_a100_bandwidth_from_spec_table", "An A100 80GB: 2039 GB/s from the spec table",
          {**FIRES, "evidence_keys": ["derived.gpu_memory_bandwidth_gbps_spec"], "text_contains": ["(2039 GB/s spec)"]},
          snapshot({"gpu.gpus.0.name": "NVIDIA A100-SXM4-80GB", "gpu.gpus.0.compute_capability": [8, 0]}),
@@ -861,7 +865,7 @@ def _define() -> None:
                    "gpu.gpus.0.compute_capability": [8, 0]}))
     case("ENG005", "negative_current", "vLLM 0.18.1", PASSES, snapshot())
     # ENG006
-    base_report = {"kind": "bench", "target": {"model": "meta-llama/Llama-3.1-8B-Instruct"},
+    base_report = {**REPORT_HEAD, "kind": "bench", "target": {"model": "meta-llama/Llama-3.1-8B-Instruct"},
                    "bench": bench({"levels.2.output_tokens_per_s": 1500.0})}
     case("ENG006", "positive_degraded", "c=16 fell 1500 -> 1050 tok/s with 55 preemptions after 5 days up",
          {**FIRES, "certainty": "likely", "evidence_keys": ["derived.throughput_drop_frac"]},
@@ -1050,7 +1054,7 @@ def write_all(root: Path = FIXTURES) -> int:
 # --- reading a fixture back ----------------------------------------------------------------------
 def load_case(path: Path):
     """(snapshot, bench, baseline, config, expect) from one fixture file."""
-    from triage.core.report import BenchSection
+    from triage.core.report import BenchSection, Report
     from triage.core.report_io import from_dict
     from triage.core.snapshot import ProbeResult, Snapshot
     from triage.rules import RulesConfig
@@ -1058,10 +1062,11 @@ def load_case(path: Path):
     body = json.loads(path.read_text(encoding="utf-8"))
     snap = Snapshot(probes=tuple(from_dict(ProbeResult, p, "probe") for p in body["snapshot"]["probes"]))
     bench_section = from_dict(BenchSection, body["bench"], "bench") if body.get("bench") else None
+    baseline = from_dict(Report, body["baseline"], "baseline") if body.get("baseline") else None
     cfg = body.get("config") or {}
     config = RulesConfig(enabled_only=frozenset({path.parent.name}), thresholds=cfg.get("thresholds", {}),
                          target_engine=cfg.get("target_engine"), model_weight_bytes=cfg.get("model_weight_bytes"))
-    return snap, bench_section, body.get("baseline"), config, body["expect"]
+    return snap, bench_section, baseline, config, body["expect"]
 
 
 if __name__ == "__main__":

@@ -323,7 +323,7 @@ def test_measured_rows_put_each_figure_next_to_its_spec():
     from tests.rules_fixtures_active import healthy_active
     from triage.core.probe_data import read_payload
     from triage.core.snapshot import ProbeResult
-    from triage.diagnose.active import measured_rows
+    from triage.diagnose.active_probes import measured_rows
 
     probes = [ProbeResult(n, ProbeStatus.OK, 1.0, None, read_payload(n, d)) for n, d in healthy_active().items()]
     rows = {r["measure"]: r for r in measured_rows(probes, weight_bytes=8.5e9)}

@@ -9,9 +9,9 @@ import torch
 from typer.testing import CliRunner
 
 from triage.baseline.config import ROW_KEYS, BaselineConfig
+from triage.baseline.engine_driver import RequestTrace, percentile
 from triage.baseline.results import Better, RowStatus, measured, skipped
 from triage.baseline.runner import ROWS, run_baseline
-from triage.baseline.workloads import RequestTrace, percentile
 from triage.cli import app
 from triage.core.report import ReportKind, Target, new_report
 from triage.core.report_io import to_dict

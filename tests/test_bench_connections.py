@@ -40,7 +40,7 @@ def test_a_server_that_closes_after_every_stream_has_no_failed_requests():
     for lv in section.levels:
         assert lv.requests.failed == 0, lv.requests.errors_by_kind
         assert lv.requests.completed == 8
-        assert lv.connections["opened"] >= 8  # every request needed a new connection
+        assert lv.connections.opened >= 8  # every request needed a new connection
     assert section.config["warnings"] == []
 
 
@@ -52,10 +52,10 @@ def test_a_close_that_races_the_next_request_is_retried_once_and_reported(tmp_pa
                             tmp_path / "r.jsonl")
     (lv,) = section.levels
     assert lv.requests.failed == 0, lv.requests.errors_by_kind
-    assert lv.connections["retries"] >= 6
+    assert lv.connections.retries >= 6
     records = [r for r in read_records(tmp_path / "r.jsonl") if not r.warmup]
     retried = [r for r in records if r.retried]
-    assert len(retried) == lv.connections["retries"]
+    assert len(retried) == lv.connections.retries
     # The lost time on the dead connection is connect time, not TTFT: TTFT stays at the server's speed.
     assert all(r.connect_s > 0 for r in retried)
     assert max(r.ttft_s for r in retried) < 0.5
@@ -111,8 +111,8 @@ def test_a_server_slow_to_accept_connections_shows_in_connect_time_not_ttft():
     (lv,) = section.levels
     assert lv.requests.failed == 0
     conns = lv.connections
-    assert conns["opened_warm"] == 5 and conns["opened_in_window"] == 0  # + the preflight's idle one
-    assert conns["warm_connect_ms"]["max"] > 300.0  # the slow accept loop is visible as connect time
+    assert conns.opened_warm == 5 and conns.opened_in_window == 0  # + the preflight's idle one
+    assert conns.warm_connect_ms.max > 300.0  # the slow accept loop is visible as connect time
     assert abs(lv.ttft_ms.p50 - float(np.median(truth_ms))) < 15.0
     assert lv.ttft_ms.max < float(np.max(truth_ms)) + 15.0
 
@@ -124,8 +124,8 @@ def test_without_warm_connections_the_connect_delay_is_connect_ms():
         truth_ms = [(e["first_perf_s"] - e["recv_perf_s"]) * 1000.0 for e in srv.posts()]
     (lv,) = section.levels
     conns = lv.connections
-    assert conns["opened_warm"] == 0 and conns["opened_in_window"] == 5  # + the preflight's idle one
-    assert conns["in_window_connect_ms"]["max"] > 300.0
+    assert conns.opened_warm == 0 and conns.opened_in_window == 5  # + the preflight's idle one
+    assert conns.in_window_connect_ms.max > 300.0
     assert abs(lv.ttft_ms.p50 - float(np.median(truth_ms))) < 15.0
 
 
@@ -209,7 +209,7 @@ def test_a_final_crlf_that_arrives_after_reuse_does_not_block_the_retry(tmp_path
                                     num_requests=12), tmp_path / "r.jsonl")
     (lv,) = section.levels
     assert lv.requests.failed == 0, lv.requests.errors_by_kind
-    assert lv.connections["retries"] >= 6
+    assert lv.connections.retries >= 6
     assert all(r.ok for r in read_records(tmp_path / "r.jsonl") if not r.warmup)
 
 

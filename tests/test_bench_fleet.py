@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from triage.bench.fleet import FleetPool, read_urls
+from tests.fake_servers import FakeOpenAIServer
+from triage.bench.fleet import FleetPool, read_urls, split_roles
 from triage.cli import app
 
 COMMON = ["--concurrency", "8", "--num-requests", "48", "--input-len", "24", "--output-len", "32"]
@@ -21,6 +22,33 @@ def test_urls_file_and_flags_combine(tmp_path):
     assert read_urls(["http://c:8000"], f) == ["http://c:8000", "http://a:8000", "http://b:8000"]
     result = CliRunner().invoke(app, ["bench", "--urls", str(tmp_path / "missing.txt")])
     assert result.exit_code == 2 and "--urls" in result.output
+
+
+def test_a_role_fragment_survives_the_urls_file_and_a_bad_one_is_refused(tmp_path):
+    f = tmp_path / "urls.txt"
+    f.write_text("http://p:8000#prefill   # the prefill instance\nhttp://d:8000#decode\n")
+    assert read_urls([], f) == ["http://p:8000#prefill", "http://d:8000#decode"]
+    assert split_roles(read_urls([], f)) == (["http://p:8000", "http://d:8000"], ("prefill", "decode"))
+    result = CliRunner().invoke(app, ["bench", "--url", "http://127.0.0.1:9#prefil", "--url", "http://127.0.0.1:9"])
+    assert result.exit_code == 2 and "prefill, decode, both" in result.output
+
+
+def test_each_replica_is_tagged_with_its_role_and_the_servers_time_split(tmp_path):
+    """Two loopback servers named prefill and decode by their URLs' fragments (never sent): each replica
+    row carries its role in the JSON and the text output, and the fragment reaches neither server."""
+    out = tmp_path / "roles.json"
+    with FakeOpenAIServer() as a, FakeOpenAIServer() as b:
+        result = CliRunner().invoke(app, ["bench", "--url", a.url + "#prefill", "--url", b.url + "#decode",
+                                          "--concurrency", "2", "--num-requests", "8", "--input-len", "16",
+                                          "--output-len", "4", "--json", str(out)])
+        assert result.exit_code == 0, result.output
+        paths = a.state.paths + b.state.paths
+    report = json.loads(out.read_text())
+    assert report["bench"]["config"]["roles"] == ["prefill", "decode"]
+    assert [r["role"] for r in report["bench"]["levels"][0]["replicas"]] == ["prefill", "decode"]
+    assert [r["role"] for r in report["bench"]["summary"]["fleet"]["replicas"]] == ["prefill", "decode"]
+    assert "replica 0 (" in result.output and ", prefill)" in result.output
+    assert paths and not any("#" in path or "prefill" in path for path in paths)
 
 
 def test_least_in_flight_prefers_the_idle_replica():

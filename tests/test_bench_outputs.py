@@ -9,8 +9,8 @@ import pytest
 from rich.console import Console
 
 from tests.factories import bench_report, level
+from triage.bench.extra_files import plots, render_html, write_csv
 from triage.bench.live import LiveView
-from triage.bench.outputs import plots, render_html, write_csv
 from triage.bench.records import RequestRecord
 from triage.bench.run_config import LevelSpec
 from triage.bench.saturation import summary

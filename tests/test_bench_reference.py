@@ -38,9 +38,9 @@ def test_a_1_4_sweep_gives_valid_levels(sweep):
         assert lv.requests.completed == 16 and lv.requests.failed == 0
         assert lv.ttft_ms.p50 is not None and lv.ttft_ms.p50 > 0
         assert lv.output_tokens_per_s > 0
-        assert lv.server is not None and lv.server["engine"] == "vllm"
-        assert lv.server["server_ttft_ms_mean"] is not None
-        assert lv.server["client_minus_server_ttft_ms"] is not None
+        assert lv.server is not None and lv.server.engine == "vllm"
+        assert lv.server.server_ttft_ms_mean is not None
+        assert lv.server.client_minus_server_ttft_ms is not None
     assert section.levels[1].client.achieved_concurrency > 3.0
     # continuous_usage_stats is accepted, so ITL is split by each chunk's real token count, never by a mean
     assert section.config["continuous_usage_sent"] is True
@@ -57,8 +57,8 @@ def test_token_counts_equal_the_servers_usage(sweep):
         assert all(r.output_tokens_source == "usage" for r in mine)
         assert all(r.output_tokens == 12 for r in mine)  # ignore_eos + min_tokens: as long as asked
         # The server's own counters over the level's window agree with the per-request usage.
-        assert lv.server["generation_tokens_delta"] == sum(r.output_tokens for r in mine)
-        assert lv.server["prompt_tokens_delta"] == sum(r.input_tokens for r in mine)
+        assert lv.server.generation_tokens_delta == sum(r.output_tokens for r in mine)
+        assert lv.server.prompt_tokens_delta == sum(r.input_tokens for r in mine)
         assert lv.input_tokens_mean == pytest.approx(32, abs=8)  # calibrated word -> token sizing
 
 

@@ -18,15 +18,15 @@ def test_server_summary_from_two_real_format_scrapes():
     after = (PROM / "vllm_v1_two_engines_after.txt").read_text()
     server, reason = server_summary([(0.0, before), (10.0, after)], client_ttft_ms_mean=1300.0)
     assert reason is None
-    assert server["engine"] == "vllm"
-    assert server["num_preemptions_delta"] == 30.0            # (25 + 10) - (5 + 0)
-    assert server["prefix_cache_hit_rate"] == pytest.approx(0.25)  # (1200 - 200) / (6000 - 2000)
-    assert server["server_ttft_ms_mean"] == pytest.approx(1200.0)  # (140 - 20) s / (200 - 100)
-    assert server["client_minus_server_ttft_ms"] == pytest.approx(100.0)
-    assert server["prompt_tokens_delta"] == 20000.0 and server["generation_tokens_delta"] == 5000.0
-    assert server["kv_cache_usage_frac_max"] == pytest.approx(0.97)
-    assert server["num_requests_waiting_max"] == 7.0
-    assert server["window_s"] == 10.0
+    assert server.engine == "vllm"
+    assert server.num_preemptions_delta == 30.0            # (25 + 10) - (5 + 0)
+    assert server.prefix_cache_hit_rate == pytest.approx(0.25)  # (1200 - 200) / (6000 - 2000)
+    assert server.server_ttft_ms_mean == pytest.approx(1200.0)  # (140 - 20) s / (200 - 100)
+    assert server.client_minus_server_ttft_ms == pytest.approx(100.0)
+    assert server.prompt_tokens_delta == 20000.0 and server.generation_tokens_delta == 5000.0
+    assert server.kv_cache_usage_frac_max == pytest.approx(0.97)
+    assert server.num_requests_waiting_max == 7.0
+    assert server.window_s == 10.0
 
 
 def test_gauge_means_use_the_scrapes_taken_during_the_level():
@@ -34,9 +34,9 @@ def test_gauge_means_use_the_scrapes_taken_during_the_level():
         return f'vllm:num_requests_running{{engine="0"}} {running}\nvllm:kv_cache_usage_perc{{engine="0"}} 0.5\n'
 
     server, _ = server_summary([(0, text(0)), (1, text(4)), (2, text(8)), (3, text(0))], None)
-    assert server["num_requests_running_mean"] == 6.0  # idle bracketing scrapes left out
-    assert server["num_requests_running_max"] == 8.0
-    assert server["client_minus_server_ttft_ms"] is None
+    assert server.num_requests_running_mean == 6.0  # idle bracketing scrapes left out
+    assert server.num_requests_running_max == 8.0
+    assert server.client_minus_server_ttft_ms is None
 
 
 def test_server_summary_degrades_with_a_reason():
@@ -91,12 +91,12 @@ def test_gpu_sampler_with_an_injected_nvml_module():
     sampler.sample_once()
     sampler.sample_once()
     gpu = gpu_summary(sampler.samples)
-    assert gpu["num_samples"] == 4 and gpu["num_gpus"] == 2
-    assert gpu["utilization_gpu_pct_mean"] == 60.0 and gpu["utilization_gpu_pct_max"] == 80.0
-    assert gpu["memory_used_bytes_max"] == 20 * 2**30
-    assert gpu["power_usage_w_mean"] == 300.0  # GPU 1's unsupported power is left out, not zero
-    assert gpu["sm_clock_mhz_mean"] == 1410.0
-    assert gpu["clock_event_reasons_seen"] == ["gpu_idle", "hw_thermal_slowdown", "sw_power_cap"]
+    assert gpu.num_samples == 4 and gpu.num_gpus == 2
+    assert gpu.utilization_gpu_pct_mean == 60.0 and gpu.utilization_gpu_pct_max == 80.0
+    assert gpu.memory_used_bytes_max == 20 * 2**30
+    assert gpu.power_usage_w_mean == 300.0  # GPU 1's unsupported power is left out, not zero
+    assert gpu.sm_clock_mhz_mean == 1410.0
+    assert gpu.clock_event_reasons_seen == ("gpu_idle", "hw_thermal_slowdown", "sw_power_cap")
 
 
 def test_gpu_sampler_thread_collects_until_stopped():
@@ -107,7 +107,7 @@ def test_gpu_sampler_thread_collects_until_stopped():
     while len(sampler.samples) < 4 and time.monotonic() < deadline:
         time.sleep(0.01)
     gpu = sampler.stop()
-    assert gpu["num_samples"] >= 4
+    assert gpu.num_samples >= 4
     after_stop = len(sampler.samples)
     time.sleep(0.05)
     assert len(sampler.samples) == after_stop  # stopped means stopped
@@ -124,8 +124,8 @@ def test_missing_nvml_gives_none_with_the_reason():
 def test_other_engines_are_read_through_the_shared_parser(fixture, engine):
     text = (PROM / fixture).read_text()
     server, reason = server_summary([(0.0, text), (1.0, text)], client_ttft_ms_mean=50.0)
-    assert reason is None and server["engine"] == engine
-    assert server["num_requests_running_max"] is not None  # gauges read from the engine's own names
+    assert reason is None and server.engine == engine
+    assert server.num_requests_running_max is not None  # gauges read from the engine's own names
 
 
 def test_last_scrape_waits_for_the_server_to_count_the_last_requests():
@@ -156,8 +156,8 @@ def test_last_scrape_waits_for_the_server_to_count_the_last_requests():
     watcher = asyncio.run(main())
     assert len(watcher.texts) == 2  # the early last scrape was replaced, not kept
     server, reason = watcher.summary(None)
-    assert reason is None and server["generation_tokens_delta"] == 48
-    assert server["num_requests_finished_delta"] == 4
+    assert reason is None and server.generation_tokens_delta == 48
+    assert server.num_requests_finished_delta == 4
 
 
 class OldDriverNvml(FakeNvml):
@@ -192,6 +192,6 @@ def test_gpu_sampler_falls_back_to_throttle_reasons_and_stops_reading_a_lost_gpu
     for _ in range(3):
         sampler.sample_once()
     gpu = gpu_summary(sampler.samples, sampler.lost)
-    assert gpu["clock_event_reasons_seen"] == ["hw_slowdown"]
-    assert gpu["num_samples"] == 4 and gpu["lost_gpu_indices"] == [1]
+    assert gpu.clock_event_reasons_seen == ("hw_slowdown",)
+    assert gpu.num_samples == 4 and gpu.lost_gpu_indices == (1,)
     assert nvml.reads == 2  # once lost, GPU 1 is not read again

@@ -262,7 +262,7 @@ def test_a_level_twice_in_one_report_is_unusable():
 
 
 def test_text_output_at_80_columns_is_compact_and_splits_no_word(tmp_path):
-    from triage.compare.outputs import interval_text, pct, verdict_text
+    from triage.compare.section import interval_text, pct, verdict_text
 
     base_r = bench_report([_level(1, seed=1, tput=123456.7), _level(16, seed=3)])
     cand_r = bench_report([_level(1, seed=1, scale_ttft=1.3, tput=98765.4), _level(16, seed=4, scale_ttft=1.08)])

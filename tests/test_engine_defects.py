@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import triage.core.engine_truth as truth
 from triage.rules.engine_flags import engine_flags
-from triage.rules.engines import DISABLING_FLAGS
+from triage.rules.engine_info import DISABLING_FLAGS
 
 
 def test_1_swap_space_is_gone_from_vllm_0_18_and_never_suggested():
@@ -27,7 +27,7 @@ def test_3_tgi_kv_room_never_lowers_its_memory_fraction():
 
 
 def test_4_tgi_batch_cap_is_max_batch_size_not_max_concurrent_requests():
-    from triage.rules.engines import EngineInfo
+    from triage.rules.engine_info import EngineInfo
 
     # TGI 2.x without prefill chunking: --max-batch-size bounds the batch. (3.x ignores it: test_engine_audit.)
     cmds, _ = engine_flags({"max_num_seqs": 256}, EngineInfo("tgi", "2.4.1"))

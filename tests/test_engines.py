@@ -24,7 +24,7 @@ from triage.probes.prom import EngineMetrics
 from triage.probes.server_metrics import probe_server_metrics
 from triage.rules import REGISTRY, RulesConfig, evaluate
 from triage.rules.engine_flags import engine_flags
-from triage.rules.engines import EngineInfo
+from triage.rules.engine_info import EngineInfo
 
 REPO = Path(__file__).resolve().parent.parent
 PROM = Path(__file__).parent / "fixtures" / "prom"

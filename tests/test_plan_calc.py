@@ -8,7 +8,7 @@ from triage.core.errors import ReportError, UsageError
 from triage.core.report import Report, ReportKind
 from triage.core.report_io import write_report
 from triage.core.snapshot import ProbeResult, ProbeStatus
-from triage.plan.fleet import e2e_at_load
+from triage.plan.fleet_size import e2e_at_load
 from triage.plan.inputs import dtype_from_server
 from triage.plan.section import RawOptions, build_plan, plan_section, resolve_inputs
 

@@ -13,7 +13,7 @@ from triage.core.report import BenchSection, Report, ReportKind, Severity
 from triage.core.report_io import from_dict
 from triage.core.snapshot import ProbeResult, ProbeStatus, Snapshot
 from triage.rules import REGISTRY, RulesConfig, bench_rule_codes, evaluate, load_rules_config
-from triage.rules.engines import EngineInfo, engine_flags, parse_version
+from triage.rules.engine_info import EngineInfo, engine_flags, parse_version
 
 
 def _snap(d) -> Snapshot:

@@ -153,5 +153,44 @@ def test_rules_package_is_pure(path):
                 assert name not in FORBIDDEN_CALLS, f"{path.name}: I/O call {name}()"
             continue
         assert roots <= ALLOWED_IMPORTS, f"{path.name} imports {roots - ALLOWED_IMPORTS}"
-    if path.name != "config.py":  # the one reader of triage.toml
+    if path.name != "triage_toml.py":  # the one reader of triage.toml
         assert "read_text" not in path.read_text(), path.name
+
+
+# --- rules read typed data ---------------------------------------------------------------------------
+# Every `x["key"]` and `.get("key")` left in rules/: each reads a shape triage does not own or documents
+# as a mapping. Anything else is a typed attribute (a rename then fails the contract tests).
+STRING_KEY_READS = {
+    ("rules/catalog/eng003_spec_decode_low_acceptance.py", "num_speculative_tokens"):
+        "vLLM's --speculative-config JSON object",
+    ("rules/catalog/net003_high_client_rtt.py", "ttft_s"): "server_metrics.histograms, keyed by HISTOGRAM_KEYS",
+    ("rules/catalog/sched003_queueing_dominates_ttft.py", "ttft_s"): "server_metrics.histograms",
+    ("rules/catalog/sched003_queueing_dominates_ttft.py", "queue_time_s"): "server_metrics.histograms",
+    ("rules/catalog/sched003_queueing_dominates_ttft.py", "e2e_s"): "server_metrics.histograms",
+    ("rules/catalog/sched006_ttft_superlinear_in_context.py", "attention_backend"):
+        "an engine module's notes, keyed by fact id (triage/engines/<engine>.py)",
+    ("rules/context.py", "num_gpu_blocks"): "vLLM's cache_config_info labels (server_metrics.cache_config)",
+    ("rules/context.py", "block_size"): "vLLM's cache_config_info labels (server_metrics.cache_config)",
+}
+MAX_STRING_KEY_READS = 20
+
+
+def test_string_key_reads_in_rules_are_few_and_each_documented():
+    pattern = re.compile(r'\[\"([a-z_0-9]+)\"\]|\.get\(\"([a-z_0-9]+)\"')
+    found: list[tuple[str, str]] = []
+    for path in sorted((REPO / "rules").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        for m in pattern.finditer(path.read_text()):
+            found.append((rel, m.group(1) or m.group(2)))
+    assert len(found) <= MAX_STRING_KEY_READS, f"{len(found)} string-key reads in rules/: {found}"
+    undocumented = sorted(set(found) - set(STRING_KEY_READS))
+    assert not undocumented, f"read a typed field instead, or document the shape in STRING_KEY_READS: {undocumented}"
+    assert not set(STRING_KEY_READS) - set(found), "remove the entries no rule reads any more"
+
+
+def test_each_rule_decorator_sits_on_its_own_check():
+    """`@rule("KV002", ...)` decorates `def kv002`: a helper slipped between them would become the rule."""
+    import triage.rules as rules
+
+    for r in rules.REGISTRY:
+        assert r.check.__name__ == r.code.lower(), f"{r.code} is registered on {r.check.__name__}()"

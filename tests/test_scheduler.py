@@ -120,7 +120,7 @@ def test_static_on_paged_reserves_prompt_plus_the_batch_max_tokens():
 def test_block_manager_and_scheduler_never_import_torch():
     code = ("import sys; import triage.reference_engine.engine.block_manager, triage.reference_engine.engine.scheduler, "
             "triage.reference_engine.models.model_config, triage.reference_engine.layers.sampling_params, triage.reference_engine.models.detokenizer, "
-            "triage.reference_engine.models.tokenizer, triage.reference_engine.engine.outputs; "
+            "triage.reference_engine.models.tokenizer, triage.reference_engine.engine.request_outputs; "
             "bad = [m for m in sys.modules if m == 'torch' or m.startswith('torch.')]; print(len(bad))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})

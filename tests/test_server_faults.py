@@ -12,8 +12,8 @@ import pytest
 
 from triage.reference_engine.engine.engine_config import EngineConfig
 from triage.reference_engine.engine.llm_engine import LLMEngine
+from triage.reference_engine.serve.metrics_export import ServerMetrics
 from triage.reference_engine.serve.server import ServedModel, ServerOptions, create_app
-from triage.reference_engine.serve.server_metrics import ServerMetrics
 from triage.reference_engine.serve.server_worker import EngineWorker
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from triage.reference_engine.serve.server_metrics import (
+from triage.reference_engine.serve.metrics_export import (
     EngineCounters,
     FinishedRequest,
     ServerMetrics,

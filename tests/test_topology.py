@@ -212,3 +212,28 @@ def test_every_topology_flag_is_in_the_tables():
 def test_captures_are_what_the_script_writes():
     from scripts.make_topology_captures import main
     assert main(["--check"]) == 0
+
+
+# -- bench: each replica's role and the server's own time split ----------------------------------
+
+def test_a_bench_window_carries_the_role_and_the_transfer_time():
+    from tests.capture_server import CAPTURES
+    from triage.bench.server_scrape import server_summary
+
+    texts = [(CAPTURES / f"sglang_pd_prefill_saturated.{k}.prom").read_text() for k in ("before", "after")]
+    server, reason = server_summary([(0.0, texts[0]), (10.0, texts[1])], client_ttft_ms_mean=None)
+    assert reason is None and server.role == "prefill"
+    assert server.kv_transfer_ms_mean == pytest.approx(40.0) and server.server_queue_time_ms_mean == pytest.approx(3500)
+
+
+def test_the_replica_line_shows_the_time_split_the_server_exports():
+    from triage.core.bench_data import LevelServer, Replica, ReplicaLatency
+    from triage.render.bench import _replica_line
+
+    rep = Replica(replica=1, url="http://d:8000", role="decode", requests=24, failed=0,
+                  ttft_ms=ReplicaLatency(p99=1300.0),
+                  server=LevelServer(server_queue_time_ms_mean=12.0, server_prefill_time_ms_mean=30.0,
+                                     kv_transfer_ms_mean=900.0, server_decode_time_ms_mean=410.0))
+    line = _replica_line("c=8", rep)
+    assert line.startswith("c=8 replica 1 (http://d:8000, decode): 24 requests, TTFT p99 1,300.0 ms")
+    assert line.endswith("server time: queue 12.0 ms, prefill 30.0 ms, KV transfer 900.0 ms, decode 410.0 ms")

@@ -18,7 +18,7 @@ from triage.core.errors import EngineError
 from triage.reference_engine.engine.block_manager import BlockManager, ContiguousAllocator
 from triage.reference_engine.engine.engine_config import EngineConfig
 from triage.reference_engine.engine.model_runner import ModelRunner
-from triage.reference_engine.engine.outputs import Completion, EngineStats, RequestOutput, StepStats
+from triage.reference_engine.engine.request_outputs import Completion, EngineStats, RequestOutput, StepStats
 from triage.reference_engine.engine.scheduler import make_scheduler
 from triage.reference_engine.engine.sequence import RequestTimes, Sequence
 from triage.reference_engine.host.dtype_choice import DTYPE_NAMES, TORCH_DTYPES, choose_dtype

@@ -24,7 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from triage import __version__
 from triage.core.errors import EngineError, UsageError
 from triage.reference_engine.serve import server_protocol as proto
-from triage.reference_engine.serve.server_metrics import ServerMetrics
+from triage.reference_engine.serve.metrics_export import ServerMetrics
 from triage.reference_engine.serve.server_protocol import ApiError, Usage
 from triage.reference_engine.serve.server_startup import (
     bind_socket,

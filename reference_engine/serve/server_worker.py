@@ -18,7 +18,7 @@ from typing import Any
 
 from triage.core.errors import TriageError
 from triage.reference_engine.layers.sampling_params import SamplingParams
-from triage.reference_engine.serve.server_metrics import EngineCounters, FinishedRequest, ServerMetrics
+from triage.reference_engine.serve.metrics_export import EngineCounters, FinishedRequest, ServerMetrics
 from triage.reference_engine.serve.server_protocol import ApiError
 
 log = logging.getLogger("triage.serve")

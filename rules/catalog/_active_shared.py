@@ -4,7 +4,7 @@ and GPU010. The expectation comes from the spec table (triage/core/specs.py) and
 generation and width; every threshold is in rules/thresholds.py with its source.
 
 Costs are said in the served model's terms with the roofline arithmetic of triage/core/roofline.py when its
-weight bytes are known ([model] weight_bytes in triage.toml, a bench config, a `plan` baseline).
+weight bytes are known ([model] weight_bytes in triage.toml, or a `triage plan` report as the baseline).
 """
 from __future__ import annotations
 
@@ -36,14 +36,7 @@ NO_WEIGHTS = " (set [model] weight_bytes in triage.toml to see the cost in token
 
 def served_weight_bytes(ctx: Context) -> tuple[float, str] | None:
     """The served model's weight bytes and where they came from, or None when nothing says."""
-    if ctx.config.model_weight_bytes:
-        return float(ctx.config.model_weight_bytes), "config.model.weight_bytes"
-    if ctx.bench is not None and ctx.bench.config.get("model_weight_bytes"):
-        return float(ctx.bench.config["model_weight_bytes"]), "bench.config.model_weight_bytes"
-    plan_model = ((ctx.baseline or {}).get("plan") or {}).get("model") or {}
-    if isinstance(plan_model.get("weight_bytes"), (int, float)) and plan_model["weight_bytes"] > 0:
-        return float(plan_model["weight_bytes"]), "baseline.plan.model.weight_bytes"
-    return None
+    return ctx.weight_bytes()
 
 
 def tensor_parallel(ctx: Context) -> int:

@@ -11,15 +11,11 @@ SIXTEEN_BIT = frozenset({"auto", "float16", "bfloat16", "half", "fp16", "bf16"})
 
 
 def weight_bytes(ctx: Context) -> tuple[float, str]:
-    if ctx.config.model_weight_bytes:
-        return ctx.config.model_weight_bytes, "config.model.weight_bytes"
-    if ctx.bench is not None and ctx.bench.config.get("model_weight_bytes"):
-        return float(ctx.bench.config["model_weight_bytes"]), "bench.config.model_weight_bytes"
-    plan_model = ((ctx.baseline or {}).get("plan") or {}).get("model") or {}
-    if isinstance(plan_model.get("weight_bytes"), (int, float)) and plan_model["weight_bytes"] > 0:
-        return float(plan_model["weight_bytes"]), "baseline.plan.model.weight_bytes"
-    raise MissingInput("the model's weight bytes are unknown (set [model] weight_bytes in triage.toml, pass a "
-                       "`triage plan` report as the baseline, or put model_weight_bytes in the bench config)")
+    found = ctx.weight_bytes()
+    if found is None:
+        raise MissingInput("the model's weight bytes are unknown (set [model] weight_bytes in triage.toml, or pass "
+                           "a `triage plan` report with `triage diagnose --baseline PLAN.json`)")
+    return found
 
 
 def spec_bandwidth_gbps(gpu: GpuDevice) -> float | None:

@@ -6,7 +6,7 @@ from typing import Any
 from triage.core.probe_data import ServerConfigData
 from triage.rules.base import MissingInput
 from triage.rules.context import Context
-from triage.rules.engines import EngineInfo
+from triage.rules.engine_info import EngineInfo
 from triage.rules.fmt import round_up
 
 
@@ -38,11 +38,11 @@ def kv_relief(ctx: Context, engine: EngineInfo,
         # reserve (claim sglang.mem-fraction-static-meaning), TGI's is the whole GPU by default.
         proposed, reason = module.memory_share_target(util, ctx.vram_bytes(), target)
         if proposed is not None:
-            knobs["gpu_memory_utilization"] = f"{proposed:.2f}"
+            knobs.update(gpu_memory_utilization=f"{proposed:.2f}")
         if proposed is not None or module.memory_share == "static":
             why.append(reason)
     elif pinned is None and (util is None or util < target):
-        knobs["gpu_memory_utilization"] = f"{target:.2f}"
+        knobs.update(gpu_memory_utilization=f"{target:.2f}")
         why.append(f"raise the memory share for KV to {target:.2f}" + (f" (now {util})" if util is not None else ""))
     max_len = ctx.seen(ServerConfigData).max_model_len
     try:
@@ -54,7 +54,7 @@ def kv_relief(ctx: Context, engine: EngineInfo,
         if proposed < max_len:
             evidence["server_config.max_model_len"] = max_len
             evidence[where] = observed
-            knobs["max_model_len"] = proposed
+            knobs.update(max_model_len=proposed)
             why.append(f"cap the context at {proposed} tokens (the bench's longest prompt+output, {observed:.0f}, "
                        f"x {ctx.th('KV003.headroom_ratio')}; check that production's p99 is no longer), "
                        f"down from {max_len}")
@@ -66,7 +66,7 @@ def kv_relief(ctx: Context, engine: EngineInfo,
     if pinned is None and cc is not None and native and str(dtype or "auto").lower() in SIXTEEN_BIT_KV:
         evidence[dtype_src or "server_config.kv_cache_dtype"] = dtype
         evidence["gpu.compute_capability"] = list(cc)
-        knobs["kv_cache_dtype_fp8"] = None
+        knobs.update(kv_cache_dtype_fp8=None)
         why.append("store the KV cache in FP8 (half the bytes per token)")
     return knobs, why
 

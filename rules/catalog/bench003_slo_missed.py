@@ -1,8 +1,10 @@
 """BENCH003 (slo-missed): one rule, its doc and thresholds; fixtures in tests/fixtures/rules/BENCH003/."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from triage.core.bench_data import Slo
 from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
@@ -20,16 +22,17 @@ from triage.rules.registry import rule
     references=("seed 004 §4 (TTFT < 500 ms P99 for chat, TPOT < 50 ms)",),
 ), thresholds=("BENCH003.ttft_p99_ms", "BENCH003.tpot_p99_ms"))
 def bench003(ctx: Context) -> Hit | None:
-    config = ctx.bench_section().config
-    slo = dict(config.get("slo") or {})
-    if not slo:
-        endpoint = str(config.get("endpoint") or "")
-        if "chat" not in endpoint:
+    ctx.bench_section()
+    config = ctx.bench_config()
+    slo = config.slo
+    if slo is None or slo == Slo():        # none given (an empty --slo is none)
+        if "chat" not in str(config.endpoint or ""):
             raise MissingInput("no SLO was given and the endpoint is not chat (pass `triage bench --slo ttft_ms=...`)")
-        slo = {"ttft_ms": ctx.th("BENCH003.ttft_p99_ms"), "tpot_ms": ctx.th("BENCH003.tpot_p99_ms")}
-    limits = {k: v for k, v in slo.items() if k in ("ttft_ms", "tpot_ms", "e2e_ms") and v is not None}
+        slo = Slo(ttft_ms=ctx.th("BENCH003.ttft_p99_ms"), tpot_ms=ctx.th("BENCH003.tpot_p99_ms"))
+    # The SLO's families are the level's latency fields of the same name (LatencyStats each).
+    limits = {f.name: getattr(slo, f.name) for f in dataclasses.fields(slo) if getattr(slo, f.name) is not None}
     if not limits:
-        raise MissingInput(f"the SLO {slo} names none of ttft_ms, tpot_ms, e2e_ms")
+        raise MissingInput("the SLO names none of ttft_ms, tpot_ms, e2e_ms")
     evidence: dict[str, Any] = {f"slo.{k}": v for k, v in limits.items()}
     missed = []
     passing = []

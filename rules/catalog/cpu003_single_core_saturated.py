@@ -9,7 +9,7 @@ from triage.core.report import Certainty, Fix, Severity
 from triage.engines import Knob
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context
-from triage.rules.engines import engine_flags
+from triage.rules.engine_info import engine_flags
 from triage.rules.registry import rule
 
 
@@ -37,7 +37,7 @@ def cpu003(ctx: Context) -> Hit | None:
     if module is not None and engine.version is not None and \
             isinstance(module.knob("api_server_count", engine.version), Knob):
         current = ctx.seen(ServerConfigData).api_server_count or 1
-        knobs["api_server_count"] = max(2, int(current) * 2)
+        knobs.update(api_server_count=max(2, int(current) * 2))
     cmds, note = engine_flags(knobs, engine)
     return Hit(
         title="A pegged CPU thread starves the GPU",

@@ -34,7 +34,7 @@ def _queueing(ctx: Context) -> dict[str, Any]:
         ev["server_metrics.num_requests_waiting_max"] = waiting
     if ctx.bench is not None:
         for lv in ctx.bench.levels:
-            w = (lv.server or {}).get("num_requests_waiting_max")
+            w = lv.server.num_requests_waiting_max if lv.server is not None else None
             if w:
                 ev[f"{level_label(lv)}.server.num_requests_waiting_max"] = w
     return ev

@@ -7,7 +7,7 @@ from triage.core.probe_data import ServerConfigData, ServerMetricsData
 from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context
-from triage.rules.engines import engine_flags
+from triage.rules.engine_info import engine_flags
 from triage.rules.fmt import pct
 from triage.rules.registry import rule
 

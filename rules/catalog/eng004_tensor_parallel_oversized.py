@@ -6,8 +6,19 @@ from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.catalog._engine_shared import weight_bytes
 from triage.rules.context import Context
-from triage.rules.engines import engine_flags
+from triage.rules.engine_info import engine_flags
 from triage.rules.registry import rule
+
+
+def _peak_kv_usage(ctx: Context) -> float:
+    """The highest KV cache usage seen, in diagnose's window or any bench level."""
+    peaks = [ctx.seen(ServerMetricsData).kv_cache_usage_frac_max]
+    if ctx.bench is not None:
+        peaks += [s.kv_cache_usage_frac_max for _, s in ctx.level_server()]
+    measured = [p for p in peaks if p is not None]
+    if not measured:
+        raise MissingInput("the peak KV cache usage was not measured")
+    return max(measured)
 
 
 @rule("ENG004", "tensor-parallel-oversized", Severity.MEDIUM, ("server_config", "gpu", "server_metrics|bench"), RuleDoc(
@@ -31,14 +42,7 @@ def eng004(ctx: Context) -> Hit | None:
     if not totals:
         raise MissingInput("gpu.memory_total_bytes was not measured")
     capacity, _ = ctx.kv_capacity_tokens()
-    peaks = []
-    if ctx.seen(ServerMetricsData).kv_cache_usage_frac_max is not None:
-        peaks.append(ctx.seen(ServerMetricsData).kv_cache_usage_frac_max)
-    if ctx.bench is not None:
-        peaks += [s["kv_cache_usage_frac_max"] for _, s in ctx.level_server() if s.get("kv_cache_usage_frac_max") is not None]
-    if not peaks:
-        raise MissingInput("the peak KV cache usage was not measured")
-    peak_tokens = max(peaks) * capacity
+    peak_tokens = _peak_kv_usage(ctx) * capacity
     overhead = ctx.th("ENG004.overhead_bytes_per_gpu")
     budget = util * min(totals) - overhead
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from triage.core.bench_data import BenchRunConfig
 from triage.core.probe_data import ServerMetricsData, ServerProcessData
-from triage.core.report import Certainty, Fix, Severity
+from triage.core.report import Certainty, Fix, Report, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
 from triage.rules.fmt import pct
@@ -35,15 +36,16 @@ from triage.rules.registry import rule
 ), thresholds=("ENG006.min_drop_frac", "ENG006.long_uptime_s", "ENG006.idle_kv_usage_frac",
                "ENG006.rss_growth_frac"))
 def eng006(ctx: Context) -> Hit | None:
-    base_bench = (ctx.baseline or {}).get("bench")
-    if not isinstance(base_bench, dict) or not base_bench.get("levels"):
+    base_bench = ctx.baseline.bench if ctx.baseline is not None else None
+    if base_bench is None or not base_bench.levels:
         raise MissingInput("the baseline report has no bench levels to compare with")
-    base_model = (ctx.baseline.get("target") or {}).get("model") or (base_bench.get("config") or {}).get("model")
-    cur_model = ctx.bench_section().config.get("model")
+    base_model = ctx.baseline.target.model or BenchRunConfig.of(base_bench.config).model
+    ctx.bench_section()
+    cur_model = ctx.bench_config().model
     if base_model and cur_model and base_model != cur_model:
         raise MissingInput(f"the baseline ran model {base_model!r}, this bench {cur_model!r}: not comparable")
-    base_tps = {lv.get("concurrency"): lv.get("output_tokens_per_s") for lv in base_bench["levels"]
-                if lv.get("concurrency") and lv.get("output_tokens_per_s") and (lv.get("client") or {}).get("valid", True)}
+    base_tps = {lv.concurrency: lv.output_tokens_per_s for lv in base_bench.levels
+                if lv.concurrency and lv.output_tokens_per_s and lv.client.valid}
     drops = []
     for lv in ctx.levels():
         before = base_tps.get(lv.concurrency)
@@ -54,7 +56,7 @@ def eng006(ctx: Context) -> Hit | None:
     worst = max(drops, key=lambda d: d[2])
     if worst[2] < ctx.th("ENG006.min_drop_frac"):
         return None
-    preempt = [(lv, s["num_preemptions_delta"]) for lv, s in ctx.level_server() if s.get("num_preemptions_delta") is not None]
+    preempt = [(lv, s.num_preemptions_delta) for lv, s in ctx.level_server() if s.num_preemptions_delta is not None]
     if not preempt:
         raise MissingInput("throughput fell, but preemptions were not measured to tell degradation from other causes")
     growing = [(lv, n) for lv, n in preempt if n > 0]
@@ -104,7 +106,7 @@ def _leak_evidence(ctx: Context) -> dict[str, Any]:
         out["server_metrics.kv_cache_usage_frac"] = metrics.kv_cache_usage_frac
         out["server_metrics.num_requests_running_max"] = 0
     now = ctx.seen(ServerProcessData).rss_bytes_end
-    before = _baseline_rss_bytes(ctx.baseline or {})
+    before = _baseline_rss_bytes(ctx.baseline)
     if now and before and now / before - 1 >= ctx.th("ENG006.rss_growth_frac"):
         out["baseline.server_process.rss_bytes_end"] = before
         out["server_process.rss_bytes_end"] = now
@@ -112,9 +114,9 @@ def _leak_evidence(ctx: Context) -> dict[str, Any]:
     return out
 
 
-def _baseline_rss_bytes(baseline: dict[str, Any]) -> int | None:
-    for probe in ((baseline.get("snapshot") or {}).get("probes") or ()):
-        if isinstance(probe, dict) and probe.get("name") == "server_process":
-            value = (probe.get("data") or {}).get("rss_bytes_end")
-            return int(value) if isinstance(value, (int, float)) and value > 0 else None
+def _baseline_rss_bytes(baseline: Report | None) -> int | None:
+    for probe in baseline.probes if baseline is not None else ():
+        if isinstance(probe.data, ServerProcessData):
+            value = probe.data.rss_bytes_end
+            return int(value) if value and value > 0 else None
     return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from triage.core.bench_data import LevelServer, Replica
 from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
@@ -19,10 +20,10 @@ from triage.rules.registry import rule
 _CONFIG_KEYS = ("num_gpu_blocks", "block_size", "gpu_memory_utilization", "cache_dtype", "enable_prefix_caching")
 
 
-def _signals(rep: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
-    server = rep.get("server") or {}
-    return ((rep.get("ttft_ms") or {}).get("p99"), server.get("num_requests_waiting_mean"),
-            server.get("kv_cache_usage_frac_max"))
+def _signals(rep: Replica) -> tuple[float | None, float | None, float | None]:
+    server = rep.server or LevelServer()
+    return (rep.ttft_ms.p99 if rep.ttft_ms else None, server.num_requests_waiting_mean,
+            server.kv_cache_usage_frac_max)
 
 
 @rule("FLEET001", "replica-imbalance", Severity.MEDIUM, ("bench",), RuleDoc(
@@ -55,47 +56,55 @@ def fleet001(ctx: Context) -> Hit | None:
         return None
     lv, rep, problems, others = worst
     label = level_label(lv)
-    evidence: dict[str, Any] = {f"{label}.replicas[{rep['replica']}].url": rep.get("url")}
-    ttft, queue, kv = _signals(rep)
-    evidence.update({f"{label}.replicas[{rep['replica']}].ttft_ms.p99": ttft,
-                     f"{label}.replicas[{rep['replica']}].server.num_requests_waiting_mean": queue,
-                     f"{label}.replicas[{rep['replica']}].server.kv_cache_usage_frac_max": kv})
-    for o in others:
-        evidence[f"{label}.replicas[{o['replica']}].ttft_ms.p99"] = _signals(o)[0]
-    causes = []
+    evidence = _evidence(label, rep, others)
     differing = _config_differences(rep, others)
     if differing:
-        causes.append(f"its flags differ ({'; '.join(differing)})")
         evidence["derived.config_differences"] = differing
-    balance = (ctx.bench_section().config or {}).get("balance")
-    if balance == "round-robin":
-        causes.append("the requests were spread round robin, equal shares to unequal capacity")
-    if _failed_frac(rep) >= ctx.th("FLEET001.min_failed_frac"):
-        causes.insert(0, "it is not serving: take it out of the balancer until it is healthy")
-    elif not differing:
-        causes.append("its hardware may be slower (same flags as far as /metrics says)")
+    causes = _causes(ctx, rep, differing)
     return Hit(
         title="One replica is much slower than the others",
-        message=f"At {label}, replica {rep['replica']} ({rep.get('url')}) has {', '.join(problems)}. Likely "
+        message=f"At {label}, replica {rep.replica} ({rep.url}) has {', '.join(problems)}. Likely "
                 f"cause: {'; '.join(causes)}.",
         evidence=evidence, certainty=Certainty.CONFIRMED if differing else Certainty.LIKELY, impact=0.5,
         fix=Fix(("Start every replica with the same flags (" + "; ".join(differing) + "). " if differing else "")
                 + "Balance on load, not in turn: least outstanding requests (Nginx least_conn, Envoy "
                   "LEAST_REQUEST, `triage bench --balance least-in-flight` to compare). Then run `triage diagnose "
-                  f"--url {rep.get('url')}` on the slow replica.", ()),
+                  f"--url {rep.url}` on the slow replica.", ()),
     )
 
 
-def _failed_frac(rep: dict[str, Any]) -> float:
-    return (rep.get("failed") or 0) / rep["requests"] if rep.get("requests") else 0.0
+def _evidence(label: str, rep: Replica, others: list[Replica]) -> dict[str, Any]:
+    ttft, queue, kv = _signals(rep)
+    key = f"{label}.replicas[{rep.replica}]"
+    evidence: dict[str, Any] = {f"{key}.url": rep.url, f"{key}.ttft_ms.p99": ttft,
+                                f"{key}.server.num_requests_waiting_mean": queue,
+                                f"{key}.server.kv_cache_usage_frac_max": kv}
+    for o in others:
+        evidence[f"{label}.replicas[{o.replica}].ttft_ms.p99"] = _signals(o)[0]
+    return evidence
 
 
-def _imbalance(ctx: Context, rep: dict[str, Any], others: list[dict[str, Any]]) -> list[str]:
+def _causes(ctx: Context, rep: Replica, differing: list[str]) -> list[str]:
+    causes = [f"its flags differ ({'; '.join(differing)})"] if differing else []
+    if ctx.bench_config().balance == "round-robin":
+        causes.append("the requests were spread round robin, equal shares to unequal capacity")
+    if _failed_frac(rep) >= ctx.th("FLEET001.min_failed_frac"):
+        causes.insert(0, "it is not serving: take it out of the balancer until it is healthy")
+    elif not differing:
+        causes.append("its hardware may be slower (same flags as far as /metrics says)")
+    return causes
+
+
+def _failed_frac(rep: Replica) -> float:
+    return (rep.failed or 0) / rep.requests if rep.requests else 0.0
+
+
+def _imbalance(ctx: Context, rep: Replica, others: list[Replica]) -> list[str]:
     ttft, queue, kv = _signals(rep)
     out = []
     if _failed_frac(rep) >= ctx.th("FLEET001.min_failed_frac") and \
             all(_failed_frac(o) < ctx.th("FLEET001.min_failed_frac") / 10 for o in others):
-        out.append(f"{rep.get('failed')} of its {rep.get('requests')} requests failed while the others served "
+        out.append(f"{rep.failed} of its {rep.requests} requests failed while the others served "
                    "theirs (down, unreachable, or refusing)")
     other_ttft = [t for t in (_signals(o)[0] for o in others) if t is not None]
     if ttft is not None and other_ttft:
@@ -112,11 +121,11 @@ def _imbalance(ctx: Context, rep: dict[str, Any], others: list[dict[str, Any]]) 
     return out
 
 
-def _config_differences(rep: dict[str, Any], others: list[dict[str, Any]]) -> list[str]:
-    mine = rep.get("cache_config") or {}
+def _config_differences(rep: Replica, others: list[Replica]) -> list[str]:
+    mine = rep.cache_config or {}
     out = []
     for key in _CONFIG_KEYS:
-        theirs = {str((o.get("cache_config") or {}).get(key)) for o in others if o.get("cache_config")}
+        theirs = {str(o.cache_config.get(key)) for o in others if o.cache_config}
         if key in mine and theirs and str(mine[key]) not in theirs:
             out.append(f"{key} {mine[key]} vs {', '.join(sorted(theirs))}")
     return out

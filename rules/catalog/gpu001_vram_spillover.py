@@ -8,7 +8,7 @@ from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.catalog._gpu_shared import gpu_key
 from triage.rules.context import Context
-from triage.rules.engines import engine_flags
+from triage.rules.engine_info import engine_flags
 from triage.rules.fmt import gib, pct
 from triage.rules.registry import rule
 

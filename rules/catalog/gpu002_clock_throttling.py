@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from triage.core.bench_data import LevelGpu
 from triage.core.probe_data import GpuData
 from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
@@ -64,8 +65,8 @@ def gpu002(ctx: Context) -> Hit | None:
                     severity = severity or Severity.HIGH
     if ctx.bench is not None:
         for lv in ctx.bench.levels:
-            gpu = lv.gpu or {}
-            reasons, util = gpu.get("clock_event_reasons_seen"), gpu.get("utilization_gpu_pct_mean")
+            gpu = lv.gpu or LevelGpu()
+            reasons, util = gpu.clock_event_reasons_seen, gpu.utilization_gpu_pct_mean
             if reasons is None or util is None:
                 continue
             seen = True

@@ -33,29 +33,29 @@ def gpu005(ctx: Context) -> Hit | None:
 
     for g in ctx.gpus():
         gid = gpu_key(g)
-        fields = {"ecc_uncorrected_volatile": g.ecc_uncorrected_volatile, "retired_pages_sbe": g.retired_pages_sbe,
-                  "retired_pages_dbe": g.retired_pages_dbe, "retired_pages_pending": g.retired_pages_pending,
-                  "remapped_rows_pending": g.remapped_rows_pending, "remapped_rows_failure": g.remapped_rows_failure}
-        if all(v is None for v in fields.values()):
+        values = (g.ecc_uncorrected_volatile, g.retired_pages_sbe, g.retired_pages_dbe, g.retired_pages_pending,
+                  g.remapped_rows_pending, g.remapped_rows_failure)
+        if all(v is None for v in values):
             continue
         measured = True
         hit = False
-        if (fields["ecc_uncorrected_volatile"] or 0) > 0:
-            evidence[f"{gid}.ecc_uncorrected_volatile"] = fields["ecc_uncorrected_volatile"]
+        if (g.ecc_uncorrected_volatile or 0) > 0:
+            evidence[f"{gid}.ecc_uncorrected_volatile"] = g.ecc_uncorrected_volatile
             bump(Severity.CRITICAL)
             hit = True
-        if fields["remapped_rows_failure"]:
+        if g.remapped_rows_failure:
             evidence[f"{gid}.remapped_rows_failure"] = True
             bump(Severity.CRITICAL)
             hit = True
-        sbe, dbe = fields["retired_pages_sbe"] or 0, fields["retired_pages_dbe"] or 0
+        sbe, dbe = g.retired_pages_sbe or 0, g.retired_pages_dbe or 0
         if sbe + dbe >= ctx.th("GPU005.retired_pages_total") or dbe > ctx.th("GPU005.retired_pages_dbe"):
             evidence[f"{gid}.retired_pages_sbe"] = sbe
             evidence[f"{gid}.retired_pages_dbe"] = dbe
             bump(Severity.HIGH)
             hit = True
-        for key in ("retired_pages_pending", "remapped_rows_pending"):
-            if fields[key]:
+        for key, pending in (("retired_pages_pending", g.retired_pages_pending),
+                             ("remapped_rows_pending", g.remapped_rows_pending)):
+            if pending:
                 evidence[f"{gid}.{key}"] = True
                 bump(Severity.HIGH)
                 hit = True

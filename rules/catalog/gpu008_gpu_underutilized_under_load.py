@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from triage.core.bench_data import LevelGpu, LevelServer
 from triage.core.probe_data import (
     ServerConfigData,
     ServerMetricsData,
@@ -10,7 +11,7 @@ from triage.core.probe_data import (
 from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
-from triage.rules.engines import engine_flags
+from triage.rules.engine_info import engine_flags
 from triage.rules.registry import rule
 
 
@@ -32,8 +33,8 @@ def gpu008(ctx: Context) -> Hit | None:
     running_max = None
     if ctx.bench is not None:
         for lv in ctx.levels():
-            gpu, server = lv.gpu or {}, lv.server or {}
-            util = gpu.get("utilization_gpu_pct_mean")
+            gpu, server = lv.gpu or LevelGpu(), lv.server or LevelServer()
+            util = gpu.utilization_gpu_pct_mean
             in_flight = lv.client.achieved_concurrency or lv.concurrency
             if util is None or in_flight is None or in_flight < min_load:
                 continue
@@ -42,9 +43,10 @@ def gpu008(ctx: Context) -> Hit | None:
                 p = level_label(lv)
                 evidence[f"{p}.gpu.utilization_gpu_pct_mean"] = util
                 evidence[f"{p}.client.achieved_concurrency"] = in_flight
-                if server.get("num_requests_running_mean") is not None:
-                    evidence[f"{p}.server.num_requests_running_mean"] = server["num_requests_running_mean"]
-                running_max = server.get("num_requests_running_max", running_max)
+                if server.num_requests_running_mean is not None:
+                    evidence[f"{p}.server.num_requests_running_mean"] = server.num_requests_running_mean
+                if server.num_requests_running_max is not None:
+                    running_max = server.num_requests_running_max
     metrics = ctx.snapshot.payload(ServerMetricsData)
     if ctx.has("gpu") and metrics is not None:
         running, waiting = metrics.num_requests_running, metrics.num_requests_waiting
@@ -69,7 +71,7 @@ def gpu008(ctx: Context) -> Hit | None:
     text = "Check the path from client to GPU: a single-request proxy, a client or tokenizer bottleneck (CPU003), "
     if engine.module is not None and engine.module.launcher and cfg_seqs is not None and running_max is not None \
             and running_max >= cfg_seqs:
-        knobs["max_num_seqs"] = max(256, int(cfg_seqs) * 2)
+        knobs.update(max_num_seqs=max(256, int(cfg_seqs) * 2))
         text = f"The batch is capped at max_num_seqs={cfg_seqs}: raise it. Then check " + text[len("Check "):]
     cmds, note = engine_flags(knobs, engine) if knobs else ((), "")
     return Hit(

@@ -11,7 +11,7 @@ from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.catalog._active_shared import allreduce_hit, allreduce_measured
 from triage.rules.context import Context
-from triage.rules.engines import engine_flags
+from triage.rules.engine_info import engine_flags
 from triage.rules.registry import rule
 
 _PCIE_ONLY = frozenset({"hostbridge", "node", "system"})

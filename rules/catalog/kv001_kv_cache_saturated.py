@@ -9,7 +9,7 @@ from triage.core.report import BenchLevel, Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.catalog._kv_sched_shared import kv_relief
 from triage.rules.context import Context, level_label, metrics_kv_usage
-from triage.rules.engines import engine_flags
+from triage.rules.engine_info import engine_flags
 from triage.rules.fmt import pct
 from triage.rules.registry import rule
 
@@ -75,7 +75,7 @@ def kv001(ctx: Context) -> Hit | None:
                 if hit is not None:
                     no_room.append(hit)
     for lv, s in (ctx.level_server() if ctx.bench is not None else ()):
-        usage, waiting = s.get("kv_cache_usage_frac_max"), s.get("num_requests_waiting_max")
+        usage, waiting = s.kv_cache_usage_frac_max, s.num_requests_waiting_max
         if usage is None or waiting is None:
             continue
         seen = True
@@ -83,14 +83,14 @@ def kv001(ctx: Context) -> Hit | None:
         if usage >= limit and waiting >= min_wait:
             evidence[f"{p}.server.kv_cache_usage_frac_max"] = usage
             evidence[f"{p}.server.num_requests_waiting_max"] = waiting
-            if s.get("num_requests_waiting_mean") is not None:
-                evidence[f"{p}.server.num_requests_waiting_mean"] = s["num_requests_waiting_mean"]
+            if s.num_requests_waiting_mean is not None:
+                evidence[f"{p}.server.num_requests_waiting_mean"] = s.num_requests_waiting_mean
             peak = max(peak, usage)
         elif room is not None and (request := _request_of(lv)) is not None:
             hit = room.check(p, _Sample(usage, f"{p}.server.kv_cache_usage_frac_max", waiting,
                                         f"{p}.server.num_requests_waiting_max"),
-                             _Sample(s.get("kv_cache_usage_frac_mean"), f"{p}.server.kv_cache_usage_frac_mean",
-                                     s.get("num_requests_waiting_mean"), f"{p}.server.num_requests_waiting_mean"),
+                             _Sample(s.kv_cache_usage_frac_mean, f"{p}.server.kv_cache_usage_frac_mean",
+                                     s.num_requests_waiting_mean, f"{p}.server.num_requests_waiting_mean"),
                              request)
             if hit is not None:
                 no_room.append(hit)

@@ -8,8 +8,20 @@ from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.catalog._kv_sched_shared import kv_relief
 from triage.rules.context import Context, level_label
-from triage.rules.engines import engine_flags
+from triage.rules.engine_info import engine_flags
 from triage.rules.registry import rule
+
+
+def _from_window(metrics: ServerMetricsData | None, evidence: dict[str, Any]) -> tuple[bool, float, float | None]:
+    """(measured, preemptions, running at the end) of diagnose's /metrics window; its evidence added."""
+    if metrics is None or metrics.num_preemptions_delta is None:
+        return False, 0.0, None
+    if metrics.num_preemptions_delta <= 0:
+        return True, 0.0, None
+    evidence["server_metrics.num_preemptions_delta"] = metrics.num_preemptions_delta
+    evidence["server_metrics.preemptions_per_s"] = metrics.preemptions_per_s
+    evidence["server_metrics.window_s"] = metrics.window_s
+    return True, metrics.num_preemptions_delta, metrics.num_requests_running
 
 
 @rule("KV002", "preemptions", Severity.HIGH, ("server_metrics|bench",), RuleDoc(
@@ -26,27 +38,16 @@ from triage.rules.registry import rule
 ), thresholds=("KV001.gpu_memory_utilization_target",))
 def kv002(ctx: Context) -> Hit | None:
     evidence: dict[str, Any] = {}
-    seen = False
-    total = 0.0
-    running_peak = None
-    metrics = ctx.snapshot.payload(ServerMetricsData)
-    if metrics is not None and metrics.num_preemptions_delta is not None:
-        seen = True
-        if metrics.num_preemptions_delta > 0:
-            evidence["server_metrics.num_preemptions_delta"] = metrics.num_preemptions_delta
-            evidence["server_metrics.preemptions_per_s"] = metrics.preemptions_per_s
-            evidence["server_metrics.window_s"] = metrics.window_s
-            total += metrics.num_preemptions_delta
-            running_peak = metrics.num_requests_running
+    seen, total, running_peak = _from_window(ctx.snapshot.payload(ServerMetricsData), evidence)
     for lv, s in (ctx.level_server() if ctx.bench is not None else ()):
-        if s.get("num_preemptions_delta") is None:
+        if s.num_preemptions_delta is None:
             continue
         seen = True
-        if s["num_preemptions_delta"] > 0:
-            evidence[f"{level_label(lv)}.server.num_preemptions_delta"] = s["num_preemptions_delta"]
-            total += s["num_preemptions_delta"]
-            if s.get("num_requests_running_max") is not None:
-                running_peak = max(running_peak or 0, s["num_requests_running_max"])
+        if s.num_preemptions_delta > 0:
+            evidence[f"{level_label(lv)}.server.num_preemptions_delta"] = s.num_preemptions_delta
+            total += s.num_preemptions_delta
+            if s.num_requests_running_max is not None:
+                running_peak = max(running_peak or 0, s.num_requests_running_max)
     if not seen:
         raise MissingInput("the preemption counter was not measured over a window (no server /metrics)")
     if not evidence:
@@ -57,7 +58,7 @@ def kv002(ctx: Context) -> Hit | None:
     if running_peak:
         lower = max(1, int(running_peak * 0.75))
         if seqs is None or lower < seqs:
-            knobs["max_num_seqs"] = lower
+            knobs.update(max_num_seqs=lower)
             why.append(f"admit fewer sequences at once ({lower}, 3/4 of the {running_peak:.0f} that ran at the peak)")
     cmds, note = engine_flags(knobs, engine)
     return Hit(

@@ -6,7 +6,7 @@ from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, RuleDoc
 from triage.rules.catalog._kv_sched_shared import kv003_context_cap
 from triage.rules.context import Context
-from triage.rules.engines import engine_flags
+from triage.rules.engine_info import engine_flags
 from triage.rules.registry import rule
 
 

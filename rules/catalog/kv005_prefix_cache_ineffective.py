@@ -4,9 +4,10 @@ from __future__ import annotations
 from typing import Any
 
 from triage.core.report import Certainty, Fix, Severity
+from triage.engines import Feature
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
-from triage.rules.engines import DISABLING_FLAGS, engine_flags
+from triage.rules.engine_info import DISABLING_FLAGS, engine_flags
 from triage.rules.fmt import pct
 from triage.rules.registry import rule
 
@@ -40,7 +41,7 @@ def kv005(ctx: Context) -> Hit | None:
         default = engine.default_on("prefix_caching")  # version-aware: what this engine does when not told
         if default is not None:
             enabled, where = default, f"default for {engine.label}"
-    shared = ctx.bench.config.get("shared_prefix_len") if ctx.bench is not None else None
+    shared = ctx.bench_config().shared_prefix_len
     min_shared = ctx.th("KV005.min_shared_prefix_tokens")
     evidence: dict[str, Any] = {}
     if shared is not None:
@@ -48,7 +49,7 @@ def kv005(ctx: Context) -> Hit | None:
     if enabled is False:
         evidence[where] = False
         default_on = engine.default_on("prefix_caching")
-        off_flag = DISABLING_FLAGS["prefix_caching"].get(engine.name or "")
+        off_flag = DISABLING_FLAGS[Feature.PREFIX_CACHING].get(engine.name or "")
         if default_on and off_flag:
             text = f"Remove `{off_flag}`: {engine.label} caches prefixes by default" + (
                 f" for attention models ({_PER_MODEL})."
@@ -74,8 +75,8 @@ def kv005(ctx: Context) -> Hit | None:
         return None
     rates = []
     for lv, s in ctx.level_server():
-        if s.get("prefix_cache_hit_rate") is not None:
-            rates.append((lv, s["prefix_cache_hit_rate"]))
+        if s.prefix_cache_hit_rate is not None:
+            rates.append((lv, s.prefix_cache_hit_rate))
     if not rates:
         raise MissingInput("the prefix cache hit rate was not measured during the bench")
     low = [(lv, r) for lv, r in rates if r < ctx.th("KV005.min_hit_rate_frac")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context
-from triage.rules.engines import engine_flags
+from triage.rules.engine_info import engine_flags
 from triage.rules.fmt import pct
 from triage.rules.registry import rule
 

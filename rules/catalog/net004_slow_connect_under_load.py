@@ -37,8 +37,8 @@ THRESHOLDS.update({
     references=("contract: connect_ms is measured apart from TTFT", "listen(2): the backlog and SYN queueing"),
 ), thresholds=("NET004.connect_ratio", "NET004.min_excess_ms"))
 def net004(ctx: Context) -> Hit | None:
-    section = ctx.bench_section()
-    idle = section.config.get("idle_connect_ms_p50") if isinstance(section.config, dict) else None
+    ctx.bench_section()
+    idle = ctx.bench_config().idle_connect_ms_p50
     if not isinstance(idle, int | float):
         raise MissingInput("the bench report has no idle connect time (a triage bench before connect_ms)")
     levels = [lv for lv in ctx.levels(valid_only=False) if lv.connections]
@@ -47,14 +47,15 @@ def net004(ctx: Context) -> Hit | None:
     evidence: dict[str, Any] = {"bench.config.idle_connect_ms_p50": idle}
     slow = []
     for lv in levels:
-        under_load = (lv.connections.get("in_window_connect_ms") or {}).get("p50")
+        window = lv.connections.in_window_connect_ms
+        under_load = window.p50 if window is not None else None
         if not isinstance(under_load, int | float):
             continue
         if under_load >= ctx.th("NET004.connect_ratio") * idle and under_load >= idle + ctx.th("NET004.min_excess_ms"):
             p = level_label(lv)
             evidence[f"{p}.connections.in_window_connect_ms.p50"] = under_load
-            evidence[f"{p}.connections.opened_in_window"] = lv.connections.get("opened_in_window")
-            slow.append(f"{p}: {ms(under_load)} for {lv.connections.get('opened_in_window')} connections")
+            evidence[f"{p}.connections.opened_in_window"] = lv.connections.opened_in_window
+            slow.append(f"{p}: {ms(under_load)} for {lv.connections.opened_in_window} connections")
     if not slow:
         return None
     return Hit(

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from triage.core.bench_data import LevelServer
 from triage.core.probe_data import ServerConfigData, ServerMetricsData
 from triage.core.report import Certainty, FindingKind, Fix, Severity
 from triage.rules.base import Hit, RuleDoc
 from triage.rules.catalog._engine_shared import NO_QUANT, SIXTEEN_BIT
 from triage.rules.context import Context, level_label
-from triage.rules.engines import engine_flags
+from triage.rules.engine_info import engine_flags
 from triage.rules.registry import rule
 
 
@@ -66,11 +67,12 @@ def _fp8_symptom(ctx: Context) -> dict[str, Any]:
     if metrics.num_preemptions_delta:
         ev["server_metrics.num_preemptions_delta"] = metrics.num_preemptions_delta
     if ctx.bench is not None:
-        slo_tpot = ((ctx.bench.config or {}).get("slo") or {}).get("tpot_ms")
+        slo = ctx.bench_config().slo
+        slo_tpot = slo.tpot_ms if slo is not None else None
         for lv in ctx.bench.levels:
-            server = lv.server or {}
-            if (server.get("kv_cache_usage_frac_max") or 0) >= 0.9 or server.get("num_preemptions_delta"):
-                ev[f"{level_label(lv)}.server.kv_cache_usage_frac_max"] = server.get("kv_cache_usage_frac_max")
+            server = lv.server or LevelServer()
+            if (server.kv_cache_usage_frac_max or 0) >= 0.9 or server.num_preemptions_delta:
+                ev[f"{level_label(lv)}.server.kv_cache_usage_frac_max"] = server.kv_cache_usage_frac_max
             if slo_tpot and lv.tpot_ms.p50 and lv.tpot_ms.p50 > slo_tpot:
                 ev[f"{level_label(lv)}.tpot_ms.p50"] = lv.tpot_ms.p50
                 ev["bench.config.slo.tpot_ms"] = slo_tpot

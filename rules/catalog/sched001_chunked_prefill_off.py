@@ -5,9 +5,10 @@ from typing import Any
 
 from triage.core.probe_data import ServerConfigData
 from triage.core.report import BenchLevel, Certainty, Fix, Severity
+from triage.engines import Feature
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
-from triage.rules.engines import DISABLING_FLAGS, engine_flags
+from triage.rules.engine_info import DISABLING_FLAGS, engine_flags
 from triage.rules.registry import rule
 
 
@@ -44,7 +45,7 @@ def sched001(ctx: Context) -> Hit | None:
     if enabled is False:
         evidence["server_config.enable_chunked_prefill"] = False
         default_on = engine.default_on("chunked_prefill")
-        off_flag = DISABLING_FLAGS["chunked_prefill"].get(engine.name or "")
+        off_flag = DISABLING_FLAGS[Feature.CHUNKED_PREFILL].get(engine.name or "")
         if default_on and off_flag:
             text, cmds = f"Remove `{off_flag}`: {engine.label} chunks prefills by default.", ()
         else:

@@ -7,7 +7,7 @@ from triage.core.probe_data import ServerConfigData, ServerMetricsData
 from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label, metrics_kv_usage
-from triage.rules.engines import engine_flags
+from triage.rules.engine_info import engine_flags
 from triage.rules.fmt import pct, seqs_at_least
 from triage.rules.registry import rule
 
@@ -47,8 +47,7 @@ def sched002(ctx: Context) -> Hit | None:
                 evidence.update({"server_metrics.num_requests_running": running,
                                  "server_metrics.num_requests_waiting": waiting, usage_key: usage})
     for lv, s in (ctx.level_server() if ctx.bench is not None else ()):
-        running, waiting, usage = (s.get("num_requests_running_max"), s.get("num_requests_waiting_mean"),
-                                   s.get("kv_cache_usage_frac_max"))
+        running, waiting, usage = s.num_requests_running_max, s.num_requests_waiting_mean, s.kv_cache_usage_frac_max
         if None in (running, waiting, usage):
             continue
         seen = True

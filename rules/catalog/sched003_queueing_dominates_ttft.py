@@ -34,7 +34,7 @@ def sched003(ctx: Context) -> Hit | None:
     worst = 0.0
     if ctx.bench is not None:
         for lv, s in ctx.level_server():
-            queue, server_ttft = s.get("server_queue_time_ms_mean"), s.get("server_ttft_ms_mean")
+            queue, server_ttft = s.server_queue_time_ms_mean, s.server_ttft_ms_mean
             # TGI exports queue time but no TTFT histogram (claim tgi.request-queue-duration): the client's TTFT,
             # which includes the server's, is then the denominator (a smaller share, never a larger one).
             if queue is None or not (server_ttft or lv.ttft_ms.mean):

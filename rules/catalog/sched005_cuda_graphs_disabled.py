@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from triage.core.probe_data import ServerConfigData
 from triage.core.report import Certainty, Fix, Severity
+from triage.engines import Feature
 from triage.rules.base import Hit, RuleDoc
 from triage.rules.context import Context
-from triage.rules.engines import DISABLING_FLAGS
+from triage.rules.engine_info import DISABLING_FLAGS
 from triage.rules.registry import rule
 
 
@@ -28,7 +29,7 @@ def sched005(ctx: Context) -> Hit | None:
     if not eager:
         return None
     engine = ctx.engine()
-    off_flag = DISABLING_FLAGS["cuda_graphs"].get(engine.name or "", "--enforce-eager")
+    off_flag = DISABLING_FLAGS[Feature.CUDA_GRAPHS].get(engine.name or "", "--enforce-eager")
     seqs = ctx.seen(ServerConfigData).max_num_seqs
     return Hit(
         title="CUDA graphs are disabled (eager mode)",

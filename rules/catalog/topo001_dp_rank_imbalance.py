@@ -13,7 +13,7 @@ from triage.core.probe_data import RankWindow, ServerMetricsData, TopologyData
 from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context
-from triage.rules.engines import engine_flags
+from triage.rules.engine_info import engine_flags
 from triage.rules.fmt import ms
 from triage.rules.registry import rule
 

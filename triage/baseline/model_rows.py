@@ -7,10 +7,8 @@ import time
 
 import torch
 
-from triage.baseline.context import Context
-from triage.baseline.quality import LogitError, compare_logits, engine_prefill_logits
-from triage.baseline.results import AblationRow, Better, measured, skipped
-from triage.baseline.workloads import (
+from triage.baseline.ablation_context import Context
+from triage.baseline.engine_driver import (
     Driver,
     blocks,
     fit_tokens,
@@ -20,6 +18,8 @@ from triage.baseline.workloads import (
     synthetic_prompt,
     warm,
 )
+from triage.baseline.quality import LogitError, compare_logits, engine_prefill_logits
+from triage.baseline.results import AblationRow, Better, measured, skipped
 from triage.reference_engine.layers.quant import model_weight_bytes, quantize_model
 
 WARM_DECODE_STEPS = 2

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import torch
 
 from triage.baseline import model_rows, serving_rows
+from triage.baseline.ablation_context import Context
 from triage.baseline.config import ROW_KEYS, BaselineConfig
-from triage.baseline.context import Context
 from triage.baseline.host_bandwidth import host_bandwidth
 from triage.baseline.results import AblationRow, failed
 from triage.baseline.section import build_section

@@ -6,8 +6,8 @@ from typing import Any
 
 import torch
 
+from triage.baseline.ablation_context import Context
 from triage.baseline.config import BaselineConfig, config_dict
-from triage.baseline.context import Context
 from triage.baseline.results import AblationRow, RowStatus, row_dict
 from triage.core.specs import GPU_SPECS
 

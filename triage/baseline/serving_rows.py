@@ -5,9 +5,8 @@ from __future__ import annotations
 import random
 import time
 
-from triage.baseline.context import Context
-from triage.baseline.results import AblationRow, Better, measured
-from triage.baseline.workloads import (
+from triage.baseline.ablation_context import Context
+from triage.baseline.engine_driver import (
     Driver,
     blocks,
     fit_tokens,
@@ -18,6 +17,7 @@ from triage.baseline.workloads import (
     synthetic_prompt,
     warm,
 )
+from triage.baseline.results import AblationRow, Better, measured
 
 
 def batching(ctx: Context) -> AblationRow:

@@ -16,8 +16,8 @@ from typing import Any
 
 from rich.console import Console
 
+from triage.bench.extra_files import write_csv, write_html
 from triage.bench.level_runner import BenchRunner, Observer
-from triage.bench.outputs import write_csv, write_html
 from triage.bench.records import RecordSink
 from triage.bench.run_config import BenchConfig
 from triage.core.errors import EXIT_INTERRUPTED, EngineError, UsageError
@@ -159,7 +159,7 @@ def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_consol
             "notes": [*section.config.get("notes", []),
                       f"interrupted: {len(section.levels)} of {len(cfg.levels)} levels finished"]})
     findings, skipped = evaluate_rules(section)
-    server_engines = [lv.server.get("engine") for lv in section.levels if lv.server]
+    server_engines = [lv.server.engine for lv in section.levels if lv.server and lv.server.engine]
     target = Target(url=redact_text(cfg.url), urls=tuple(redact_text(u) for u in cfg.urls) if len(cfg.urls) > 1 else None,
                     engine=engine or (server_engines[0] if server_engines else "openai-compatible"),
                     engine_version=runner.info.engine_version if runner.info else None,

@@ -11,29 +11,29 @@ import numpy as np
 from triage.bench.pool import ConnectEvent
 from triage.bench.records import RequestRecord
 from triage.bench.stats import latency_stats
+from triage.core.bench_data import ConnectMs, LevelConnections
 
 CONTEXT_WORDS = ("context", "too long", "exceed", "maximum", "max_model_len", "n_ctx")
 
 
-def _ms_stats(values_ms: Sequence[float]) -> dict[str, float | None]:
+def _ms_stats(values_ms: Sequence[float]) -> ConnectMs:
     if not values_ms:
-        return {"p50": None, "p99": None, "max": None}
+        return ConnectMs()
     a = np.asarray(values_ms, dtype=float)
-    return {"p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)), "max": float(a.max())}
+    return ConnectMs(p50=float(np.percentile(a, 50)), p99=float(np.percentile(a, 99)), max=float(a.max()))
 
 
-def connection_stats(records: Sequence[RequestRecord], warm: Sequence[ConnectEvent]) -> dict[str, Any]:
+def connection_stats(records: Sequence[RequestRecord], warm: Sequence[ConnectEvent]) -> LevelConnections:
     """Connections the level opened (warm-up before its window, and inside it), reuses, retries, connect times."""
     measured = [r for r in records if not r.warmup]
     in_window = [r.connect_s * 1000.0 for r in measured if r.new_connection]
     warm_ms = [e.connect_s * 1000.0 for e in warm]
-    return {
-        "opened": len(in_window) + len(warm_ms), "opened_warm": len(warm_ms), "opened_in_window": len(in_window),
-        "reused": sum(1 for r in measured if not r.new_connection and r.send_epoch_s is not None),
-        "retries": sum(1 for r in measured if r.retried),
-        "connect_ms": _ms_stats(in_window + warm_ms), "in_window_connect_ms": _ms_stats(in_window),
-        "warm_connect_ms": _ms_stats(warm_ms),
-    }
+    return LevelConnections(
+        opened=len(in_window) + len(warm_ms), opened_warm=len(warm_ms), opened_in_window=len(in_window),
+        reused=sum(1 for r in measured if not r.new_connection and r.send_epoch_s is not None),
+        retries=sum(1 for r in measured if r.retried),
+        connect_ms=_ms_stats(in_window + warm_ms), in_window_connect_ms=_ms_stats(in_window),
+        warm_connect_ms=_ms_stats(warm_ms))
 
 
 def reasoning_stats(records: Sequence[RequestRecord]) -> dict[str, Any] | None:

@@ -319,9 +319,10 @@ class BenchRunner:
             runner_notes.append(text)
             self.warnings.append(text)
         if self.fleet:  # each replica's own window; the level's `server` is replica 0's, reconciled with its TTFT
-            replicas = replica_stats(spec, records, list(cfg.urls), cfg.slo, level.client, first.scrapers)
+            replicas = replica_stats(spec, records, list(cfg.urls), cfg.slo, level.client, first.scrapers,
+                                     cfg.roles)
             level = dataclasses.replace(level, replicas=replicas)
-            server = replicas[0]["server"]
+            server = replicas[0].server
             runner_notes.append("server window: replica 0's (each replica's is under `replicas`)")
         return dataclasses.replace(
             level, server=server, notes=(*notes, *runner_notes, *level.notes[len(notes):]),

@@ -96,6 +96,8 @@ class BenchConfig:
     # Several replicas (fleet.py): every URL (url is the first) and how requests are spread over them.
     urls: tuple[str, ...] = ()
     balance: str = "round-robin"
+    # Each URL's role (prefill | decode | both) when its `#fragment` named one (docs/TOPOLOGIES.md), else None.
+    roles: tuple[str | None, ...] = ()
 
     @property
     def input_lens(self) -> tuple[int, ...]:
@@ -143,6 +145,7 @@ class BenchConfig:
             "workload": self.workload_dict(),
             **({"shard": self.shard} if self.shard is not None else {}),
             **({"urls": [redact_text(u) for u in self.urls], "balance": self.balance} if len(self.urls) > 1 else {}),
+            **({"roles": list(self.roles)} if any(self.roles) else {}),
         }
 
     def workload_dict(self) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from triage.bench.aio import cancel_and_wait
+from triage.core.bench_data import LevelGpu, LevelServer
 from triage.probes.metrics_window import window_delta
 from triage.probes.nvml import (
     GpuLost,
@@ -108,22 +109,22 @@ class ServerScraper:
             self._parsed[t] = normalise(parse_metrics(text))
         return self._parsed[t]
 
-    def summary(self, client_ttft_ms_mean: float | None) -> tuple[dict[str, Any] | None, str | None]:
+    def summary(self, client_ttft_ms_mean: float | None) -> tuple[LevelServer | None, str | None]:
         """(the level's `server` dict, or None with the reason)."""
         return summarize_scrapes([t for t, _ in self.texts], [self._metrics(s) for s in self.texts],
                                  client_ttft_ms_mean, self.errors)
 
 
 def server_summary(texts: list[tuple[float, str]], client_ttft_ms_mean: float | None,
-                   errors: list[str] = ()) -> tuple[dict[str, Any] | None, str | None]:
-    """The level's `server` dict from raw /metrics texts, (perf_counter time, text) each."""
+                   errors: list[str] = ()) -> tuple[LevelServer | None, str | None]:
+    """The level's server window from raw /metrics texts, (perf_counter time, text) each."""
     return summarize_scrapes([t for t, _ in texts], [normalise(parse_metrics(text)) for _, text in texts],
                              client_ttft_ms_mean, errors)
 
 
 def summarize_scrapes(times_s: list[float], scrapes: list[EngineMetrics], client_ttft_ms_mean: float | None,
-                      errors: list[str] = ()) -> tuple[dict[str, Any] | None, str | None]:
-    """The level's `server` dict from parsed scrapes taken at `times_s`, or None with the reason."""
+                      errors: list[str] = ()) -> tuple[LevelServer | None, str | None]:
+    """The level's server window from parsed scrapes taken at `times_s`, or None with the reason."""
     if len(scrapes) < 2:
         why = errors[0] if errors else "fewer than two scrapes"
         return None, f"server metrics unavailable: {why}"
@@ -146,33 +147,32 @@ def summarize_scrapes(times_s: list[float], scrapes: list[EngineMetrics], client
 
     ttft_h = hist.get("ttft_s")
     server_ttft_ms = _ms(mean_s("ttft_s"))
-    out = {
-        "engine": after.engine,
-        "kv_cache_usage_frac_mean": _mean(gauge("kv_cache_usage_frac")),
-        "kv_cache_usage_frac_max": delta.kv_cache_usage_frac_max,
-        "num_requests_running_mean": _mean(gauge("num_requests_running")),
-        "num_requests_running_max": delta.num_requests_running_max,
-        "num_requests_waiting_mean": _mean(gauge("num_requests_waiting")),
-        "num_requests_waiting_max": delta.num_requests_waiting_max,
-        "num_preemptions_delta": delta.num_preemptions_delta,
-        "prefix_cache_hit_rate": delta.prefix_cache_hit_rate,
-        "server_ttft_ms_mean": server_ttft_ms,
-        "server_ttft_ms_p50": _ms(ttft_h.p50_s if ttft_h else None),
-        "server_ttft_ms_p99": _ms(ttft_h.p99_s if ttft_h else None),
-        "server_queue_time_ms_mean": _ms(mean_s("queue_time_s")),
-        "server_itl_ms_mean": _ms(mean_s("itl_s")),
-        "server_e2e_ms_mean": _ms(mean_s("e2e_s")),
-        "client_minus_server_ttft_ms": (client_ttft_ms_mean - server_ttft_ms
-                                        if client_ttft_ms_mean is not None and server_ttft_ms is not None
-                                        else None),
-        "prompt_tokens_delta": delta.prompt_tokens_delta,
-        "generation_tokens_delta": delta.generation_tokens_delta,
-        "num_requests_finished_delta": delta.num_requests_finished_delta,
-        "window_s": window_s,
-        "num_scrapes": len(scrapes),
-        "num_scrape_errors": len(errors),
-    }
-    return out, None
+    transfer = delta.kv_transfer
+    return LevelServer(
+        engine=after.engine, role=delta.role,
+        kv_cache_usage_frac_mean=_mean(gauge("kv_cache_usage_frac")),
+        kv_cache_usage_frac_max=delta.kv_cache_usage_frac_max,
+        num_requests_running_mean=_mean(gauge("num_requests_running")),
+        num_requests_running_max=delta.num_requests_running_max,
+        num_requests_waiting_mean=_mean(gauge("num_requests_waiting")),
+        num_requests_waiting_max=delta.num_requests_waiting_max,
+        num_preemptions_delta=delta.num_preemptions_delta,
+        prefix_cache_hit_rate=delta.prefix_cache_hit_rate,
+        server_ttft_ms_mean=server_ttft_ms,
+        server_ttft_ms_p50=_ms(ttft_h.p50_s if ttft_h else None),
+        server_ttft_ms_p99=_ms(ttft_h.p99_s if ttft_h else None),
+        server_queue_time_ms_mean=_ms(mean_s("queue_time_s")),
+        server_prefill_time_ms_mean=_ms(mean_s("prefill_time_s")),
+        server_decode_time_ms_mean=_ms(mean_s("decode_time_s")),
+        server_itl_ms_mean=_ms(mean_s("itl_s")),
+        server_e2e_ms_mean=_ms(mean_s("e2e_s")),
+        kv_transfer_ms_mean=_ms(transfer.time_mean_s if transfer is not None else None),
+        client_minus_server_ttft_ms=(client_ttft_ms_mean - server_ttft_ms
+                                     if client_ttft_ms_mean is not None and server_ttft_ms is not None else None),
+        prompt_tokens_delta=delta.prompt_tokens_delta,
+        generation_tokens_delta=delta.generation_tokens_delta,
+        num_requests_finished_delta=delta.num_requests_finished_delta,
+        window_s=window_s, num_scrapes=len(scrapes), num_scrape_errors=len(errors)), None
 
 
 class GpuSampler:
@@ -248,7 +248,7 @@ class GpuSampler:
         self._thread = threading.Thread(target=self._run, name="triage-nvml", daemon=True)
         self._thread.start()
 
-    def stop(self) -> dict[str, Any] | None:
+    def stop(self) -> LevelGpu | None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
@@ -256,9 +256,9 @@ class GpuSampler:
         return gpu_summary(self.samples, self.lost)
 
 
-def gpu_summary(samples: list[dict[str, Any]], lost: Collection[int] = ()) -> dict[str, Any] | None:
-    """The level's `gpu` dict over every sample of every GPU, or None when there were no samples. `lost`: the
-    GPUs that fell off the bus during the level (`lost_gpu_indices`, present only when there were any)."""
+def gpu_summary(samples: list[dict[str, Any]], lost: Collection[int] = ()) -> LevelGpu | None:
+    """The level's GPU figures over every sample of every GPU, or None when there were no samples. `lost`: the
+    GPUs that fell off the bus during the level."""
     if not samples:
         return None
 
@@ -268,16 +268,11 @@ def gpu_summary(samples: list[dict[str, Any]], lost: Collection[int] = ()) -> di
     reasons: set[str] = set()
     for mask in values("clock_event_reasons"):
         reasons.update(decode_clock_event_reasons(int(mask)))
-    out = {
-        "utilization_gpu_pct_mean": _mean(values("utilization_gpu_pct")),
-        "utilization_gpu_pct_max": _max(values("utilization_gpu_pct")),
-        "memory_used_bytes_max": _max(values("memory_used_bytes")),
-        "power_usage_w_mean": _mean(values("power_usage_w")),
-        "sm_clock_mhz_mean": _mean(values("sm_clock_mhz")),
-        "clock_event_reasons_seen": sorted(reasons),
-        "num_samples": len(samples),
-        "num_gpus": len({s["index"] for s in samples}),
-    }
-    if lost:
-        out["lost_gpu_indices"] = sorted(lost)
-    return out
+    return LevelGpu(
+        utilization_gpu_pct_mean=_mean(values("utilization_gpu_pct")),
+        utilization_gpu_pct_max=_max(values("utilization_gpu_pct")),
+        memory_used_bytes_max=_max(values("memory_used_bytes")),
+        power_usage_w_mean=_mean(values("power_usage_w")),
+        sm_clock_mhz_mean=_mean(values("sm_clock_mhz")),
+        clock_event_reasons_seen=tuple(sorted(reasons)), num_samples=len(samples),
+        num_gpus=len({s["index"] for s in samples}), lost_gpu_indices=tuple(sorted(lost)))

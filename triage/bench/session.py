@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from triage.bench.app import EMBEDDED_DEFAULTS, URL_DEFAULTS, OutputPaths, execute
-from triage.bench.fleet import BALANCES, read_urls
+from triage.bench.fleet import BALANCES, read_urls, split_roles
 from triage.bench.options import BenchOptions
 from triage.bench.run_config import BenchConfig, base_config
 from triage.bench.workloads import apply_workloads
@@ -28,7 +28,7 @@ class BenchRun:
 
 def run_config(opts: BenchOptions) -> tuple[BenchConfig, bool]:
     """(the run's config, whether it starts the embedded reference engine): every option checked once."""
-    all_urls = read_urls(list(opts.target.urls), opts.target.urls_file)
+    all_urls, roles = split_roles(read_urls(list(opts.target.urls), opts.target.urls_file))
     if opts.target.balance not in BALANCES:
         raise UsageError(f"--balance {opts.target.balance!r}: use {' or '.join(BALANCES)}")
     url = all_urls[0] if all_urls else None
@@ -39,7 +39,7 @@ def run_config(opts: BenchOptions) -> tuple[BenchConfig, bool]:
         require_extra("html", "triage bench --html")
     cfg = base_config(opts, url, EMBEDDED_DEFAULTS if embedded else URL_DEFAULTS)
     if len(all_urls) > 1:
-        cfg = dataclasses.replace(cfg, urls=tuple(all_urls), balance=opts.target.balance)
+        cfg = dataclasses.replace(cfg, urls=tuple(all_urls), balance=opts.target.balance, roles=roles)
     return apply_workloads(cfg, opts.workload, opts.load), embedded
 
 
@@ -106,8 +106,8 @@ def _bench_workers(cfg: BenchConfig, workers: int, paths: OutputPaths, output_di
     import tempfile
 
     from triage.bench.app import embedded_server
+    from triage.bench.extra_files import write_csv
     from triage.bench.merge import merged_report
-    from triage.bench.outputs import write_csv
     from triage.bench.workers import run_workers
 
     with contextlib.ExitStack() as stack:

@@ -14,6 +14,7 @@ import numpy as np
 
 from triage.bench.records import RequestRecord
 from triage.bench.run_config import LevelSpec
+from triage.core.bench_data import LevelGpu, LevelServer
 from triage.core.metric_names import LATENCY_FAMILIES, LATENCY_STATS, THROUGHPUT_METRICS, repeat_key
 from triage.core.report import BenchLevel, ClientStats, LatencyStats, RequestCounts
 
@@ -104,7 +105,7 @@ def _mean(values: list[float]) -> float | None:
 
 
 def summarize(spec: LevelSpec, records: list[RequestRecord], slo: dict[str, float] | None,
-              client: ClientStats, server: dict | None = None, gpu: dict | None = None,
+              client: ClientStats, server: LevelServer | None = None, gpu: LevelGpu | None = None,
               notes: tuple[str, ...] = (), keep_samples: bool = True,
               duration_override_s: float | None = None) -> BenchLevel:
     """One BenchLevel from the level's measured (non-warmup) records. With --repeat, the runner passes the

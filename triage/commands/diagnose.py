@@ -27,6 +27,9 @@ DIAGNOSE_OPTIONS: OptionSpec = {
     "kernel_log": (Path, typer.Option(None, "--kernel-log", help="A saved `dmesg` to scan for Xid errors, when "
                    "this user cannot read the kernel log.")),
     "bench_path": (Path, typer.Option(None, "--bench", help="A bench report whose levels the rules also judge.")),
+    "baseline_path": (Path, typer.Option(None, "--baseline", help="An earlier report of this deployment: a bench "
+                      "report (with --bench, ENG006 compares throughput against it) or a `triage plan` report (its "
+                      "model weight bytes price the roofline rules).")),
     "window_s": (float, typer.Option(2.0, "--window-s", envvar="TRIAGE_WINDOW_S", help="Seconds over which rates, "
                  "utilization and metric deltas are measured.")),
     "model": (str, typer.Option(None, "--model", help="The model path or hub id, when the server does not say "

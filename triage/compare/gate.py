@@ -7,7 +7,7 @@ from pathlib import Path
 
 from triage.compare import CompareResult, InconclusivePolicy, compare_reports
 from triage.compare.comparability import parse_allow
-from triage.compare.outputs import section
+from triage.compare.section import section
 from triage.compare.thresholds import parse_max_regression
 from triage.core.errors import UsageError
 from triage.core.report import Report, ReportKind, Severity, Target, new_report

@@ -9,6 +9,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from triage.core.bench_data import LevelConnections, LevelGpu, LevelServer, Replica
 from triage.core.snapshot import ProbeResult
 
 SCHEMA_VERSION = "1.1"   # 1.1: probe data typed per probe (every field written, null when not measured)
@@ -181,8 +182,8 @@ class BenchLevel:
     input_tokens_mean: float | None
     output_tokens_mean: float | None
     client: ClientStats
-    server: dict[str, Any] | None = None
-    gpu: dict[str, Any] | None = None
+    server: LevelServer | None = None                # the server's /metrics over the level (bench_data.py)
+    gpu: LevelGpu | None = None                      # the GPUs' NVML samples over the level
     # Per-request values for noise-aware compare: {"ttft_ms": [...], "tpot_ms": [...], "e2e_ms": [...]}.
     samples: dict[str, list[float]] | None = None
     # One summary per --repeat run of this level: [{"output_tokens_per_s": ..., "ttft_ms_p99": ...}, ...].
@@ -190,15 +191,14 @@ class BenchLevel:
     notes: tuple[str, ...] = ()
     # The prompt length this level asked for in an --input-len sweep; None for a single-length or dataset run.
     input_len: int | None = None
-    # Connection setup, apart from TTFT: {opened, opened_warm, opened_in_window, reused, retries,
-    # connect_ms: {p50, p99, max}, in_window_connect_ms: {...}, warm_connect_ms: {...}}.
-    connections: dict[str, Any] | None = None
+    # Connection setup, apart from TTFT.
+    connections: LevelConnections | None = None
     # Reasoning models: {requests, ttft_reasoning_ms: stats, ttft_answer_ms: stats} when reasoning was streamed.
     reasoning: dict[str, Any] | None = None
     # The workload's own view of the level: per-turn TTFT (multi-turn), the trace cut, a ramp window's span.
     workload: dict[str, Any] | None = None
     # Several --url: per replica its records' latencies and throughput and its own server window (fleet.py).
-    replicas: list[dict[str, Any]] | None = None
+    replicas: tuple[Replica, ...] | None = None
     # --repeat K: the drift check of this level's first and last repeats (triage.core.drift.drift_check).
     drift: dict[str, Any] | None = None
 
@@ -246,3 +246,11 @@ def new_report(kind: ReportKind, host: HostInfo, target: Target | None = None, *
         target=target or Target(),
         **fields,
     )
+
+
+def plan_weight_bytes(plan: dict[str, Any] | None) -> float | None:
+    """The model weight bytes a `triage plan` report's section gives ({"model": {"weight_bytes": ...}},
+    triage/plan/section.py), or None."""
+    model = (plan or {}).get("model")
+    value = model.get("weight_bytes") if isinstance(model, dict) else None
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None

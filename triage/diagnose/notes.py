@@ -31,7 +31,7 @@ def layer_lines(result: DiagnoseResult) -> list[str]:
 
 def measured_lines(result: DiagnoseResult, model_weight_bytes: float | None) -> list[str]:
     """--active: one line per measured figure against the spec (none when no active probe ran)."""
-    from triage.diagnose.active import active_names, measured_rows
+    from triage.diagnose.active_probes import active_names, measured_rows
 
     if not any(p.name in active_names() for p in result.report.probes):
         return []
@@ -42,7 +42,7 @@ def measured_lines(result: DiagnoseResult, model_weight_bytes: float | None) -> 
 
 def change_lines(result: DiagnoseResult) -> list[str]:
     """--prometheus: each signal now against the same window earlier (none when nothing changed)."""
-    from triage.diagnose.history import change_rows
+    from triage.diagnose.from_prometheus import change_rows
 
     rows = change_rows(result.snapshot)
     if not rows:

@@ -7,7 +7,7 @@ Probes run in phases so the active measurements do not disturb the passive ones:
 1. `server_config` (quick HTTP reads and the command line: the model it names feeds `storage`);
 2. the window: gpu, cpu, memory, server_process, server_metrics, kernel_log, logs, together;
 3. `storage`, which reads model files;
-4. with --active, the active probes (triage/diagnose/active.py), one at a time.
+4. with --active, the active probes (triage/diagnose/active_probes.py), one at a time.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from triage.core.probe_data import EngineIdentityData, GpuData, ServerConfigData
 from triage.core.redact import redact_text
 from triage.core.report import BenchSection, Finding, GpuInfo, Report, ReportKind, SkippedRule, Target
 from triage.core.snapshot import ProbeResult, ProbeStatus, Snapshot
-from triage.diagnose.active import active_names, run_active
+from triage.diagnose.active_probes import active_names, run_active
 from triage.probes.discovery import cmdline_and_env
 from triage.probes.host import host_info
 from triage.probes.threaded import ProbeSpec, run_probes
@@ -145,7 +145,7 @@ def probe_names() -> tuple[str, ...]:
 
 def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
     """Run every registered probe, phase by phase (probes/registry.py), into one Snapshot; with --active,
-    the active measurements after them, one at a time (triage/diagnose/active.py)."""
+    the active measurements after them, one at a time (triage/diagnose/active_probes.py)."""
     from triage.probes.registry import ProbeRun, probes
 
     if not (0 <= opts.window_s <= MAX_WINDOW_S):
@@ -187,9 +187,9 @@ def collect(opts: DiagnoseOptions, found: Discovery) -> Snapshot:
 # Rules and the report
 
 
-def run_rules(snapshot: Snapshot, bench: BenchSection | None,
-              config: RulesConfig | None = None) -> tuple[tuple[Finding, ...], tuple[SkippedRule, ...]]:
-    evaluation = evaluate(snapshot, bench=bench, config=config)
+def run_rules(snapshot: Snapshot, bench: BenchSection | None, config: RulesConfig | None = None,
+              baseline: Report | None = None) -> tuple[tuple[Finding, ...], tuple[SkippedRule, ...]]:
+    evaluation = evaluate(snapshot, bench=bench, baseline=baseline, config=config)
     return tuple(evaluation.findings), tuple(evaluation.skipped)
 
 
@@ -218,7 +218,8 @@ def target_of(snapshot: Snapshot, found: Discovery) -> Target:
                   engine_version=cfg.engine_version or ident.version, model=model)
 
 
-def diagnose(opts: DiagnoseOptions, bench: BenchSection | None = None) -> DiagnoseResult:
+def diagnose(opts: DiagnoseOptions, bench: BenchSection | None = None,
+             baseline: Report | None = None) -> DiagnoseResult:
     from triage.core.report import new_report
 
     found = discover(opts.url, opts.discover)
@@ -227,7 +228,7 @@ def diagnose(opts: DiagnoseOptions, bench: BenchSection | None = None) -> Diagno
         snapshot = collect(opts, found)
     except Interrupted as e:
         snapshot, interrupted = e.snapshot, True
-    findings, skipped = run_rules(snapshot, bench, opts.rules_config)
+    findings, skipped = run_rules(snapshot, bench, opts.rules_config, baseline)
     report = new_report(ReportKind.DIAGNOSE, host_info(gpus_of(snapshot), opts.proc_root), target_of(snapshot, found),
                         probes=snapshot.probes, findings=findings, skipped_rules=skipped, bench=bench)
     return DiagnoseResult(report=report, snapshot=snapshot, discovery=found,
@@ -326,11 +327,11 @@ def load_snapshot(path: str | os.PathLike[str]) -> tuple[Snapshot, Report | None
 
 
 def replay(path: str | os.PathLike[str], bench: BenchSection | None = None,
-           rules_config: RulesConfig | None = None) -> DiagnoseResult:
+           rules_config: RulesConfig | None = None, baseline: Report | None = None) -> DiagnoseResult:
     from triage.core.report import new_report
 
     snapshot, old = load_snapshot(path)
-    findings, skipped = run_rules(snapshot, bench, rules_config)
+    findings, skipped = run_rules(snapshot, bench, rules_config, baseline)
     host = old.host if old is not None else host_info(gpus_of(snapshot))
     target = old.target if old is not None else Target()
     report = new_report(ReportKind.DIAGNOSE, host, target, probes=snapshot.probes, findings=findings,

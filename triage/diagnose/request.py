@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triage.core.errors import EXIT_GATE, EXIT_INTERRUPTED, EXIT_OK, TriageError, UsageError
-from triage.core.report import BenchSection, Severity
+from triage.core.report import BenchSection, Report, Severity
 
 if TYPE_CHECKING:
     from triage.diagnose.pipeline import DiagnoseResult
@@ -28,6 +28,7 @@ class DiagnoseRequest:
     log: Path | None = None
     kernel_log: Path | None = None
     bench_path: Path | None = None
+    baseline_path: Path | None = None
     window_s: float = 2.0
     model: str | None = None
     bundle: Path | None = None
@@ -89,9 +90,22 @@ def _bench(req: DiagnoseRequest) -> BenchSection | None:
     return bench
 
 
+def _baseline(req: DiagnoseRequest) -> Report | None:
+    """--baseline's earlier report: a bench report (ENG006 compares throughput with it) or a `triage plan`
+    report (its model weight bytes price the roofline rules)."""
+    from triage.core.report_io import read_report
+
+    if req.baseline_path is None:
+        return None
+    if not req.baseline_path.is_file():
+        raise UsageError(f"--baseline {req.baseline_path}: " + ("not a file" if req.baseline_path.exists()
+                                                               else "no such file"))
+    return read_report(req.baseline_path)
+
+
 def _from_history(req: DiagnoseRequest, rules_config: RulesConfig) -> DiagnoseResult:
     from triage.core.durations import parse_duration_s
-    from triage.diagnose.history import diagnose_history, parse_at
+    from triage.diagnose.from_prometheus import diagnose_history, parse_at
 
     if req.url or req.from_path or req.active or req.log or req.kernel_log or req.bench_path:
         raise UsageError("--prometheus reads history; it cannot be combined with --url, --from, --active, "
@@ -102,7 +116,7 @@ def _from_history(req: DiagnoseRequest, rules_config: RulesConfig) -> DiagnoseRe
                             req.gpu_selector, rules_config)
 
 
-def _live(req: DiagnoseRequest, bench: BenchSection | None, rules_config: RulesConfig,
+def _live(req: DiagnoseRequest, bench: BenchSection | None, baseline: Report | None, rules_config: RulesConfig,
           notice: Callable[[str], None]) -> DiagnoseResult:
     from triage.diagnose.pipeline import DiagnoseOptions, diagnose
     from triage.diagnose.targets import split_urls
@@ -114,9 +128,9 @@ def _live(req: DiagnoseRequest, bench: BenchSection | None, rules_config: RulesC
                            skip=tuple(s.strip() for s in (req.skip or "").split(",") if s.strip()),
                            rules_config=rules_config, active=req.active)
     if req.active:
-        from triage.diagnose.active import notice as active_notice
+        from triage.diagnose.active_probes import notice as active_notice
         notice(active_notice())
-    return diagnose(opts, bench)
+    return diagnose(opts, bench, baseline)
 
 
 def run_diagnose(req: DiagnoseRequest, notice: Callable[[str], None]) -> DiagnoseRun:
@@ -136,9 +150,9 @@ def run_diagnose(req: DiagnoseRequest, notice: Callable[[str], None]) -> Diagnos
     elif req.from_path is not None:
         if req.url or req.log or req.kernel_log:
             raise UsageError("--from replays a saved snapshot; it cannot be combined with --url, --log or --kernel-log")
-        result = replay(req.from_path, bench, rules_config)
+        result = replay(req.from_path, bench, rules_config, _baseline(req))
     else:
-        result = _live(req, bench, rules_config, notice)
+        result = _live(req, bench, _baseline(req), rules_config, notice)
     return DiagnoseRun(result, rules_config, threshold)
 
 

@@ -6,6 +6,7 @@ and a hash of those lines).
 """
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +14,15 @@ from typing import Any
 from triage.core.engine_truth import version_key
 
 Version = tuple[int, int, int]
+
+
+class Feature(str, enum.Enum):
+    """A default-on engine feature a flag can turn off (`Engine.disabling`), or whose default `default_on_fn`
+    decides. A str, so an engine module may key its tables by the plain name."""
+
+    PREFIX_CACHING = "prefix_caching"
+    CHUNKED_PREFILL = "chunked_prefill"
+    CUDA_GRAPHS = "cuda_graphs"
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from triage.formats import Format, Output, register
 
 
 def _write(out: Output) -> None:
-    from triage.compare.outputs import junit
+    from triage.compare.section import junit
 
     sys.stdout.write(junit(out.detail.result))
 

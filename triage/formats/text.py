@@ -13,7 +13,7 @@ def _view(out: Output) -> None:
 
 
 def _compare(out: Output) -> None:
-    from triage.compare.text import render_text
+    from triage.compare.text_view import render_text
 
     view = out.detail
     sys.stdout.write(render_text(view.result, out.screen.width, view.base, view.cand))

@@ -1,7 +1,7 @@
 """The plan: fit, KV capacity, TP choice, roofline speed, fleet and cost, and the vLLM flags.
 
 `build_plan(inputs)` is pure (no I/O): PlanInputs in, the report's `plan` section out (structured
-results; triage/plan/tables.py adds the human tables).
+results; triage/plan/plan_tables.py adds the human tables).
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 from triage.core import roofline, specs
 from triage.plan import assumptions as A
 from triage.plan import flags as F
-from triage.plan import memory, speed
-from triage.plan.fleet import cost_of, size_fleet
+from triage.plan import kv_memory, speed
+from triage.plan.fleet_size import cost_of, size_fleet
 from triage.plan.inputs import PlanInputs
 
 
@@ -21,8 +21,8 @@ def _model_section(inputs: PlanInputs, max_model_len: int) -> dict[str, Any]:
     return {
         **m.as_dict(),
         "weight_dtype": inputs.dtype,
-        "weight_bytes": memory.model_weight_bytes(m, inputs.dtype),
-        "weight_bytes_bf16": memory.model_weight_bytes(m, "bf16"),
+        "weight_bytes": kv_memory.model_weight_bytes(m, inputs.dtype),
+        "weight_bytes_bf16": kv_memory.model_weight_bytes(m, "bf16"),
         "kv_cache_dtype": kv,
         "kv_bytes_per_token": m.kv_bytes_per_token(kv),
         "kv_bytes_per_token_bf16": m.kv_bytes_per_token("bf16"),
@@ -32,13 +32,13 @@ def _model_section(inputs: PlanInputs, max_model_len: int) -> dict[str, Any]:
     }
 
 
-def _warnings(inputs: PlanInputs, fit: memory.TpFit, fits: list[memory.TpFit], chosen_by_user: bool,
+def _warnings(inputs: PlanInputs, fit: kv_memory.TpFit, fits: list[kv_memory.TpFit], chosen_by_user: bool,
               max_model_len: int, decode_at_batch: speed.DecodePoint) -> list[str]:
     return [*_fit_warnings(inputs, fit, fits, chosen_by_user), *_length_warnings(inputs, fit, max_model_len),
             *_hardware_warnings(inputs, fit, decode_at_batch)]
 
 
-def _fit_warnings(inputs: PlanInputs, fit: memory.TpFit, fits: list[memory.TpFit], chosen_by_user: bool) -> list[str]:
+def _fit_warnings(inputs: PlanInputs, fit: kv_memory.TpFit, fits: list[kv_memory.TpFit], chosen_by_user: bool) -> list[str]:
     """Whether the model fits at all, at the TP asked for, and with room for KV."""
     m, gpu = inputs.model, inputs.gpu
     if not any(f.can_start for f in fits):
@@ -55,7 +55,7 @@ def _fit_warnings(inputs: PlanInputs, fit: memory.TpFit, fits: list[memory.TpFit
     return []
 
 
-def _length_warnings(inputs: PlanInputs, fit: memory.TpFit, max_model_len: int) -> list[str]:
+def _length_warnings(inputs: PlanInputs, fit: kv_memory.TpFit, max_model_len: int) -> list[str]:
     """The context length against the model's positions, the KV cache and the requests planned for."""
     model_max = inputs.model.max_position_embeddings
     out: list[str] = []
@@ -72,7 +72,7 @@ def _length_warnings(inputs: PlanInputs, fit: memory.TpFit, max_model_len: int) 
     return out
 
 
-def _hardware_warnings(inputs: PlanInputs, fit: memory.TpFit, decode_at_batch: speed.DecodePoint) -> list[str]:
+def _hardware_warnings(inputs: PlanInputs, fit: kv_memory.TpFit, decode_at_batch: speed.DecodePoint) -> list[str]:
     """What the GPU lacks (FP8 tensor cores, NVLink, enough of them) and where the roofline binds."""
     m, gpu = inputs.model, inputs.gpu
     out: list[str] = []
@@ -105,14 +105,14 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
     m, gpu = inputs.model, inputs.gpu
     max_len_checked = inputs.max_model_len or inputs.context_tokens
     min_seqs = min(A.DEFAULT_MIN_CONCURRENT_SEQS, inputs.max_num_seqs)
-    fits = [memory.fit_for_tp(inputs, tp, min_seqs, max_len_checked) for tp in memory.tp_candidates(inputs)]
+    fits = [kv_memory.fit_for_tp(inputs, tp, min_seqs, max_len_checked) for tp in kv_memory.tp_candidates(inputs)]
     valid = [f for f in fits if f.valid]
-    recommended = memory.choose_tp(valid)
+    recommended = kv_memory.choose_tp(valid)
     if inputs.tp is not None:
         fit = next(f for f in fits if f.tp == inputs.tp)
     else:
         fit = recommended or valid[-1]
-    max_model_len = memory.suggested_max_model_len(inputs, fit)
+    max_model_len = kv_memory.suggested_max_model_len(inputs, fit)
 
     batch = max(1, min(fit.kv_capacity_seqs, inputs.max_num_seqs))
     decode_ctx = inputs.input_len + inputs.output_len / 2
@@ -138,7 +138,7 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
     # The issue's formula, stated on its own terms: B x BW / (W + B x ctx x kv) for the whole group.
     formula_bs1 = roofline.decode_tokens_per_s_bound(
         1, gpu.hbm_bandwidth_bytes_per_s * fit.tp, speed.weight_bytes_read(m, inputs.dtype, 1), decode_ctx,
-        m.kv_bytes_per_token(inputs.kv_storage_dtype) * fit.tp / memory.kv_shards(m, fit.tp))
+        m.kv_bytes_per_token(inputs.kv_storage_dtype) * fit.tp / kv_memory.kv_shards(m, fit.tp))
     return {
         "inputs": inputs.as_dict(),
         "gpu": gpu.as_dict(),
@@ -147,7 +147,7 @@ def build_plan(inputs: PlanInputs) -> dict[str, Any]:
             **fit.as_dict(),
             "fits": fit.can_start,
             "kv_capacity_seqs_at_max_model_len": int(max(fit.kv_budget_bytes_per_gpu, 0) // max(
-                m.kv_bytes_per_sequence(max_model_len, inputs.kv_storage_dtype) / memory.kv_shards(m, fit.tp), 1)),
+                m.kv_bytes_per_sequence(max_model_len, inputs.kv_storage_dtype) / kv_memory.kv_shards(m, fit.tp), 1)),
             "max_model_len": max_model_len,
             "min_concurrent_seqs_for_headroom": min_seqs,
         },

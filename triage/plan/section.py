@@ -6,7 +6,7 @@ from typing import Any
 from triage.core.report import Report, ReportKind, Target, new_report
 from triage.plan.calc import build_plan
 from triage.plan.inputs import PlanInputs, RawOptions, resolve_inputs
-from triage.plan.tables import plan_tables
+from triage.plan.plan_tables import plan_tables
 
 __all__ = ["PlanInputs", "RawOptions", "build_plan", "plan_report", "plan_section", "resolve_inputs"]
 

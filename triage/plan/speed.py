@@ -12,7 +12,7 @@ from typing import Any
 
 from triage.core import roofline, specs
 from triage.plan.inputs import PlanInputs
-from triage.plan.memory import kv_shards, model_weight_bytes, routed_expert_bytes
+from triage.plan.kv_memory import kv_shards, model_weight_bytes, routed_expert_bytes
 from triage.plan.model_shape import ModelShape
 
 

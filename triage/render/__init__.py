@@ -5,14 +5,14 @@ from __future__ import annotations
 from rich.console import Console
 
 from triage.core.report import Report
-from triage.render import bench, findings, startup, tables
+from triage.render import bench, findings, startup_phases, tables
 
 
 def console_view(report: Report, out: Console) -> None:
     findings.header_console(report, out)
     if report.probes:
         findings.probes_console(report, out)
-        startup.startup_console(report, out)
+        startup_phases.startup_console(report, out)
     if report.bench is not None:
         bench.levels_console(report.bench, out)
     for section in (report.baseline, report.plan, report.compare):
@@ -23,7 +23,7 @@ def console_view(report: Report, out: Console) -> None:
 
 
 def markdown(report: Report) -> str:
-    parts = [findings.header_markdown(report), startup.startup_markdown(report)]
+    parts = [findings.header_markdown(report), startup_phases.startup_markdown(report)]
     if report.bench is not None:
         parts.append(bench.levels_markdown(report.bench))
     for section in (report.baseline, report.plan, report.compare):

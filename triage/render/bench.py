@@ -5,6 +5,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from triage.core.bench_data import LevelServer, Replica
 from triage.core.report import BenchLevel, BenchSection, level_name
 from triage.render.fmt import md_table, num
 
@@ -49,9 +50,9 @@ def detail_lines(section: BenchSection) -> list[str]:
 def _level_lines(level: BenchLevel) -> list[str]:
     name = level_name(level)
     lines = []
-    conns = level.connections or {}
-    if conns.get("retries"):
-        lines.append(f"{name}: {conns['retries']} requests were sent again on a fresh connection: the server "
+    conns = level.connections
+    if conns is not None and conns.retries:
+        lines.append(f"{name}: {conns.retries} requests were sent again on a fresh connection: the server "
                      "had closed the reused one without answering")
     if not level.client.valid:
         lines.append(f"{name}: INVALID (client bottleneck): {level.client.invalid_reason}")
@@ -59,15 +60,28 @@ def _level_lines(level: BenchLevel) -> list[str]:
         kinds = ", ".join(f"{k} x{v}" for k, v in sorted(level.requests.errors_by_kind.items()))
         lines.append(f"{name}: errors: {kinds}")
     for rep in level.replicas or ():
-        srv = rep.get("server") or {}
-        failed = f" ({rep['failed']} failed)" if rep.get("failed") else ""
-        lines.append(f"{name} replica {rep['replica']} ({rep['url']}): {rep['requests']} requests{failed}, TTFT p99 "
-                     f"{num((rep.get('ttft_ms') or {}).get('p99'))} ms, waiting {num(srv.get('num_requests_waiting_mean'), 1)}, "
-                     f"KV max {num(srv.get('kv_cache_usage_frac_max'), 2)}")
-    gap = (level.server or {}).get("client_minus_server_ttft_ms")
+        lines.append(_replica_line(name, rep))
+    gap = level.server.client_minus_server_ttft_ms if level.server is not None else None
     if gap is not None:
         lines.append(f"{name}: client TTFT - server TTFT = {num(gap)} ms (mean)")
     return lines
+
+
+def _replica_line(name: str, rep: Replica) -> str:
+    """One replica's share of a level; with its role and the server's own time split where it exports one."""
+    srv = rep.server or LevelServer()
+    failed = f" ({rep.failed} failed)" if rep.failed else ""
+    role = f", {rep.role}" if rep.role else ""
+    line = (f"{name} replica {rep.replica} ({rep.url}{role}): {rep.requests} requests{failed}, TTFT p99 "
+            f"{num(rep.ttft_ms.p99 if rep.ttft_ms else None)} ms, waiting {num(srv.num_requests_waiting_mean, 1)}, "
+            f"KV max {num(srv.kv_cache_usage_frac_max, 2)}")
+    split = [(label, v) for label, v in (("queue", srv.server_queue_time_ms_mean),
+                                         ("prefill", srv.server_prefill_time_ms_mean),
+                                         ("KV transfer", srv.kv_transfer_ms_mean),
+                                         ("decode", srv.server_decode_time_ms_mean)) if v is not None]
+    if split:
+        line += "; server time: " + ", ".join(f"{label} {num(v)} ms" for label, v in split)
+    return line
 
 
 def _summary_lines(summary: dict) -> list[str]:

@@ -31,7 +31,7 @@ from triage.core.probe_data.gpu import (
 from triage.core.probe_data.history import PromHistoryData
 from triage.core.probe_data.host import CpuData, MemoryData, NetworkData, NumaNode, StorageData
 from triage.core.probe_data.logs import KernelLogData, LogsData, StartupData, StartupPhase, XidEvent
-from triage.core.probe_data.server import (
+from triage.core.probe_data.serving import (
     BatchingSettings,
     EngineIdentityData,
     HistogramWindow,

@@ -5,7 +5,7 @@ the metrics of all of them (`topology`)."""
 from __future__ import annotations
 
 from triage.core.probe_data.base import Payload, payload
-from triage.core.probe_data.server import ServerMetricsData
+from triage.core.probe_data.serving import ServerMetricsData
 
 
 @payload

@@ -7,7 +7,7 @@ import textwrap
 
 from triage.compare import CompareResult
 from triage.compare.bench_diff import MetricComparison
-from triage.compare.outputs import (
+from triage.compare.section import (
     headline,
     interval_text,
     metric_row,

@@ -38,7 +38,7 @@ def level_row(level: BenchLevel) -> dict[str, Any]:
                client_achieved_concurrency=level.client.achieved_concurrency, client_valid=level.client.valid,
                client_invalid_reason=level.client.invalid_reason)
     for key in SERVER_KEYS:
-        row[f"server_{key}" if not key.startswith("server_") else key] = (level.server or {}).get(key)
+        row[f"server_{key}" if not key.startswith("server_") else key] = getattr(level.server, key, None)
     return row
 
 
