@@ -61,7 +61,8 @@ def run_probes(specs: Sequence[ProbeSpec], into: list[ProbeResult] | None = None
         results[i] = run_probe(specs[i])
         sink.append(results[i])
 
-    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(specs))]
+    threads = [threading.Thread(target=one, args=(i,), name=f"probes-{specs[i].name}", daemon=True)
+               for i in range(len(specs))]
     for t in threads:
         t.start()
     for t in threads:

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from pathlib import Path
 
@@ -322,6 +323,11 @@ def test_ctrl_c_during_the_probes_keeps_what_was_measured(python_sigint_handler)
     assert statuses["server_config"][1] != "interrupted before it finished"   # phase 1 ended before Ctrl-C
     assert statuses["storage"] == (ProbeStatus.ERROR, "interrupted before it finished")
     assert result.report.probes == result.snapshot.probes
+    # The interrupted phase's probe threads run on (daemon threads): let them end, so that none of them reads
+    # a probe function the next test patches.
+    for t in threading.enumerate():
+        if t.name.startswith(("probes-", "probe-")):
+            t.join(10.0)
 
 
 def test_network_timings_run_alone_before_the_window(monkeypatch):
