@@ -55,7 +55,7 @@ def _one(name: str | None) -> tuple[str, ...]:
 
 def _rank(sample: MetricsSample, m: TopologyMap, value: str) -> RankScrape:
     label = {m.rank_label: value} if m.rank_label else {}
-    kv = [s.value for s in sample.series(m.kv_usage, **label)] if m.kv_usage else []
+    kv = next((found for name in m.kv_usage if (found := [s.value for s in sample.series(name, **label)])), [])
     return RankScrape(
         running=_sum(sample, _one(m.running), **label), waiting=_sum(sample, _one(m.waiting), **label),
         kv_usage=max(kv) if kv else None,

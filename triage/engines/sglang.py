@@ -53,7 +53,7 @@ def _dp_balance_fix(mode: str | None, hot: str) -> tuple[str, dict[str, object]]
 
 TOPOLOGY = TopologyMap(
     rank_label="dp_rank", dp_balance_fix=_dp_balance_fix, role_label="engine_type", role_values={"prefill": "prefill", "decode": "decode"},
-    running=p + "num_running_reqs", waiting=p + "num_queue_reqs", kv_usage=p + "token_usage",
+    running=p + "num_running_reqs", waiting=p + "num_queue_reqs", kv_usage=(p + "token_usage",),
     ttft_hist=p + "time_to_first_token_seconds", queue_hist=p + "queue_time_seconds",
     transfers=(Transfer("mooncake, nixl or another --disaggregation-transfer-backend", p + "kv_transfer_latency_ms",
                         0.001, p + "kv_transfer_total_mb", 1e6, (p + "num_transfer_failed_reqs_total",),

@@ -46,7 +46,7 @@ class TopologyMap:
     role_values: dict[str, str] = field(default_factory=dict)   # its value -> prefill | decode | both
     running: str | None = None                 # per-rank gauges and histograms
     waiting: str | None = None
-    kv_usage: str | None = None
+    kv_usage: tuple[str, ...] = ()             # the first name present (an engine renamed it once)
     ttft_hist: str | None = None
     queue_hist: str | None = None
     prefill_hist: str | None = None            # the prefill's own time, to set beside the transfer's
@@ -60,7 +60,7 @@ class TopologyMap:
 
     def names(self) -> list[str]:
         """Every metric name this map reads (histograms by base name)."""
-        out = [n for n in (self.running, self.waiting, self.kv_usage, self.ttft_hist, self.queue_hist,
+        out = [n for n in (self.running, self.waiting, *self.kv_usage, self.ttft_hist, self.queue_hist,
                            self.prefill_hist, self.expert_balance) if n]
         for t in self.transfers:
             out += [t.time_hist, *([t.bytes_hist] if t.bytes_hist else []), *t.failures]

@@ -67,7 +67,7 @@ def _dp_balance_fix(mode: str | None, hot: str) -> tuple[str, dict[str, object]]
 # vllm.metrics-engine-label, vllm.kv-connector-metrics-labels).
 TOPOLOGY = TopologyMap(
     rank_label="engine", running=v + "num_requests_running", waiting=v + "num_requests_waiting",
-    kv_usage=v + "kv_cache_usage_perc", ttft_hist=v + "time_to_first_token_seconds",
+    kv_usage=(v + "kv_cache_usage_perc", v + "gpu_cache_usage_perc"), ttft_hist=v + "time_to_first_token_seconds",
     queue_hist=v + "request_queue_time_seconds", prefill_hist=v + "request_prefill_time_seconds",
     transfers=(Transfer("NixlConnector", v + "nixl_xfer_time_seconds", 1.0, v + "nixl_bytes_transferred", 1.0,
                         (v + "nixl_num_failed_transfers_total",), side="decode",
