@@ -11,6 +11,7 @@ from tests.rule_cases._build import (
     run_config,
     snapshot,
 )
+from triage.core.bench_data import Slo
 
 CODE = "BENCH003"
 
@@ -22,7 +23,7 @@ def cases() -> list[Case]:
              snapshot(), bench(level(3, "ttft_ms", p99=2400.0))),
         case("positive_user_slo", "User SLO ttft_ms=100 is missed from c=16",
              {**FIRES, "evidence_keys": ["slo.ttft_ms", "bench.c16.ttft_ms.p99"]},
-             snapshot(), bench(run_config(slo={"ttft_ms": 100}))),
+             snapshot(), bench(run_config(slo=Slo(ttft_ms=100)))),
         case("negative_within_slo", "All levels within the chat defaults", PASSES, snapshot(), bench()),
         case("skipped_completions_no_slo", "Completions endpoint, no SLO",
              {"fires": False, "skipped_reason": "no SLO"}, snapshot(), bench(run_config(endpoint="completions"))),

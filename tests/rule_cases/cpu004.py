@@ -18,5 +18,6 @@ def cases() -> list[Case]:
         case("positive_slow_tokenizer", "Log says 'Using a slow tokenizer'",
              {**FIRES, "certainty": "confirmed"}, snapshot(logs(slow_tokenizer=True))),
         case("negative_fast_tokenizer", "Fast tokenizer", PASSES, snapshot()),
-        case("skipped_no_log", "No --log given", {"fires": False, "skipped_reason": "logs"}, snapshot(drop=("logs",))),
+        case("skipped_no_log", "No --log given", {"fires": False, "skipped_reason": "logs"},
+             snapshot(drop=("logs",))),
     ]

@@ -19,8 +19,10 @@ CODE = "ENG001"
 
 
 def cases() -> list[Case]:
-    flat = (level(1, output_tokens_per_s=126.0), level(2, output_tokens_per_s=131.0), level(3, output_tokens_per_s=133.0),)
-    tfs = (identity(engine="transformers"), identity("batching", continuous=False), cfg(engine=None, model="Qwen/Qwen3-0.6B"),)
+    flat = (level(1, output_tokens_per_s=126.0), level(2, output_tokens_per_s=131.0),
+            level(3, output_tokens_per_s=133.0))
+    tfs = (identity(engine="transformers"), identity("batching", continuous=False),
+           cfg(engine=None, model="Qwen/Qwen3-0.6B"))
     slots = LlamaCppSlotsData(total_slots=1, busy_slots=1, ctx_per_slot_tokens=2048, build_info="b0-unknown")
     lcpp = (identity(engine="llama.cpp", version="b0-unknown", llamacpp=slots),
             cfg(engine=None, engine_version=None, model="tiny.gguf"))
@@ -46,7 +48,8 @@ def cases() -> list[Case]:
              snapshot(*lcpp, identity("llamacpp", total_slots=4), metrics(num_requests_waiting_max=2))),
         case("positive_ollama_one_parallel_under_load", "Ollama with OLLAMA_NUM_PARALLEL=1, load-tested",
              {**FIRES, "severity": "high", "commands": ["OLLAMA_NUM_PARALLEL=16 ollama serve"]},
-             snapshot(identity(engine="ollama"), identity("batching", slots=1), cfg(engine=None), drop=("server_metrics",)), bench(*flat)),
+             snapshot(identity(engine="ollama"), identity("batching", slots=1), cfg(engine=None),
+                      drop=("server_metrics",)), bench(*flat)),
         case("negative_vllm", "vLLM batches", PASSES, snapshot(), bench()),
         case("skipped_nothing_known", "No bench pair and no engine identified",
              {"fires": False, "skipped_reason": "needs engine_identity"},

@@ -30,7 +30,7 @@ def cases() -> list[Case]:
              baseline=report(ReportKind.PLAN, plan={"model": {"name": "llama-3.1-8b", "weight_bytes": 8.5e9}})),
         case("positive_a100_bandwidth_from_spec_table", "An A100 80GB: 2039 GB/s from the spec table",
              {**FIRES, "evidence_keys": ["derived.gpu_memory_bandwidth_gbps_spec"], "text_contains": ["(2039 GB/s spec)"]},
-             snapshot(gpu0(name="NVIDIA A100-SXM4-80GB", compute_capability=[8, 0])),
+             snapshot(gpu0(name="NVIDIA A100-SXM4-80GB", compute_capability=(8, 0))),
              bench(level(0, "tpot_ms", p50=38.0)), config={"model_weight_bytes": 16.06e9}),
         case("skipped_gpu_not_in_spec_table", "A GPU the spec table does not know: no roofline",
              {"fires": False, "skipped_reason": "memory bandwidth is unknown"},

@@ -15,13 +15,13 @@ CODE = "ENG003"
 
 
 def cases() -> list[Case]:
-    spec = (cfg(speculative_config={"method": "eagle", "num_speculative_tokens": 5}),)
+    spec = cfg(speculative_config={"method": "eagle", "num_speculative_tokens": 5})
     return [
         case("positive_low_acceptance", "31% acceptance with 5 speculative tokens",
              {**FIRES, "commands": ["--speculative-config '{\"method\": \"eagle\", \"num_speculative_tokens\": 2}'"]},
-             snapshot(*spec, metrics(spec_decode_acceptance_rate=0.31))),
+             snapshot(spec, metrics(spec_decode_acceptance_rate=0.31))),
         case("negative_good_acceptance", "78% acceptance",
-             PASSES, snapshot(*spec, metrics(spec_decode_acceptance_rate=0.78))),
+             PASSES, snapshot(spec, metrics(spec_decode_acceptance_rate=0.78))),
         case("skipped_not_configured", "No speculative decoding",
              {"fires": False, "skipped_reason": "not configured"}, snapshot()),
     ]

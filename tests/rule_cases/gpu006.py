@@ -26,7 +26,9 @@ def cases() -> list[Case]:
              snapshot(kernel_log(xid_events=(XidEvent(xid=13, pci_bus_id="0000:3B:00.0", line="NVRM: Xid 13"),)))),
         case("positive_counts_beyond_kept_events", "xid_counts has 250 Xid 48 while only the last events are kept",
              {**FIRES, "severity": "critical", "evidence_keys": ["kernel_log.xid_events.xid_48_count"]},
-             snapshot(kernel_log(xid_counts={"48": 250}, num_xid_events=250, xid_events=(XidEvent(xid=48, pci_bus_id="0000:3B:00.0", meaning="DBE", line="Xid 48"),)))),
+             snapshot(kernel_log(xid_counts={"48": 250}, num_xid_events=250,
+                                 xid_events=(XidEvent(xid=48, pci_bus_id="0000:3B:00.0", meaning="DBE",
+                                                      line="Xid 48"),)))),
         case("positive_old_xid_says_its_age", "An Xid 79 from 9 days ago: the message says how old it is",
              {**FIRES, "severity": "critical", "evidence_keys": ["kernel_log.newest_xid_age_s"],
               "text_contains": ["The newest is 9 days old"]},
@@ -35,5 +37,6 @@ def cases() -> list[Case]:
         case("negative_clean_log", "No Xid lines", PASSES, snapshot()),
         case("skipped_no_dmesg", "dmesg not readable without root",
              {"fires": False, "skipped_reason": "permission_denied"},
-             snapshot(status={"kernel_log": ("permission_denied", "dmesg: read kernel buffer failed: Operation not permitted")})),
+             snapshot(status={"kernel_log": ("permission_denied",
+                                             "dmesg: read kernel buffer failed: Operation not permitted")})),
     ]

@@ -19,7 +19,9 @@ def cases() -> list[Case]:
     return [
         case("positive_bench_low_util", "16 in flight, GPU at 25%, one request running at a time",
              {**FIRES, "evidence_keys": ["bench.c16.gpu.utilization_gpu_pct_mean"]},
-             snapshot(), bench(level(2, "gpu", utilization_gpu_pct_mean=25.0), level(2, "server", num_requests_running_mean=1.0), level(3, "gpu", utilization_gpu_pct_mean=27.0))),
+             snapshot(), bench(level(2, "gpu", utilization_gpu_pct_mean=25.0),
+                               level(2, "server", num_requests_running_mean=1.0),
+                               level(3, "gpu", utilization_gpu_pct_mean=27.0))),
         case("positive_capped_batch", "max_num_seqs=4 caps the batch under 16 in flight",
              {**FIRES, "commands": ["--max-num-seqs 256"]},
              snapshot(cfg(max_num_seqs=4)),

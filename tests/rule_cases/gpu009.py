@@ -19,7 +19,8 @@ def cases() -> list[Case]:
     return [
         case("positive_foreign_job", "A notebook holds 9 GiB on the serving GPU",
              {**FIRES, "severity": "medium", "evidence_keys": ["gpu.gpus[0].compute_processes[1].pid"]},
-             snapshot(gpu0(compute_processes=(GpuProcess(pid=1235, used_memory_bytes=60 * GIB, name="VLLM::EngineCore"),
+             snapshot(gpu0(compute_processes=(GpuProcess(pid=1235, used_memory_bytes=60 * GIB,
+                                                         name="VLLM::EngineCore"),
                                                   GpuProcess(pid=4242, used_memory_bytes=9 * GIB, name="python"),)))),
         case("negative_engine_child", "The engine core child process is the server's own",
              PASSES, snapshot()),

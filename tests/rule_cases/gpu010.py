@@ -28,7 +28,8 @@ def pair(common_ancestor: str, nvlink: bool) -> Edit:
 
 def cases() -> list[Case]:
     gpu1 = dataclasses.replace(healthy_gpu0(), index=1, uuid="GPU-2222",
-                               compute_processes=(GpuProcess(pid=1236, used_memory_bytes=71 * GIB, name="VLLM::Worker"),))
+                               compute_processes=(GpuProcess(pid=1236, used_memory_bytes=71 * GIB,
+                                                             name="VLLM::Worker"),))
     two_gpus = (gpu(gpus=(healthy_gpu0(), gpu1)),
                 process(processes=(ProcessInfo(pid=1234, name="vllm", cpu_pct=40.0, num_threads=64, rss_bytes=GIB),
                                    ProcessInfo(pid=1235, name="w0", cpu_pct=60.0, num_threads=8, rss_bytes=GIB),

@@ -22,8 +22,10 @@ def cases() -> list[Case]:
              snapshot(cfg(kv_cache_dtype="auto"), metrics(num_preemptions_delta=9))),
         case("positive_bf16_kv_ada", "16-bit KV on an L40S (compute capability 8.9: vLLM runs FP8 natively "
              "from Ada on) while preempting", {**FIRES, "commands": ["--kv-cache-dtype fp8"]},
-             snapshot(cfg(kv_cache_dtype="auto"), metrics(num_preemptions_delta=9), gpu0(compute_capability=[8, 9], name="NVIDIA L40S"))),
+             snapshot(cfg(kv_cache_dtype="auto"), metrics(num_preemptions_delta=9),
+                      gpu0(compute_capability=(8, 9), name="NVIDIA L40S"))),
         case("negative_ampere", "16-bit KV on an A100 (no FP8 tensor cores)",
-             PASSES, snapshot(cfg(kv_cache_dtype="auto"), metrics(num_preemptions_delta=9), gpu0(compute_capability=[8, 0]))),
+             PASSES, snapshot(cfg(kv_cache_dtype="auto"), metrics(num_preemptions_delta=9),
+                              gpu0(compute_capability=(8, 0)))),
         case("negative_fp8_already", "FP8 KV already", PASSES, snapshot(metrics(num_preemptions_delta=9))),
     ]

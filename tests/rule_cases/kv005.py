@@ -35,12 +35,15 @@ def cases() -> list[Case]:
         case("positive_low_hit_rate_state_assumed", "2% hit rate on vLLM 0.33 where only the default says prefix "
              "caching is on: vLLM decides it per model, so the finding is hedged",
              {**FIRES, "certainty": "possible", "text_contains": ["attention-free, encoder-decoder and some pooling models"]},
-             snapshot(cfg(engine_version="0.33.0", enable_prefix_caching=None), cfg("sources", enable_prefix_caching="default"), metrics("cache_config", enable_prefix_caching=None)),
+             snapshot(cfg(engine_version="0.33.0", enable_prefix_caching=None),
+                      cfg("sources", enable_prefix_caching="default"),
+                      metrics("cache_config", enable_prefix_caching=None)),
              bench(run_config(shared_prefix_len=1024), levels("server", prefix_cache_hit_rate=0.02))),
         case("negative_low_hit_no_shared_prefix", "Low hit rate on traffic with no shared prefix is expected",
              PASSES, snapshot(), bench(run_config(shared_prefix_len=0), levels("server", prefix_cache_hit_rate=0.01))),
         case("negative_hitting", "Shared prefix and a 62% hit rate", PASSES, snapshot(), bench()),
         case("negative_v1_default_not_disabled", "A 'default' false from the probe is overruled by the "
              "version: vLLM 0.18 caches prefixes unless told not to", PASSES,
-             snapshot(cfg(enable_prefix_caching=False), cfg("sources", enable_prefix_caching="default"), metrics("cache_config", enable_prefix_caching=None)), bench()),
+             snapshot(cfg(enable_prefix_caching=False), cfg("sources", enable_prefix_caching="default"),
+                      metrics("cache_config", enable_prefix_caching=None)), bench()),
     ]

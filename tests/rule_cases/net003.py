@@ -21,7 +21,9 @@ def cases() -> list[Case]:
              snapshot(network(tcp_connect_ms_p50=3.4, health_ttfb_ms_p50=6.1))),
         case("positive_remote_share_of_ttft", "Remote server: 25 ms RTT on a 60 ms TTFT",
              {**FIRES, "evidence_keys": ["server_metrics.histograms.ttft_s.p50_s"]},
-             snapshot(network(same_host=False, url="http://10.0.0.7:8000", tcp_connect_ms_p50=25.0, health_ttfb_ms_p50=26.0), metrics("histograms.ttft_s", p50_s=0.06))),
+             snapshot(network(same_host=False, url="http://10.0.0.7:8000", tcp_connect_ms_p50=25.0,
+                              health_ttfb_ms_p50=26.0),
+                      metrics("histograms.ttft_s", p50_s=0.06))),
         case("positive_slow_front_end", "Loopback connects in 0.1 ms but /health takes 17 ms (real run on a "
              "busy 2-core host): the server, not the network", {**FIRES, "severity": "low", "certainty": "possible",
                                                                 "text_contains": ["not the network"]},

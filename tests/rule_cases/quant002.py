@@ -25,6 +25,7 @@ def cases() -> list[Case]:
              snapshot(metrics("cache_config", num_gpu_blocks=500), drop=("logs",))),
         case("positive_sglang_capacity", "SGLang: max_total_num_tokens 6000 under a 16K context, no log",
              {**FIRES, "evidence_keys": ["server_metrics.kv_cache_capacity_tokens"], "commands": ["--context-length 5888"]},
-             snapshot(cfg(engine="sglang", engine_version="0.5.2", max_model_len=16384), metrics(engine="sglang", kv_cache_capacity_tokens=6000, cache_config={}), drop=("logs",))),
+             snapshot(cfg(engine="sglang", engine_version="0.5.2", max_model_len=16384),
+                      metrics(engine="sglang", kv_cache_capacity_tokens=6000, cache_config={}), drop=("logs",))),
         case("negative_fits", "480K KV tokens for an 8K context", PASSES, snapshot()),
     ]

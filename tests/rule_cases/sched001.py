@@ -20,7 +20,8 @@ def cases() -> list[Case]:
     return [
         case("positive_disabled_v0", "vLLM 0.6 without chunked prefill",
              {**FIRES, "commands": ["--enable-chunked-prefill"]},
-             snapshot(cfg(engine_version="0.6.3", enable_chunked_prefill=False), cfg("sources", enable_chunked_prefill="cmdline"))),
+             snapshot(cfg(engine_version="0.6.3", enable_chunked_prefill=False),
+                      cfg("sources", enable_chunked_prefill="cmdline"))),
         case("positive_spikes_on_v1", "vLLM 0.18 (chunked prefill on): TPOT p99 6x p50 with 8K prompts",
              {**FIRES, "commands": ["--max-num-batched-tokens 2048"], "text_contains": ["already on"]},
              snapshot(), bench(levels(input_tokens_mean=8192.0), level(2, "tpot_ms", p99=60.0))),

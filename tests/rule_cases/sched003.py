@@ -27,7 +27,9 @@ def cases() -> list[Case]:
         case("positive_one_at_a_time_server", "TTFT grows 24x from c=1 to c=4 on a server whose throughput "
              "is flat (transformers serve, live): batching is the first fix, not replicas",
              {**FIRES, "text_contains": ["ENG001"]}, snapshot(drop=("server_metrics",)),
-             bench(level(0, output_tokens_per_s=271.0), level(1, output_tokens_per_s=314.0), level(0, "ttft_ms", p50=12.3), level(1, "ttft_ms", p50=290.5), level(0, "tpot_ms", p50=3.4), level(1, "tpot_ms", p50=3.0), concurrencies=(1, 4))),
+             bench(level(0, output_tokens_per_s=271.0), level(1, output_tokens_per_s=314.0),
+                   level(0, "ttft_ms", p50=12.3), level(1, "ttft_ms", p50=290.5), level(0, "tpot_ms", p50=3.4),
+                   level(1, "tpot_ms", p50=3.0), concurrencies=(1, 4))),
         case("negative_tiny_queue", "Queue 3.6 of 5.9 ms server TTFT (a real reference-engine run): too "
              "small to matter next to a 40 ms client TTFT", PASSES, snapshot(),
              bench(level(1, "server", server_queue_time_ms_mean=3.63, server_ttft_ms_mean=5.89))),
