@@ -150,6 +150,7 @@ def snapshot(*edits: Edit, drop: tuple[str, ...] = (), status: dict[str, tuple[s
     return Snapshot(probes=tuple(results))
 
 
+# The passive probes report in ~0.05 s; the active measurements (_active.py: pcie, hbm, ...) take ~1 s.
 _PASSIVE = frozenset(healthy_probes()) | {"prometheus_history", "server_peers", "topology"}
 
 

@@ -27,6 +27,7 @@ def cases() -> list[Case]:
         case("positive_weights_from_plan_report", "Weight bytes from a `triage plan` report given as baseline",
              {**FIRES, "evidence_keys": ["baseline.plan.model.weight_bytes"]},
              snapshot(), bench(level(0, "tpot_ms", p50=38.0)),
+             # Report.plan is the plan section's own JSON (triage/plan/section.py), a plain dict in the type too.
              baseline=report(ReportKind.PLAN, plan={"model": {"name": "llama-3.1-8b", "weight_bytes": 8.5e9}})),
         case("positive_a100_bandwidth_from_spec_table", "An A100 80GB: 2039 GB/s from the spec table",
              {**FIRES, "evidence_keys": ["derived.gpu_memory_bandwidth_gbps_spec"], "text_contains": ["(2039 GB/s spec)"]},

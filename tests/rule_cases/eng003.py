@@ -15,6 +15,7 @@ CODE = "ENG003"
 
 
 def cases() -> list[Case]:
+    # speculative_config is vLLM's own JSON object (or SGLang/TGI's method name): Any in the type.
     spec = cfg(speculative_config={"method": "eagle", "num_speculative_tokens": 5})
     return [
         case("positive_low_acceptance", "31% acceptance with 5 speculative tokens",
