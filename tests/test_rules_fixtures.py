@@ -55,3 +55,18 @@ def test_fixture_files_match_the_builder():
     assert on_disk.keys() == built.keys()
     stale = [k for k in built if on_disk[k] != built[k]]
     assert not stale, f"stale fixtures, regenerate them: {stale[:5]}"
+
+
+def test_a_case_that_names_a_field_the_types_do_not_have_fails_when_it_is_built():
+    """The cases are typed edits (tests/rule_cases/_build.py): a renamed field cannot leave a dead key behind."""
+    import pytest
+
+    from tests.rule_cases._build import replace_path
+    from tests.rule_cases._healthy import healthy_probes
+
+    gpu = next(p for p in healthy_probes().values() if type(p).__name__ == "GpuData")
+    assert replace_path(gpu, "gpus[0]", utilization_gpu_pct=5.0).gpus[0].utilization_gpu_pct == 5.0
+    with pytest.raises(TypeError):
+        replace_path(gpu, "gpus[0]", utilization_gpu_pctx=5.0)
+    with pytest.raises(AttributeError):
+        replace_path(gpu, "gpuz[0]", utilization_gpu_pct=5.0)
