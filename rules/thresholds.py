@@ -125,6 +125,8 @@ THRESHOLDS: dict[str, Threshold] = {
                                     "KV transfer time per request over TTFT mean"),
     "TOPO003.min_transfer_ms": _T(50.0, "ms", "triage: below this the transfer is not what a user notices",
                                   "smallest mean transfer time that counts"),
+    "TOPO003.slow_ttft_ms": _T(200.0, "ms", "seed 004 §4 (interactive TTFT budgets of a few hundred ms)",
+                               "mean TTFT below which a transfer-bound first token is an opportunity (LOW), not a problem"),
     "TOPO004.min_queue": _T(4.0, "requests", "TOPO001", "requests waiting on the saturated side"),
     "TOPO004.kv_full_frac": _T(0.9, "fraction", "KV001", "KV usage of the saturated side"),
     "TOPO004.kv_roomy_frac": _T(0.5, "fraction", "triage", "KV usage the idle side stays under"),

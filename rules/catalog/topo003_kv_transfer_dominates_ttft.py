@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from triage.core.probe_data import KvTransferWindow, ServerMetricsData, ServerPeersData
-from triage.core.report import Certainty, Fix, Severity
+from triage.core.report import Certainty, FindingKind, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context
 from triage.rules.engine_info import engine_flags
@@ -42,7 +42,8 @@ def _fix(ctx: Context, t: KvTransferWindow) -> Fix:
 
 @rule("TOPO003", "kv-transfer-dominates-ttft", Severity.HIGH, ("server_metrics",), RuleDoc(
     what="In a disaggregated deployment, the KV connector's mean transfer time is >= 50% of the mean TTFT (and "
-         ">= 50 ms), read from the connector's own histogram on this instance or a peer given with --url.",
+         ">= 50 ms), read from the connector's own histogram on this instance or a peer given with --url. HIGH when "
+         "the mean TTFT is >= 200 ms; below that an opportunity (LOW).",
     why="The first token cannot come before the prompt's KV reaches the decode instance: most of TTFT is then "
         "the move, and a faster prefill (more GPUs, chunking) would not shorten it.",
     example="server_metrics.kv_transfer.time_mean_s = 0.9, server_metrics.histograms.ttft_s.mean_s = 1.25",
@@ -50,7 +51,7 @@ def _fix(ctx: Context, t: KvTransferWindow) -> Fix:
         "instances sit, and an FP8 KV cache (`--kv-cache-dtype fp8`) for half the bytes.",
     references=("claim:vllm.nixl-xfer-metrics", "claim:vllm.nixl-bytes-metric", "claim:vllm.nixl-records-on-receive",
                 "claim:vllm.nixl-record-transfer", "claim:sglang.kv-transfer-timed-on-prefill", "docs/TOPOLOGIES.md"),
-), thresholds=("TOPO003.min_share_of_ttft", "TOPO003.min_transfer_ms"))
+), thresholds=("TOPO003.min_share_of_ttft", "TOPO003.min_transfer_ms", "TOPO003.slow_ttft_ms"))
 def topo003(ctx: Context) -> Hit | None:
     instances = _instances(ctx)
     transfer = next(((k, m.kv_transfer) for k, m in instances
@@ -79,10 +80,13 @@ def topo003(ctx: Context) -> Hit | None:
         where = "this instance" if prefill[0] == "server_metrics" else prefill[0].split(".metrics")[0]
         against = f", against {ms(prefill[1] * 1000)} of prefill time on {where}"
     failed = f" {t.failures_delta:g} transfers failed in the window." if t.failures_delta else ""
+    slow = ttft[1] * 1000 >= ctx.th("TOPO003.slow_ttft_ms")    # quiet when healthy: a fast TTFT is an opportunity
     return Hit(
         title="The KV transfer between prefill and decode is most of TTFT",
         message=f"Each KV transfer ({t.connector}, timed on the {t.side} side) took {ms(t.time_mean_s * 1000)} on "
                 f"average (p90 {ms((t.time_p90_s or t.time_mean_s) * 1000)}), {share:.0%} of the "
                 f"{ms(ttft[1] * 1000)} mean TTFT{against}: the first token waits for the move, not the "
                 f"prefill.{failed}",
-        evidence=evidence, certainty=Certainty.CONFIRMED, impact=min(0.9, share), fix=_fix(ctx, t))
+        evidence=evidence, certainty=Certainty.CONFIRMED, impact=min(0.9, share) if slow else 0.1,
+        severity=None if slow else Severity.LOW, kind=FindingKind.PROBLEM if slow else FindingKind.OPPORTUNITY,
+        fix=_fix(ctx, t))

@@ -21,6 +21,11 @@ def cases() -> list[Case]:
                                                    "disaggregation_role": "decode"},
                   peers=(("sglang_pd_prefill_ok", None),)),
              config={"thresholds": {"TOPO003.min_share_of_ttft": 0.0, "TOPO003.min_transfer_ms": 10.0}}),
+        case("positive_fast_ttft_is_an_opportunity", "The same transfer-bound split with a 1.25 s TTFT judged "
+             "against a 2 s budget: LOW, an opportunity",
+             {**FIRES, "severity": "low", "kind": "opportunity"},
+             snap("vllm_pd_decode_transfer_bound", config=nixl),
+             config={"thresholds": {"TOPO003.slow_ttft_ms": 2000.0}}),
         case("negative_fast_transfer", "vLLM decode: TTFT 0.24 s, NIXL transfer 0.02 s", PASSES,
              snap("vllm_pd_decode_healthy", config=nixl)),
         case("skipped_not_disaggregated", "No KV connector metrics",
