@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def _isas() -> list[int]:
     module = qw.kernel()[0]
-    return [0, 1] if module is not None and module.avx512_supported() else [0]
+    return qw.available_isas(module) if module is not None else [0]
 
 
 def _linear(n: int, k: int, seed: int = 0) -> nn.Linear:
@@ -42,8 +42,8 @@ def _linear(n: int, k: int, seed: int = 0) -> nn.Linear:
 
 @needs_kernel
 @pytest.mark.parametrize("isa", _isas())
-@pytest.mark.parametrize("rows", [1, 8, 40])
-@pytest.mark.parametrize("n,k", [(37, 200), (96, 16), (130, 1000)])
+@pytest.mark.parametrize("rows", [1, 5, 8, 32, 40])  # 5 and 32: the VBMI driver's 4-token tiles and their tail
+@pytest.mark.parametrize("n,k", [(37, 200), (96, 16), (130, 1000), (6, 64)])
 @pytest.mark.parametrize("per_tensor", [False, True])
 def test_fp8_kernel_matches_dequantize_then_matmul(isa, rows, n, k, per_tensor):
     lin = _linear(n, k)
@@ -67,6 +67,21 @@ def test_every_e4m3_byte_widens_exactly(isa):
     got = qw.kernel()[0].fp8_dequant(w, torch.ones(2), isa)
     want = w.view(torch.float8_e4m3fn).float()
     assert torch.equal(got, want)                        # subnormals (exponent 0) included
+
+
+@needs_kernel
+def test_the_vbmi_table_widens_every_e4m3_byte_exactly():
+    module = qw.kernel()[0]
+    if 2 not in qw.available_isas(module):
+        pytest.skip("this CPU has no AVX512-VBMI")
+    codes = torch.arange(256, dtype=torch.uint8)
+    codes = codes[(codes & 0x7F) != 0x7F]
+    w = torch.stack([codes, codes.flip(0)]).contiguous()    # [2, 254]: a 62-byte tail past the 64-byte steps
+    want = w.view(torch.float8_e4m3fn).float()
+    eye = torch.eye(254)
+    for k0 in range(0, 254, 32):                         # one-hot x rows: y[t, n] = w[n, k_t] * 1, one product
+        got = module.fp8_linear(eye[k0:k0 + 32], w, torch.ones(2), 2)
+        assert torch.equal(got, want[:, k0:k0 + 32].T)     # subnormals, zero and both signs included
 
 
 @needs_kernel
@@ -201,6 +216,29 @@ def test_a_cpu_without_avx512_gets_avx2_and_is_told_why(monkeypatch):
     monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx512")
     with pytest.raises(RuntimeError, match="no AVX-512"):
         qw.choose_isa.__wrapped__()
+
+
+@needs_kernel
+def test_an_avx512_cpu_without_vbmi_keeps_the_f16c_fp8_path(monkeypatch):
+    real = qw.kernel()[0]
+    if not real.avx512_supported():
+        pytest.skip("this CPU has no AVX-512")
+
+    class _NoVbmi:              # the compiled module, as seen on Skylake-SP / Cascade Lake
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        @staticmethod
+        def vbmi_supported() -> bool:
+            return False
+
+    monkeypatch.setattr(qw, "kernel", lambda: (_NoVbmi(), None))
+    assert qw.available_isas(_NoVbmi()) == [0, 1]
+    monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx512vbmi")
+    with pytest.raises(RuntimeError, match="no AVX512-VBMI"):
+        qw.choose_isa.__wrapped__()
+    monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx2")          # "AVX2 path on an AVX-512 Xeon": forced, and said so
+    assert qw.choose_isa.__wrapped__() == (0, "avx2 (forced by TRIAGE_QUANT_ISA)")
 
 
 def test_bf16_stored_layers_count_their_bf16_bytes_as_the_before():

@@ -14,8 +14,8 @@
 // + offset[g] * sum_k x, and sum_k x per group is computed once per call.
 //
 // Each function has an AVX2 (+FMA+F16C; the build's flags) body here and an AVX-512 body in
-// quant_weights_avx512.cpp (target attribute); `isa` picks one (0: AVX2, 1: AVX-512), and the Python side
-// chooses by measurement on CPUs that have both.
+// quant_weights_avx512.cpp (target attribute), and an fp8 decode driver on AVX512-VBMI in quant_weights_vbmi.cpp;
+// `isa` picks one (0: AVX2, 1: AVX-512, 2: AVX-512 + VBMI), and the Python side chooses by measurement.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <vector>
@@ -163,11 +163,13 @@ bool avx512_supported() {
          __builtin_cpu_supports("avx512vl");
 }
 
+// isa 2 (AVX512-VBMI) runs its own fp8 decode driver; the rest (int4, dequantize) are the AVX-512 bodies.
 const Ops& ops_for(int64_t isa) {
   static const Ops avx2{dotf_avx2, dotf4_avx2, fp8_dot_avx2, fp8_widen_avx2, int4_dot_avx2, int4_widen_avx2};
-  TORCH_CHECK(isa == 0 || isa == 1, "isa: 0 (AVX2) or 1 (AVX-512)");
+  TORCH_CHECK(isa >= 0 && isa <= 2, "isa: 0 (AVX2), 1 (AVX-512) or 2 (AVX-512 + VBMI)");
   TORCH_CHECK(isa == 0 || avx512_supported(), "this CPU has no AVX-512F/BW/VL");
-  return isa == 1 ? kAvx512Ops : avx2;
+  TORCH_CHECK(isa < 2 || vbmi_supported(), "this CPU has no AVX512-VBMI");
+  return isa >= 1 ? kAvx512Ops : avx2;
 }
 
 void check_fp8(const torch::Tensor& w, const torch::Tensor& scale) {
@@ -217,6 +219,10 @@ torch::Tensor fp8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale, 
   const uint8_t* wp = w.data_ptr<uint8_t>();
   const float* sp = scale.data_ptr<float>();
   float* yp = y.data_ptr<float>();
+  if (isa == 2) {
+    fp8_linear_vbmi(xp, T, K, wp, sp, N, yp);
+    return y;
+  }
   at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) {
     std::vector<float> row(T > 1 ? K : 0);  // several rows: widen the weight row once, then fp32 dots
     for (int64_t n = n0; n < n1; ++n) {
@@ -310,6 +316,7 @@ using namespace triage_qw;
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_prefetch", [](int64_t b) { g_prefetch = b; }, "software prefetch distance in weight bytes (0: off)");
   m.def("avx512_supported", &avx512_supported, "the CPU has AVX-512F/BW/VL (the AVX-512 bodies can run)");
+  m.def("vbmi_supported", &vbmi_supported, "the CPU has AVX-512F/BW/VL and VBMI (isa 2 can run)");
   m.def("fp8_linear", &fp8_linear, "fp32 x @ (e4m3 w * scale[n])^T, fp32 accumulate", py::arg("x"), py::arg("w"),
         py::arg("scale"), py::arg("isa"));
   m.def("int4_linear", &int4_linear, "fp32 x @ (q * scale + offset per group)^T, fp32 accumulate", py::arg("x"),

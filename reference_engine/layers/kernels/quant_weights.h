@@ -35,4 +35,8 @@ struct Ops {
 
 extern const Ops kAvx512Ops;  // quant_weights_avx512.cpp
 
+// quant_weights_vbmi.cpp: the fp8 decode driver on AVX512-VBMI (table widening); y is [T, N].
+bool vbmi_supported();
+void fp8_linear_vbmi(const float* x, int64_t T, int64_t K, const uint8_t* w, const float* scale, int64_t N, float* y);
+
 }  // namespace triage_qw

@@ -33,9 +33,9 @@ log = logging.getLogger(__name__)
 
 MAX_KERNEL_ROWS = 32
 MIN_GAIN_X = 1.05           # the kernel must beat the fallback by this much to be chosen
-ISA_NAMES = ("avx2", "avx512")
+ISA_NAMES = ("avx2", "avx512", "avx512vbmi")
 # The extension's sources (quant_weights.h is shared by both; torch rebuilds when a source's text changes).
-_SOURCES = [Path(__file__).with_name(n) for n in ("quant_weights.cpp", "quant_weights_avx512.cpp")]
+_SOURCES = [Path(__file__).with_name(n) for n in ("quant_weights.cpp", "quant_weights_avx512.cpp", "quant_weights_vbmi.cpp")]
 _PROBE_SHAPE = (2048, 2048)  # (out, in) of the ISA probe
 
 
@@ -62,19 +62,34 @@ def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
     return torch.stack([b & 0xF, b >> 4], dim=2).reshape(n, 2 * half)
 
 
+def available_isas(module: Any) -> list[int]:
+    """The ISA bodies this CPU can run: AVX2 always, AVX-512F/BW/VL, and AVX-512 with VBMI."""
+    isas = [0]
+    if module.avx512_supported():
+        isas.append(1)
+        if module.vbmi_supported():
+            isas.append(2)
+    return isas
+
+
+_NEEDS = {1: "AVX-512F/BW/VL", 2: "AVX512-VBMI"}
+
+
 @functools.cache
 def choose_isa() -> tuple[int, str]:
-    """(0 for AVX2 or 1 for AVX-512, why): AVX-512 only where the CPU has it and it measures faster."""
+    """(index into ISA_NAMES, why): the fastest body this CPU can run, by measurement; TRIAGE_QUANT_ISA forces one."""
     module = kernel()[0]
     if module is None:
         raise RuntimeError(kernel()[1])
+    isas = available_isas(module)
     forced = os.environ.get("TRIAGE_QUANT_ISA", "")
     if forced in ISA_NAMES:
         isa = ISA_NAMES.index(forced)
-        if isa == 1 and not module.avx512_supported():
-            raise RuntimeError("TRIAGE_QUANT_ISA=avx512, but this CPU has no AVX-512F/BW/VL")
+        if isa not in isas:
+            missing = "AVX-512" if isa == 1 or 1 not in isas else _NEEDS[isa]
+            raise RuntimeError(f"TRIAGE_QUANT_ISA={forced}, but this CPU has no {missing}")
         return isa, f"{forced} (forced by TRIAGE_QUANT_ISA)"
-    if not module.avx512_supported():
+    if isas == [0]:
         return 0, "avx2 (the CPU has no AVX-512)"
     gen = torch.Generator().manual_seed(0)
     n, k = _PROBE_SHAPE
@@ -82,14 +97,14 @@ def choose_isa() -> tuple[int, str]:
     w8 = torch.randint(0, 120, (n, k), dtype=torch.uint8, generator=gen)
     w4 = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=gen)
     s8, s4 = torch.rand(n, generator=gen), torch.rand(n, k // 128, generator=gen)
-    times = [float("inf"), float("inf")]
-    for _ in range(5):          # the two alternate, each keeping its best: a shared host's load hits both alike
-        for i in (0, 1):
+    times = {i: float("inf") for i in isas}
+    for _ in range(5):          # the bodies alternate, each keeping its best: a shared host's load hits all alike
+        for i in isas:
             times[i] = min(times[i], _time_s(lambda i=i: (module.fp8_linear(x, w8, s8, i),
                                                           module.int4_linear(x, w4, s4, s4, 128, i)), 5))
-    isa = int(times[1] < times[0])
-    return isa, (f"{ISA_NAMES[isa]} (measured, a 1x{k} @ {k}x{n} fp8 + int4 pair: avx2 {times[0] * 1e3:.3f} ms, "
-                 f"avx512 {times[1] * 1e3:.3f} ms)")
+    isa = min(isas, key=times.__getitem__)
+    timing = ", ".join(f"{ISA_NAMES[i]} {times[i] * 1e3:.3f} ms" for i in isas)
+    return isa, f"{ISA_NAMES[isa]} (measured, a 1x{k} @ {k}x{n} fp8 + int4 pair: {timing})"
 
 
 def _rows(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
