@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from triage.reference_engine.layers.kernels import quant_weights as qw
-from triage.reference_engine.layers.quant import quantize_model
+from triage.reference_engine.layers.quant import model_weight_bytes, quantize_model
 from triage.reference_engine.layers.quant.int4 import dequantize_int4, quantize_int4_groupwise
 
 needs_kernel = pytest.mark.skipif(qw.kernel()[0] is None, reason=f"quant kernel unavailable: {qw.kernel()[1]}")
@@ -42,7 +42,7 @@ def _linear(n: int, k: int, seed: int = 0) -> nn.Linear:
 
 @needs_kernel
 @pytest.mark.parametrize("isa", _isas())
-@pytest.mark.parametrize("rows", [1, 5, 8, 32, 40])  # 5 and 32: the VBMI driver's 4-token tiles and their tail
+@pytest.mark.parametrize("rows", [1, 5, 13, 32, 40])  # 5, 13, 32: the tiled drivers' 8-, 4- and 1-token tiles
 @pytest.mark.parametrize("n,k", [(37, 200), (96, 16), (130, 1000), (6, 64)])
 @pytest.mark.parametrize("per_tensor", [False, True])
 def test_fp8_kernel_matches_dequantize_then_matmul(isa, rows, n, k, per_tensor):
@@ -86,7 +86,7 @@ def test_the_vbmi_table_widens_every_e4m3_byte_exactly():
 
 @needs_kernel
 @pytest.mark.parametrize("isa", _isas())
-@pytest.mark.parametrize("rows", [1, 8, 40])
+@pytest.mark.parametrize("rows", [1, 8, 13, 32, 40])  # 13: the tiled driver's 8-, 4- and 1-token tiles
 @pytest.mark.parametrize("symmetric", [False, True])
 @pytest.mark.parametrize("n,k,group", [(37, 256, 128), (64, 96, 32), (200, 384, 64)])
 def test_int4_kernel_matches_dequantize_then_matmul(isa, rows, symmetric, n, k, group):
@@ -158,6 +158,27 @@ def test_auto_uses_the_kernel_and_names_it(scheme, monkeypatch):
     num = 2 * 128 * 256                                  # up [256, 128] + down [128, 256]
     scales = 4 * (256 + 128) if scheme == "fp8" else 8 * num // 64      # fp32 per channel / scale + offset per group
     assert summary.bytes_per_weight == pytest.approx(((num if scheme == "fp8" else num // 2) + scales) / num)
+
+
+@needs_kernel
+@pytest.mark.parametrize("scheme", ["fp8", "int4"])
+def test_kernel_layers_share_one_arena_in_call_order(scheme, monkeypatch):
+    monkeypatch.setattr(qw, "MIN_GAIN_X", 0.0)
+    model, x = _Mlp(), torch.randn(3, 128)
+    layers = [qw.Fp8KernelLinear.from_linear(m, 0) if scheme == "fp8" else qw.Int4KernelLinear.from_linear(m, 0, 64)
+              for m in (model.up, model.down)]
+    want = layers[1](torch.relu(layers[0](x)))
+    total = qw.pack_into_arena(layers)
+    packed = ("weight_u8", "weight_packed", "weight_scale", "weight_offset")    # the bias stays apart
+    bufs = [b for layer in layers for n, b in layer.named_buffers() if n in packed and b.numel()]
+    assert len({b.untyped_storage().data_ptr() for b in bufs}) == 1 and bufs[0].untyped_storage().nbytes() == total
+    starts = [b.data_ptr() for b in bufs]
+    assert starts == sorted(starts)                      # up's buffers, then down's: the order a forward calls them
+    torch.testing.assert_close(layers[1](torch.relu(layers[0](x))), want, rtol=0, atol=0)
+    summary = quantize_model(model, scheme, group_size=64)
+    assert len({b.untyped_storage().data_ptr() for n, b in model.named_buffers() if n.split(".")[-1] in packed
+                and b.numel()}) == 1
+    assert summary.linear_bytes_after <= model_weight_bytes(model) <= summary.linear_bytes_after + 64 * 6 + 4 * 384
 
 
 @pytest.mark.parametrize("scheme,other", [("fp8", "dequant"), ("int4", "int4pack_cpu")])

@@ -25,6 +25,7 @@
 namespace triage_qw {
 
 int64_t g_prefetch = 2048;
+int g_prefetch_level = 1;
 
 inline float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -253,6 +254,10 @@ torch::Tensor int4_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale,
   const float* sp = scale.data_ptr<float>();
   const float* op = off.numel() ? off.data_ptr<float>() : nullptr;  // null: symmetric
   float* yp = y.data_ptr<float>();
+  if (isa >= 1) {  // AVX-512: the tiled driver (the untiled AVX2 body below is for CPUs without AVX-512)
+    int4_linear_tiles(xp, T, K, group, wp, sp, op, N, yp);
+    return y;
+  }
   std::vector<float> xsum(T * G);  // sum of x over each group: what the offsets multiply
   for (int64_t t = 0; t < T; ++t)
     for (int64_t g = 0; g < G; ++g) {
@@ -314,7 +319,9 @@ torch::Tensor int4_dequant(torch::Tensor w, torch::Tensor scale, torch::Tensor o
 using namespace triage_qw;
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("set_prefetch", [](int64_t b) { g_prefetch = b; }, "software prefetch distance in weight bytes (0: off)");
+  m.def("set_prefetch", [](int64_t b, int level) { g_prefetch = b; g_prefetch_level = level; },
+        "software prefetch distance in weight bytes (0: off) and cache level (1: L1, 2: L2, 3: T2)", py::arg("bytes"),
+        py::arg("level") = 1);
   m.def("avx512_supported", &avx512_supported, "the CPU has AVX-512F/BW/VL (the AVX-512 bodies can run)");
   m.def("vbmi_supported", &vbmi_supported, "the CPU has AVX-512F/BW/VL and VBMI (isa 2 can run)");
   m.def("fp8_linear", &fp8_linear, "fp32 x @ (e4m3 w * scale[n])^T, fp32 accumulate", py::arg("x"), py::arg("w"),

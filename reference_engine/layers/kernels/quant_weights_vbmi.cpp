@@ -87,8 +87,7 @@ VBMI_FN void fp8_tile(const uint8_t* w, int64_t K, const float* xp, int64_t kp, 
   for (int64_t kb = 0; kb < K; kb += kBlock) {
     __m512 f[R][4];
     for (int r = 0; r < R; ++r) {
-      // the same line of the row R rows on (the next tile's): the rows of a tile are R streams K bytes apart
-      if (g_prefetch) _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * K + kb), _MM_HINT_T0);
+      prefetch(w + r * K + kb);  // each of the tile's R rows is a stream
       widen(w + r * K + kb, K - kb, f[r]);
     }
     for (int t = 0; t < TT; ++t)
@@ -129,11 +128,13 @@ VBMI_FN void over_rows(const Fp8Job& job, int64_t n0, int64_t n1, int64_t T) {
   }
   for (; n + 2 <= n1; n += 2) {
     int64_t t = 0;
+    for (; t + 8 <= T; t += 8) job.run<2, 8>(n, t);
     for (; t + 4 <= T; t += 4) job.run<2, 4>(n, t);
     for (; t < T; ++t) job.run<2, 1>(n, t);
   }
   for (; n < n1; ++n) {
     int64_t t = 0;
+    for (; t + 8 <= T; t += 8) job.run<1, 8>(n, t);
     for (; t + 4 <= T; t += 4) job.run<1, 4>(n, t);
     for (; t < T; ++t) job.run<1, 1>(n, t);
   }
