@@ -76,12 +76,10 @@ def available_isas(module: Any) -> list[int]:
     return isas
 
 
-_NEEDS = {1: "AVX-512F/BW/VL", 2: "AVX512-VBMI"}
-
-
 @functools.cache
-def choose_isa() -> tuple[int, str]:
-    """(index into ISA_NAMES, why): the fastest body this CPU can run, by measurement; TRIAGE_QUANT_ISA forces one."""
+def choose_isa(scheme: str | None = None) -> tuple[int, str]:
+    """(index into ISA_NAMES, why): the fastest body this CPU can run for ``scheme`` (fp8, int4; None: the two
+    together), by measurement; TRIAGE_QUANT_ISA forces one."""
     module = kernel()[0]
     if module is None:
         raise RuntimeError(kernel()[1])
@@ -90,7 +88,7 @@ def choose_isa() -> tuple[int, str]:
     if forced in ISA_NAMES:
         isa = ISA_NAMES.index(forced)
         if isa not in isas:
-            missing = "AVX-512" if isa == 1 or 1 not in isas else _NEEDS[isa]
+            missing = "AVX512-VBMI" if isa == 2 and 1 in isas else "AVX-512"
             raise RuntimeError(f"TRIAGE_QUANT_ISA={forced}, but this CPU has no {missing}")
         return isa, f"{forced} (forced by TRIAGE_QUANT_ISA)"
     if isas == [0]:
@@ -101,14 +99,17 @@ def choose_isa() -> tuple[int, str]:
     w8 = torch.randint(0, 120, (n, k), dtype=torch.uint8, generator=gen)
     w4 = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=gen)
     s8, s4 = torch.rand(n, generator=gen), torch.rand(n, k // 128, generator=gen)
+    calls = {"fp8": lambda i: module.fp8_linear(x, w8, s8, i),
+             "int4": lambda i: module.int4_linear(x, w4, s4, s4, 128, i)}
+    run = [calls[scheme]] if scheme else list(calls.values())
     times = {i: float("inf") for i in isas}
     for _ in range(5):          # the bodies alternate, each keeping its best: a shared host's load hits all alike
         for i in isas:
-            times[i] = min(times[i], _time_s(lambda i=i: (module.fp8_linear(x, w8, s8, i),
-                                                          module.int4_linear(x, w4, s4, s4, 128, i)), 5))
+            times[i] = min(times[i], _time_s(lambda i=i: [f(i) for f in run], 5))
     isa = min(isas, key=times.__getitem__)
     timing = ", ".join(f"{ISA_NAMES[i]} {times[i] * 1e3:.3f} ms" for i in isas)
-    return isa, f"{ISA_NAMES[isa]} (measured, a 1x{k} @ {k}x{n} fp8 + int4 pair: {timing})"
+    what = f"{scheme} matmul" if scheme else "fp8 + int4 pair"
+    return isa, f"{ISA_NAMES[isa]} (measured, a 1x{k} @ {k}x{n} {what}: {timing})"
 
 
 def _rows(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -279,7 +280,7 @@ def choose_cpu_kernel(scheme: str, in_features: int, out_features: int, make_fal
         if mode == "on":
             raise RuntimeError(f"cpu_kernel=on: {why}")
         return KernelChoice(False, other, None, True, f"fell back to {other}: {why}")
-    isa, isa_why = choose_isa()
+    isa, isa_why = choose_isa(scheme)
     name = "cpu_fp8_kernel" if scheme == "fp8" else "cpu_int4_kernel"
     if mode == "on":
         return KernelChoice(True, name, ISA_NAMES[isa], False, f"forced (cpu_kernel=on); ISA {isa_why}")
