@@ -28,7 +28,6 @@ struct Int4Job {
     constexpr int A = TT == 1 ? 2 : 1;  // two FMA chains per (row, token) when there is one token
     const int64_t G = K / group;
     const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i nib = _mm512_set1_epi32(15);
     __m512 acc[R][TT][A];
     for (auto& r : acc)
       for (auto& t : r)
@@ -46,7 +45,7 @@ struct Int4Job {
           if (k % 128 == 0) prefetch(p);
           const __m512i a = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
           lo[r] = _mm512_permutexvar_ps(a, table[r]);  // vpermps reads the low 4 bits of each index
-          hi[r] = _mm512_permutexvar_ps(_mm512_and_si512(_mm512_srli_epi32(a, 4), nib), table[r]);
+          hi[r] = _mm512_permutexvar_ps(_mm512_srli_epi32(a, 4), table[r]);
         }
         for (int t = 0; t < TT; ++t) {
           const float* xt = x + (t0 + t) * K + k;
