@@ -236,7 +236,7 @@ def bench_layers() -> list[dict]:
     from triage.reference_engine.layers.kernels.bf16_weights import kernel as bf16_kernel
 
     bk = bf16_kernel()[0]
-    isas = [0, 1] if module.avx512_supported() else [0]
+    isas = qw.available_isas(module)
     rows = []
     for n, k in LAYER_SHAPES:
         torch.manual_seed(0)
