@@ -64,8 +64,8 @@ def _host() -> dict:
             "torch_num_threads": torch.get_num_threads(), "avx512f": "avx512f" in flags,
             "isa_flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "f16c"))),
             "isa_forced": os.environ.get("TRIAGE_QUANT_ISA") or None,
-            "label": (f"{os.environ['TRIAGE_QUANT_ISA'].upper()} path forced on this CPU (TRIAGE_QUANT_ISA), not a "
-                      f"{os.environ['TRIAGE_QUANT_ISA'].upper()}-only machine" if os.environ.get("TRIAGE_QUANT_ISA")
+            "label": (f"the {os.environ['TRIAGE_QUANT_ISA']} path forced (TRIAGE_QUANT_ISA) on this CPU, whose ISA "
+                      f"flags are listed: not a machine limited to that ISA" if os.environ.get("TRIAGE_QUANT_ISA")
                       else "the ISA each scheme measured fastest on this CPU"),
             "load_avg_at_start": _load(),
             "note": "shared 2-core VM: other jobs run beside this one; the paths alternate within each round "
