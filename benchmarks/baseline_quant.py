@@ -6,9 +6,14 @@ Paths, all fp32 arithmetic on one engine (the model is swapped between measureme
 - int4: Int4KernelLinear, group 128 asymmetric, 0.5 byte + 8 bytes of scale/offset per 128 weights.
 At bs=1 and bs=8: decode tok/s (steady-state steps after two warm ones; the paths alternate over --rounds and
 each keeps its best tok/s; speed-ups are the median of the ratios within each round), and the % of the memory
-roofline each reaches counting its own bytes: B x BW / (W + B x ctx x kv), W the bytes a step streams (every
-weight but the embedding table), BW the host's read bandwidth measured just before each round. Then a layer table (1 x K @ K x N, per ISA) and the perplexity
-change on a fixed token sequence. Writes JSON (default benchmarks/results/baseline_quant.json) with host and load.
+roofline each reaches counting its own bytes: B x BW / (W + A + B x ctx x kv), W the bytes a step streams (every
+weight, scale and offset but the embedding table), A the fp32 activations the linears read and write, BW the
+host's read bandwidth measured just before each round. Then, to tell the kernels from the rest of the step:
+`layer_stream`, the same linears called in sequence without the rest of the step (bytes / time / BW: each
+kernel's own roofline), and `engine_floor`, the step with every linear stubbed out (what no kernel can remove)
+with the roofline % it leaves reachable. Then a layer table (1 x K @ K x N, per ISA) and the perplexity change on
+a fixed token sequence. Writes JSON (default benchmarks/results/baseline_quant.json) with host, ISA and load.
+TRIAGE_QUANT_ISA=avx2 (or avx512, avx512vbmi) forces the kernels' ISA for the decode part.
 
     python benchmarks/baseline_quant.py [--threads N] [--rounds 5] [--decode-steps 12] [--ppl-tokens 256]
 """
@@ -57,6 +62,11 @@ def _host() -> dict:
                   if ln.startswith("flags")), set())
     return {"cpu": cpu, "num_cpus": os.cpu_count(), "torch": torch.__version__, "python": platform.python_version(),
             "torch_num_threads": torch.get_num_threads(), "avx512f": "avx512f" in flags,
+            "isa_flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "f16c"))),
+            "isa_forced": os.environ.get("TRIAGE_QUANT_ISA") or None,
+            "label": (f"the {os.environ['TRIAGE_QUANT_ISA']} path forced (TRIAGE_QUANT_ISA) on this CPU, whose ISA "
+                      f"flags are listed: not a machine limited to that ISA" if os.environ.get("TRIAGE_QUANT_ISA")
+                      else "the ISA each scheme measured fastest on this CPU"),
             "load_avg_at_start": _load(),
             "note": "shared 2-core VM: other jobs run beside this one; the paths alternate within each round "
                     "and ratios are taken within one run"}
@@ -69,6 +79,24 @@ def _stream_bytes(model: nn.Module) -> int:
     if getattr(model.lm_head, "weight", None) is not embed:
         w -= embed.numel() * embed.element_size()
     return w
+
+
+def _decode_linears(model: nn.Module) -> list[nn.Module]:
+    """The layers a decode step streams, in call order: every linear-shaped module (not the embedding)."""
+    return [m for m in model.modules() if hasattr(m, "in_features") and hasattr(m, "out_features")
+            and not isinstance(m, nn.Embedding)]
+
+
+def _layer_bytes(layer: nn.Module) -> int:
+    """A layer's own stored bytes: packed weights + scales/offsets (weight_bytes), or its parameters."""
+    if hasattr(layer, "weight_bytes"):
+        return layer.weight_bytes() + (0 if layer.bias is None else layer.bias.numel() * 4)
+    return sum(t.numel() * t.element_size() for t in layer.parameters(recurse=False))
+
+
+def _activation_bytes(model: nn.Module, batch: int) -> int:
+    """fp32 activations the linears read (x) and write (y) in one decode step of ``batch`` tokens."""
+    return sum(4 * batch * (m.in_features + m.out_features) for m in _decode_linears(model))
 
 
 def _decode(engine: LLMEngine, batch: int, steps: int, vocab: int) -> float:
@@ -114,9 +142,10 @@ def bench_decode(rounds: int, steps: int, batches: list[int]) -> tuple[dict, dic
             for name, m in models.items():
                 engine.runner.model = m
                 tok_s = _decode(engine, b, steps, vocab)
-                w = _stream_bytes(m)
-                bound = decode_tokens_per_s_bound(b, bw, w, ctx, kv_tok)
+                w, act = _stream_bytes(m), _activation_bytes(m, b)
+                bound = decode_tokens_per_s_bound(b, bw, w + act, ctx, kv_tok)
                 point = {"path": name, "batch_size": b, "decode_tokens_per_s": tok_s, "stream_bytes": w,
+                         "activation_bytes": act,
                          "bandwidth_bytes_per_s": bw, "bound_tokens_per_s": bound, "roofline_pct": 100 * tok_s / bound,
                          "round": r, "load_avg": _load()}
                 this_round[name] = point
@@ -128,6 +157,19 @@ def bench_decode(rounds: int, steps: int, batches: list[int]) -> tuple[dict, dic
             per_round[b].append({name: {"speedup_vs_bf16_stored": p["decode_tokens_per_s"] / ref,
                                         "roofline_pct": p["roofline_pct"]} for name, p in this_round.items()})
     engine.runner.model = base
+    extra = {"layer_stream": layer_stream(models, batches, rounds), "engine_floor": {}}
+    for b in batches:       # the step's non-matmul time, and the roofline % it leaves reachable for each path
+        floor = engine_floor_s(engine, base, b, steps, vocab)
+        ceiling = {}
+        for name, m in models.items():
+            bound = decode_tokens_per_s_bound(b, best[name, b]["bandwidth_bytes_per_s"],
+                                              _stream_bytes(m) + _activation_bytes(m, b), ctx, kv_tok)
+            ceiling[name] = 100 * (b / bound) / (floor + b / bound)
+        extra["engine_floor"][f"bs{b}"] = {"seconds_per_step": floor, "load_avg": _load(),
+                                           "roofline_pct_ceiling": ceiling}
+        print(f"bs={b}: engine floor {floor * 1e3:.2f} ms/step (linears stubbed out); roofline % reachable with "
+              f"infinitely fast linears at the step's bound: " +
+              ", ".join(f"{n} {c:.0f}%" for n, c in ceiling.items()), flush=True)
     out = {}
     for b in batches:       # ratios within a round (the same load on both sides), their median over rounds
         rs = per_round[b]
@@ -137,7 +179,62 @@ def bench_decode(rounds: int, steps: int, batches: list[int]) -> tuple[dict, dic
                                 "roofline_pct_median": statistics.median(r[name]["roofline_pct"] for r in rs),
                                 "roofline_pct_per_round": [round(r[name]["roofline_pct"], 1) for r in rs]}
                          for name in models}
-    return out, paths
+    return out, paths, extra
+
+
+class _ZeroLinear(nn.Module):
+    """A linear that reads nothing: what a decode step costs without its matmuls (the engine's own floor)."""
+
+    def __init__(self, layer: nn.Module) -> None:
+        super().__init__()
+        self.in_features, self.out_features = layer.in_features, layer.out_features
+        self.register_buffer("weight", torch.zeros(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.new_zeros(*x.shape[:-1], self.out_features)
+
+
+def engine_floor_s(engine: LLMEngine, base: nn.Module, batch: int, steps: int, vocab: int, repeats: int = 3) -> float:
+    """Seconds a decode step takes with every linear replaced by _ZeroLinear: attention, norms, sampling,
+    scheduling, Python. No kernel can make a step faster than this."""
+    stub = copy.deepcopy(base)
+    targets = {id(m) for m in _decode_linears(stub)}
+    for mod in list(stub.modules()):
+        for child_name, child in list(mod.named_children()):
+            if id(child) in targets:
+                setattr(mod, child_name, _ZeroLinear(child))
+    engine.runner.model = stub
+    best = max(_decode(engine, batch, steps, vocab) for _ in range(repeats))
+    engine.runner.model = base
+    return batch / best
+
+
+def layer_stream(models: dict[str, nn.Module], batches: list[int], rounds: int) -> dict:
+    """The decode linears of each model called in sequence (call order, bs rows of x), as the step calls them but
+    without the rest of the step: bytes (own weights + scales/offsets + fp32 x and y) / time against the host's
+    read bandwidth, i.e. each kernel's own roofline. Paths alternate within a round; each keeps its best time,
+    and its % is taken against the highest bandwidth any round measured (the conservative reading)."""
+    best: dict[tuple[str, int], dict] = {}
+    bws = []
+    for r in range(rounds):
+        bw_res = host_bandwidth(512 << 20, 3, 1.0)
+        bw = bw_res.read_best_bytes_per_s or bw_res.best_bytes_per_s
+        bws.append(bw)
+        for b in batches:
+            for name, m in models.items():
+                layers = _decode_linears(m)
+                xs = {k: torch.randn(b, k) for k in {layer.in_features for layer in layers}}
+                nbytes = sum(_layer_bytes(layer) for layer in layers) + _activation_bytes(m, b)
+                with torch.inference_mode():
+                    t = _time_s(lambda: [layer(xs[layer.in_features]) for layer in layers], 3)  # noqa: B023
+                point = {"seconds": t, "bytes": nbytes, "bytes_per_s": nbytes / t, "bandwidth_bytes_per_s": bw,
+                         "roofline_pct": 100 * nbytes / t / bw, "round": r, "load_avg": _load()}
+                if (name, b) not in best or t < best[name, b]["seconds"]:
+                    best[name, b] = point
+    for p in best.values():
+        p["bandwidth_bytes_per_s"], p["roofline_pct"] = max(bws), 100 * p["bytes_per_s"] / max(bws)
+        p["bandwidth_per_round_bytes_per_s"] = bws
+    return {f"bs{b}": {name: best[name, b] for name in models} for b in batches}
 
 
 def bench_layers() -> list[dict]:
@@ -145,7 +242,7 @@ def bench_layers() -> list[dict]:
     from triage.reference_engine.layers.kernels.bf16_weights import kernel as bf16_kernel
 
     bk = bf16_kernel()[0]
-    isas = [0, 1] if module.avx512_supported() else [0]
+    isas = qw.available_isas(module)
     rows = []
     for n, k in LAYER_SHAPES:
         torch.manual_seed(0)
@@ -203,9 +300,11 @@ def main() -> None:
     ap.add_argument("--ppl-tokens", type=int, default=256, help="0 skips the perplexity part")
     args = ap.parse_args()
     torch.set_num_threads(args.threads or fit_num_threads()[0])
-    result = {"name": "baseline_quant", "host": _host(), "isa": qw.choose_isa()[1]}
-    result["decode"], result["paths"] = bench_decode(args.rounds, args.decode_steps,
-                                                     [int(b) for b in args.batches.split(",")])
+    result = {"name": "baseline_quant", "host": _host(),
+              "isa": {scheme: qw.choose_isa(scheme)[1] for scheme in ("fp8", "int4")}}
+    result["decode"], result["paths"], extra = bench_decode(args.rounds, args.decode_steps,
+                                                            [int(b) for b in args.batches.split(",")])
+    result.update(extra)
     result["layers"] = bench_layers()
     if args.ppl_tokens:
         result["perplexity"] = perplexity(args.ppl_tokens)
@@ -217,6 +316,10 @@ def main() -> None:
             print(f"{key} {name:12s} best {p['decode_tokens_per_s']:7.2f} tok/s; median of per-round ratios "
                   f"{p['speedup_vs_bf16_stored']:.2f}x {p['speedups_per_round']}; roofline median "
                   f"{p['roofline_pct_median']:.0f}% {p['roofline_pct_per_round']}")
+    for key, pts in result["layer_stream"].items():
+        for name, p in pts.items():
+            print(f"{key} {name:12s} linears alone: {p['seconds'] * 1e3:6.2f} ms, {p['bytes_per_s'] / 1e9:5.1f} GB/s = "
+                  f"{p['roofline_pct']:3.0f}% of {p['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s")
     print(json.dumps({"perplexity": result.get("perplexity"), "isa": result["isa"]}, indent=1))
     print(f"wrote {args.out}")
 

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from triage.reference_engine.layers.kernels import quant_weights as qw
-from triage.reference_engine.layers.quant import quantize_model
+from triage.reference_engine.layers.quant import model_weight_bytes, quantize_model
 from triage.reference_engine.layers.quant.int4 import dequantize_int4, quantize_int4_groupwise
 
 needs_kernel = pytest.mark.skipif(qw.kernel()[0] is None, reason=f"quant kernel unavailable: {qw.kernel()[1]}")
@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def _isas() -> list[int]:
     module = qw.kernel()[0]
-    return [0, 1] if module is not None and module.avx512_supported() else [0]
+    return qw.available_isas(module) if module is not None else [0]
 
 
 def _linear(n: int, k: int, seed: int = 0) -> nn.Linear:
@@ -42,8 +42,8 @@ def _linear(n: int, k: int, seed: int = 0) -> nn.Linear:
 
 @needs_kernel
 @pytest.mark.parametrize("isa", _isas())
-@pytest.mark.parametrize("rows", [1, 8, 40])
-@pytest.mark.parametrize("n,k", [(37, 200), (96, 16), (130, 1000)])
+@pytest.mark.parametrize("rows", [1, 5, 13, 32, 40])  # 5, 13, 32: the tiled drivers' 8-, 4- and 1-token tiles
+@pytest.mark.parametrize("n,k", [(37, 200), (96, 16), (130, 1000), (6, 64)])
 @pytest.mark.parametrize("per_tensor", [False, True])
 def test_fp8_kernel_matches_dequantize_then_matmul(isa, rows, n, k, per_tensor):
     lin = _linear(n, k)
@@ -70,8 +70,23 @@ def test_every_e4m3_byte_widens_exactly(isa):
 
 
 @needs_kernel
+def test_the_vbmi_table_widens_every_e4m3_byte_exactly():
+    module = qw.kernel()[0]
+    if 2 not in qw.available_isas(module):
+        pytest.skip("this CPU has no AVX512-VBMI")
+    codes = torch.arange(256, dtype=torch.uint8)
+    codes = codes[(codes & 0x7F) != 0x7F]
+    w = torch.stack([codes, codes.flip(0)]).contiguous()    # [2, 254]: a 62-byte tail past the 64-byte steps
+    want = w.view(torch.float8_e4m3fn).float()
+    eye = torch.eye(254)
+    for k0 in range(0, 254, 32):                         # one-hot x rows: y[t, n] = w[n, k_t] * 1, one product
+        got = module.fp8_linear(eye[k0:k0 + 32], w, torch.ones(2), 2)
+        assert torch.equal(got, want[:, k0:k0 + 32].T)     # subnormals, zero and both signs included
+
+
+@needs_kernel
 @pytest.mark.parametrize("isa", _isas())
-@pytest.mark.parametrize("rows", [1, 8, 40])
+@pytest.mark.parametrize("rows", [1, 8, 13, 32, 40])  # 13: the tiled driver's 8-, 4- and 1-token tiles
 @pytest.mark.parametrize("symmetric", [False, True])
 @pytest.mark.parametrize("n,k,group", [(37, 256, 128), (64, 96, 32), (200, 384, 64)])
 def test_int4_kernel_matches_dequantize_then_matmul(isa, rows, symmetric, n, k, group):
@@ -145,6 +160,27 @@ def test_auto_uses_the_kernel_and_names_it(scheme, monkeypatch):
     assert summary.bytes_per_weight == pytest.approx(((num if scheme == "fp8" else num // 2) + scales) / num)
 
 
+@needs_kernel
+@pytest.mark.parametrize("scheme", ["fp8", "int4"])
+def test_kernel_layers_share_one_arena_in_call_order(scheme, monkeypatch):
+    monkeypatch.setattr(qw, "MIN_GAIN_X", 0.0)
+    model, x = _Mlp(), torch.randn(3, 128)
+    layers = [qw.Fp8KernelLinear.from_linear(m, 0) if scheme == "fp8" else qw.Int4KernelLinear.from_linear(m, 0, 64)
+              for m in (model.up, model.down)]
+    want = layers[1](torch.relu(layers[0](x)))
+    total = qw.pack_into_arena(layers)
+    packed = ("weight_u8", "weight_packed", "weight_scale", "weight_offset")    # the bias stays apart
+    bufs = [b for layer in layers for n, b in layer.named_buffers() if n in packed and b.numel()]
+    assert len({b.untyped_storage().data_ptr() for b in bufs}) == 1 and bufs[0].untyped_storage().nbytes() == total
+    starts = [b.data_ptr() for b in bufs]
+    assert starts == sorted(starts)                      # up's buffers, then down's: the order a forward calls them
+    torch.testing.assert_close(layers[1](torch.relu(layers[0](x))), want, rtol=0, atol=0)
+    summary = quantize_model(model, scheme, group_size=64)
+    assert len({b.untyped_storage().data_ptr() for n, b in model.named_buffers() if n.split(".")[-1] in packed
+                and b.numel()}) == 1
+    assert summary.linear_bytes_after <= model_weight_bytes(model) <= summary.linear_bytes_after + 64 * 6 + 4 * 384
+
+
 @pytest.mark.parametrize("scheme,other", [("fp8", "dequant"), ("int4", "int4pack_cpu")])
 def test_no_kernel_falls_back_with_the_reason(scheme, other, monkeypatch):
     from triage.reference_engine.layers.quant.int4 import int4pack_cpu_available
@@ -201,6 +237,29 @@ def test_a_cpu_without_avx512_gets_avx2_and_is_told_why(monkeypatch):
     monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx512")
     with pytest.raises(RuntimeError, match="no AVX-512"):
         qw.choose_isa.__wrapped__()
+
+
+@needs_kernel
+def test_an_avx512_cpu_without_vbmi_keeps_the_f16c_fp8_path(monkeypatch):
+    real = qw.kernel()[0]
+    if not real.avx512_supported():
+        pytest.skip("this CPU has no AVX-512")
+
+    class _NoVbmi:              # the compiled module, as seen on Skylake-SP / Cascade Lake
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        @staticmethod
+        def vbmi_supported() -> bool:
+            return False
+
+    monkeypatch.setattr(qw, "kernel", lambda: (_NoVbmi(), None))
+    assert qw.available_isas(_NoVbmi()) == [0, 1]
+    monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx512vbmi")
+    with pytest.raises(RuntimeError, match="no AVX512-VBMI"):
+        qw.choose_isa.__wrapped__()
+    monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx2")          # "AVX2 path on an AVX-512 Xeon": forced, and said so
+    assert qw.choose_isa.__wrapped__() == (0, "avx2 (forced by TRIAGE_QUANT_ISA)")
 
 
 def test_bf16_stored_layers_count_their_bf16_bytes_as_the_before():

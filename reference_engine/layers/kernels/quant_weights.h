@@ -12,9 +12,19 @@ constexpr float kFp8Fix = 256.0f;
 // instruction are low for packed weights, so the out-of-order window alone keeps few cache lines in flight;
 // on a VM with a long memory latency that, not the arithmetic, held FP8/INT4 well under bf16's bandwidth.
 extern int64_t g_prefetch;
+extern int g_prefetch_level;  // 1: into L1 (T0), 2: into L2 (T1), 3: T2
+
+inline void prefetch_line(const uint8_t* p) {
+  if (g_prefetch_level == 2)
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+  else if (g_prefetch_level == 3)
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T2);
+  else
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+}
 
 inline void prefetch(const uint8_t* p) {
-  if (g_prefetch) _mm_prefetch(reinterpret_cast<const char*>(p + g_prefetch), _MM_HINT_T0);
+  if (g_prefetch) prefetch_line(p + g_prefetch);
 }
 
 inline float fp8_scalar_div256(uint8_t b) {  // e4m3 value / 2^8, the vector paths' convention
@@ -23,7 +33,8 @@ inline float fp8_scalar_div256(uint8_t b) {  // e4m3 value / 2^8, the vector pat
   return (b & 0x80) ? -v : v;
 }
 
-// One ISA's bodies: the drivers call through this table.
+// One ISA's bodies: the drivers call through this table (AVX-512's int4_dot is null: int4 decode there runs
+// the tiled driver, quant_weights_int4_tiles.cpp).
 struct Ops {
   float (*dotf)(const float*, const float*, int64_t);
   void (*dotf4)(const float*, const float*, int64_t, int64_t, float*);
@@ -34,5 +45,12 @@ struct Ops {
 };
 
 extern const Ops kAvx512Ops;  // quant_weights_avx512.cpp
+
+// quant_weights_vbmi.cpp: the fp8 decode driver on AVX512-VBMI (table widening); y is [T, N].
+bool vbmi_supported();
+void fp8_linear_vbmi(const float* x, int64_t T, int64_t K, const uint8_t* w, const float* scale, int64_t N, float* y);
+// quant_weights_int4_tiles.cpp: the int4 decode driver on AVX-512, tiled; y is [T, N].
+void int4_linear_tiles(const float* x, int64_t T, int64_t K, int64_t group, const uint8_t* w, const float* scale,
+                       const float* off, int64_t N, float* y);
 
 }  // namespace triage_qw

@@ -90,37 +90,6 @@ AVX512_FN void fp8_widen_avx512(const uint8_t* w, float* out, int64_t K, float s
   for (; k < K; ++k) out[k] = fp8_scalar_div256(w[k]) * s;
 }
 
-// AVX-512: vpermps picks from 16 fp32 lanes by the low 4 bits of each index, so a per-group table of the 16
-// decoded values (q * scale + offset) turns a nibble into its weight in one shuffle, scale and offset included:
-// no int->float conversion, no per-group reduction, no offset term afterwards.
-AVX512_FN float int4_dot_avx512(const uint8_t* w, const float* x, int64_t K, int64_t group, const float* scale,
-                                const float* off, const float* /*xsum*/) {
-  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-  for (int64_t g = 0, k0 = 0; k0 < K; ++g, k0 += group) {
-    const __m512 table = _mm512_fmadd_ps(iota, _mm512_set1_ps(scale[g]), _mm512_set1_ps(off[g]));
-    int64_t k = k0;
-    for (; k + 64 <= k0 + group; k += 64) {
-      if (k % 128 == 0) prefetch(w + k / 2);
-      const __m512i a = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k / 2)));
-      const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k / 2 + 16)));
-      acc[0] = _mm512_fmadd_ps(_mm512_permutexvar_ps(a, table), _mm512_loadu_ps(x + k), acc[0]);
-      acc[1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(a, 4), table), _mm512_loadu_ps(x + k + 16),
-                               acc[1]);
-      acc[2] = _mm512_fmadd_ps(_mm512_permutexvar_ps(b, table), _mm512_loadu_ps(x + k + 32), acc[2]);
-      acc[3] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), table), _mm512_loadu_ps(x + k + 48),
-                               acc[3]);
-    }
-    if (k < k0 + group) {  // group 32
-      const __m512i a = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k / 2)));
-      acc[0] = _mm512_fmadd_ps(_mm512_permutexvar_ps(a, table), _mm512_loadu_ps(x + k), acc[0]);
-      acc[1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(a, 4), table), _mm512_loadu_ps(x + k + 16),
-                               acc[1]);
-    }
-  }
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
-}
-
 AVX512_FN void int4_widen_avx512(const uint8_t* w, float* out, int64_t K, int64_t group, const float* scale,
                                  const float* off) {
   for (int64_t g = 0, k0 = 0; k0 < K; ++g, k0 += group) {
@@ -137,6 +106,7 @@ AVX512_FN void int4_widen_avx512(const uint8_t* w, float* out, int64_t K, int64_
 
 }  // namespace
 
-const Ops kAvx512Ops{dotf_avx512, dotf4_avx512, fp8_dot_avx512, fp8_widen_avx512, int4_dot_avx512, int4_widen_avx512};
+// int4 decode on AVX-512 runs quant_weights_int4_tiles.cpp (tiled, whole call), not a per-row body.
+const Ops kAvx512Ops{dotf_avx512, dotf4_avx512, fp8_dot_avx512, fp8_widen_avx512, nullptr, int4_widen_avx512};
 
 }  // namespace triage_qw

@@ -16,6 +16,7 @@ from triage.reference_engine.layers.kernels.quant_weights import (
     Int4KernelLinear,
     KernelChoice,
     choose_cpu_kernel,
+    pack_into_arena,
 )
 from triage.reference_engine.layers.quant.awq_gptq import ImportedCheckpoint, QuantCheckpointError
 from triage.reference_engine.layers.quant.fp8 import Fp8Linear
@@ -127,6 +128,7 @@ class _Handler:
         use_kernel = self.choice is not None and self.choice.use
         isa = ISA_NAMES.index(self.choice.isa) if use_kernel else 0
         chosen = {n for n, _ in pending}
+        kernel_layers: list[nn.Module] = []
         for name, linear in _linears(model):
             if name not in chosen:
                 skipped += 1
@@ -138,6 +140,10 @@ class _Handler:
             _set_module(model, name, new)
             paths[getattr(new, "path", "unknown")] += 1
             converted += 1
+            if use_kernel:
+                kernel_layers.append(new)
+        if kernel_layers:           # one contiguous stream, in call order (named_modules order)
+            pack_into_arena(kernel_layers)
         return QuantSummary(self.scheme, converted, skipped, before, model_weight_bytes(model), dict(paths),
                             getattr(self, "group_size", None), lin_before, lin_after,
                             None if self.choice is None else self.choice.as_dict(),
