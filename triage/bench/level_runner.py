@@ -113,29 +113,22 @@ class BenchRunner:
 
     # ---- the run
 
-    def _pool_size(self) -> int:
-        sizes = [lv.concurrency for lv in self.cfg.levels if lv.concurrency is not None]
-        if any(lv.request_rate is not None for lv in self.cfg.levels):
-            sizes.append(self.cfg.max_in_flight)
-        return max([1, *sizes])
-
     def _slice_size(self, spec: LevelSpec) -> int:
         n = self.cfg.requests_for(spec)
         if n is not None and self.cfg.turns > 1:
             return math.ceil(n / self.cfg.turns) * self.cfg.turns  # whole conversations
         if n is not None:
             return n
-        load = spec.concurrency or spec.request_rate or 1
-        return int(min(20000, max(64, load * (self.cfg.duration_s or 1.0) * DURATION_POOL_PER_S)))
+        return int(min(20000, max(64, spec.load * (self.cfg.duration_s or 1.0) * DURATION_POOL_PER_S)))
 
     async def run(self) -> BenchSection:
         cfg = self.cfg
         scrape_timeout_s = max(5.0, cfg.scrape_interval_s * 4)
         if self.fleet:
-            pool = FleetPool([make_pool(u, self._pool_size(), cfg.timeout_s, cfg.headers, cfg.api_key)
+            pool = FleetPool([make_pool(u, self.cfg.pool_size(), cfg.timeout_s, cfg.headers, cfg.api_key)
                               for u in cfg.urls], cfg.balance)
         else:
-            pool = make_pool(cfg.url, self._pool_size(), cfg.timeout_s, cfg.headers, cfg.api_key)
+            pool = make_pool(cfg.url, self.cfg.pool_size(), cfg.timeout_s, cfg.headers, cfg.api_key)
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = await stack.enter_async_context(make_client(cfg.url, cfg.timeout_s, cfg.headers, cfg.api_key))
@@ -210,8 +203,7 @@ class BenchRunner:
         return warmup_items, per_level
 
     async def _warmup(self, pool: ConnectionPool, opts: RequestOptions, items: list[PromptItem]) -> None:
-        peak = max([lv.concurrency or 1 for lv in self.cfg.levels])
-        spec = LevelSpec(concurrency=max(1, min(len(items), peak)))
+        spec = LevelSpec(concurrency=max(1, min(len(items), self.cfg.peak_concurrency())))
         ctx = LevelContext(pool, opts, items, self.epoch, self._on_record, warmup=True, label="warmup",
                            timeout_s=self.cfg.timeout_s, wall_epoch_s=self.wall_start_s)
         run = await run_closed(ctx, spec, len(items), None)
@@ -346,8 +338,7 @@ class BenchRunner:
         cfg = self.cfg
         if not cfg.warm_connections:
             return []
-        want = spec.concurrency if spec.concurrency is not None else \
-            min(cfg.max_in_flight, max(1, math.ceil(spec.request_rate or 1)))
+        want = spec.connections_wanted(cfg.max_in_flight)
         mark = len(pool.connects)
         errors = await pool.warm(want)
         if errors:
@@ -363,7 +354,7 @@ class BenchRunner:
         if cfg.trace is not None:
             return await run_open(ctx, spec, len(items), None, cfg.burstiness, cfg.seed + rep, cfg.max_in_flight,
                                   schedule_s=[it.arrival_s or 0.0 for it in items])
-        if spec.concurrency is not None:
+        if spec.closed_loop:
             return await run_closed(ctx, spec, cfg.requests_for(spec), cfg.duration_s)
         return await run_open(ctx, spec, cfg.requests_for(spec), cfg.duration_s, cfg.burstiness, cfg.seed + rep,
                               cfg.max_in_flight)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,22 @@ class LevelSpec:
     @property
     def name(self) -> str:
         return level_name(self)
+
+    @property
+    def closed_loop(self) -> bool:
+        """A fixed number in flight (closed loop), else an arrival rate (open loop)."""
+        return self.concurrency is not None
+
+    @property
+    def load(self) -> float:
+        """Requests in flight, or arrivals per second: what sizes the level's prompt slice."""
+        return self.concurrency or self.request_rate or 1
+
+    def connections_wanted(self, max_in_flight: int) -> int:
+        """Connections to open before the level's window: its concurrency, or about one second of arrivals."""
+        if self.concurrency is not None:
+            return self.concurrency
+        return min(max_in_flight, max(1, math.ceil(self.request_rate or 1)))
 
 
 REPEAT_ORDERS = ("rounds", "back-to-back")
@@ -98,6 +115,16 @@ class BenchConfig:
     balance: str = "round-robin"
     # Each URL's role (prefill | decode | both) when its `#fragment` named one (docs/TOPOLOGIES.md), else None.
     roles: tuple[str | None, ...] = ()
+
+    def pool_size(self) -> int:
+        """Connections the run may hold at once: its largest concurrency, or --max-in-flight for a rate level."""
+        sizes = [lv.concurrency for lv in self.levels if lv.concurrency is not None]
+        if any(lv.request_rate is not None for lv in self.levels):
+            sizes.append(self.max_in_flight)
+        return max([1, *sizes])
+
+    def peak_concurrency(self) -> int:
+        return max([lv.concurrency or 1 for lv in self.levels])
 
     @property
     def input_lens(self) -> tuple[int, ...]:
