@@ -21,7 +21,7 @@ from triage.core.report import ReportKind
 TARGET, LOAD, WORKLOAD, SLO, SCALE, OUTPUT = "Target", "Load", "Workload", "SLO & find-max", "Scale", "Output"
 
 TARGET_OPTIONS: OptionSpec = {
-    "urls": (list[str], typer.Option(None, "--url", envvar="TRIAGE_URL",
+    "urls": (list[str], typer.Option(None, "--url", envvar="TRIAGE_URL", metavar="<url>",
              help="Server base URL, e.g. http://127.0.0.1:8000; give it more than once for several replicas. "
                   "Without it, the bundled reference engine is started on a free loopback port.",
              rich_help_panel=TARGET)),

@@ -11,7 +11,7 @@ from triage.diagnose.request import DiagnoseRequest
 from triage.formats import get as get_format
 
 DIAGNOSE_OPTIONS: OptionSpec = {
-    "url": (list[str], typer.Option(None, "--url", envvar="TRIAGE_URL", help="The server to diagnose (e.g. "
+    "url": (list[str], typer.Option(None, "--url", envvar="TRIAGE_URL", metavar="<url>", help="The server to diagnose (e.g. "
             "http://127.0.0.1:8000). Without it, triage looks for a vLLM, SGLang, TGI or `triage serve` process "
             "listening on this host. Give it again for the deployment's other instances (a prefill instance beside "
             "a decode one); '#prefill' or '#decode' after a URL names its role where its own metrics do not "
