@@ -103,6 +103,18 @@ def test_all_decode_batch(backend):
     torch.testing.assert_close(out, _expected(q, kc, vc, meta, 0.25), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kv_len", [1, 16, 17, 95])
+@pytest.mark.parametrize("hq,hkv", [(8, 2), (4, 4), (6, 1)])
+def test_single_sequence_decode(backend, kv_len, hq, hkv):
+    # bs=1 decode: SDPA's one-query path (two matmuls over the KV heads); blocks scattered through the cache
+    rng = random.Random(kv_len * 31 + hq)
+    q, kc, vc, meta = _random_case(rng, hq, hkv, 16, 16, 40, [(1, kv_len)])
+    out = get_backend(backend)(q, kc, vc, meta, 0.25)
+    assert out.shape == q.shape
+    torch.testing.assert_close(out, _expected(q, kc, vc, meta, 0.25), atol=1e-5, rtol=1e-5)
+
+
 def test_tiled_streams_small_tiles_across_many_blocks():
     rng = random.Random(2)
     q, kc, vc, meta = _random_case(rng, 4, 2, 16, 4, 300, [(200, 260), (64, 64)])

@@ -80,6 +80,8 @@ class ModelRunner:
                                           self.kv_format)
         if not logit_rows:
             return torch.empty(0, self.cfg.vocab_size), []
+        if len(logit_rows) == hidden.shape[0]:     # every row samples (all-decode steps): rows 0..T-1 in order
+            return self.model.logits(hidden), sample_seqs
         rows = torch.tensor(logit_rows, dtype=torch.long, device=self.device)
         return self.model.logits(hidden.index_select(0, rows)), sample_seqs
 

@@ -28,8 +28,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dtype == torch.float32:
-            return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+        if x.dtype == torch.float32:        # the reduction's result updated in place: fewer temporaries, same bits
+            return (x * x.pow(2).mean(-1, keepdim=True).add_(self.eps).rsqrt_()).mul_(self.weight)
         xf = x.float()
         xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * xf.to(x.dtype)
@@ -64,17 +64,36 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("inv_freq", rope_inv_freq(cfg), persistent=False)
 
     def forward(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)``, each ``[T, 1, d]`` and computed once per step for every layer: ``cos`` is the
+        ``[T, d/2]`` cosines repeated twice, ``sin`` the sines with the first half negated, so that
+        apply_rope is two multiplies and an add on the whole head (see there)."""
         freqs = positions.float().unsqueeze(-1) * self.inv_freq      # [T, d/2]
-        return freqs.cos(), freqs.sin()
+        cos, sin = freqs.cos(), freqs.sin()
+        return torch.cat((cos, cos), dim=-1).unsqueeze(1), torch.cat((-sin, sin), dim=-1).unsqueeze(1)
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """HF's rotate-half convention on ``[T, H, d]``; computed in fp32."""
-    half = x.shape[-1] // 2
+ROPE_MATMUL_MAX_TOKENS = 16     # steps of at most this many tokens rotate by one [T, d, d] matmul (decode)
+
+
+def rope_matrix(cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """``[T, d, d]`` with ``x @ M[t] == x * cos[t] + roll(x, d/2) * sin[t]`` for one token's ``[H, d]``: ``cos`` on
+    the diagonal, ``sin`` on the diagonal shifted down by d/2. Built once per step; a decode step then rotates
+    q and k with one small matmul each instead of four elementwise ops (the zeros add nothing; the sum may
+    round differently from the elementwise form by an ulp)."""
+    half = cos.shape[-1] // 2
+    return torch.diag_embed(cos[:, 0]) + torch.diag_embed(sin[:, 0]).roll(half, dims=-2)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor | None) -> torch.Tensor:
+    """HF's rotate-half convention on ``[T, H, d]``, computed in fp32, with ``cos``/``sin`` as RotaryEmbedding
+    returns them: ``x * cos + roll(x, d/2) * sin`` is ``cat(x1 c - x2 s, x2 c + x1 s)`` term by term (the
+    same products and sums, so the same bits) in three ops instead of nine. With ``sin=None``, ``cos`` is
+    rope_matrix's ``[T, d, d]`` and the rotation one batched matmul."""
     xf = x.float()
-    x1, x2 = xf[..., :half], xf[..., half:]
-    c, s = cos.unsqueeze(1), sin.unsqueeze(1)
-    return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1).to(x.dtype)
+    if sin is None:
+        return torch.bmm(xf, cos).to(x.dtype)
+    out = xf * cos + xf.roll(x.shape[-1] // 2, dims=-1) * sin
+    return out.to(x.dtype)
 
 
 _PLAIN_KV = PlainKvFormat()     # stores K/V in the cache tensor's own dtype
@@ -166,6 +185,8 @@ class LlamaForCausalLM(nn.Module):
         stored as ``kv_format`` says (layers/kv_cache.py)."""
         x = self.model.embed_tokens(input_ids)
         cos, sin = self.model.rotary_emb(positions)
+        if positions.shape[0] <= ROPE_MATMUL_MAX_TOKENS:
+            cos, sin = rope_matrix(cos, sin), None
         for i, layer in enumerate(self.model.layers):
             cache = None if kv_caches is None else (kv_caches[i, 0], kv_caches[i, 1])
             x = layer(x, cos, sin, cache, meta, slot_mapping, backend, kv_format)

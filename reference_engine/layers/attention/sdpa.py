@@ -26,6 +26,8 @@ class SdpaAttention:
 
     def __call__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                  meta: AttentionMetadata, scale: float) -> torch.Tensor:
+        if meta.num_seqs == 1 and meta.q_lens[0] == 1:
+            return single_decode(q, k_cache, v_cache, meta, scale)
         if meta.num_seqs > 1 and meta.is_all_decode:
             return self._batched_decode(q, k_cache, v_cache, meta, scale)
         out = torch.empty_like(q)
@@ -66,6 +68,20 @@ class SdpaAttention:
                                            v.to(q.dtype).transpose(1, 2), attn_mask=group.mask, scale=scale,
                                            enable_gqa=True)
         return o.squeeze(2)
+
+
+def single_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
+                  scale: float) -> torch.Tensor:
+    """One sequence, one query token (bs=1 decode): softmax(q K^T * scale) V as two batched matmuls over the
+    KV heads, each query head group against its own K/V head (GQA without repeat). No mask is needed and SDPA's
+    flash kernel, its layout changes and the copy into an output buffer cost more than the math at this size."""
+    kv_len, table = meta.kv_lens[0], meta.block_tables[0]
+    hkv, d = k_cache.shape[-2], k_cache.shape[-1]
+    k = gather_kv(k_cache, table, meta.block_size, 0, kv_len).to(q.dtype)       # [kv, Hkv, d]
+    v = gather_kv(v_cache, table, meta.block_size, 0, kv_len).to(q.dtype)
+    qg = q.reshape(hkv, q.shape[1] // hkv, d)                                     # [Hkv, g, d]
+    scores = torch.bmm(qg, k.permute(1, 2, 0)).mul_(scale)                      # [Hkv, g, kv]
+    return torch.bmm(scores.softmax(-1), v.transpose(0, 1)).view(q.shape)       # [Hkv, g, d] -> [1, Hq, d]
 
 
 @dataclass(frozen=True, slots=True)
