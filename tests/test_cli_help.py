@@ -91,3 +91,18 @@ def test_bench_help_shows_its_panels_in_order_at_100_columns():
     assert loose == [], loose
     assert {p.rich_help_panel for p in bench.params if p.param_type_name == "option"} == set(BENCH_PANELS)
     assert "Examples:" in out.output and "--repeat 3" in out.output
+
+
+def test_serve_defaults_are_the_engines_own():
+    """`triage serve` repeats EngineConfig's defaults in its request (the command must not import the engine to
+    build its --help); they may not drift apart."""
+    import dataclasses
+
+    from triage.commands.serve import ServeRequest
+    from triage.reference_engine.engine.engine_config import EngineConfig
+
+    engine = {f.name: f.default for f in dataclasses.fields(EngineConfig)}
+    served = {f.name: f.default for f in dataclasses.fields(ServeRequest)}
+    shared = sorted(set(engine) & set(served))
+    assert len(shared) >= 15, shared
+    assert {k: served[k] for k in shared} == {k: engine[k] for k in shared}
