@@ -8,16 +8,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from triage.core.probe_data import KvOffloadWindow, KvTransferWindow, RankWindow
-from triage.probes.metrics_window import _histogram_summary, histogram_delta
+from triage.probes.metrics_window import _counter_delta, _histogram_summary, histogram_delta
 from triage.probes.prom_topology import OffloadScrape, TopologyScrape, TransferScrape
 
 
 def _delta(before: float | None, after: float | None) -> float | None:
-    if after is None:
-        return None
-    if before is None or after < before:     # absent at the start, or reset: count from zero
-        return after
-    return after - before
+    """A counter's delta; absent at the start (a connector's first transfer) counts from zero, as a reset does."""
+    return _counter_delta(0.0 if before is None else before, after)[0]
 
 
 def _ranks(before: TopologyScrape | None, after: TopologyScrape, seen: Sequence[TopologyScrape]) -> tuple:

@@ -34,11 +34,6 @@ HEALTHY_PCIE_EFFICIENCY = 0.8
 NO_WEIGHTS = " (set [model] weight_bytes in triage.toml to see the cost in tokens/s for the served model)"
 
 
-def served_weight_bytes(ctx: Context) -> tuple[float, str] | None:
-    """The served model's weight bytes and where they came from, or None when nothing says."""
-    return ctx.weight_bytes()
-
-
 def tensor_parallel(ctx: Context) -> int:
     tp = ctx.seen(ServerConfigData).tensor_parallel_size
     return int(tp) if isinstance(tp, (int, float)) and tp >= 1 else 1
@@ -137,7 +132,7 @@ def pcie_measured(ctx: Context) -> Hit | None | object:
     evidence = {k: v for low in lows for k, v in low.evidence.items()}
     worst = min(lows, key=lambda low: low.worst_gbps / low.link_gbps)
     cost = ""
-    w = served_weight_bytes(ctx)
+    w = ctx.weight_bytes()
     if w is not None:
         healthy = worst.link_gbps * HEALTHY_PCIE_EFFICIENCY
         cost = (f" Loading the served model's {gib(w[0])} of weights over it takes {w[0] / (worst.worst_gbps * 1e9):.1f}"

@@ -11,7 +11,6 @@ from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.catalog._active_shared import (
     NO_WEIGHTS,
     measured_gpus,
-    served_weight_bytes,
     tensor_parallel,
 )
 from triage.rules.context import Context
@@ -53,7 +52,7 @@ def gpu014(ctx: Context) -> Hit | None:
     if worst is None:
         return None
     message = "; ".join(lines) + "."
-    w = served_weight_bytes(ctx)
+    w = ctx.weight_bytes()
     if w is not None:
         tp = tensor_parallel(ctx)
         at_spec = decode_tokens_per_s_bound(1, worst[1] * 1e9 * tp, w[0], 0.0, 0.0)

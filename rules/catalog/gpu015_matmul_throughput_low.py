@@ -7,7 +7,7 @@ from typing import Any
 from triage.core.probe_data import MatmulData, ServerConfigData
 from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
-from triage.rules.catalog._active_shared import NO_WEIGHTS, measured_gpus, served_weight_bytes
+from triage.rules.catalog._active_shared import NO_WEIGHTS, measured_gpus
 from triage.rules.context import Context
 from triage.rules.fmt import pct
 from triage.rules.registry import rule
@@ -48,7 +48,7 @@ def gpu015(ctx: Context) -> Hit | None:
     if worst is None:
         return None
     message = "; ".join(lines) + "."
-    w = served_weight_bytes(ctx)
+    w = ctx.weight_bytes()
     if w is not None:
         quant = str(ctx.seen(ServerConfigData).quantization or "").lower()
         params = w[0] / _QUANT_BYTES.get(quant, 2.0)

@@ -7,6 +7,7 @@ from rich.table import Table
 
 from triage.core.probe_data import ServerMetricsData, TopologyData
 from triage.core.report import Finding, FindingKind, Report, Severity
+from triage.core.snapshot import Snapshot
 from triage.render.fmt import md_table, num
 
 _SEVERITY_STYLE = {
@@ -24,14 +25,11 @@ def _target_line(report: Report) -> str:
     return " · ".join(bits) if bits else "no server target"
 
 
-def _payload(report: Report, cls: type) -> object | None:
-    return next((p.data for p in report.probes if p.name == cls.PROBE and isinstance(p.data, cls)), None)
-
-
 def topology_lines(report: Report) -> list[str]:
     """The deployment's shape (docs/TOPOLOGIES.md), when it is more than one instance on its own."""
-    topo = _payload(report, TopologyData)
-    if not isinstance(topo, TopologyData) or topo.kind in (None, "single instance"):
+    snapshot = Snapshot(probes=report.probes)
+    topo = snapshot.payload(TopologyData)
+    if topo is None or topo.kind in (None, "single instance"):
         return []
     bits = [topo.kind]
     if topo.data_parallel_size:
@@ -46,8 +44,8 @@ def topology_lines(report: Report) -> list[str]:
     if topo.expert_balancedness is not None:
         bits.append(f"expert balance {topo.expert_balancedness:.2f}")
     lines = ["topology: " + " · ".join(bits)]
-    metrics = _payload(report, ServerMetricsData)
-    if isinstance(metrics, ServerMetricsData) and metrics.ranks:
+    metrics = snapshot.payload(ServerMetricsData)
+    if metrics is not None and metrics.ranks:
         lines.append("ranks: " + " · ".join(
             f"{r.rank}: " + ("n/a" if r.num_requests_waiting_max is None else f"{r.num_requests_waiting_max:g}")
             + " waiting, KV "

@@ -33,6 +33,31 @@ inline float fp8_scalar_div256(uint8_t b) {  // e4m3 value / 2^8, the vector pat
   return (b & 0x80) ? -v : v;
 }
 
+// The tiled drivers' walk over output rows n0..n1 and T tokens: 4 rows a pass at one token, else 2 rows (then
+// 1) by 8, 4 and 1 tokens. `Job::run<R, TT>(n, t0)` computes R rows for TT tokens from row n and token t0;
+// each call covers a whole K, so this loop's own cost does not count.
+template <class Job>
+void tile_rows(const Job& job, int64_t n0, int64_t n1, int64_t T) {
+  int64_t n = n0;
+  if (T == 1) {
+    for (; n + 4 <= n1; n += 4) job.template run<4, 1>(n, 0);
+    for (; n < n1; ++n) job.template run<1, 1>(n, 0);
+    return;
+  }
+  for (; n + 2 <= n1; n += 2) {
+    int64_t t = 0;
+    for (; t + 8 <= T; t += 8) job.template run<2, 8>(n, t);
+    for (; t + 4 <= T; t += 4) job.template run<2, 4>(n, t);
+    for (; t < T; ++t) job.template run<2, 1>(n, t);
+  }
+  for (; n < n1; ++n) {
+    int64_t t = 0;
+    for (; t + 8 <= T; t += 8) job.template run<1, 8>(n, t);
+    for (; t + 4 <= T; t += 4) job.template run<1, 4>(n, t);
+    for (; t < T; ++t) job.template run<1, 1>(n, t);
+  }
+}
+
 // One ISA's bodies: the drivers call through this table (AVX-512's int4_dot is null: int4 decode there runs
 // the tiled driver, quant_weights_int4_tiles.cpp).
 struct Ops {

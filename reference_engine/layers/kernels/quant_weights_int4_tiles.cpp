@@ -66,33 +66,13 @@ struct Int4Job {
   }
 };
 
-AVX512_FN void over_rows(const Int4Job& job, int64_t n0, int64_t n1, int64_t T) {
-  int64_t n = n0;
-  if (T == 1) {
-    for (; n + 4 <= n1; n += 4) job.run<4, 1>(n, 0);
-    for (; n < n1; ++n) job.run<1, 1>(n, 0);
-    return;
-  }
-  for (; n + 2 <= n1; n += 2) {
-    int64_t t = 0;
-    for (; t + 8 <= T; t += 8) job.run<2, 8>(n, t);
-    for (; t + 4 <= T; t += 4) job.run<2, 4>(n, t);
-    for (; t < T; ++t) job.run<2, 1>(n, t);
-  }
-  for (; n < n1; ++n) {
-    int64_t t = 0;
-    for (; t + 8 <= T; t += 8) job.run<1, 8>(n, t);
-    for (; t + 4 <= T; t += 4) job.run<1, 4>(n, t);
-    for (; t < T; ++t) job.run<1, 1>(n, t);
-  }
-}
 
 }  // namespace
 
 void int4_linear_tiles(const float* x, int64_t T, int64_t K, int64_t group, const uint8_t* w, const float* scale,
                        const float* off, int64_t N, float* y) {
   const Int4Job job{w, scale, off, x, K, N, group, y};
-  at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) { over_rows(job, n0, n1, T); });
+  at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) { tile_rows(job, n0, n1, T); });
 }
 
 }  // namespace triage_qw

@@ -119,26 +119,6 @@ struct Fp8Job {
   }
 };
 
-VBMI_FN void over_rows(const Fp8Job& job, int64_t n0, int64_t n1, int64_t T) {
-  int64_t n = n0;
-  if (T == 1) {
-    for (; n + 4 <= n1; n += 4) job.run<4, 1>(n, 0);
-    for (; n < n1; ++n) job.run<1, 1>(n, 0);
-    return;
-  }
-  for (; n + 2 <= n1; n += 2) {
-    int64_t t = 0;
-    for (; t + 8 <= T; t += 8) job.run<2, 8>(n, t);
-    for (; t + 4 <= T; t += 4) job.run<2, 4>(n, t);
-    for (; t < T; ++t) job.run<2, 1>(n, t);
-  }
-  for (; n < n1; ++n) {
-    int64_t t = 0;
-    for (; t + 8 <= T; t += 8) job.run<1, 8>(n, t);
-    for (; t + 4 <= T; t += 4) job.run<1, 4>(n, t);
-    for (; t < T; ++t) job.run<1, 1>(n, t);
-  }
-}
 
 }  // namespace
 
@@ -152,7 +132,7 @@ void fp8_linear_vbmi(const float* x, int64_t T, int64_t K, const uint8_t* w, con
   const int64_t kp = (K + kBlock - 1) / kBlock * kBlock;
   const std::vector<float> xp = permute_x(x, T, K, kp);
   const Fp8Job job{w, scale, xp.data(), K, kp, N, y};
-  at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) { over_rows(job, n0, n1, T); });
+  at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) { tile_rows(job, n0, n1, T); });
 }
 
 }  // namespace triage_qw
