@@ -62,6 +62,20 @@ def test_least_in_flight_prefers_the_idle_replica():
     assert [rr._pick() for _ in range(4)] == [0, 1, 0, 1]
 
 
+def _valid_bench(args: list[str], out) -> dict:
+    """`triage bench ARGS`, whose report is at ``out``, run until its level is valid (at most three times). A
+    loaded CI host can starve the client: bench then marks the level invalid (BENCH001) and, rightly, judges no
+    replica from it (FLEET001 skipped). That verdict is the product's, not these tests' subject."""
+    for _ in range(3):
+        result = CliRunner().invoke(app, ["bench", *args])
+        assert result.exit_code == 0, result.output
+        report = json.loads(out.read_text())
+        if report["bench"]["levels"][0]["client"]["valid"]:
+            return report
+        assert "FLEET001" in {s["code"] for s in report["skipped_rules"]}
+    raise AssertionError(f"three runs, each starved: {report['bench']['levels'][0]['client']['invalid_reason']}")
+
+
 @pytest.mark.slow
 def test_two_replicas_one_undersized(reference_server, tmp_path):
     launcher = pytest.importorskip("triage.reference_engine.serve.launcher")
@@ -71,10 +85,8 @@ def test_two_replicas_one_undersized(reference_server, tmp_path):
                                                              "--max-num-seqs", "1")) as small:
         out, jsonl = tmp_path / "fleet.json", tmp_path / "requests.jsonl"
         slow_shape = [*COMMON[:-1], "64"]   # --output-len 64
-        result = CliRunner().invoke(app, ["bench", "--url", reference_server.url, "--url", small.url, *slow_shape,
-                                          "--json", str(out), "--jsonl", str(jsonl)])
-        assert result.exit_code == 0, result.output
-    report = json.loads(out.read_text())
+        report = _valid_bench(["--url", reference_server.url, "--url", small.url, *slow_shape, "--json", str(out),
+                               "--jsonl", str(jsonl)], out)
     assert report["target"]["url"] == reference_server.url
     assert report["target"]["urls"] == [reference_server.url, small.url]
     level = report["bench"]["levels"][0]
@@ -99,9 +111,7 @@ def test_two_replicas_one_undersized(reference_server, tmp_path):
 def test_equal_replicas_raise_no_imbalance(reference_server, tmp_path):
     same = reference_server.url.replace("127.0.0.1", "localhost")
     out = tmp_path / "fleet.json"
-    result = CliRunner().invoke(app, ["bench", "--url", reference_server.url, "--url", same, *COMMON,
-                                      "--balance", "least-in-flight", "--json", str(out)])
-    assert result.exit_code == 0, result.output
-    report = json.loads(out.read_text())
+    report = _valid_bench(["--url", reference_server.url, "--url", same, *COMMON, "--balance", "least-in-flight",
+                           "--json", str(out)], out)
     assert len(report["bench"]["levels"][0]["replicas"]) == 2
     assert "FLEET001" not in {f["code"] for f in report["findings"]}
