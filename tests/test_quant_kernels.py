@@ -60,6 +60,25 @@ def test_fp8_kernel_matches_dequantize_then_matmul(isa, rows, n, k, per_tensor):
 
 @needs_kernel
 @pytest.mark.parametrize("isa", _isas())
+@pytest.mark.parametrize("prefetch_bytes", [0, 64])
+def test_the_kernels_agree_with_software_prefetch_off_or_short(isa, prefetch_bytes):
+    """The drivers have a loop without prefetch (distance 0) besides the default one; both must compute the same."""
+    module = qw.kernel()[0]
+    lin = _linear(70, 1024)
+    f8, i4 = qw.Fp8KernelLinear.from_linear(lin, isa), qw.Int4KernelLinear.from_linear(lin, isa, group_size=64)
+    x = torch.randn(3, 1024)
+    want8, want4 = f8(x[:1]), i4(x)
+    try:
+        module.set_prefetch(prefetch_bytes)
+        got8, got4 = f8(x[:1]), i4(x)
+    finally:
+        module.set_prefetch(8192)
+    torch.testing.assert_close(got8, want8, rtol=0, atol=0)
+    torch.testing.assert_close(got4, want4, rtol=0, atol=0)
+
+
+@needs_kernel
+@pytest.mark.parametrize("isa", _isas())
 def test_every_e4m3_byte_widens_exactly(isa):
     codes = torch.arange(256, dtype=torch.uint8)
     codes = codes[(codes & 0x7F) != 0x7F]                # 0x7F / 0xFF are e4m3fn's NaN; quantizing never makes them
