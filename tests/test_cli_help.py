@@ -94,8 +94,8 @@ def test_bench_help_shows_its_panels_in_order_at_100_columns():
 
 
 def test_serve_defaults_are_the_engines_own():
-    """`triage serve` repeats EngineConfig's defaults in its request (the command must not import the engine to
-    build its --help); they may not drift apart."""
+    """`triage serve`'s request and options take EngineConfig's defaults (from the torch-free engine_config);
+    they may not drift apart."""
     import dataclasses
 
     from triage.commands.serve import ServeRequest

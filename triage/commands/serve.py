@@ -9,12 +9,18 @@ import typer
 from triage.cli_support import OptionSpec, funnel, option_groups
 from triage.core.errors import UsageError, require_extra
 
-_SCHEDULERS = ("continuous", "static")
-_ATTENTION = ("auto", "naive", "tiled", "sdpa", "triton")
-_DTYPES = ("auto", "float32", "bfloat16", "float16")
-_KV_CACHE_DTYPES = ("auto", "float32", "bfloat16", "float16", "fp8", "fp8_e4m3")
-_KV_LAYOUTS = ("paged", "contiguous")
-_QUANTIZATIONS = ("none", "fp8", "int4")
+# engine_config is torch-free (the CLI loads it at start-up anyway): the choices and defaults are the engine's own.
+from triage.reference_engine.engine.engine_config import (
+    DTYPES,
+    KV_CACHE_DTYPES,
+    KV_LAYOUTS,
+    QUANTIZATIONS,
+    SCHEDULERS,
+    EngineConfig,
+)
+
+_ATTENTION = ("auto", "naive", "tiled", "sdpa", "triton")   # the engine checks its backend registry at load
+_E = EngineConfig()
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -28,25 +34,25 @@ class ServeRequest:
     """The command line's options, as given (in --help's order)."""
     host: str = "127.0.0.1"
     port: int = 8000
-    model: str = "tiny"
+    model: str = _E.model
     served_model_name: str | None = None
-    dtype: str = "auto"
-    device: str = "cpu"
-    max_model_len: int | None = None
-    max_num_seqs: int = 64
-    max_num_batched_tokens: int = 2048
-    block_size: int = 16
-    kv_cache_bytes: int | None = None
-    num_kv_blocks: int | None = None
-    gpu_memory_utilization: float = 0.9
-    kv_cache_dtype: str = "auto"
-    quantization: str = "none"
-    scheduler: str = "continuous"
-    kv_layout: str = "paged"
-    attention: str = "auto"
-    enable_prefix_caching: bool = True
-    enable_chunked_prefill: bool = True
-    seed: int = 0
+    dtype: str = _E.dtype
+    device: str = _E.device
+    max_model_len: int | None = _E.max_model_len
+    max_num_seqs: int = _E.max_num_seqs
+    max_num_batched_tokens: int = _E.max_num_batched_tokens
+    block_size: int = _E.block_size
+    kv_cache_bytes: int | None = _E.kv_cache_bytes
+    num_kv_blocks: int | None = _E.num_kv_blocks
+    gpu_memory_utilization: float = _E.gpu_memory_utilization
+    kv_cache_dtype: str = _E.kv_cache_dtype
+    quantization: str = _E.quantization
+    scheduler: str = _E.scheduler
+    kv_layout: str = _E.kv_layout
+    attention: str = _E.attention
+    enable_prefix_caching: bool = _E.enable_prefix_caching
+    enable_chunked_prefill: bool = _E.enable_chunked_prefill
+    seed: int = _E.seed
     api_key: str | None = None
     max_request_body_bytes: int = 8 * 1024 * 1024
     access_log: bool = False
@@ -58,36 +64,36 @@ SERVE_OPTIONS: OptionSpec = {
     "host": (str, typer.Option("127.0.0.1", "--host", envvar="TRIAGE_SERVE_HOST",
         help="Address to listen on. Loopback unless you ask for more.")),
     "port": (int, typer.Option(8000, "--port", envvar="TRIAGE_SERVE_PORT", help="Port; 0 picks a free one.")),
-    "model": (str, typer.Option("tiny", "--model", help="A preset (tiny, small, ...) or a local model directory; nothing is downloaded.")),
+    "model": (str, typer.Option(_E.model, "--model", help="A preset (tiny, small, ...) or a local model directory; nothing is downloaded.")),
     "served_model_name": (str, typer.Option(None, "--served-model-name",
         help="Name clients use in `model`; defaults to --model.")),
-    "dtype": (str, typer.Option("auto", "--dtype", help="auto, float32, bfloat16 or float16.")),
-    "device": (str, typer.Option("cpu", "--device", help="cpu, cuda or cuda:N.")),
-    "max_model_len": (int, typer.Option(None, "--max-model-len", help="Context limit; defaults to the model's.")),
-    "max_num_seqs": (int, typer.Option(64, "--max-num-seqs", help="Most requests in one batch.")),
-    "max_num_batched_tokens": (int, typer.Option(2048, "--max-num-batched-tokens",
+    "dtype": (str, typer.Option(_E.dtype, "--dtype", help="auto, float32, bfloat16 or float16.")),
+    "device": (str, typer.Option(_E.device, "--device", help="cpu, cuda or cuda:N.")),
+    "max_model_len": (int, typer.Option(_E.max_model_len, "--max-model-len", help="Context limit; defaults to the model's.")),
+    "max_num_seqs": (int, typer.Option(_E.max_num_seqs, "--max-num-seqs", help="Most requests in one batch.")),
+    "max_num_batched_tokens": (int, typer.Option(_E.max_num_batched_tokens, "--max-num-batched-tokens",
         help="Most tokens one engine step may process.")),
-    "block_size": (int, typer.Option(16, "--block-size", help="Tokens per KV cache block.")),
-    "kv_cache_bytes": (int, typer.Option(None, "--kv-cache-bytes",
+    "block_size": (int, typer.Option(_E.block_size, "--block-size", help="Tokens per KV cache block.")),
+    "kv_cache_bytes": (int, typer.Option(_E.kv_cache_bytes, "--kv-cache-bytes",
         help="KV cache budget in bytes (instead of --gpu-memory-utilization).")),
-    "num_kv_blocks": (int, typer.Option(None, "--num-kv-blocks", "--num-gpu-blocks-override",
+    "num_kv_blocks": (int, typer.Option(_E.num_kv_blocks, "--num-kv-blocks", "--num-gpu-blocks-override",
         help="Exact number of KV blocks; overrides the byte budget.")),
-    "gpu_memory_utilization": (float, typer.Option(0.9, "--gpu-memory-utilization",
+    "gpu_memory_utilization": (float, typer.Option(_E.gpu_memory_utilization, "--gpu-memory-utilization",
         help="Share of GPU memory for weights + KV cache.")),
-    "kv_cache_dtype": (str, typer.Option("auto", "--kv-cache-dtype",
+    "kv_cache_dtype": (str, typer.Option(_E.kv_cache_dtype, "--kv-cache-dtype",
         help="auto (the model dtype), float32, bfloat16, float16, or fp8 / fp8_e4m3 "
         "(e4m3 values with a per-token scale: about half of bf16's bytes).")),
-    "quantization": (str, typer.Option("none", "--quantization",
+    "quantization": (str, typer.Option(_E.quantization, "--quantization",
         help="Weight-only quantization at load: none, fp8 (e4m3, per-channel scale) or "
         "int4 (group 128). On a CPU, packed-weight kernels where they measure faster.")),
-    "scheduler": (str, typer.Option("continuous", "--scheduler", help="continuous or static batching.")),
-    "kv_layout": (str, typer.Option("paged", "--kv-layout", help="paged or contiguous KV cache.")),
-    "attention": (str, typer.Option("auto", "--attention", help="auto, naive, tiled, sdpa or triton (CUDA + triton only; auto picks it there).")),
-    "enable_prefix_caching": (bool, typer.Option(True, "--enable-prefix-caching/--no-enable-prefix-caching",
+    "scheduler": (str, typer.Option(_E.scheduler, "--scheduler", help="continuous or static batching.")),
+    "kv_layout": (str, typer.Option(_E.kv_layout, "--kv-layout", help="paged or contiguous KV cache.")),
+    "attention": (str, typer.Option(_E.attention, "--attention", help="auto, naive, tiled, sdpa or triton (CUDA + triton only; auto picks it there).")),
+    "enable_prefix_caching": (bool, typer.Option(_E.enable_prefix_caching, "--enable-prefix-caching/--no-enable-prefix-caching",
         help="Reuse KV blocks of shared prompt prefixes.")),
-    "enable_chunked_prefill": (bool, typer.Option(True, "--enable-chunked-prefill/--no-enable-chunked-prefill",
+    "enable_chunked_prefill": (bool, typer.Option(_E.enable_chunked_prefill, "--enable-chunked-prefill/--no-enable-chunked-prefill",
         help="Split long prefills across steps.")),
-    "seed": (int, typer.Option(0, "--seed", help="Seed for weights of presets and for sampling.")),
+    "seed": (int, typer.Option(_E.seed, "--seed", help="Seed for weights of presets and for sampling.")),
     "api_key": (str, typer.Option(None, "--api-key", envvar=["TRIAGE_API_KEY", "VLLM_API_KEY"],
         show_envvar=True, show_default=False,
         help="Require `Authorization: Bearer KEY` on /v1/*. Prefer the env var: "
@@ -117,7 +123,6 @@ def serve(req: ServeRequest) -> int:
 
 def _engine_and_server(req: ServeRequest) -> tuple[Any, Any]:
     """(the EngineConfig, the ServerOptions), every option checked."""
-    from triage.reference_engine.engine.engine_config import EngineConfig
     from triage.reference_engine.serve.server import ServerOptions
 
     if req.log_level.lower() not in ("debug", "info", "warning", "error"):
@@ -126,15 +131,15 @@ def _engine_and_server(req: ServeRequest) -> tuple[Any, Any]:
         raise UsageError(f"--port {req.port} is not a port number (0-65535)")
     try:
         config = EngineConfig(
-            model=req.model, dtype=_choice("--dtype", req.dtype, _DTYPES), device=req.device,
+            model=req.model, dtype=_choice("--dtype", req.dtype, DTYPES), device=req.device,
             max_model_len=req.max_model_len, max_num_seqs=req.max_num_seqs,
             max_num_batched_tokens=req.max_num_batched_tokens, block_size=req.block_size,
             kv_cache_bytes=req.kv_cache_bytes, num_kv_blocks=req.num_kv_blocks,
             gpu_memory_utilization=req.gpu_memory_utilization,
-            kv_cache_dtype=_choice("--kv-cache-dtype", req.kv_cache_dtype, _KV_CACHE_DTYPES),
-            quantization=_choice("--quantization", req.quantization, _QUANTIZATIONS),
-            scheduler=_choice("--scheduler", req.scheduler, _SCHEDULERS),
-            kv_layout=_choice("--kv-layout", req.kv_layout, _KV_LAYOUTS),
+            kv_cache_dtype=_choice("--kv-cache-dtype", req.kv_cache_dtype, KV_CACHE_DTYPES),
+            quantization=_choice("--quantization", req.quantization, QUANTIZATIONS),
+            scheduler=_choice("--scheduler", req.scheduler, SCHEDULERS),
+            kv_layout=_choice("--kv-layout", req.kv_layout, KV_LAYOUTS),
             attention=_choice("--attention", req.attention, _ATTENTION),
             enable_prefix_caching=req.enable_prefix_caching, enable_chunked_prefill=req.enable_chunked_prefill,
             seed=req.seed)
