@@ -17,14 +17,14 @@ def _delta(before: float | None, after: float | None) -> float | None:
     return _counter_delta(0.0 if before is None else before, after)[0]
 
 
-def _ranks(before: TopologyScrape | None, after: TopologyScrape, seen: Sequence[TopologyScrape]) -> tuple:
+def _ranks(before: TopologyScrape | None, after: TopologyScrape, seen: Sequence[TopologyScrape | None]) -> tuple:
+    window = [s for s in (before, *seen, after) if s is not None]
     out = []
     for rank, now in after.ranks.items():
         then = before.ranks.get(rank) if before else None
-        waits = [s.ranks[rank].waiting for s in (*([before] if before else []), *seen, after)
-                 if rank in s.ranks and s.ranks[rank].waiting is not None]
-        kvs = [s.ranks[rank].kv_usage for s in (*([before] if before else []), *seen, after)
-               if rank in s.ranks and s.ranks[rank].kv_usage is not None]
+        mine = [s.ranks[rank] for s in window if rank in s.ranks]
+        waits = [r.waiting for r in mine if r.waiting is not None]
+        kvs = [r.kv_usage for r in mine if r.kv_usage is not None]
         out.append(RankWindow(
             rank=rank, num_requests_running=now.running, num_requests_waiting=now.waiting,
             num_requests_waiting_max=max(waits) if waits else None, kv_cache_usage_frac_max=max(kvs) if kvs else None,
@@ -83,7 +83,7 @@ def topology_window(before: TopologyScrape | None, after: TopologyScrape | None,
     elif after.balance_count:      # no new forward passes in the window: the mean since start
         balance = (after.balance_sum or 0.0) / after.balance_count
     return {
-        "ranks": _ranks(before, after, [s for s in seen if s is not None]),
+        "ranks": _ranks(before, after, seen),
         "role": after.role,
         "kv_transfer": _transfer(before.transfer if before else None, after.transfer) if after.transfer else None,
         "kv_offload": _offload(before.offload if before else None, after.offload, window_s) if after.offload else None,
