@@ -1,9 +1,11 @@
 """Weight-only FP8 and INT4 on this CPU: whole-model decode of the `small` preset against bf16-stored weights.
 
-Paths, all fp32 arithmetic on one engine (the model is swapped between measurements):
-- bf16-stored: Bf16StoredLinear (kernels/bf16_weights.cpp), 2 bytes a weight;
-- fp8: Fp8KernelLinear (kernels/quant_weights.cpp), e4m3 + per-channel fp32 scale, ~1 byte a weight;
-- int4: Int4KernelLinear, group 128 asymmetric, 0.5 byte + 8 bytes of scale/offset per 128 weights.
+Paths, on one engine (the model is swapped between measurements):
+- bf16-stored: Bf16StoredLinear (kernels/bf16_weights.cpp), 2 bytes a weight, fp32 arithmetic;
+- fp8: Fp8KernelLinear (kernels/quant_weights.cpp), e4m3 + per-channel fp32 scale, ~1 byte a weight, fp32
+  arithmetic;
+- int4: Int4KernelLinear, group 128 asymmetric, 0.5 byte + 8 bytes of scale/offset per 128 weights, on the body
+  the ISA choice measured fastest (an int8-activation one, *_w4a8, where it won: `isa` and `paths` say which).
 At bs=1 and bs=8: decode tok/s (steady-state steps after two warm ones; the paths alternate over --rounds and
 each keeps its best tok/s; speed-ups are the median of the ratios within each round), and the % of the memory
 roofline each reaches counting its own bytes: B x BW / (W + A + B x ctx x kv), W the bytes a step streams (every
@@ -11,9 +13,14 @@ weight, scale and offset but the embedding table), A the fp32 activations the li
 host's read bandwidth measured just before each round. Then, to tell the kernels from the rest of the step:
 `layer_stream`, the same linears called in sequence without the rest of the step (bytes / time / BW: each
 kernel's own roofline), and `engine_floor`, the step with every linear stubbed out (what no kernel can remove)
-with the roofline % it leaves reachable. Then a layer table (1 x K @ K x N, per ISA) and the perplexity change on
-a fixed token sequence. Writes JSON (default benchmarks/results/baseline_quant.json) with host, ISA and load.
-TRIAGE_QUANT_ISA=avx2 (or avx512, avx512vbmi) forces the kernels' ISA for the decode part.
+with the roofline % it leaves reachable, and `step_split`, the real step cut into the time inside its linears and
+the rest (the rest runs slower than in the stubbed step: the weights stream through the caches between its ops),
+and `arena_huge_pages`, bs=1 decode with the packed weights in huge pages against 4 KiB pages.
+Then a layer table (1 x K @ K x N, per ISA) and the perplexity change on a fixed token sequence. Where the int4
+choice is an int8-activation body, `int4_fp32_activations` (the fastest fp32 body) is measured beside it.
+Writes JSON (default benchmarks/results/baseline_quant.json) with host, ISA and load.
+TRIAGE_QUANT_ISA=avx2 (or avx512, avx512vbmi, ...) forces the kernels' ISA for the decode part;
+TRIAGE_QUANT_ISA=avx2,avx2_w4a8 chooses among those two as an AVX2-only CPU would.
 
     python benchmarks/baseline_quant.py [--threads N] [--rounds 5] [--decode-steps 12] [--ppl-tokens 256]
 """
@@ -130,6 +137,10 @@ def bench_decode(rounds: int, steps: int, batches: list[int]) -> tuple[dict, dic
         s = quantize_model(m, scheme, group_size=128)
         models[scheme] = m
         paths[scheme] = {**(s.kernel or {}), "bytes_per_weight": s.bytes_per_weight, "layer_paths": s.paths}
+    if paths["int4"].get("isa") in {qw.ISA_NAMES[i] for i in qw.INT8_ACTIVATION_ISAS}:
+        allowed = _fp32_bodies_allowed()
+        models["int4_fp32_activations"], body = _quantized(base, "int4", "fp32")
+        paths["int4_fp32_activations"] = {"isa": body, "allowed": allowed}
     kv_tok = engine.runner.kv_cache_bytes / (engine.runner.num_blocks * engine.runner.block_size)
     ctx = PROMPT_TOKENS + 1 + WARM_STEPS + steps / 2
     best: dict[tuple[str, int], dict] = {}
@@ -157,7 +168,10 @@ def bench_decode(rounds: int, steps: int, batches: list[int]) -> tuple[dict, dic
             per_round[b].append({name: {"speedup_vs_bf16_stored": p["decode_tokens_per_s"] / ref,
                                         "roofline_pct": p["roofline_pct"]} for name, p in this_round.items()})
     engine.runner.model = base
-    extra = {"layer_stream": layer_stream(models, batches, rounds), "engine_floor": {}}
+    extra = {"layer_stream": layer_stream(models, batches, rounds), "engine_floor": {},
+             "arena_huge_pages": huge_pages_ab(engine, base, steps, vocab, rounds),
+             "step_split": {f"bs{b}": {name: step_split(engine, m, b, steps, vocab) for name, m in models.items()}
+                            for b in batches}}
     for b in batches:       # the step's non-matmul time, and the roofline % it leaves reachable for each path
         floor = engine_floor_s(engine, base, b, steps, vocab)
         ceiling = {}
@@ -210,6 +224,95 @@ def engine_floor_s(engine: LLMEngine, base: nn.Module, batch: int, steps: int, v
     return batch / best
 
 
+def _huge_kib(t: torch.Tensor) -> int | None:
+    """KiB of ``t``'s mapping that the OS backs with transparent huge pages (/proc/self/smaps), if readable."""
+    smaps = Path("/proc/self/smaps")
+    if not smaps.exists():
+        return None
+    addr, inside = t.data_ptr(), False
+    for line in smaps.read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            lo, hi = (int(v, 16) for v in head.split("-"))
+            inside = lo <= addr < hi
+        elif inside and head == "AnonHugePages:":
+            return int(line.split()[1])
+    return None
+
+
+def huge_pages_ab(engine: LLMEngine, base: nn.Module, steps: int, vocab: int, rounds: int) -> dict:
+    """Decode tok/s at bs=1 for each scheme with its packed weights in huge pages (as quantize_model packs them)
+    and in 4 KiB pages (ARENA_HUGE_PAGES off), alternating within each round; the median of the per-round
+    ratios, and the KiB the OS actually backed with huge pages."""
+    models = {}
+    for scheme in ("fp8", "int4"):
+        for huge in (True, False):
+            qw.ARENA_HUGE_PAGES = huge
+            try:
+                models[scheme, huge] = copy.deepcopy(base)
+                quantize_model(models[scheme, huge], scheme, group_size=128)
+            finally:
+                qw.ARENA_HUGE_PAGES = True
+    best: dict[tuple[str, bool], float] = {}
+    ratios: dict[str, list[float]] = {"fp8": [], "int4": []}
+    for _ in range(rounds):
+        tok = {}
+        for key, m in models.items():
+            engine.runner.model = m
+            tok[key] = _decode(engine, 1, steps, vocab)
+            best[key] = max(best.get(key, 0.0), tok[key])
+        for scheme in ratios:
+            ratios[scheme].append(tok[scheme, True] / tok[scheme, False])
+    engine.runner.model = base
+    out = {}
+    for scheme, rs in ratios.items():
+        arena = next(b for n, b in models[scheme, True].named_buffers() if n.endswith(("weight_u8", "weight_packed")))
+        out[scheme] = {"huge_pages_tok_s_best": best[scheme, True], "small_pages_tok_s_best": best[scheme, False],
+                       "ratio_median": statistics.median(rs), "ratios_per_round": [round(r, 3) for r in rs],
+                       "storage_bytes": arena.untyped_storage().nbytes(), "huge_pages_kib": _huge_kib(arena),
+                       "load_avg": _load()}
+        print(f"bs=1 {scheme}: weights in huge pages vs 4 KiB pages: x{out[scheme]['ratio_median']:.3f} "
+              f"{out[scheme]['ratios_per_round']} ({out[scheme]['huge_pages_kib']} KiB in huge pages)", flush=True)
+    return out
+
+
+def step_split(engine: LLMEngine, model: nn.Module, batch: int, steps: int, vocab: int, repeats: int = 3) -> dict:
+    """The real decode step cut in two: the time spent inside the linears (each one's call timed where the step
+    makes it, decode calls only) and the rest. The rest is larger than `engine_floor`: the same attention, norm
+    and Python work runs after every linear has streamed its weights through the caches, and finds its own code
+    and data evicted. Best of ``repeats`` runs; the timers add two perf_counter calls to each linear."""
+    acc = {"s": 0.0, "calls": 0}
+    linears = _decode_linears(model)
+
+    def timed(forward):
+        def call(x: torch.Tensor) -> torch.Tensor:
+            t = time.perf_counter()
+            y = forward(x)
+            if x.shape[0] == batch:
+                acc["s"] += time.perf_counter() - t
+                acc["calls"] += 1
+            return y
+        return call
+
+    for layer in linears:
+        layer.forward = timed(layer.forward)
+    engine.runner.model = model
+    best = None
+    try:
+        for _ in range(repeats):
+            acc["s"], acc["calls"] = 0.0, 0
+            tok_s = _decode(engine, batch, steps, vocab)
+            step_s = batch / tok_s
+            linears_s = acc["s"] / max(1, acc["calls"]) * len(linears)    # per step (decode calls only)
+            if best is None or step_s < best["step_s"]:
+                best = {"step_s": step_s, "linears_s": linears_s, "rest_s": step_s - linears_s,
+                        "linear_calls_per_step": len(linears), "load_avg": _load()}
+    finally:
+        for layer in linears:
+            del layer.forward       # the instance attribute: the class's forward again
+    return best
+
+
 def layer_stream(models: dict[str, nn.Module], batches: list[int], rounds: int) -> dict:
     """The decode linears of each model called in sequence (call order, bs rows of x), as the step calls them but
     without the rest of the step: bytes (own weights + scales/offsets + fp32 x and y) / time against the host's
@@ -243,7 +346,7 @@ def bench_layers() -> list[dict]:
     from triage.reference_engine.layers.kernels.bf16_weights import kernel as bf16_kernel
 
     bk = bf16_kernel()[0]
-    isas = qw.available_isas(module)
+    isas = qw.available_isas(module, "int4")      # the fp8 bodies, and for int4 the int8-activation ones too
     rows = []
     for n, k in LAYER_SHAPES:
         torch.manual_seed(0)
@@ -254,36 +357,75 @@ def bench_layers() -> list[dict]:
             entry = {"out_in": [n, k], "rows": t, "load_avg": _load(),
                           "bf16_stored_ms": 1e3 * _time_s(lambda: bk.bf16_weight_linear(x, w16))}     # noqa: B023
             for isa in isas:
-                f8, i4 = qw.Fp8KernelLinear.from_linear(lin, isa), qw.Int4KernelLinear.from_linear(lin, isa)
-                entry[f"fp8_{qw.ISA_NAMES[isa]}_ms"] = 1e3 * _time_s(lambda: f8(x))       # noqa: B023
+                if isa not in qw.INT8_ACTIVATION_ISAS:
+                    f8 = qw.Fp8KernelLinear.from_linear(lin, isa)
+                    entry[f"fp8_{qw.ISA_NAMES[isa]}_ms"] = 1e3 * _time_s(lambda: f8(x))   # noqa: B023
+                i4 = qw.Int4KernelLinear.from_linear(lin, isa)
                 entry[f"int4_{qw.ISA_NAMES[isa]}_ms"] = 1e3 * _time_s(lambda: i4(x))      # noqa: B023
             rows.append(entry)
     return rows
+
+
+# The paths whose arithmetic the perplexity compares: (scheme, the bodies allowed: None as TRIAGE_QUANT_ISA says,
+# "fp32" its fp32-activation ones).
+PPL_PATHS = {"fp8": ("fp8", None), "int4": ("int4", None), "int4_fp32_activations": ("int4", "fp32")}
+
+
+def _fp32_bodies_allowed() -> str:
+    """The fp32-activation bodies TRIAGE_QUANT_ISA allows (all of them when it is unset)."""
+    fp32 = [n for i, n in enumerate(qw.ISA_NAMES) if i not in qw.INT8_ACTIVATION_ISAS]
+    env = [n.strip() for n in os.environ.get("TRIAGE_QUANT_ISA", "").split(",") if n.strip()]
+    return ",".join([n for n in env if n in fp32] or fp32)
+
+
+def _quantized(base: nn.Module, scheme: str, allowed: str | None) -> tuple[nn.Module, str]:
+    """A copy of ``base`` quantized with the ISA choice narrowed to ``allowed`` (None: as TRIAGE_QUANT_ISA says;
+    "fp32": its fp32-activation bodies); (model, the body chosen)."""
+    allowed = _fp32_bodies_allowed() if allowed == "fp32" else allowed
+    old = os.environ.get("TRIAGE_QUANT_ISA")
+    if allowed:
+        os.environ["TRIAGE_QUANT_ISA"] = allowed
+    qw.choose_isa.cache_clear()
+    try:
+        m = copy.deepcopy(base)
+        summary = quantize_model(m, scheme, group_size=128)
+    finally:
+        os.environ.pop("TRIAGE_QUANT_ISA", None)
+        if old is not None:
+            os.environ["TRIAGE_QUANT_ISA"] = old
+        qw.choose_isa.cache_clear()
+    return m, (summary.kernel or {}).get("isa") or (summary.kernel or {}).get("kernel", "?")
 
 
 def perplexity(num_tokens: int) -> dict:
     """Perplexity of the `small` preset per path on one fixed text (token ids from a fixed seed), with the
     top-1 agreement of the next-token predictions. The preset's weights are generated, not trained: its logits
     are very peaked (std ~28) and its perplexity on any text is astronomically large, so the figure to read is
-    the relative change of the cross-entropy (log perplexity), not of the perplexity itself."""
+    the relative change of the cross-entropy (log perplexity), not of the perplexity itself. The whole text is
+    one forward pass with the decode kernels on every row (MAX_KERNEL_ROWS lifted), so the figure includes the
+    decode arithmetic: for int4 both the chosen body (int8 activations where it is a *_w4a8 one) and the
+    fastest fp32-activation body."""
     engine = LLMEngine(EngineConfig(model="small", dtype="float32", weight_storage="fp32", max_model_len=num_tokens + 8,
                                     num_kv_blocks=num_tokens // 16 + 4, enable_prefix_caching=False))
     base = engine.runner.model
     text = synthetic_prompt(num_tokens, engine.model_config.vocab_size, seed=1234)
     target = torch.tensor(text[1:])
     out, ref_top1 = {}, None
-    for name in ("float32", "fp8", "int4"):
-        m = base if name == "float32" else copy.deepcopy(base)
-        if name != "float32":
-            quantize_model(m, name, group_size=128)
-        with torch.inference_mode():
-            logits = m.forward_full(text).float()[:-1]
-        ce = torch.nn.functional.cross_entropy(logits, target).item()
-        top1 = logits.argmax(-1)
-        ref_top1 = top1 if ref_top1 is None else ref_top1
-        out[name] = {"cross_entropy_nats": ce, "log10_perplexity": ce / math.log(10),
-                     "top1_agreement_with_fp32": (top1 == ref_top1).float().mean().item()}
-    for name in ("fp8", "int4"):
+    rows_limit = qw.MAX_KERNEL_ROWS
+    qw.MAX_KERNEL_ROWS = num_tokens
+    try:
+        for name in ("float32", *PPL_PATHS):
+            m, body = (base, "torch fp32") if name == "float32" else _quantized(base, *PPL_PATHS[name])
+            with torch.inference_mode():
+                logits = m.forward_full(text).float()[:-1]
+            ce = torch.nn.functional.cross_entropy(logits, target).item()
+            top1 = logits.argmax(-1)
+            ref_top1 = top1 if ref_top1 is None else ref_top1
+            out[name] = {"body": body, "cross_entropy_nats": ce, "log10_perplexity": ce / math.log(10),
+                         "top1_agreement_with_fp32": (top1 == ref_top1).float().mean().item()}
+    finally:
+        qw.MAX_KERNEL_ROWS = rows_limit
+    for name in PPL_PATHS:
         ce0 = out["float32"]["cross_entropy_nats"]
         out[name]["cross_entropy_delta_pct"] = 100 * (out[name]["cross_entropy_nats"] / ce0 - 1)
         out[name]["perplexity_ratio_vs_fp32"] = math.exp(out[name]["cross_entropy_nats"] - ce0)
@@ -317,6 +459,11 @@ def main() -> None:
             print(f"{key} {name:12s} best {p['decode_tokens_per_s']:7.2f} tok/s; median of per-round ratios "
                   f"{p['speedup_vs_bf16_stored']:.2f}x {p['speedups_per_round']}; roofline median "
                   f"{p['roofline_pct_median']:.0f}% {p['roofline_pct_per_round']}")
+    for key, pts in result["step_split"].items():
+        for name, p in pts.items():
+            print(f"{key} {name:12s} step {p['step_s'] * 1e3:6.2f} ms = linears {p['linears_s'] * 1e3:6.2f} ms + rest "
+                  f"{p['rest_s'] * 1e3:5.2f} ms (engine floor, linears stubbed: "
+                  f"{result['engine_floor'][key]['seconds_per_step'] * 1e3:.2f} ms)")
     for key, pts in result["layer_stream"].items():
         for name, p in pts.items():
             print(f"{key} {name:12s} linears alone: {p['seconds'] * 1e3:6.2f} ms, {p['bytes_per_s'] / 1e9:5.1f} GB/s = "

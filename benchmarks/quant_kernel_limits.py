@@ -1,9 +1,12 @@
 """Where the FP8/INT4 CPU decode kernels stop short of the memory roofline: compute, row length, or calls.
 
-One process, one thread (as the engine runs on this 2-core host), on the ISA each scheme measures fastest. In
-each round, against the host's read bandwidth measured in that round and torch's own int64 sum of a 100 MiB
-buffer (the same bytes, a plain streaming read):
-- ``stream``: one 1 x K @ K x N matmul over 100 MiB of packed weights, at K = 768 and 2048 (the `small`
+One process, one thread (as the engine runs on this 2-core host), on the ISA each scheme measures fastest (and
+for int4, where that is an int8-activation body, the fastest fp32-activation one beside it). In
+each round, against the host's read bandwidth measured in that round and torch's own int64 sum of the stream
+buffer (the same bytes, a plain streaming read). The buffer is as large as the bandwidth's (512 MiB): on the
+development VM the last-level cache is 480 MiB, and torch's sum of a 100 MiB buffer read at 1.06x the 512 MiB
+bandwidth in one run and 0.72x in another, as the neighbours' use of that cache changed.
+- ``stream``: one 1 x K @ K x N matmul over the whole buffer of packed weights, at K = 768 and 2048 (the `small`
   preset's two row lengths), and the same bytes cut into the preset's layer heights (256 .. 2048 rows a call);
 - ``hot``: the preset's layer shapes with the weights already in L2 (the same layer called again and again):
   the kernel's compute throughput, in packed bytes per second. Where it is not well above the bandwidth, the
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -26,14 +30,14 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
-from baseline_quant import _host, _load  # noqa: E402  (benchmarks/ is on the path: the script's folder)
+from baseline_quant import _fp32_bodies_allowed, _host, _load  # noqa: E402  (benchmarks/ is on the path)
 from torch import nn  # noqa: E402
 
 from triage.baseline.host_bandwidth import host_bandwidth  # noqa: E402
 from triage.reference_engine.layers.kernels import quant_weights as qw  # noqa: E402
 from triage.reference_engine.layers.kernels.bf16_weights import _time_s  # noqa: E402
 
-STREAM_BYTES = 100 << 20
+STREAM_BYTES = 512 << 20
 ROW_LENGTHS = (768, 2048)
 LAYER_HEIGHTS = (256, 768, 2048)
 LAYER_SHAPES = [(256, 768), (768, 768), (2048, 768), (768, 2048)]     # (out, in): k/v, q/o, gate/up, down
@@ -84,6 +88,22 @@ def call_overhead_us(module, isa: int) -> dict:
                 "binding": 1e6 * _time_s(lambda: module.fp8_linear(x, layer.weight_u8, layer.weight_scale, isa), 5000)}
 
 
+def _paths() -> dict[str, tuple[str, tuple[int, str]]]:
+    """name -> (scheme, (isa, why)): each scheme on the body it measures fastest, and where int4's is an
+    int8-activation one, the fastest fp32-activation int4 body beside it (``int4_fp32_activations``)."""
+    paths = {scheme: (scheme, qw.choose_isa(scheme)) for scheme in ("fp8", "int4")}
+    if paths["int4"][1][0] in qw.INT8_ACTIVATION_ISAS:
+        old = os.environ.get("TRIAGE_QUANT_ISA")
+        os.environ["TRIAGE_QUANT_ISA"] = _fp32_bodies_allowed()
+        try:
+            paths["int4_fp32_activations"] = ("int4", qw.choose_isa.__wrapped__("int4"))
+        finally:
+            os.environ.pop("TRIAGE_QUANT_ISA")
+            if old is not None:
+                os.environ["TRIAGE_QUANT_ISA"] = old
+    return paths
+
+
 def _median_tree(rounds: list[dict]) -> dict:
     first = rounds[0]
     if isinstance(first, dict):
@@ -101,27 +121,27 @@ def main() -> None:
     module = qw.kernel()[0]
     if module is None:
         sys.exit(f"the kernels could not be built: {qw.kernel()[1]}")
-    isas = {scheme: qw.choose_isa(scheme) for scheme in ("fp8", "int4")}
+    paths = _paths()
     buf = torch.randint(0, 120, (STREAM_BYTES,), dtype=torch.uint8)
     rounds = []
     for r in range(args.rounds):
         bw = host_bandwidth(512 << 20, 3, 1.0)
         row = {"host_read_bytes_per_s": bw.read_best_bytes_per_s or bw.best_bytes_per_s,
                "torch_sum_bytes_per_s": STREAM_BYTES / _time_s(lambda: buf.view(torch.int64).sum(), 3)}
-        for scheme, (isa, _) in isas.items():
-            row[scheme] = {"stream": stream(scheme, isa, module, buf), "hot_bytes_per_s": hot(scheme, isa, module)}
+        for name, (scheme, (isa, _)) in paths.items():
+            row[name] = {"stream": stream(scheme, isa, module, buf), "hot_bytes_per_s": hot(scheme, isa, module)}
         rounds.append(row)
         print(f"round {r}: read {row['host_read_bytes_per_s'] / 1e9:.1f} GB/s, torch sum "
               f"{row['torch_sum_bytes_per_s'] / 1e9:.1f} GB/s, load {_load()[0]}", flush=True)
     result = {"name": "quant_kernel_limits", "host": host,
-              "isa": {s: why for s, (_, why) in isas.items()}, "rounds": rounds, "median": _median_tree(rounds),
-              "call_overhead_us": call_overhead_us(module, isas["fp8"][0])}
+              "isa": {name: why for name, (_, (_, why)) in paths.items()}, "rounds": rounds,
+              "median": _median_tree(rounds), "call_overhead_us": call_overhead_us(module, paths["fp8"][1][0])}
     med = result["median"]
     bw = med["host_read_bytes_per_s"]
     ratios = {s: {"stream_pct_of_read": {k: {name: round(100 * v / bw, 1) for name, v in e.items()}
                                          for k, e in med[s]["stream"].items()},
                   "hot_over_read_x": {shape: round(v / bw, 2) for shape, v in med[s]["hot_bytes_per_s"].items()}}
-              for s in isas}
+              for s in paths}
     ratios["torch_sum_pct_of_read"] = round(100 * med["torch_sum_bytes_per_s"] / bw, 1)
     result["ratios"] = ratios
     result["host"]["load_avg_at_end"] = _load()

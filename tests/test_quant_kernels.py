@@ -173,10 +173,29 @@ def test_auto_uses_the_kernel_and_names_it(scheme, monkeypatch):
     assert summary.paths == {name: 2}
     k = summary.kernel
     assert k["use"] and k["kernel"] == name and k["isa"] in qw.ISA_NAMES and not k["fell_back"]
+    int8 = k["isa"] in {qw.ISA_NAMES[i] for i in qw.INT8_ACTIVATION_ISAS}
+    assert k["activations"] == ("int8 per weight group" if int8 else "fp32")
     assert "decode matmul" in k["reason"] and "ISA" in k["reason"]
     num = 2 * 128 * 256                                  # up [256, 128] + down [128, 256]
     scales = 4 * (256 + 128) if scheme == "fp8" else 8 * num // 64      # fp32 per channel / scale + offset per group
     assert summary.bytes_per_weight == pytest.approx(((num if scheme == "fp8" else num // 2) + scales) / num)
+
+
+@needs_kernel
+def test_an_int8_activation_body_is_named_so_in_the_summary_and_the_baseline_note(monkeypatch):
+    from triage.baseline.section import _path_note
+
+    monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx2_w4a8")
+    monkeypatch.setattr(qw, "MIN_GAIN_X", 0.0)
+    qw.choose_isa.cache_clear()
+    try:
+        summary = quantize_model(_Mlp(), "int4", group_size=128)
+    finally:
+        qw.choose_isa.cache_clear()
+    k = summary.kernel
+    assert k["isa"] == "avx2_w4a8" and k["activations"] == "int8 per weight group"
+    note = _path_note({**k, "bytes_per_weight": summary.bytes_per_weight, "base_path": {"kernel": "bf16_weight_linear"}})
+    assert note.startswith("cpu_int4_kernel (avx2_w4a8, activations int8 per weight group, 0.562 B/weight)")
 
 
 @needs_kernel
@@ -198,6 +217,34 @@ def test_kernel_layers_share_one_arena_in_call_order(scheme, monkeypatch):
     assert len({b.untyped_storage().data_ptr() for n, b in model.named_buffers() if n.split(".")[-1] in packed
                 and b.numel()}) == 1
     assert summary.linear_bytes_after <= model_weight_bytes(model) <= summary.linear_bytes_after + 64 * 6 + 4 * 384
+
+
+def _vm_flags(addr: int) -> set[str]:
+    """The VmFlags of this process's mapping that holds ``addr`` (/proc/self/smaps)."""
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            lo, hi = (int(v, 16) for v in head.split("-"))
+            inside = lo <= addr < hi
+        elif inside and head == "VmFlags:":
+            return set(line.split()[1:])
+    return set()
+
+
+@pytest.mark.skipif(not Path("/sys/kernel/mm/transparent_hugepage").exists(),
+                    reason="no transparent huge pages in this kernel (or not Linux): the arena is ordinary memory")
+def test_a_large_arena_is_advised_for_huge_pages_and_starts_on_one(monkeypatch):
+    big = qw._arena(3 * qw.HUGE_PAGE_BYTES + 100)
+    assert big.numel() == 3 * qw.HUGE_PAGE_BYTES + 100 and big.data_ptr() % qw.HUGE_PAGE_BYTES == 0
+    assert int(big.count_nonzero()) == 0                 # zeroed, as torch.zeros was
+    assert "hg" in _vm_flags(big.data_ptr())             # MADV_HUGEPAGE, before any page was touched
+    big.fill_(7)                                         # the tensor keeps its mapping alive: writable, readable
+    assert int(big[-1]) == 7
+    small = qw._arena(1000)                              # under one huge page: ordinary memory
+    assert small.numel() == 1000 and "hg" not in _vm_flags(small.data_ptr())
+    monkeypatch.setattr(qw, "ARENA_HUGE_PAGES", False)
+    assert "hg" not in _vm_flags(qw._arena(3 * qw.HUGE_PAGE_BYTES).data_ptr())
 
 
 @pytest.mark.parametrize("scheme,other", [("fp8", "dequant"), ("int4", "int4pack_cpu")])
@@ -279,6 +326,119 @@ def test_an_avx512_cpu_without_vbmi_keeps_the_f16c_fp8_path(monkeypatch):
         qw.choose_isa.__wrapped__()
     monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx2")          # "AVX2 path on an AVX-512 Xeon": forced, and said so
     assert qw.choose_isa.__wrapped__() == (0, "avx2 (forced by TRIAGE_QUANT_ISA)")
+
+
+def _int8_activations(x: torch.Tensor, group: int) -> torch.Tensor:
+    """The W4A8 bodies' activations, in torch and in the same fp32 operations: per group, scale = max|x| / 127
+    (1 for an all-zero group), q = round-half-even(x * (1 / scale)), and what the product sees is q * scale."""
+    t, k = x.shape
+    xg = x.reshape(t, k // group, group)
+    scale = xg.abs().amax(-1, keepdim=True) / 127
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    return (torch.round(xg * (1 / scale)) * scale).reshape(t, k)
+
+
+def _w4a8_or_skip(isa: int) -> None:
+    if isa not in qw.available_isas(qw.kernel()[0], "int4"):
+        pytest.skip(f"this CPU has no {qw.ISA_NAMES[isa]} body (AVX512-VNNI)")
+
+
+@needs_kernel
+@pytest.mark.parametrize("isa", sorted(qw.INT8_ACTIVATION_ISAS))
+@pytest.mark.parametrize("rows", [1, 3, 5, 8, 13, 40])   # 1: a row tile; 5, 13: 4-token tiles and the rest; 40: prefill
+@pytest.mark.parametrize("symmetric", [False, True])
+@pytest.mark.parametrize("n,k", [(37, 256), (130, 768)])
+def test_int4_on_int8_activations_is_the_product_of_the_dequantized_operands(isa, rows, symmetric, n, k):
+    _w4a8_or_skip(isa)
+    lin = _linear(n, k, seed=2)
+    weights = quantize_int4_groupwise(lin.weight, 128, symmetric=symmetric)
+    layer = qw.Int4KernelLinear(weights, lin.bias, isa, symmetric)
+    x = torch.randn(rows, k) * 3
+    x[0, :128] = 0                                       # an all-zero group: scale 1, every q 0
+    exact = F.linear(x, dequantize_int4(weights), lin.bias)
+    seen = _int8_activations(x, 128) if rows <= qw.MAX_KERNEL_ROWS else x     # prefill widens to fp32: no int8
+    got = layer(x)
+    torch.testing.assert_close(got, F.linear(seen, dequantize_int4(weights), lin.bias), **TOL)
+    assert (got - exact).norm() / exact.norm() < 0.02     # int8 per 128 k-values: ~0.6% here (measured)
+
+
+@needs_kernel
+@pytest.mark.parametrize("isa", sorted(qw.INT8_ACTIVATION_ISAS))
+def test_int4_on_int8_activations_computes_the_same_with_prefetch_off(isa):
+    _w4a8_or_skip(isa)
+    module = qw.kernel()[0]
+    layer = qw.Int4KernelLinear.from_linear(_linear(70, 1024), isa, group_size=128)
+    x = torch.randn(6, 1024)
+    want = layer(x)
+    try:
+        module.set_prefetch(0)
+        got = layer(x)
+    finally:
+        module.set_prefetch(8192)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@needs_kernel
+@pytest.mark.parametrize("isa", sorted(qw.INT8_ACTIVATION_ISAS))
+def test_int4_on_int8_activations_carries_a_nan_or_inf_into_its_row_only(isa):
+    _w4a8_or_skip(isa)
+    layer = qw.Int4KernelLinear.from_linear(_linear(16, 256), isa, group_size=128)
+    x = torch.randn(3, 256)
+    x[0, 5], x[2, 200] = float("nan"), float("inf")
+    got = layer(x)
+    assert got[0].isnan().all() and got[2].isnan().all()
+    torch.testing.assert_close(got[1], layer(x[1:2])[0], rtol=0, atol=0)      # the clean row is untouched
+    assert got[1].isfinite().all()
+
+
+@needs_kernel
+def test_int8_activation_bodies_are_int4_only_and_need_a_group_of_128(monkeypatch):
+    module = qw.kernel()[0]
+    assert not set(qw.available_isas(module)) & qw.INT8_ACTIVATION_ISAS            # the pair / fp8: fp32 bodies
+    assert not set(qw.available_isas(module, "int4", 64)) & qw.INT8_ACTIVATION_ISAS
+    assert 3 in qw.available_isas(module, "int4", 128)                          # AVX2: every x86-64 CPU here
+    with pytest.raises(ValueError, match="multiple of 128"):
+        qw.Int4KernelLinear.from_linear(_linear(8, 64), 3, group_size=64)
+    monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx2_w4a8")
+    with pytest.raises(RuntimeError, match="runs int4 only"):
+        qw.choose_isa.__wrapped__("fp8")
+    with pytest.raises(RuntimeError, match="multiple of 128"):
+        qw.choose_isa.__wrapped__("int4", 64)
+    assert qw.choose_isa.__wrapped__("int4", 128) == (3, "avx2_w4a8 (forced by TRIAGE_QUANT_ISA)")
+    monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx2,avx512_typo")
+    with pytest.raises(RuntimeError, match="avx512_typo is not a body"):
+        qw.choose_isa.__wrapped__("int4")
+
+
+@needs_kernel
+def test_a_list_in_triage_quant_isa_chooses_as_an_avx2_only_cpu_would(monkeypatch):
+    monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx2,avx2_w4a8")
+    assert qw.choose_isa.__wrapped__("fp8") == (0, "avx2 (forced by TRIAGE_QUANT_ISA)")    # the one fp8 body left
+    isa, why = qw.choose_isa.__wrapped__("int4")
+    assert isa in (0, 3) and "among those TRIAGE_QUANT_ISA allows" in why
+    assert "avx2 " in why and "avx2_w4a8 " in why and "avx512" not in why
+    assert ("int8 activations" in why) == (isa == 3)
+
+
+@needs_kernel
+def test_an_avx512_cpu_without_vnni_keeps_the_avx2_int8_body(monkeypatch):
+    real = qw.kernel()[0]
+    if not real.avx512_supported():
+        pytest.skip("this CPU has no AVX-512")
+
+    class _NoVnni:              # the compiled module, as seen on Skylake-SP
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        @staticmethod
+        def vnni_supported() -> bool:
+            return False
+
+    monkeypatch.setattr(qw, "kernel", lambda: (_NoVnni(), None))
+    assert 4 not in qw.available_isas(_NoVnni(), "int4") and 3 in qw.available_isas(_NoVnni(), "int4")
+    monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx512vnni_w4a8")
+    with pytest.raises(RuntimeError, match="no AVX512-VNNI"):
+        qw.choose_isa.__wrapped__("int4")
 
 
 def test_bf16_stored_layers_count_their_bf16_bytes_as_the_before():

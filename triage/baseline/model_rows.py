@@ -156,6 +156,7 @@ def weights(ctx: Context) -> list[AblationRow]:
             group_size=cfg.quant_group_size if scheme == "int4" else None,
             # What ran (the after side; base_path: the before side): a slow fallback says so here.
             kernel=r["path"]["kernel"], isa=r["path"]["isa"], bytes_per_weight=r["path"]["bytes_per_weight"],
+            activations=r["path"].get("activations"),
             fell_back=r["path"]["fell_back"], path_reason=r["path"]["reason"], base_path=base_path))
     return rows
 
@@ -181,7 +182,7 @@ def _quant_path(summary, device: str) -> dict:
     main = max(summary.paths, key=summary.paths.get) if summary.paths else "none"
     isa = choice.get("isa") or ("cuda" if device.startswith("cuda") else torch.backends.cpu.get_cpu_capability().lower())
     return {"kernel": choice.get("kernel", main), "isa": isa, "bytes_per_weight": summary.bytes_per_weight,
-            "fell_back": bool(choice.get("fell_back", False)),
+            "activations": choice.get("activations"), "fell_back": bool(choice.get("fell_back", False)),
             "reason": choice.get("reason", f"{device}: torch's {main} path")}
 
 

@@ -78,11 +78,14 @@ def _path_cell(r: dict) -> str:
 
 
 def _path_note(d: dict) -> str:
-    """'<kernel> (<isa>, <bytes> B/weight) against <base kernel>', and the fallback reason if it fell back."""
+    """'<kernel> (<isa>[, activations int8 ...], <bytes> B/weight) against <base kernel>', and the fallback reason
+    if it fell back."""
     if "kernel" not in d:
         return ""
     base = d.get("base_path") or {}
-    note = f"{d['kernel']} ({d['isa']}, {d['bytes_per_weight']:.3g} B/weight) against {base.get('kernel', '?')}"
+    acts = f", activations {d['activations']}" if d.get("activations") not in (None, "fp32") else ""
+    note = (f"{d['kernel']} ({d['isa']}{acts}, {d['bytes_per_weight']:.3g} B/weight) against "
+            f"{base.get('kernel', '?')}")
     return note + (f"; fell back: {d['path_reason']}" if d.get("fell_back") else "")
 
 

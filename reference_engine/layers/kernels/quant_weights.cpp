@@ -15,7 +15,9 @@
 //
 // Each function has an AVX2 (+FMA+F16C; the build's flags) body here and an AVX-512 body in
 // quant_weights_avx512.cpp (target attribute), and an fp8 decode driver on AVX512-VBMI in quant_weights_vbmi.cpp;
-// `isa` picks one (0: AVX2, 1: AVX-512, 2: AVX-512 + VBMI), and the Python side chooses by measurement.
+// `isa` picks one (0: AVX2, 1: AVX-512, 2: AVX-512 + VBMI), and the Python side chooses by measurement. For int4,
+// isa 3 (AVX2) and 4 (AVX-512 VNNI) quantize the activations to int8 and use integer dot products
+// (quant_weights_w4a8.cpp): not fp32 arithmetic, so they are named apart wherever a path is reported.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <vector>
@@ -165,12 +167,17 @@ bool avx512_supported() {
 }
 
 // isa 2 (AVX512-VBMI) runs its own fp8 decode driver; the rest (int4, dequantize) are the AVX-512 bodies.
+// isa 3 and 4 are int4 decode on int8 activations (AVX2, AVX-512 VNNI); their prefill widens with the AVX2 and
+// AVX-512 bodies.
 const Ops& ops_for(int64_t isa) {
   static const Ops avx2{dotf_avx2, dotf4_avx2, fp8_dot_avx2, fp8_widen_avx2, int4_dot_avx2, int4_widen_avx2};
-  TORCH_CHECK(isa >= 0 && isa <= 2, "isa: 0 (AVX2), 1 (AVX-512) or 2 (AVX-512 + VBMI)");
-  TORCH_CHECK(isa == 0 || avx512_supported(), "this CPU has no AVX-512F/BW/VL");
-  TORCH_CHECK(isa < 2 || vbmi_supported(), "this CPU has no AVX512-VBMI");
-  return isa >= 1 ? kAvx512Ops : avx2;
+  TORCH_CHECK(isa >= 0 && isa <= 4,
+              "isa: 0 (AVX2), 1 (AVX-512), 2 (AVX-512 + VBMI), 3 (AVX2, int8 activations) or 4 (AVX-512 VNNI, "
+              "int8 activations)");
+  TORCH_CHECK(isa == 0 || isa == 3 || avx512_supported(), "this CPU has no AVX-512F/BW/VL");
+  TORCH_CHECK(isa != 2 || vbmi_supported(), "this CPU has no AVX512-VBMI");
+  TORCH_CHECK(isa != 4 || vnni_supported(), "this CPU has no AVX512-VNNI");
+  return isa == 1 || isa == 2 || isa == 4 ? kAvx512Ops : avx2;
 }
 
 void check_fp8(const torch::Tensor& w, const torch::Tensor& scale) {
@@ -211,6 +218,7 @@ const float* symmetric_offsets(const float* scale, float* out, int64_t G) {  // 
 torch::Tensor fp8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale, int64_t isa) {
   check_fp8(w, scale);
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32 && x.size(1) == w.size(1), "x: fp32 [T, K]");
+  TORCH_CHECK(isa <= 2, "isa 3 and 4 (int8 activations) are int4 paths");
   const Ops& ops = ops_for(isa);
   x = x.contiguous();
   const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
@@ -254,6 +262,11 @@ torch::Tensor int4_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale,
   const float* sp = scale.data_ptr<float>();
   const float* op = off.numel() ? off.data_ptr<float>() : nullptr;  // null: symmetric
   float* yp = y.data_ptr<float>();
+  if (isa >= 3) {  // int8 activations, integer dot products
+    TORCH_CHECK(group % 128 == 0, "isa 3 and 4 (int8 activations) need a group that is a multiple of 128");
+    int4_linear_w4a8(isa == 4, xp, T, K, group, wp, sp, op, N, yp);
+    return y;
+  }
   if (isa >= 1) {  // AVX-512: the tiled driver (the untiled AVX2 body below is for CPUs without AVX-512)
     int4_linear_tiles(xp, T, K, group, wp, sp, op, N, yp);
     return y;
@@ -324,9 +337,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("level") = 1);
   m.def("avx512_supported", &avx512_supported, "the CPU has AVX-512F/BW/VL (the AVX-512 bodies can run)");
   m.def("vbmi_supported", &vbmi_supported, "the CPU has AVX-512F/BW/VL and VBMI (isa 2 can run)");
+  m.def("vnni_supported", &vnni_supported, "the CPU has AVX-512F/BW/VL and VNNI (isa 4 can run)");
   m.def("fp8_linear", &fp8_linear, "fp32 x @ (e4m3 w * scale[n])^T, fp32 accumulate", py::arg("x"), py::arg("w"),
         py::arg("scale"), py::arg("isa"));
-  m.def("int4_linear", &int4_linear, "fp32 x @ (q * scale + offset per group)^T, fp32 accumulate", py::arg("x"),
+  m.def("int4_linear", &int4_linear,
+        "fp32 x @ (q * scale + offset per group)^T, fp32 accumulate (isa 3, 4: x as int8 per group, int32 sums)",
+        py::arg("x"),
         py::arg("w"), py::arg("scale"), py::arg("offset"), py::arg("group"), py::arg("isa"));
   m.def("fp8_dequant", &fp8_dequant, "e4m3 [N, K] * scale[n] -> fp32", py::arg("w"), py::arg("scale"), py::arg("isa"));
   m.def("int4_dequant", &int4_dequant, "packed int4 [N, K/2] -> fp32 [N, K]", py::arg("w"), py::arg("scale"),

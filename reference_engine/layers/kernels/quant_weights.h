@@ -78,4 +78,9 @@ void fp8_linear_vbmi(const float* x, int64_t T, int64_t K, const uint8_t* w, con
 void int4_linear_tiles(const float* x, int64_t T, int64_t K, int64_t group, const uint8_t* w, const float* scale,
                        const float* off, int64_t N, float* y);
 
+// quant_weights_w4a8.cpp: the int4 decode driver on int8 activations (isa 3: AVX2, 4: AVX-512 VNNI); y is [T, N].
+bool vnni_supported();
+void int4_linear_w4a8(bool vnni, const float* x, int64_t T, int64_t K, int64_t group, const uint8_t* w,
+                      const float* scale, const float* off, int64_t N, float* y);
+
 }  // namespace triage_qw

@@ -1,4 +1,4 @@
-"""FP8 (e4m3) and INT4 (group-wise) weights kept packed, fp32 arithmetic: the CPU decode path.
+"""FP8 (e4m3) and INT4 (group-wise) weights kept packed, widened in registers: the CPU decode path.
 
 A decode step at small batch reads every weight once, so it runs at the speed its bytes allow: 1 byte a
 weight for FP8, half a byte plus the group scales for INT4, against 2 for bf16-stored weights. The layers
@@ -9,8 +9,12 @@ the whole weight to fp32 (in C++, in parallel) and call torch's matmul.
 The kernel has an AVX2 (+FMA+F16C) body and AVX-512 bodies, compiled with target attributes:
 quant_weights_avx512.cpp (fp8 via F16C, dequantize), quant_weights_int4_tiles.cpp (int4 decode, several rows
 and tokens a pass) and quant_weights_vbmi.cpp (fp8 decode widened by vpermi2b tables, AVX512-VBMI).
-``choose_isa`` times every one the CPU can run (ISA_NAMES: avx2, avx512, avx512vbmi) and keeps the fastest;
-``TRIAGE_QUANT_ISA`` forces one (e.g. ``avx2`` to measure the AVX2 path on an AVX-512 CPU). ``pack_into_arena``
+For int4, quant_weights_w4a8.cpp quantizes each token's activations to int8 (one scale per weight group) and
+multiplies with integer dot products (AVX2 vpmaddubsw, AVX-512 VNNI vpdpbusd): ISA_NAMES avx2_w4a8 and
+avx512vnni_w4a8, named apart because their arithmetic is not fp32.
+``choose_isa`` times every body the CPU can run for the scheme (ISA_NAMES) and keeps the fastest;
+``TRIAGE_QUANT_ISA`` narrows the choice to a comma-separated list or forces one (e.g. ``avx2`` to measure the
+fp32 AVX2 path on an AVX-512 CPU, ``avx2,avx2_w4a8`` to choose as an AVX2-only CPU would). ``pack_into_arena``
 puts a model's packed weights in one buffer in call order, so a decode step reads one stream. Whether a model uses the kernel at all is measured as well
 (``choose_cpu_kernel``, the counterpart of weight_storage=auto): one decode-shaped matmul against the
 path the layer would otherwise take; where the kernel cannot be built or is slower, the old path stays and
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import mmap
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -36,10 +41,13 @@ log = logging.getLogger(__name__)
 
 MAX_KERNEL_ROWS = 32
 MIN_GAIN_X = 1.05           # the kernel must beat the fallback by this much to be chosen
-ISA_NAMES = ("avx2", "avx512", "avx512vbmi")
+ISA_NAMES = ("avx2", "avx512", "avx512vbmi", "avx2_w4a8", "avx512vnni_w4a8")
 # The extension's sources (quant_weights.h is shared by both; torch rebuilds when a source's text changes).
 _SOURCES = [Path(__file__).with_name(n) for n in ("quant_weights.cpp", "quant_weights_avx512.cpp", "quant_weights_vbmi.cpp",
-                                                    "quant_weights_int4_tiles.cpp")]
+                                                    "quant_weights_int4_tiles.cpp", "quant_weights_w4a8.cpp")]
+# int4 only: the activations quantized to int8 per weight group and integer dot products (quant_weights_w4a8.cpp).
+INT8_ACTIVATION_ISAS = frozenset({3, 4})
+W4A8_GROUP_MULTIPLE = 128     # their layout: one 64-byte load of packed weights covers 128 k-values
 _PROBE_SHAPE = (2048, 2048)  # (out, in) of the ISA probe
 
 
@@ -66,31 +74,63 @@ def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
     return torch.stack([b & 0xF, b >> 4], dim=2).reshape(n, 2 * half)
 
 
-def available_isas(module: Any) -> list[int]:
-    """The ISA bodies this CPU can run: AVX2 always, AVX-512F/BW/VL, and AVX-512 with VBMI."""
+def available_isas(module: Any, scheme: str | None = None, group: int = 128) -> list[int]:
+    """The bodies this CPU can run for ``scheme``: AVX2 always, AVX-512F/BW/VL, and AVX-512 with VBMI (fp32
+    activations, every scheme); for int4 with a group that is a multiple of 128, also the int8-activation bodies:
+    AVX2 always, AVX-512 with VNNI."""
     isas = [0]
     if module.avx512_supported():
         isas.append(1)
         if module.vbmi_supported():
             isas.append(2)
+    if scheme == "int4" and group % W4A8_GROUP_MULTIPLE == 0:
+        isas.append(3)
+        if module.avx512_supported() and module.vnni_supported():
+            isas.append(4)
     return isas
 
 
+def _why_not(module: Any, isa: int, scheme: str | None, group: int) -> str:
+    if isa in INT8_ACTIVATION_ISAS and scheme != "int4":
+        return f"{ISA_NAMES[isa]} runs int4 only"
+    if isa in INT8_ACTIVATION_ISAS and group % W4A8_GROUP_MULTIPLE:
+        return f"{ISA_NAMES[isa]} needs a group that is a multiple of {W4A8_GROUP_MULTIPLE} (this one: {group})"
+    if not module.avx512_supported():
+        return "this CPU has no AVX-512"
+    return f"this CPU has no {'AVX512-VBMI' if isa == 2 else 'AVX512-VNNI'}"
+
+
+def _forced(module: Any, isas: list[int], scheme: str | None, group: int) -> list[int] | None:
+    """TRIAGE_QUANT_ISA: the bodies it allows that run ``scheme`` here (None: unset). A comma-separated list;
+    e.g. ``avx2,avx2_w4a8`` leaves what an AVX2-only CPU would measure."""
+    raw = os.environ.get("TRIAGE_QUANT_ISA", "")
+    names = [n.strip() for n in raw.split(",") if n.strip()]
+    if not names:
+        return None
+    unknown = [n for n in names if n not in ISA_NAMES]
+    if unknown:
+        raise RuntimeError(f"TRIAGE_QUANT_ISA={raw}: {', '.join(unknown)} is not a body (the bodies: "
+                           f"{', '.join(ISA_NAMES)})")
+    wanted = [ISA_NAMES.index(n) for n in names]
+    usable = [i for i in wanted if i in isas]
+    if not usable:
+        raise RuntimeError(f"TRIAGE_QUANT_ISA={raw}, but " + "; ".join(_why_not(module, i, scheme, group)
+                                                                        for i in wanted))
+    return usable
+
+
 @functools.cache
-def choose_isa(scheme: str | None = None) -> tuple[int, str]:
-    """(index into ISA_NAMES, why): the fastest body this CPU can run for ``scheme`` (fp8, int4; None: the two
-    together), by measurement; TRIAGE_QUANT_ISA forces one."""
+def choose_isa(scheme: str | None = None, group: int = 128) -> tuple[int, str]:
+    """(index into ISA_NAMES, why): the fastest body this CPU can run for ``scheme`` (fp8, int4 at ``group``;
+    None: the two together, fp32 bodies only), by measurement; TRIAGE_QUANT_ISA narrows the choice or forces one."""
     module = kernel()[0]
     if module is None:
         raise RuntimeError(kernel()[1])
-    isas = available_isas(module)
-    forced = os.environ.get("TRIAGE_QUANT_ISA", "")
-    if forced in ISA_NAMES:
-        isa = ISA_NAMES.index(forced)
-        if isa not in isas:
-            missing = "AVX512-VBMI" if isa == 2 and 1 in isas else "AVX-512"
-            raise RuntimeError(f"TRIAGE_QUANT_ISA={forced}, but this CPU has no {missing}")
-        return isa, f"{forced} (forced by TRIAGE_QUANT_ISA)"
+    isas = available_isas(module, scheme, group)
+    forced = _forced(module, isas, scheme, group)
+    if forced is not None and len(forced) == 1:
+        return forced[0], f"{ISA_NAMES[forced[0]]} (forced by TRIAGE_QUANT_ISA)"
+    isas = forced or isas
     if isas == [0]:
         return 0, "avx2 (the CPU has no AVX-512)"
     gen = torch.Generator().manual_seed(0)
@@ -109,7 +149,9 @@ def choose_isa(scheme: str | None = None) -> tuple[int, str]:
     isa = min(isas, key=times.__getitem__)
     timing = ", ".join(f"{ISA_NAMES[i]} {times[i] * 1e3:.3f} ms" for i in isas)
     what = f"{scheme} matmul" if scheme else "fp8 + int4 pair"
-    return isa, f"{ISA_NAMES[isa]} (measured, a 1x{k} @ {k}x{n} {what}: {timing})"
+    among = " among those TRIAGE_QUANT_ISA allows" if forced else ""
+    activations = "; int8 activations per group, int32 dot products" if isa in INT8_ACTIVATION_ISAS else ""
+    return isa, f"{ISA_NAMES[isa]} (measured{among}, a 1x{k} @ {k}x{n} {what}: {timing}{activations})"
 
 
 def _rows(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -184,6 +226,9 @@ class Int4KernelLinear(nn.Module):
         self.group_size, self.isa, self.symmetric = weights.group_size, isa, symmetric
         if weights.group_size % 32:
             raise ValueError(f"the int4 kernel needs a group size that is a multiple of 32, got {weights.group_size}")
+        if isa in INT8_ACTIVATION_ISAS and weights.group_size % W4A8_GROUP_MULTIPLE:
+            raise ValueError(f"{ISA_NAMES[isa]} needs a group size that is a multiple of {W4A8_GROUP_MULTIPLE}, "
+                             f"got {weights.group_size}")
         scale = weights.scale.float().contiguous()
         if symmetric and bool((weights.zero != 0).any()):
             raise ValueError("symmetric int4 weights must have zero == 0")
@@ -223,6 +268,27 @@ class Int4KernelLinear(nn.Module):
 
 
 ARENA_ALIGN_BYTES = 64
+HUGE_PAGE_BYTES = 2 << 20
+ARENA_HUGE_PAGES = True     # benchmarks turn it off to measure what the huge pages give
+
+
+def _arena(num_bytes: int) -> torch.Tensor:
+    """A zeroed uint8 buffer for pack_into_arena. On Linux, an anonymous mapping advised for transparent huge
+    pages before anything touches it (advised after, the pages are already 4 KiB ones): a decode step streams the
+    whole arena, so it then walks one page table entry per 2 MiB instead of per 4 KiB. Where that is not possible
+    (another OS, THP off, a small arena) the memory is ordinary."""
+    advice = getattr(mmap, "MADV_HUGEPAGE", None)
+    flags = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
+    if not ARENA_HUGE_PAGES or advice is None or num_bytes < HUGE_PAGE_BYTES:
+        return torch.zeros(num_bytes, dtype=torch.uint8)
+    mapping = mmap.mmap(-1, num_bytes + HUGE_PAGE_BYTES, flags=flags)
+    try:
+        mapping.madvise(advice)
+    except OSError as exc:      # THP compiled out: the mapping still works, in 4 KiB pages
+        log.debug("huge pages not advised for the weight arena: %s", exc)
+    whole = torch.frombuffer(mapping, dtype=torch.uint8)       # the tensor keeps the mapping alive
+    start = (-whole.data_ptr()) % HUGE_PAGE_BYTES
+    return whole[start:start + num_bytes]
 
 
 def pack_into_arena(layers: list[nn.Module]) -> int:
@@ -232,7 +298,7 @@ def pack_into_arena(layers: list[nn.Module]) -> int:
     A decode step then reads one stream from start to end: the hardware prefetcher and the kernels' software
     prefetch run on from one layer into the next instead of starting cold at every separately allocated tensor
     (measured on the `small` preset's layers, a plain read of separate tensors ran at ~65% of the same bytes
-    read as one buffer)."""
+    read as one buffer). The buffer is in huge pages where the OS gives them (_arena)."""
     names = ("weight_u8", "weight_packed", "weight_scale", "weight_offset")
     parts = [(layer, n, layer._buffers[n]) for layer in layers for n in names
              if isinstance(layer._buffers.get(n), torch.Tensor) and layer._buffers[n].numel()]
@@ -240,7 +306,7 @@ def pack_into_arena(layers: list[nn.Module]) -> int:
     for _, _, t in parts:
         offsets.append(total)
         total += -(-t.numel() * t.element_size() // ARENA_ALIGN_BYTES) * ARENA_ALIGN_BYTES
-    arena = torch.zeros(total, dtype=torch.uint8)
+    arena = _arena(total)
     for (layer, name, t), off in zip(parts, offsets, strict=True):
         view = arena[off:off + t.numel() * t.element_size()].view(t.dtype).view(t.shape)
         view.copy_(t)
@@ -258,8 +324,16 @@ class KernelChoice:
     fell_back: bool             # the kernel was wanted (auto / on) and something else runs
     reason: str
 
+    @property
+    def activations(self) -> str | None:
+        """What the kernel multiplies the packed weights with (None: torch's path, in its own dtype)."""
+        if not self.use or self.isa is None:
+            return None
+        int8 = self.isa in {ISA_NAMES[i] for i in INT8_ACTIVATION_ISAS}
+        return "int8 per weight group" if int8 else "fp32"
+
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "activations": self.activations}
 
 
 def choose_cpu_kernel(scheme: str, in_features: int, out_features: int, make_fallback: Callable[[nn.Linear], nn.Module],
@@ -280,7 +354,7 @@ def choose_cpu_kernel(scheme: str, in_features: int, out_features: int, make_fal
         if mode == "on":
             raise RuntimeError(f"cpu_kernel=on: {why}")
         return KernelChoice(False, other, None, True, f"fell back to {other}: {why}")
-    isa, isa_why = choose_isa(scheme)
+    isa, isa_why = choose_isa(scheme, group_size if scheme == "int4" else 128)
     name = "cpu_fp8_kernel" if scheme == "fp8" else "cpu_int4_kernel"
     if mode == "on":
         return KernelChoice(True, name, ISA_NAMES[isa], False, f"forced (cpu_kernel=on); ISA {isa_why}")
