@@ -34,7 +34,6 @@ import os
 import platform
 import statistics
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,7 +43,7 @@ if str(REPO) not in sys.path:
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from triage.baseline.engine_driver import Driver, greedy, synthetic_prompt  # noqa: E402
+from triage.baseline.engine_driver import synthetic_prompt  # noqa: E402
 from triage.baseline.host_bandwidth import host_bandwidth  # noqa: E402
 from triage.core.roofline import decode_tokens_per_s_bound  # noqa: E402
 from triage.reference_engine import EngineConfig, LLMEngine  # noqa: E402
@@ -53,13 +52,11 @@ from triage.reference_engine.layers.kernels import quant_weights as qw  # noqa: 
 from triage.reference_engine.layers.kernels.bf16_weights import _time_s  # noqa: E402
 from triage.reference_engine.layers.quant import model_weight_bytes, quantize_model  # noqa: E402
 
-PROMPT_TOKENS = 32
-WARM_STEPS = 2
+sys.path.insert(0, str(Path(__file__).resolve().parent))      # the sibling modules below, however it is started
+from quant_decode import PROMPT_TOKENS, WARM_STEPS, _decode, _decode_linears, _load  # noqa: E402
+from quant_step_parts import engine_floor_s, huge_pages_ab, step_split  # noqa: E402
+
 LAYER_SHAPES = [(2048, 768), (768, 2048), (32000, 768)]        # (out, in): gate/up, down, lm_head of `small`
-
-
-def _load() -> list[float]:
-    return [round(v, 2) for v in os.getloadavg()]
 
 
 def _host() -> dict:
@@ -88,12 +85,6 @@ def _stream_bytes(model: nn.Module) -> int:
     return w
 
 
-def _decode_linears(model: nn.Module) -> list[nn.Module]:
-    """The layers a decode step streams, in call order: every linear-shaped module (not the embedding)."""
-    return [m for m in model.modules() if hasattr(m, "in_features") and hasattr(m, "out_features")
-            and not isinstance(m, nn.Embedding)]
-
-
 def _layer_bytes(layer: nn.Module) -> int:
     """A layer's own stored bytes: packed weights + scales/offsets (weight_bytes), or its parameters."""
     if hasattr(layer, "weight_bytes"):
@@ -104,23 +95,6 @@ def _layer_bytes(layer: nn.Module) -> int:
 def _activation_bytes(model: nn.Module, batch: int) -> int:
     """fp32 activations the linears read (x) and write (y) in one decode step of ``batch`` tokens."""
     return sum(4 * batch * (m.in_features + m.out_features) for m in _decode_linears(model))
-
-
-def _decode(engine: LLMEngine, batch: int, steps: int, vocab: int) -> float:
-    """Steady-state decode tok/s at ``batch`` sequences."""
-    drv = Driver(engine)
-    for i in range(batch):
-        drv.add(f"r{i}", synthetic_prompt(PROMPT_TOKENS, vocab, seed=i), greedy(steps + WARM_STEPS + 1))
-    while any(not t.token_times_s for t in drv.traces.values()):
-        drv.step()
-    for _ in range(WARM_STEPS):
-        drv.step()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        drv.step()
-    elapsed = time.perf_counter() - t0
-    drv.run_until_done()
-    return batch * steps / elapsed
 
 
 def bench_decode(rounds: int, steps: int, batches: list[int]) -> tuple[dict, dict]:
@@ -194,123 +168,6 @@ def bench_decode(rounds: int, steps: int, batches: list[int]) -> tuple[dict, dic
                                 "roofline_pct_per_round": [round(r[name]["roofline_pct"], 1) for r in rs]}
                          for name in models}
     return out, paths, extra
-
-
-class _ZeroLinear(nn.Module):
-    """A linear that reads nothing: what a decode step costs without its matmuls (the engine's own floor)."""
-
-    def __init__(self, layer: nn.Module) -> None:
-        super().__init__()
-        self.in_features, self.out_features = layer.in_features, layer.out_features
-        self.register_buffer("weight", torch.zeros(1))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.new_zeros(*x.shape[:-1], self.out_features)
-
-
-def engine_floor_s(engine: LLMEngine, base: nn.Module, batch: int, steps: int, vocab: int, repeats: int = 9) -> float:
-    """Seconds a decode step takes with every linear replaced by _ZeroLinear: attention, norms, sampling,
-    scheduling, Python. No kernel can make a step faster than this. The best of ``repeats`` runs of ``steps``
-    steps (9: a 2-3 ms figure on a shared VM; with 3 it moved by 10% between runs of the same code)."""
-    stub = copy.deepcopy(base)
-    targets = {id(m) for m in _decode_linears(stub)}
-    for mod in list(stub.modules()):
-        for child_name, child in list(mod.named_children()):
-            if id(child) in targets:
-                setattr(mod, child_name, _ZeroLinear(child))
-    engine.runner.model = stub
-    best = max(_decode(engine, batch, steps, vocab) for _ in range(repeats))
-    engine.runner.model = base
-    return batch / best
-
-
-def _huge_kib(t: torch.Tensor) -> int | None:
-    """KiB of ``t``'s mapping that the OS backs with transparent huge pages (/proc/self/smaps), if readable."""
-    smaps = Path("/proc/self/smaps")
-    if not smaps.exists():
-        return None
-    addr, inside = t.data_ptr(), False
-    for line in smaps.read_text().splitlines():
-        head = line.split()[0]
-        if "-" in head and not head.endswith(":"):
-            lo, hi = (int(v, 16) for v in head.split("-"))
-            inside = lo <= addr < hi
-        elif inside and head == "AnonHugePages:":
-            return int(line.split()[1])
-    return None
-
-
-def huge_pages_ab(engine: LLMEngine, base: nn.Module, steps: int, vocab: int, rounds: int) -> dict:
-    """Decode tok/s at bs=1 for each scheme with its packed weights in huge pages (as quantize_model packs them)
-    and in 4 KiB pages (ARENA_HUGE_PAGES off), alternating within each round; the median of the per-round
-    ratios, and the KiB the OS actually backed with huge pages."""
-    models = {}
-    for scheme in ("fp8", "int4"):
-        for huge in (True, False):
-            qw.ARENA_HUGE_PAGES = huge
-            try:
-                models[scheme, huge] = copy.deepcopy(base)
-                quantize_model(models[scheme, huge], scheme, group_size=128)
-            finally:
-                qw.ARENA_HUGE_PAGES = True
-    best: dict[tuple[str, bool], float] = {}
-    ratios: dict[str, list[float]] = {"fp8": [], "int4": []}
-    for _ in range(rounds):
-        tok = {}
-        for key, m in models.items():
-            engine.runner.model = m
-            tok[key] = _decode(engine, 1, steps, vocab)
-            best[key] = max(best.get(key, 0.0), tok[key])
-        for scheme in ratios:
-            ratios[scheme].append(tok[scheme, True] / tok[scheme, False])
-    engine.runner.model = base
-    out = {}
-    for scheme, rs in ratios.items():
-        arena = next(b for n, b in models[scheme, True].named_buffers() if n.endswith(("weight_u8", "weight_packed")))
-        out[scheme] = {"huge_pages_tok_s_best": best[scheme, True], "small_pages_tok_s_best": best[scheme, False],
-                       "ratio_median": statistics.median(rs), "ratios_per_round": [round(r, 3) for r in rs],
-                       "storage_bytes": arena.untyped_storage().nbytes(), "huge_pages_kib": _huge_kib(arena),
-                       "load_avg": _load()}
-        print(f"bs=1 {scheme}: weights in huge pages vs 4 KiB pages: x{out[scheme]['ratio_median']:.3f} "
-              f"{out[scheme]['ratios_per_round']} ({out[scheme]['huge_pages_kib']} KiB in huge pages)", flush=True)
-    return out
-
-
-def step_split(engine: LLMEngine, model: nn.Module, batch: int, steps: int, vocab: int, repeats: int = 3) -> dict:
-    """The real decode step cut in two: the time spent inside the linears (each one's call timed where the step
-    makes it, decode calls only) and the rest. The rest is larger than `engine_floor`: the same attention, norm
-    and Python work runs after every linear has streamed its weights through the caches, and finds its own code
-    and data evicted. Best of ``repeats`` runs; the timers add two perf_counter calls to each linear."""
-    acc = {"s": 0.0, "calls": 0}
-    linears = _decode_linears(model)
-
-    def timed(forward):
-        def call(x: torch.Tensor) -> torch.Tensor:
-            t = time.perf_counter()
-            y = forward(x)
-            if x.shape[0] == batch:
-                acc["s"] += time.perf_counter() - t
-                acc["calls"] += 1
-            return y
-        return call
-
-    for layer in linears:
-        layer.forward = timed(layer.forward)
-    engine.runner.model = model
-    best = None
-    try:
-        for _ in range(repeats):
-            acc["s"], acc["calls"] = 0.0, 0
-            tok_s = _decode(engine, batch, steps, vocab)
-            step_s = batch / tok_s
-            linears_s = acc["s"] / max(1, acc["calls"]) * len(linears)    # per step (decode calls only)
-            if best is None or step_s < best["step_s"]:
-                best = {"step_s": step_s, "linears_s": linears_s, "rest_s": step_s - linears_s,
-                        "linear_calls_per_step": len(linears), "load_avg": _load()}
-    finally:
-        for layer in linears:
-            del layer.forward       # the instance attribute: the class's forward again
-    return best
 
 
 def layer_stream(models: dict[str, nn.Module], batches: list[int], rounds: int) -> dict:

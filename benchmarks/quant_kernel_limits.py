@@ -30,7 +30,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
-from baseline_quant import _fp32_bodies_allowed, _host, _load  # noqa: E402  (benchmarks/ is on the path)
+from baseline_quant import _fp32_bodies_allowed, _host  # noqa: E402  (benchmarks/ is on the path)
+from quant_decode import _load  # noqa: E402
 from torch import nn  # noqa: E402
 
 from triage.baseline.host_bandwidth import host_bandwidth  # noqa: E402
