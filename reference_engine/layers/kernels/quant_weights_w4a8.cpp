@@ -117,35 +117,45 @@ inline float offset_term(const Args& a, int64_t n, int64_t t) {
   return acc;
 }
 
+// What a tile of R rows x TT tokens reads: each row's group scales, each token's activation scales, the first
+// token's quantized activations and the first row's packed weights.
+template <int R, int TT>
+struct Tile {
+  int64_t G, KB;
+  const float* srow[R];
+  const float* xs[TT];
+  const int8_t* xq0;
+  const uint8_t* w0;
+  Tile(const Args& a, int64_t n, int64_t t0)
+      : G(a.K / a.group), KB(a.K / 2), xq0(a.x->q.data() + t0 * a.K), w0(a.w + n * KB) {
+    for (int r = 0; r < R; ++r) srow[r] = a.scale + (n + r) * G;
+    for (int t = 0; t < TT; ++t) xs[t] = a.x->scale.data() + (t0 + t) * G;
+  }
+};
+
 // ------------------------------------------------------------- AVX-512 VNNI ---------------------------------
 template <int R, int TT>
 VNNI_FN void tile_vnni(const Args& a, int64_t n, int64_t t0) {
-  const int64_t G = a.K / a.group, KB = a.K / 2;
+  const Tile<R, TT> p(a, n, t0);
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const float* srow[R];
-  const float* xs[TT];
-  for (int r = 0; r < R; ++r) srow[r] = a.scale + (n + r) * G;
-  for (int t = 0; t < TT; ++t) xs[t] = a.x->scale.data() + (t0 + t) * G;
-  const int8_t* xq0 = a.x->q.data() + t0 * a.K;
-  const uint8_t* w0 = a.w + n * KB;
   __m512 facc[R][TT];
   for (auto& r : facc)
     for (auto& v : r) v = _mm512_setzero_ps();
-  for (int64_t g = 0; g < G; ++g) {
+  for (int64_t g = 0; g < p.G; ++g) {
     __m512i iacc[R][TT];
     for (auto& r : iacc)
       for (auto& v : r) v = _mm512_setzero_si512();
     for (int64_t c = g * a.group; c < (g + 1) * a.group; c += kChunk) {
       __m512i lo[R], hi[R];
       for (int r = 0; r < R; ++r) {
-        const uint8_t* p = w0 + r * KB + c / 2;
-        prefetch(p);
-        const __m512i v = _mm512_loadu_si512(p);
+        const uint8_t* w = p.w0 + r * p.KB + c / 2;
+        prefetch(w);
+        const __m512i v = _mm512_loadu_si512(w);
         lo[r] = _mm512_and_si512(v, m4);
         hi[r] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
       }
       for (int t = 0; t < TT; ++t) {
-        const int8_t* xq = xq0 + t * a.K + c;
+        const int8_t* xq = p.xq0 + t * a.K + c;
         const __m512i xl = _mm512_loadu_si512(xq), xh = _mm512_loadu_si512(xq + 64);
         for (int r = 0; r < R; ++r) {
           iacc[r][t] = _mm512_dpbusd_epi32(iacc[r][t], lo[r], xl);
@@ -155,7 +165,8 @@ VNNI_FN void tile_vnni(const Args& a, int64_t n, int64_t t0) {
     }
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < TT; ++t)
-        facc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[r][t]), _mm512_set1_ps(srow[r][g] * xs[t][g]), facc[r][t]);
+        facc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[r][t]), _mm512_set1_ps(p.srow[r][g] * p.xs[t][g]),
+                                     facc[r][t]);
   }
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < TT; ++t)
@@ -172,18 +183,12 @@ inline float hsum8(__m256 v) {
 
 template <int R, int TT>
 void tile_avx2(const Args& a, int64_t n, int64_t t0) {
-  const int64_t G = a.K / a.group, KB = a.K / 2;
+  const Tile<R, TT> p(a, n, t0);
   const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  const float* srow[R];
-  const float* xs[TT];
-  for (int r = 0; r < R; ++r) srow[r] = a.scale + (n + r) * G;
-  for (int t = 0; t < TT; ++t) xs[t] = a.x->scale.data() + (t0 + t) * G;
-  const int8_t* xq0 = a.x->q.data() + t0 * a.K;
-  const uint8_t* w0 = a.w + n * KB;
   __m256 facc[R][TT];
   for (auto& r : facc)
     for (auto& v : r) v = _mm256_setzero_ps();
-  for (int64_t g = 0; g < G; ++g) {
+  for (int64_t g = 0; g < p.G; ++g) {
     __m256i iacc[R][TT];
     for (auto& r : iacc)
       for (auto& v : r) v = _mm256_setzero_si256();
@@ -191,14 +196,14 @@ void tile_avx2(const Args& a, int64_t n, int64_t t0) {
       for (int64_t h = 0; h < 2; ++h) {  // the chunk's two 32-byte halves: blocks 0-1, then 2-3
         __m256i lo[R], hi[R];
         for (int r = 0; r < R; ++r) {
-          const uint8_t* p = w0 + r * KB + c / 2 + 32 * h;
-          if (h == 0) prefetch(p);
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+          const uint8_t* w = p.w0 + r * p.KB + c / 2 + 32 * h;
+          if (h == 0) prefetch(w);
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
           lo[r] = _mm256_and_si256(v, m4);
           hi[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
         }
         for (int t = 0; t < TT; ++t) {
-          const int8_t* xq = xq0 + t * a.K + c + 32 * h;
+          const int8_t* xq = p.xq0 + t * a.K + c + 32 * h;
           const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
           const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 64));
           for (int r = 0; r < R; ++r) {
@@ -209,7 +214,8 @@ void tile_avx2(const Args& a, int64_t n, int64_t t0) {
       }
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < TT; ++t)
-        facc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[r][t]), _mm256_set1_ps(srow[r][g] * xs[t][g]), facc[r][t]);
+        facc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[r][t]), _mm256_set1_ps(p.srow[r][g] * p.xs[t][g]),
+                                     facc[r][t]);
   }
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < TT; ++t) a.y[(t0 + t) * a.N + n + r] = hsum8(facc[r][t]) + offset_term(a, n + r, t0 + t);
