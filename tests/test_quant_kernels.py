@@ -380,7 +380,7 @@ def test_int4_on_int8_activations_computes_the_same_with_prefetch_off(isa):
 
 @needs_kernel
 @pytest.mark.parametrize("isa", sorted(qw.INT8_ACTIVATION_ISAS))
-def test_int4_on_int8_activations_carries_a_nan_or_inf_into_its_row_only(isa):
+def test_int4_on_int8_activations_carries_a_nan_or_inf_into_its_row_only_and_survives_subnormals(isa):
     _w4a8_or_skip(isa)
     layer = qw.Int4KernelLinear.from_linear(_linear(16, 256), isa, group_size=128)
     x = torch.randn(3, 256)
@@ -389,6 +389,9 @@ def test_int4_on_int8_activations_carries_a_nan_or_inf_into_its_row_only(isa):
     assert got[0].isnan().all() and got[2].isnan().all()
     torch.testing.assert_close(got[1], layer(x[1:2])[0], rtol=0, atol=0)      # the clean row is untouched
     assert got[1].isfinite().all()
+    tiny = torch.full((1, 256), 1e-40)                   # subnormal: 1 / (max / 127) would overflow to inf
+    tiny[0, ::2] = 0
+    assert layer(tiny).isfinite().all()
 
 
 @needs_kernel

@@ -79,7 +79,8 @@ QuantX quantize_x(const float* x, int64_t T, int64_t K, int64_t group) {
         out.scale[t * G + g] = out.sum[t * G + g] = std::numeric_limits<float>::quiet_NaN();
         continue;
       }
-      const float scale = amax > 0.f ? amax / 127.f : 1.f;
+      // At least the smallest normal float, so that 1 / scale stays finite for a group of subnormals.
+      const float scale = amax > 0.f ? std::max(amax / 127.f, std::numeric_limits<float>::min()) : 1.f;
       const __m256 inv = _mm256_set1_ps(1.f / scale);
       __m256i qsum = _mm256_setzero_si256();
       for (int64_t c = 0; c < group; c += kChunk)
