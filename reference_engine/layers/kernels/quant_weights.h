@@ -33,29 +33,30 @@ inline float fp8_scalar_div256(uint8_t b) {  // e4m3 value / 2^8, the vector pat
   return (b & 0x80) ? -v : v;
 }
 
-// The tiled drivers' walk over output rows n0..n1 and T tokens: 4 rows a pass at one token, else 2 rows (then
-// 1) by 8, 4 and 1 tokens. `Job::run<R, TT>(n, t0)` computes R rows for TT tokens from row n and token t0;
-// each call covers a whole K, so this loop's own cost does not count.
-template <class Job>
+// One row tile's tokens: TT at a time (TT = 8 or 4), then 4, then one by one.
+template <int R, int TT, class Job>
+void tile_tokens(const Job& job, int64_t n, int64_t T) {
+  int64_t t = 0;
+  if constexpr (TT >= 8)
+    for (; t + 8 <= T; t += 8) job.template run<R, 8>(n, t);
+  for (; t + 4 <= T; t += 4) job.template run<R, 4>(n, t);
+  for (; t < T; ++t) job.template run<R, 1>(n, t);
+}
+
+// The tiled drivers' walk over output rows n0..n1 and T tokens: R1 rows a pass at one token, else RT rows (then
+// 1) by up to TT tokens. `Job::run<R, TT>(n, t0)` computes R rows for TT tokens from row n and token t0; each call
+// covers a whole K, so this loop's own cost does not count. The defaults suit the fp32 drivers; the int8 ones
+// (quant_weights_w4a8.cpp) hold more accumulators per tile and take fewer rows and tokens.
+template <int R1 = 4, int RT = 2, int TT = 8, class Job>
 void tile_rows(const Job& job, int64_t n0, int64_t n1, int64_t T) {
   int64_t n = n0;
   if (T == 1) {
-    for (; n + 4 <= n1; n += 4) job.template run<4, 1>(n, 0);
+    for (; n + R1 <= n1; n += R1) job.template run<R1, 1>(n, 0);
     for (; n < n1; ++n) job.template run<1, 1>(n, 0);
     return;
   }
-  for (; n + 2 <= n1; n += 2) {
-    int64_t t = 0;
-    for (; t + 8 <= T; t += 8) job.template run<2, 8>(n, t);
-    for (; t + 4 <= T; t += 4) job.template run<2, 4>(n, t);
-    for (; t < T; ++t) job.template run<2, 1>(n, t);
-  }
-  for (; n < n1; ++n) {
-    int64_t t = 0;
-    for (; t + 8 <= T; t += 8) job.template run<1, 8>(n, t);
-    for (; t + 4 <= T; t += 4) job.template run<1, 4>(n, t);
-    for (; t < T; ++t) job.template run<1, 1>(n, t);
-  }
+  for (; n + RT <= n1; n += RT) tile_tokens<RT, TT>(job, n, T);
+  for (; n < n1; ++n) tile_tokens<1, TT>(job, n, T);
 }
 
 // One ISA's bodies: the drivers call through this table (AVX-512's int4_dot is null: int4 decode there runs

@@ -23,7 +23,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <type_traits>
 #include <vector>
 
 #include "quant_weights.h"
@@ -222,34 +221,19 @@ void tile_avx2(const Args& a, int64_t n, int64_t t0) {
     for (int t = 0; t < TT; ++t) a.y[(t0 + t) * a.N + n + r] = hsum8(facc[r][t]) + offset_term(a, n + r, t0 + t);
 }
 
-// Rows n0..n1 for every token: at one token four rows a pass (two on AVX2), from two tokens up a few rows x four
-// tokens share each unpacked weight (two rows on AVX-512, one on AVX2: its 16 registers hold no more).
-template <bool kVnni>
-void walk(const Args& a, int64_t n0, int64_t n1, int64_t T) {
-  constexpr int R1 = kVnni ? 4 : 2, RT = kVnni ? 2 : 1;
-  auto run = [&](auto r_tag, auto t_tag, int64_t n, int64_t t) {
-    constexpr int R = decltype(r_tag)::value, TT = decltype(t_tag)::value;
-    if constexpr (kVnni) tile_vnni<R, TT>(a, n, t);
-    else tile_avx2<R, TT>(a, n, t);
-  };
-  using One = std::integral_constant<int, 1>;
-  using Four = std::integral_constant<int, 4>;
-  using R1c = std::integral_constant<int, R1>;
-  using Rt = std::integral_constant<int, RT>;
-  int64_t n = n0;
-  if (T == 1) {
-    for (; n + R1 <= n1; n += R1) run(R1c{}, One{}, n, 0);
-    for (; n < n1; ++n) run(One{}, One{}, n, 0);
-    return;
-  }
-  for (; n + RT <= n1; n += RT) {
-    int64_t t = 0;
-    for (; t + 4 <= T; t += 4) run(Rt{}, Four{}, n, t);
-    for (; t < T; ++t) run(Rt{}, One{}, n, t);
-  }
-  for (; n < n1; ++n)
-    for (int64_t t = 0; t < T; ++t) run(One{}, One{}, n, t);
-}
+// The tile bodies as tile_rows' jobs. At one token four rows a pass (two on AVX2); from two tokens up a few rows x
+// four tokens share each unpacked weight (two rows on AVX-512, one on AVX2: its 16 registers hold no more).
+struct VnniJob {
+  const Args& a;
+  template <int R, int TT>
+  void run(int64_t n, int64_t t0) const { tile_vnni<R, TT>(a, n, t0); }
+};
+
+struct Avx2Job {
+  const Args& a;
+  template <int R, int TT>
+  void run(int64_t n, int64_t t0) const { tile_avx2<R, TT>(a, n, t0); }
+};
 
 }  // namespace
 
@@ -265,9 +249,9 @@ void int4_linear_w4a8(bool vnni, const float* x, int64_t T, int64_t K, int64_t g
   const Args a{w, scale, off, &qx, K, N, group, y};
   at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) {
     if (vnni)
-      walk<true>(a, n0, n1, T);
+      tile_rows<4, 2, 4>(VnniJob{a}, n0, n1, T);
     else
-      walk<false>(a, n0, n1, T);
+      tile_rows<2, 1, 4>(Avx2Job{a}, n0, n1, T);
   });
 }
 
