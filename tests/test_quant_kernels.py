@@ -285,19 +285,21 @@ def test_the_isa_can_be_forced_and_avx2_is_always_there(monkeypatch):
         assert isa == 0 and "no AVX-512" in why
 
 
-@needs_kernel
-def test_a_cpu_without_avx512_gets_avx2_and_is_told_why(monkeypatch):
+def _without(feature: str):
+    """The compiled module as a CPU without ``feature`` sees it: ``<feature>_supported()`` answers False."""
     real = qw.kernel()[0]
 
-    class _NoAvx512:            # the compiled module, as seen on an AVX2-only CPU
+    class _Cpu:
         def __getattr__(self, name):
-            return getattr(real, name)
+            return (lambda: False) if name == f"{feature}_supported" else getattr(real, name)
 
-        @staticmethod
-        def avx512_supported() -> bool:
-            return False
+    return _Cpu()
 
-    monkeypatch.setattr(qw, "kernel", lambda: (_NoAvx512(), None))
+
+@needs_kernel
+def test_a_cpu_without_avx512_gets_avx2_and_is_told_why(monkeypatch):
+    no_avx512 = _without("avx512")                     # an AVX2-only CPU
+    monkeypatch.setattr(qw, "kernel", lambda: (no_avx512, None))
     monkeypatch.delenv("TRIAGE_QUANT_ISA", raising=False)
     assert qw.choose_isa.__wrapped__() == (0, "avx2 (the CPU has no AVX-512)")
     monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx512")
@@ -311,16 +313,9 @@ def test_an_avx512_cpu_without_vbmi_keeps_the_f16c_fp8_path(monkeypatch):
     if not real.avx512_supported():
         pytest.skip("this CPU has no AVX-512")
 
-    class _NoVbmi:              # the compiled module, as seen on Skylake-SP / Cascade Lake
-        def __getattr__(self, name):
-            return getattr(real, name)
-
-        @staticmethod
-        def vbmi_supported() -> bool:
-            return False
-
-    monkeypatch.setattr(qw, "kernel", lambda: (_NoVbmi(), None))
-    assert qw.available_isas(_NoVbmi()) == [0, 1]
+    no_vbmi = _without("vbmi")                         # Skylake-SP / Cascade Lake
+    monkeypatch.setattr(qw, "kernel", lambda: (no_vbmi, None))
+    assert qw.available_isas(no_vbmi) == [0, 1]
     monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx512vbmi")
     with pytest.raises(RuntimeError, match="no AVX512-VBMI"):
         qw.choose_isa.__wrapped__()
@@ -429,16 +424,9 @@ def test_an_avx512_cpu_without_vnni_keeps_the_avx2_int8_body(monkeypatch):
     if not real.avx512_supported():
         pytest.skip("this CPU has no AVX-512")
 
-    class _NoVnni:              # the compiled module, as seen on Skylake-SP
-        def __getattr__(self, name):
-            return getattr(real, name)
-
-        @staticmethod
-        def vnni_supported() -> bool:
-            return False
-
-    monkeypatch.setattr(qw, "kernel", lambda: (_NoVnni(), None))
-    assert 4 not in qw.available_isas(_NoVnni(), "int4") and 3 in qw.available_isas(_NoVnni(), "int4")
+    no_vnni = _without("vnni")                         # Skylake-SP
+    monkeypatch.setattr(qw, "kernel", lambda: (no_vnni, None))
+    assert 4 not in qw.available_isas(no_vnni, "int4") and 3 in qw.available_isas(no_vnni, "int4")
     monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx512vnni_w4a8")
     with pytest.raises(RuntimeError, match="no AVX512-VNNI"):
         qw.choose_isa.__wrapped__("int4")
