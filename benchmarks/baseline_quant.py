@@ -53,7 +53,15 @@ from triage.reference_engine.layers.kernels.bf16_weights import _time_s  # noqa:
 from triage.reference_engine.layers.quant import model_weight_bytes, quantize_model  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))      # the sibling modules below, however it is started
-from quant_decode import PROMPT_TOKENS, WARM_STEPS, _decode, _decode_linears, _load  # noqa: E402
+from quant_decode import (  # noqa: E402
+    PROMPT_TOKENS,
+    WARM_STEPS,
+    _decode,
+    _decode_linears,
+    _fp32_bodies_allowed,
+    _load,
+    isa_choice,
+)
 from quant_step_parts import engine_floor_s, huge_pages_ab, step_split  # noqa: E402
 
 LAYER_SHAPES = [(2048, 768), (768, 2048), (32000, 768)]        # (out, in): gate/up, down, lm_head of `small`
@@ -228,29 +236,12 @@ def bench_layers() -> list[dict]:
 PPL_PATHS = {"fp8": ("fp8", None), "int4": ("int4", None), "int4_fp32_activations": ("int4", "fp32")}
 
 
-def _fp32_bodies_allowed() -> str:
-    """The fp32-activation bodies TRIAGE_QUANT_ISA allows (all of them when it is unset)."""
-    fp32 = [n for i, n in enumerate(qw.ISA_NAMES) if i not in qw.INT8_ACTIVATION_ISAS]
-    env = [n.strip() for n in os.environ.get("TRIAGE_QUANT_ISA", "").split(",") if n.strip()]
-    return ",".join([n for n in env if n in fp32] or fp32)
-
-
 def _quantized(base: nn.Module, scheme: str, allowed: str | None) -> tuple[nn.Module, str]:
-    """A copy of ``base`` quantized with the ISA choice narrowed to ``allowed`` (None: as TRIAGE_QUANT_ISA says;
-    "fp32": its fp32-activation bodies); (model, the body chosen)."""
-    allowed = _fp32_bodies_allowed() if allowed == "fp32" else allowed
-    old = os.environ.get("TRIAGE_QUANT_ISA")
-    if allowed:
-        os.environ["TRIAGE_QUANT_ISA"] = allowed
-    qw.choose_isa.cache_clear()
-    try:
+    """A copy of ``base`` quantized with the ISA choice narrowed to ``allowed`` (isa_choice's argument); (model,
+    the body chosen)."""
+    with isa_choice(allowed):
         m = copy.deepcopy(base)
         summary = quantize_model(m, scheme, group_size=128)
-    finally:
-        os.environ.pop("TRIAGE_QUANT_ISA", None)
-        if old is not None:
-            os.environ["TRIAGE_QUANT_ISA"] = old
-        qw.choose_isa.cache_clear()
     return m, (summary.kernel or {}).get("isa") or (summary.kernel or {}).get("kernel", "?")
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -30,8 +29,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
-from baseline_quant import _fp32_bodies_allowed, _host  # noqa: E402  (benchmarks/ is on the path)
-from quant_decode import _load  # noqa: E402
+from baseline_quant import _host  # noqa: E402  (benchmarks/ is on the path)
+from quant_decode import _load, isa_choice  # noqa: E402
 from torch import nn  # noqa: E402
 
 from triage.baseline.host_bandwidth import host_bandwidth  # noqa: E402
@@ -94,14 +93,8 @@ def _paths() -> dict[str, tuple[str, tuple[int, str]]]:
     int8-activation one, the fastest fp32-activation int4 body beside it (``int4_fp32_activations``)."""
     paths = {scheme: (scheme, qw.choose_isa(scheme)) for scheme in ("fp8", "int4")}
     if paths["int4"][1][0] in qw.INT8_ACTIVATION_ISAS:
-        old = os.environ.get("TRIAGE_QUANT_ISA")
-        os.environ["TRIAGE_QUANT_ISA"] = _fp32_bodies_allowed()
-        try:
-            paths["int4_fp32_activations"] = ("int4", qw.choose_isa.__wrapped__("int4"))
-        finally:
-            os.environ.pop("TRIAGE_QUANT_ISA")
-            if old is not None:
-                os.environ["TRIAGE_QUANT_ISA"] = old
+        with isa_choice("fp32"):
+            paths["int4_fp32_activations"] = ("int4", qw.choose_isa("int4"))
     return paths
 
 
