@@ -124,11 +124,12 @@ class BenchRunner:
     async def run(self) -> BenchSection:
         cfg = self.cfg
         scrape_timeout_s = max(5.0, cfg.scrape_interval_s * 4)
+        size = cfg.pool_size()
         if self.fleet:
-            pool = FleetPool([make_pool(u, self.cfg.pool_size(), cfg.timeout_s, cfg.headers, cfg.api_key)
-                              for u in cfg.urls], cfg.balance)
+            pool = FleetPool([make_pool(u, size, cfg.timeout_s, cfg.headers, cfg.api_key) for u in cfg.urls],
+                             cfg.balance)
         else:
-            pool = make_pool(cfg.url, self.cfg.pool_size(), cfg.timeout_s, cfg.headers, cfg.api_key)
+            pool = make_pool(cfg.url, size, cfg.timeout_s, cfg.headers, cfg.api_key)
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = await stack.enter_async_context(make_client(cfg.url, cfg.timeout_s, cfg.headers, cfg.api_key))
