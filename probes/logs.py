@@ -1,5 +1,7 @@
-"""The `logs` probe (`--log FILE`): scan a server log for the lines vLLM writes when something is off.
+"""The `logs` probe (`--log FILE`, or `diagnose --from FILE` for a log alone): read a server log as evidence.
 
+The text is made plain first (triage/core/log_text.py: ANSI, Markdown, container prefixes, JSON lines, newest
+first), then read with the engine's own format strings (triage/engines/log_read.py, probes/log_evidence.py).
 Only the tail is read (bounded), and every line kept in the snapshot is redacted.
 Keys: docs/SNAPSHOT.md, section `logs`.
 """
@@ -8,26 +10,23 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Sequence
 
+from triage.core.log_text import plain_lines
 from triage.core.probe_data import LogsData
 from triage.core.redact import redact_text
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.engines import engines
+from triage.engines.log_read import LogRead, read_log
 from triage.engines.startup_log import candidate_lines, guess_engine, parse_startup
+from triage.probes.log_evidence import evidence
 from triage.probes.registry import ProbeRun, register
 
 MAX_TAIL_BYTES = 64 * 2**20
 MAX_KEPT_LINES = 10
 
-_PREEMPT = re.compile(r"preempt", re.I)
 _SLOW_TOKENIZER = re.compile(r"Using a slow tokenizer", re.I)
-# V1: "GPU KV cache size: 1,234,560 tokens"; V0: "# GPU blocks: 27000, # CPU blocks: 2048"
-_KV_TOKENS = re.compile(r"KV cache size:\s*([\d,]+)\s*tokens", re.I)
-_GPU_BLOCKS = re.compile(r"#\s*GPU blocks:\s*([\d,]+)", re.I)
-# "Maximum concurrency for 32768 tokens per request: 37.68x"
-_MAX_CONCURRENCY = re.compile(r"Maximum concurrency for\s*([\d,]+)\s*tokens per request:\s*([\d.]+)x", re.I)
 _CUDA_GRAPH = re.compile(r"CUDA graph|cuda_graph|Graph capturing|capturing CUDA", re.I)
-_NCCL_ERROR = re.compile(r"NCCL.*(error|WARN|failed|timeout)|(error|failed).*NCCL", re.I)
 _SHM_STALL = re.compile(r"No available shared memory broadcast block", re.I)
 # Startup vs serving: each engine module lists the lines that open its startup and say it serves, per version
 # (vLLM: "vLLM API server version X" up to 0.14; from 0.15 a logo whose line reads "█ ▀▄▀ █  version X" by
@@ -43,12 +42,12 @@ _OOM = re.compile(r"CUDA out of memory|OutOfMemoryError", re.I)
 _DOWNLOAD = re.compile(r"Time spent downloading weights for \S+: ([\d.]+) seconds")
 
 def scan_lines(lines: list[str]) -> dict:
+    """What any log may hold whatever the engine: a slow tokenizer, CUDA-graph lines, shared-memory stalls (at
+    start-up or not), OOM lines, the weights' download time."""
     out = {
-        "num_lines": len(lines), "slow_tokenizer": False, "num_preemption_lines": 0,
-        "kv_cache_tokens": None, "num_gpu_blocks": None, "max_concurrency": None,
-        "max_concurrency_tokens_per_request": None, "cuda_graph_hints": [], "num_nccl_errors": 0,
+        "num_lines": len(lines), "slow_tokenizer": False, "cuda_graph_hints": [],
         "num_shm_broadcast_stalls": 0, "num_shm_broadcast_stalls_startup": 0, "num_oom_lines": 0,
-        "preemption_examples": [], "weights_download_s": None,
+        "weights_download_s": None,
     }
     starting = False  # between a startup line and the server's ready line
     for line in lines:
@@ -62,17 +61,10 @@ def scan_lines(lines: list[str]) -> dict:
 
 
 def _count_events(line: str, out: dict, starting: bool) -> None:
-    """Preemptions, a slow tokenizer, NCCL errors, shared-memory stalls (at start-up or not), OOMs."""
-    if _PREEMPT.search(line):
-        out["num_preemption_lines"] += 1
-        if len(out["preemption_examples"]) < 3:
-            out["preemption_examples"].append(redact_text(line.strip())[:300])
     if _SLOW_TOKENIZER.search(line):
         out["slow_tokenizer"] = True
     if _CUDA_GRAPH.search(line) and len(out["cuda_graph_hints"]) < MAX_KEPT_LINES:
         out["cuda_graph_hints"].append(redact_text(line.strip())[:300])
-    if _NCCL_ERROR.search(line):
-        out["num_nccl_errors"] += 1
     if _SHM_STALL.search(line):
         out["num_shm_broadcast_stalls"] += 1
         out["num_shm_broadcast_stalls_startup"] += starting
@@ -81,14 +73,6 @@ def _count_events(line: str, out: dict, starting: bool) -> None:
 
 
 def _read_sizes(line: str, out: dict) -> None:
-    """The KV cache size, the blocks, the concurrency it allows, and the weights' download time."""
-    if m := _KV_TOKENS.search(line):
-        out["kv_cache_tokens"] = int(m.group(1).replace(",", ""))
-    if m := _GPU_BLOCKS.search(line):
-        out["num_gpu_blocks"] = int(m.group(1).replace(",", ""))
-    if m := _MAX_CONCURRENCY.search(line):
-        out["max_concurrency_tokens_per_request"] = int(m.group(1).replace(",", ""))
-        out["max_concurrency"] = float(m.group(2))
     if m := _DOWNLOAD.search(line):
         seconds = float(m.group(1))
         if seconds < 1e7:
@@ -121,7 +105,69 @@ def read_tail(path: str, max_bytes: int = MAX_TAIL_BYTES) -> tuple[list[str], bo
     return lines, truncated
 
 
-def probe_logs(path: str | None, max_bytes: int = MAX_TAIL_BYTES) -> ProbeResult:
+def read_text(lines: list[str], source: str = "--log", engine_hint: str | None = None) -> dict:
+    """The `logs` payload's fields for these raw lines (one file)."""
+    return read_files([("", lines)], source, engine_hint)
+
+
+def read_files(files: list[tuple[str, list[str]]], source: str = "--log", engine_hint: str | None = None) -> dict:
+    """The `logs` payload's fields for one log given as one or more files, oldest first (a rotated log): the
+    generic scan, the start-up phases, and what the engine's own lines state (its last start judged, the earlier
+    ones counted as restarts). Each event keeps the file and line it was read from."""
+    plain: list[tuple[int, str]] = []
+    parts: list[tuple[str, int]] = []                  # (path, the global number of its line 0)
+    for path, lines in files:
+        offset = plain[-1][0] if plain else 0
+        parts.append((path, offset))
+        plain += [(offset + n, text) for n, text in plain_lines("\n".join(lines))]
+    texts = [t for _, t in plain]
+    read = read_log(plain, engine_hint)
+    out = {**scan_lines(texts), "startup": startup_section(texts), "source": source, **evidence(read),
+           **_sizes(read)}
+    _localise(out, parts)
+    return out
+
+
+def _localise(out: dict, parts: list[tuple[str, int]]) -> None:
+    """Global line numbers back to (file, line in it)."""
+    def local(n: int | None) -> tuple[str | None, int | None]:
+        if n is None:
+            return None, None
+        path, offset = next(((p, o) for p, o in reversed(parts) if o < n), parts[0])
+        return path or None, n - offset
+
+    for event in out["events"]:
+        event["path"], event["line_no"] = local(event["line_no"])
+    for sample in out["stats"]:
+        sample["line_no"] = local(sample["line_no"])[1]
+    out["first_line_no"] = local(out["first_line_no"])[1]
+    out["last_line_no"] = local(out["last_line_no"])[1]
+
+
+def _sizes(read: LogRead) -> dict:
+    """The engine's own counts and sizes: preemptions (vLLM V0's warning, SGLang's retractions), NCCL warnings,
+    errors and timeouts (never its INFO lines), the KV cache in tokens and blocks, the concurrency it allows."""
+    def value(fact: str, key: str) -> float | None:
+        hit = read.last(fact)
+        return hit.values.get(key) if hit is not None else None
+
+    pre = read.hits_of("preemption") + read.hits_of("retraction")
+    kv, blocks = value("kv_tokens", "kv_tokens"), value("gpu_blocks", "gpu_blocks")
+    per_request = value("max_concurrency", "tokens_per_request")
+    return {
+        "num_preemption_lines": len(pre),
+        "preemption_examples": [redact_text(h.line)[:300] for h in pre[:3]],
+        "num_nccl_errors": sum(1 for h in read.hits if h.fact in ("nccl_warn", "nccl_error", "nccl_timeout")),
+        "kv_cache_tokens": int(kv) if kv is not None else None,
+        "num_gpu_blocks": int(blocks) if blocks is not None else None,
+        "max_concurrency": value("max_concurrency", "concurrency"),
+        "max_concurrency_tokens_per_request": int(per_request) if per_request is not None else None,
+    }
+
+
+def probe_logs(path: str | Sequence[str] | None, max_bytes: int = MAX_TAIL_BYTES, source: str = "--log",
+               engine_hint: str | None = None) -> ProbeResult:
+    """`path`: the log, or its parts oldest first (each read up to `max_bytes` from its end)."""
     start = time.perf_counter()
 
     def done(status: ProbeStatus, reason: str | None, data: dict | None = None) -> ProbeResult:
@@ -129,15 +175,20 @@ def probe_logs(path: str | None, max_bytes: int = MAX_TAIL_BYTES) -> ProbeResult
 
     if not path:
         return done(ProbeStatus.UNSUPPORTED, "no server log given (pass --log FILE to scan one)")
-    try:
-        lines, truncated = read_tail(path, max_bytes)
-    except FileNotFoundError:
-        return done(ProbeStatus.ERROR, f"{path}: no such file")
-    except PermissionError:
-        return done(ProbeStatus.PERMISSION_DENIED, f"{path}: permission denied")
-    except OSError as e:
-        return done(ProbeStatus.ERROR, f"{path}: {e.strerror or e}")
-    data = {"path": path, "truncated": truncated, **scan_lines(lines), "startup": startup_section(lines)}
+    paths = [path] if isinstance(path, str) else list(path)
+    files, truncated = [], False
+    for p in paths:
+        try:
+            lines, cut = read_tail(p, max_bytes)
+        except FileNotFoundError:
+            return done(ProbeStatus.ERROR, f"{p}: no such file")
+        except PermissionError:
+            return done(ProbeStatus.PERMISSION_DENIED, f"{p}: permission denied")
+        except OSError as e:
+            return done(ProbeStatus.ERROR, f"{p}: {e.strerror or e}")
+        files.append((p, lines))
+        truncated |= cut
+    data = {"path": " + ".join(paths), "truncated": truncated, **read_files(files, source, engine_hint)}
     return done(ProbeStatus.OK, None, data)
 
 

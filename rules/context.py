@@ -160,10 +160,12 @@ class Context:
         metrics = self.seen(ServerMetricsData)
         proc = self.seen(ServerProcessData)
         ident = self.seen(EngineIdentityData)
-        name = (self.config.target_engine or cfg.engine or ident.engine or metrics.engine or proc.engine)
+        logs = self.seen(LogsData)
+        name = (self.config.target_engine or cfg.engine or ident.engine or metrics.engine or proc.engine
+                or logs.engine)
         if name is None and self.bench is not None:
             name = next((lv.server.engine for lv in self.bench.levels if lv.server and lv.server.engine), None)
-        version = self.config.target_engine_version or cfg.engine_version or ident.version
+        version = self.config.target_engine_version or cfg.engine_version or ident.version or logs.engine_version
         engine = normalise_engine(name)
         v = parse_version(version)
         metrics_engine = cfg.metrics_engine or metrics.engine or name or ""
@@ -278,12 +280,13 @@ class Context:
                            "--log, or cache_config num_gpu_blocks / SGLang max_total_num_tokens in /metrics)")
 
     def vram_bytes(self) -> float | None:
-        """The smallest serving GPU's memory, or None when not measured."""
+        """The smallest serving GPU's memory, or None when not measured (the server log's CUDA out-of-memory line
+        states it too)."""
         try:
             sizes = [g.memory_total_bytes for g in self.serving_gpus() if g.memory_total_bytes]
         except MissingInput:
-            return None
-        return float(min(sizes)) if sizes else None
+            sizes = []
+        return float(min(sizes)) if sizes else self.seen(LogsData).gpu_total_bytes
 
     def fp8_native(self) -> tuple[bool, tuple[int, int]]:
         """(the serving GPUs run FP8 natively for this engine, their smallest compute capability). FP8 tensor

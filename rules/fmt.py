@@ -22,6 +22,10 @@ def round_up(value: float, multiple: int) -> int:
     return int(-(-value // multiple) * multiple)
 
 
+def round_down(value: float, multiple: int) -> int:
+    return int(value // multiple * multiple)
+
+
 def seqs_at_least(value: float) -> int:
     """The smallest batch cap >= value that vLLM captures a CUDA graph for: 1, 2, 4, then every 8
     (vllm/config/compilation.py). No power of two is needed, whatever seed 002 says."""

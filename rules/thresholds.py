@@ -86,6 +86,9 @@ THRESHOLDS: dict[str, Threshold] = {
     "KV003.headroom_ratio": _T(1.25, "x", "000 §2", "headroom the proposed --max-model-len keeps over the observed p99"),
     "KV005.min_hit_rate_frac": _T(0.10, "fraction", "002 step 2, 004 §7.4", "prefix-cache hit rate below which it fires"),
     "KV005.min_shared_prefix_tokens": _T(256.0, "tokens", "002 step 2 (400-token system prompt)", "shared prefix long enough to matter"),
+    "KV007.max_gpu_memory_utilization": _T(0.95, "fraction", "000 §2 (0.92 as the usual target); above ~0.95 the "
+                                           "CUDA context, NCCL buffers and graphs have no room left",
+                                           "the highest memory share a fix may propose"),
     "KV006.min_gpu_memory_utilization": _T(0.85, "fraction", "000 §2, 003 memory layer (0.92)", "gpu_memory_utilization below which it fires when KV-limited"),
     "SCHED001.tpot_spike_ratio": _T(3.0, "x", "004 §7.3 (prefill stalls decode)", "TPOT p99 over p50 that counts as a spike"),
     "SCHED001.long_prompt_tokens": _T(2048.0, "tokens", "004 §7.3 (512-token chunks)", "prompt length that counts as long"),

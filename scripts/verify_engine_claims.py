@@ -6,7 +6,8 @@
 - A "pypi" claim is read from the package archive in --cache (the one scripts/extract_engine_truth.py
   downloads and sha256-checks: `<package>-<version>.tar.gz` or a wheel), at the path inside it.
 - A "git" claim is read with `git show TAG:PATH` from a local clone named with --git ORIGIN=DIR; TGI's
-  files may instead sit in scripts/engine_sources/tgi/<tag>/ (the extraction inputs).
+  files may instead sit in scripts/engine_sources/tgi/<tag>/ (the extraction inputs). Its ref may be a commit.
+- A "local" claim is read from this repository's working tree (the reference engine's own log lines).
 
 Exit 1 when a claim's lines no longer hash to its recorded sha256 (the source moved: re-read it and fix the
 line range or the sentence), 2 when a source could not be found. `--update` writes the hashes of claims that
@@ -68,8 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     for ledger_file in sorted(LEDGER_DIR.glob("*.json")):
         rows = json.loads(ledger_file.read_text())
         for row in rows:
-            text = (_from_archive(args.cache, row["origin"], row["ref"], row["path"]) if row["kind"] == "pypi"
-                    else _from_git(row["origin"], row["ref"], row["path"], clones))
+            if row["kind"] == "local":
+                text = (ROOT / row["path"]).read_text() if (ROOT / row["path"]).is_file() else None
+            elif row["kind"] == "pypi":
+                text = _from_archive(args.cache, row["origin"], row["ref"], row["path"])
+            else:
+                text = _from_git(row["origin"], row["ref"], row["path"], clones)
             if text is None:
                 print(f"SOURCE MISSING {row['id']}: {row['origin']} {row['ref']} {row['path']}", file=sys.stderr)
                 missing += 1

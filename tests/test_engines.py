@@ -19,6 +19,8 @@ from triage.core.report import BenchSection
 from triage.core.report_io import from_dict
 from triage.core.snapshot import ProbeResult, Snapshot
 from triage.engines import claim, engines, get, ledger
+from triage.engines.claims import line_hash
+from triage.engines.runtime_log import RUNTIME
 from triage.probes.http import HttpResponse
 from triage.probes.prom import EngineMetrics
 from triage.probes.server_metrics import probe_server_metrics
@@ -29,19 +31,32 @@ from triage.rules.engine_info import EngineInfo
 REPO = Path(__file__).resolve().parent.parent
 PROM = Path(__file__).parent / "fixtures" / "prom"
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 # -- the ledger ----------------------------------------------------------------------------------------------
 
 def test_every_claim_cited_anywhere_is_in_the_ledger_with_its_source_lines_hashed():
-    cited = {c for e in engines() for c in e.cited()}
+    cited = {c for e in (*engines(), RUNTIME) for c in e.cited()}
     cited |= {r.split(":", 1)[1] for rule in REGISTRY for r in rule.doc.references if r.startswith("claim:")}
     assert len(cited) >= 20
     assert cited <= set(ledger()), sorted(cited - set(ledger()))
     for c in ledger().values():
         assert re.fullmatch(r"[a-z0-9.]+(-[a-z0-9.]+)*", c.id.split(".", 1)[1]), c.id
-        assert c.kind in ("git", "pypi") and c.path and c.ref and c.sentence.endswith(".")
+        assert c.kind in ("git", "pypi", "local") and c.path and c.ref and c.sentence.endswith(".")
         assert 1 <= c.first_line <= c.last_line and re.fullmatch(r"[0-9a-f]{64}", c.sha256), c.id
     assert "backends/v3/src/backend.rs:L175-184" in claim("tgi.chunking-ignores-max-batch-size").citation
+
+
+def test_this_repositorys_claims_still_hash_to_their_lines():
+    """A "local" claim cites the reference engine's own source: checked here, against the working tree."""
+    local = [c for c in ledger().values() if c.kind == "local"]
+    assert len(local) >= 5
+    for c in local:
+        text = (ROOT / c.path).read_text(encoding="utf-8")
+        assert line_hash(text, c.first_line, c.last_line) == c.sha256, (
+            f"{c.id}: {c.path}:L{c.first_line}-{c.last_line} changed; re-point the claim "
+            "(python scripts/verify_engine_claims.py --show)")
 
 
 def test_rules_explain_prints_the_citations():

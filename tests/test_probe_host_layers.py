@@ -147,7 +147,10 @@ def test_logs_probe_finds_known_vllm_lines():
     assert d.slow_tokenizer is True
     assert d.num_preemption_lines == 2
     assert d.num_gpu_blocks == 2048
-    assert d.kv_cache_tokens == 32768
+    # The fixture's V1 line ("GPU KV cache size") sits in a 0.6.3 log: read per version, a form 0.6 never wrote
+    # is not taken (vLLM logs its KV size in tokens from V1, 0.8, on).
+    assert d.engine == "vllm" and d.engine_version == "0.6.3"
+    assert d.kv_cache_tokens is None
     assert d.max_concurrency == 8.0 and d.max_concurrency_tokens_per_request == 4096
     assert len(d.cuda_graph_hints) == 3      # capturing, the memory hint, capture finished
     assert d.num_nccl_errors == 1

@@ -10,8 +10,8 @@ only partly right; triage follows the source.
 from __future__ import annotations
 
 from triage.core.engine_truth import version_key
-from triage.core.probe_data import ServerProcessData
-from triage.core.report import Certainty, Fix, Severity
+from triage.core.probe_data import LogsData, ServerProcessData
+from triage.core.report import Certainty, FindingKind, Fix, Severity
 from triage.engines.base import Milestone
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context
@@ -21,7 +21,8 @@ from triage.rules.registry import rule
 @rule("ENG005", "engine-outdated", Severity.LOW, ("server_config",), RuleDoc(
     what="The engine version predates a default this GPU would use: vLLM still on the V0 engine (< 0.8), a vLLM "
          "that does not yet pick FlashAttention 3 on Hopper (or FlashAttention 4 on SM100 where FlashAttention "
-         "was chosen); TGI before 2.3 (prefix caching) or 3.0 (prefill chunking on by default).",
+         "was chosen); TGI before 2.3 (prefix caching) or 3.0 (prefill chunking on by default). Medium for a whole "
+         "engine generation (vLLM V0) when the deployment shows KV pressure or preempts; an opportunity otherwise.",
     why="Newer engines enable the big optimizations by default (V1 scheduler, chunked prefill, prefix "
         "caching, the newest FlashAttention for the GPU): an old one leaves them off or slower.",
     example="server_config.engine = 'vllm', server_config.engine_version = '0.6.3'",
@@ -51,10 +52,12 @@ def eng005(ctx: Context) -> Hit | None:
     whats = "; ".join(f"{m.what} from {module.display} {m.version}" for m in missing)
     evidence = {"server_config.engine": engine.name, "server_config.engine_version": engine.version}
     major = any(m.major_change for m in missing)
+    symptom = _kv_symptom(ctx, evidence) if major else False
     return Hit(
         title=f"The {module.display} version is outdated",
         message=f"{module.display} {engine.version} predates what newer releases do by default: {whats}.",
-        evidence=evidence, severity=Severity.MEDIUM if major else None, certainty=Certainty.CONFIRMED,
+        evidence=evidence, severity=Severity.MEDIUM if symptom else None, certainty=Certainty.CONFIRMED,
+        kind=FindingKind.PROBLEM if symptom else FindingKind.OPPORTUNITY,
         impact=0.4 if major else 0.2,
         fix=Fix(f"Upgrade {module.display} to {first} or newer, then re-run `triage bench` against the same "
                 "traffic to confirm the gain.",
@@ -76,3 +79,17 @@ def _applies(ctx: Context, m: Milestone, engine) -> bool:
         said = " ".join(proc.cmdline or ()) + " " + " ".join(f"{k}={v}" for k, v in (proc.debug_env or {}).items())
         return m.needs_choice in said
     return True
+
+
+def _kv_symptom(ctx: Context, evidence: dict) -> bool:
+    """A symptom the newer engine generation's scheduler addresses: KV pressure now (queueing or preemptions), or
+    preemptions in the server's log. Without one, an old engine is an opportunity (docs/RULES.md)."""
+    try:
+        limited, kv_evidence = ctx.kv_pressure()
+    except MissingInput:
+        limited, kv_evidence = False, {}
+    preempted = ctx.seen(LogsData).preemptions_total
+    if preempted:
+        kv_evidence["logs.preemptions_total"] = preempted
+    evidence.update(kv_evidence if limited or preempted else {})
+    return bool(limited or preempted)

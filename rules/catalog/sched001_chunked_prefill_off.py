@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from triage.core.probe_data import ServerConfigData
-from triage.core.report import BenchLevel, Certainty, Fix, Severity
+from triage.core.report import BenchLevel, Certainty, FindingKind, Fix, Severity
 from triage.engines import Feature
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
@@ -15,6 +15,13 @@ from triage.rules.registry import rule
 def _long_prompt_levels(ctx: Context) -> list[BenchLevel]:
     long_tokens = ctx.th("SCHED001.long_prompt_tokens")
     return [lv for lv in ctx.levels() if (lv.input_tokens_mean or 0) >= long_tokens]
+
+
+def _spikes(ctx: Context) -> list[BenchLevel]:
+    """The long-prompt levels whose TPOT p99 is far above its p50."""
+    ratio = ctx.th("SCHED001.tpot_spike_ratio")
+    return [lv for lv in _long_prompt_levels(ctx)
+            if lv.tpot_ms.p50 and lv.tpot_ms.p99 is not None and lv.tpot_ms.p99 >= ratio * lv.tpot_ms.p50]
 
 
 @rule("SCHED001", "chunked-prefill-off", Severity.MEDIUM, ("server_config|bench",), RuleDoc(
@@ -51,21 +58,22 @@ def sched001(ctx: Context) -> Hit | None:
         else:
             cmds, note = engine_flags({"enable_chunked_prefill": None}, engine)
             text = "Enable chunked prefill so long prompts are split and interleaved with decode." + note
+        spikes = _spikes(ctx) if ctx.bench is not None else []
+        for lv in spikes:
+            evidence[f"{level_label(lv)}.tpot_ms.p99"] = lv.tpot_ms.p99
+        # Off with no stutter measured is a better configuration, not a symptom (docs/RULES.md, severity policy).
         return Hit(
             title="Chunked prefill is off",
             message="Chunked prefill is disabled: each long prompt's prefill stalls every decoding request.",
             evidence=evidence, certainty=Certainty.CONFIRMED, impact=0.4, fix=Fix(text, cmds),
+            kind=FindingKind.PROBLEM if spikes else FindingKind.OPPORTUNITY,
         )
     if ctx.bench is None:
         if enabled is None:
             raise MissingInput("whether chunked prefill is on is unknown (server_config.enable_chunked_prefill "
                                "and the engine version were not measured), and there is no bench to judge TPOT")
         raise MissingInput("chunked prefill is on; judging TPOT spikes under long prompts needs a bench report")
-    spikes = []
-    for lv in _long_prompt_levels(ctx):
-        p50, p99 = lv.tpot_ms.p50, lv.tpot_ms.p99
-        if p50 and p99 is not None and p99 >= ctx.th("SCHED001.tpot_spike_ratio") * p50:
-            spikes.append(lv)
+    spikes = _spikes(ctx)
     if not _long_prompt_levels(ctx):
         raise MissingInput(f"no bench level had prompts of >= {ctx.th('SCHED001.long_prompt_tokens'):.0f} tokens")
     if not spikes:

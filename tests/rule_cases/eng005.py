@@ -8,6 +8,7 @@ from tests.rule_cases._build import (
     case,
     cfg,
     gpu0,
+    metrics,
     process,
     snapshot,
 )
@@ -17,8 +18,11 @@ CODE = "ENG005"
 
 def cases() -> list[Case]:
     return [
-        case("positive_v0", "vLLM 0.6.3 (V0 engine)", {**FIRES, "severity": "medium"},
+        case("positive_v0", "vLLM 0.6.3 (V0 engine), healthy: an opportunity", {**FIRES, "severity": "low"},
              snapshot(cfg(engine_version="0.6.3"))),
+        case("positive_v0_preempting", "vLLM 0.6.3 (V0 engine) preempting: the V1 scheduler is the fix",
+             {**FIRES, "severity": "medium", "evidence_keys": ["server_metrics.num_preemptions_delta"]},
+             snapshot(cfg(engine_version="0.6.3"), metrics(num_preemptions_delta=37, preemptions_per_s=7.4))),
         case("positive_pre_fa4_on_sm100_flash_attn_chosen", "vLLM 0.11 on a B200 (SM100) started with "
              "--attention-backend FLASH_ATTN: FA4 comes with 0.17",
              {**FIRES, "severity": "low", "text_contains": ["FlashAttention 4 on Blackwell SM100", "from vLLM 0.17"]},

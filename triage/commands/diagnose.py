@@ -18,8 +18,10 @@ DIAGNOSE_OPTIONS: OptionSpec = {
             "(docs/TOPOLOGIES.md).")),
     "json_path": (Path, typer.Option(None, "--json", help="Also write the report JSON to this file.")),
     "format": (str, format_option(ReportKind.DIAGNOSE)),
-    "from_path": (Path, typer.Option(None, "--from", help="Replay a saved diagnose report (or snapshot) offline: "
-                  "no probe runs, the rules run again.")),
+    "from_path": (list[Path], typer.Option(None, "--from", help="Diagnose offline from files alone, no probe of "
+                  "this host: a server log (read per engine and version; give --from again for a rotated log's "
+                  "parts, oldest first), or a saved diagnose report, snapshot or --bundle to replay. The kind is "
+                  "told by the content.")),
     "fail_on": (str, typer.Option(None, "--fail-on", help="Exit 1 when a finding is at or above this severity "
                 "(critical, high, medium, low, info).")),
     "log": (Path, typer.Option(None, "--log", help="A server log to scan (preemptions, slow tokenizer, KV size, "
@@ -84,4 +86,4 @@ def diagnose(req: DiagnoseRequest) -> int:
         says.print(f"bundle written to {written}", markup=False)
     if run.result.interrupted:
         says.print("interrupted: the report holds what was measured before Ctrl-C", markup=False)
-    return exit_code(run, replayed=req.from_path is not None)
+    return exit_code(run, replayed=bool(req.from_path))

@@ -2,6 +2,7 @@
 then a live diagnosis, a replay of a saved report (--from) or a diagnosis from Prometheus history."""
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ class DiagnoseRequest:
     url: tuple[str, ...] = ()             # the target, then the deployment's other instances (docs/TOPOLOGIES.md)
     json_path: Path | None = None
     format: str = "text"
-    from_path: Path | None = None
+    from_path: tuple[Path, ...] = ()     # --from, given once or more
     fail_on: str | None = None
     log: Path | None = None
     kernel_log: Path | None = None
@@ -136,21 +137,23 @@ def _live(req: DiagnoseRequest, bench: BenchSection | None, baseline: Report | N
 def run_diagnose(req: DiagnoseRequest, notice: Callable[[str], None]) -> DiagnoseRun:
     """Check the options and diagnose; `notice` gets a line to show before a long measurement (--active)."""
     from triage.core.errors import require_extra
-    from triage.diagnose.pipeline import replay
+    from triage.diagnose.from_files import diagnose_from
 
     threshold = _fail_on(req.fail_on)
     rules_config = _rules_config(req)
     bench = _bench(req)
     if req.active:
-        if req.from_path is not None:
+        if req.from_path:
             raise UsageError("--active measures this host now; it cannot be combined with --from")
         require_extra("engine", "triage diagnose --active (torch)")
     if req.prometheus is not None:
         result = _from_history(req, rules_config)
-    elif req.from_path is not None:
+    elif req.from_path:
         if req.url or req.log or req.kernel_log:
-            raise UsageError("--from replays a saved snapshot; it cannot be combined with --url, --log or --kernel-log")
-        result = replay(req.from_path, bench, rules_config, _baseline(req))
+            raise UsageError("--from diagnoses from files alone (a saved report, snapshot, bundle or server log); it "
+                             "cannot be combined with --url, --log or --kernel-log")
+        with tempfile.TemporaryDirectory(prefix="triage-from-") as workdir:
+            result = diagnose_from(req.from_path, bench, rules_config, _baseline(req), Path(workdir))
     else:
         result = _live(req, bench, _baseline(req), rules_config, notice)
     return DiagnoseRun(result, rules_config, threshold)

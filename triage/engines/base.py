@@ -133,6 +133,18 @@ class Milestone:
     claims: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class LogForm:
+    """A line the engine logs, as its source writes it (`%d`, `%.2f`, `%s`, `{}`, `{name:.2f}` placeholders), from
+    `since` on (None: every version triage knows) until the next form of the same fact. `fields` names the
+    placeholders in order (the log fact's typed values); `claim` is the ledger claim citing the source lines."""
+
+    since: str | None
+    text: str
+    claim: str
+    fields: tuple[str, ...] = ()
+
+
 DefaultOn = Callable[[str, "Version | None", bool, bool], "bool | None"]
 
 
@@ -157,6 +169,14 @@ class Engine:
     # "static" (weights + KV only, activations and CUDA graphs reserved apart: SGLang).
     memory_share: str = "total"
     log_markers: dict[str, tuple[tuple[str | None, str], ...]] = field(default_factory=dict)
+    # What its log states beyond the start-up phases (triage/engines/log_facts.py): fact -> its forms by version.
+    log_facts: dict[str, tuple[LogForm, ...]] = field(default_factory=dict)
+    # The start-up phases (startup.PHASES) in the order this engine goes through them: the phase a failure
+    # struck in is the one after the last phase the log saw end.
+    startup_order: tuple[str, ...] = ()
+    # The log's config line (vLLM's engine config, SGLang's server_args, TGI's Args): keys that are not a flag's
+    # name with dashes, and the flag they stand for.
+    log_config_keys: dict[str, str] = field(default_factory=dict)
     fp8_min_capability: Version | None = None  # smallest compute capability it runs FP8 weights/KV natively on
     notes: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)  # fact id -> (sentence, claims)
     milestones: tuple[Milestone, ...] = ()
@@ -230,16 +250,12 @@ class Engine:
         """The log lines that mark `what` (e.g. 'api_server_start'); every known form when the version is
         unknown, else the forms of the newest release at or below that version (a release may log one of
         several forms, e.g. vLLM's logo or its plain line)."""
-        forms = self.log_markers.get(what, ())
-        want = version_key(version)
-        if want is None:
-            return tuple(dict.fromkeys(m for _, m in forms))
-        keyed = [((version_key(v) or (0, 0, 0)) if v is not None else (0, 0, 0), m) for v, m in forms]
-        applicable = [(k, m) for k, m in keyed if k <= want]
-        if not applicable:
-            return ()
-        newest = max(k for k, _ in applicable)
-        return tuple(dict.fromkeys(m for k, m in applicable if k == newest))
+        return tuple(dict.fromkeys(_at_version(self.log_markers.get(what, ()), version)))
+
+    def log_fact(self, what: str, version: str | None = None) -> tuple[LogForm, ...]:
+        """The forms of log fact `what` at `version`, chosen as `log_marker` chooses (every form when unknown)."""
+        forms = self.log_facts.get(what, ())
+        return tuple(_at_version(tuple((f.since, f) for f in forms), version))
 
     def cited(self) -> tuple[str, ...]:
         """Every claim id this module cites."""
@@ -253,4 +269,20 @@ class Engine:
             ids.extend(claims)
         for milestone in self.milestones:
             ids.extend(milestone.claims)
+        for forms in self.log_facts.values():
+            ids.extend(f.claim for f in forms)
         return tuple(dict.fromkeys(ids))
+
+
+def _at_version(forms: tuple[tuple[str | None, Any], ...], version: str | None) -> list[Any]:
+    """Of (since, item) steps: every item when `version` is unknown, else the items of the newest `since` at or
+    below it (several items may share one `since`)."""
+    want = version_key(version)
+    if want is None:
+        return [item for _, item in forms]
+    keyed = [((version_key(v) or (0, 0, 0)) if v is not None else (0, 0, 0), item) for v, item in forms]
+    applicable = [(k, item) for k, item in keyed if k <= want]
+    if not applicable:
+        return []
+    newest = max(k for k, _ in applicable)
+    return [item for k, item in applicable if k == newest]

@@ -20,7 +20,8 @@ LEDGER_DIR = Path(__file__).resolve().parent / "ledger"
 class Claim:
     id: str
     sentence: str
-    kind: str             # "git": a repository at a tag | "pypi": a registry package at a version
+    kind: str             # "git": a repository at a tag | "pypi": a registry package at a version | "local": this
+                          # repository's working tree (the reference engine; tests/test_engines.py checks it)
     origin: str           # "huggingface/text-generation-inference" | "vllm"
     ref: str              # the tag or the version
     path: str             # inside the repository, or inside the package archive
@@ -30,7 +31,8 @@ class Claim:
 
     @property
     def citation(self) -> str:
-        where = f"{self.origin}@{self.ref}" if self.kind == "git" else f"{self.origin}=={self.ref} (PyPI)"
+        where = {"git": f"{self.origin}@{self.ref}", "local": "triage (this repository)"}.get(
+            self.kind, f"{self.origin}=={self.ref} (PyPI)")
         lines = f"L{self.first_line}" if self.first_line == self.last_line else f"L{self.first_line}-{self.last_line}"
         return f"{where} {self.path}:{lines}"
 

@@ -8,6 +8,7 @@ from typing import Any
 from triage.engines import promql as pq
 from triage.engines.argv import bounded_int, flag_value
 from triage.engines.base import BatchingKnob, EndpointSignal, Engine, Identity, Launch
+from triage.engines.llamacpp_log import LOG_FACTS
 from triage.engines.metrics import First, Given, MetricMap, Plus, mean, mx, s
 from triage.engines.registry import register
 
@@ -79,6 +80,7 @@ LLAMACPP_HISTORY = {   # counters and gauges only; no latency histograms
 
 LLAMACPP = register(Engine(
     name="llama.cpp", display="llama.cpp llama-server", aliases=("llamacpp", "llama-cpp", "llama-server"),
+    log_facts=LOG_FACTS, startup_order=("weight_load", "kv_alloc", "warmup", "api_server"),
     identity=Identity(metric_prefixes=("llamacpp:",), server_header="llama.cpp", owned_by="llamacpp",
                       has_slots=True,
                       launches=(Launch("llama-server"), Launch("llama.cpp-server")),

@@ -6,6 +6,7 @@ from typing import Any
 
 from triage.engines.argv import bounded_int
 from triage.engines.base import BatchingKnob, EndpointSignal, Engine, Identity, Launch
+from triage.engines.ollama_log import LOG_FACTS
 from triage.engines.registry import register
 
 
@@ -30,6 +31,7 @@ def _ollama_fix(ident: Any, slots: int, model: str) -> tuple[str, tuple[str, ...
 
 OLLAMA = register(Engine(
     name="ollama", display="Ollama",
+    log_facts=LOG_FACTS,
     identity=Identity(version_path="/api/version", launches=(Launch("ollama", ("serve", "runner")),),
                       endpoints=(EndpointSignal("/api/version", ("version",), version_key="version",
                                                 what="/api/version answers (Ollama's native API)"),),

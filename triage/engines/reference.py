@@ -3,6 +3,7 @@ and says what it is on /version."""
 from __future__ import annotations
 
 from triage.engines.base import EndpointSignal, Engine, Identity, Launch, Version
+from triage.engines.reference_log import LOG_FACTS
 from triage.engines.registry import register
 
 
@@ -12,6 +13,7 @@ def _reference_default_on(feature: str, version: Version | None, v0: bool, v1_me
 
 REFERENCE = register(Engine(
     name="reference", display="triage reference engine", aliases=("triage-reference",),
+    log_facts=LOG_FACTS, startup_order=("weight_load", "kv_alloc", "warmup", "api_server"),
     identity=Identity(version_path="/version", exports_metrics_of="vllm", launches=(Launch("triage", ("serve",)),),
                       endpoints=(EndpointSignal("/version", equals=(("engine", "triage-reference"),),
                                                 version_key="version", what="/version says engine=triage-reference"),),

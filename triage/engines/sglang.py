@@ -7,6 +7,7 @@ from triage.engines import promql as pq
 from triage.engines.base import Engine, Identity, Knob, Launch, NoEquivalent, Since, Version
 from triage.engines.metrics import Given, MetricMap, mean, mx, s
 from triage.engines.registry import register
+from triage.engines.sglang_log import LOG_CONFIG_KEYS, LOG_FACTS
 from triage.engines.topology_map import Offload, TopologyMap, Transfer
 
 p = "sglang:"
@@ -185,6 +186,8 @@ ENGINE = register(Engine(
     disabling_other={"cuda_graphs": "--disable-decode-cuda-graph / --cuda-graph-backend-decode disabled (newer SGLang)"},
     default_on_fn=_default_on, memory_share="static", metrics=METRICS,
     memory_target_fn=lambda current, vram, usual: static_memory_share(current, vram),
+    log_facts=LOG_FACTS, log_config_keys=LOG_CONFIG_KEYS,
+    startup_order=("weight_load", "kv_alloc", "cuda_graph", "warmup", "api_server"),
     log_markers={
         # Cold-start phases (triage/engines/startup.py): SGLang's f-strings, the placeholders as in its source.
         "startup.weight_load.begin": ((None, "Load weight begin."),),

@@ -19,6 +19,7 @@ from triage.engines.base import (
 )
 from triage.engines.metrics import HistSum, MetricMap, Ratio, mx, s
 from triage.engines.registry import register
+from triage.engines.tgi_log import LOG_FACTS
 
 METRICS = MetricMap(
     prefix="tgi_",
@@ -82,6 +83,7 @@ HISTORY = {   # no TTFT histogram in TGI: queue time and end-to-end duration sta
 
 ENGINE = register(Engine(
     name="tgi", display="TGI", aliases=("text-generation-inference", "text-generation-launcher"),
+    log_facts=LOG_FACTS, startup_order=("download", "weight_load", "warmup", "api_server"),
     rank=2, history_queries=HISTORY, history_marker="tgi_queue_size",
     launcher="text-generation-launcher",
     identity=Identity(metric_prefixes=("tgi_",), launches=(Launch("text-generation-launcher"), Launch("text-generation-router")),

@@ -8,6 +8,7 @@ from triage.engines.base import Engine, Identity, Knob, Launch, Milestone, NoEqu
 from triage.engines.metrics import MetricMap, mean, mx, s
 from triage.engines.registry import register
 from triage.engines.topology_map import Offload, TopologyMap, Transfer
+from triage.engines.vllm_log import LOG_CONFIG_KEYS, LOG_FACTS
 
 _V1_ONLY = ("vllm:kv_cache_usage_perc", "vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total",
             "vllm:inter_token_latency_seconds_count", "vllm:spec_decode_num_drafts_total",
@@ -263,6 +264,8 @@ ENGINE = register(Engine(
                                      ("0.18.0", "Starting vLLM server on %s")),
         "startup.api_server.end": ((None, "Application startup complete"),),
     },
+    log_facts=LOG_FACTS, log_config_keys=LOG_CONFIG_KEYS,
+    startup_order=("download", "weight_load", "compile", "kv_alloc", "cuda_graph", "warmup", "api_server"),
     prefix_caching_per_model=True, fp8_min_capability=(8, 9), upgrade="pip install -U 'vllm>={v}'",
     milestones=(
         Milestone("0.8", "the V1 engine (V1 scheduler; chunked prefill and prefix caching on by default)",

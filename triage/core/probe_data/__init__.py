@@ -30,7 +30,15 @@ from triage.core.probe_data.gpu import (
 )
 from triage.core.probe_data.history import PromHistoryData
 from triage.core.probe_data.host import CpuData, MemoryData, NetworkData, NumaNode, StorageData
-from triage.core.probe_data.logs import KernelLogData, LogsData, StartupData, StartupPhase, XidEvent
+from triage.core.probe_data.logs import (
+    KernelLogData,
+    LogEvent,
+    LogsData,
+    LogStatsSample,
+    StartupData,
+    StartupPhase,
+    XidEvent,
+)
 from triage.core.probe_data.serving import (
     BatchingSettings,
     EngineIdentityData,
@@ -69,7 +77,7 @@ __all__ = [
     "PAYLOAD_TYPES", "Payload", "read_payload",
     "GpuData", "GpuDevice", "GpuPair", "GpuProcess", "NvLink", "NvLinkErrors", "ThrottleTimes",
     "CpuData", "MemoryData", "NetworkData", "NumaNode", "StorageData",
-    "KernelLogData", "LogsData", "StartupData", "StartupPhase", "XidEvent", "PromHistoryData",
+    "KernelLogData", "LogEvent", "LogStatsSample", "LogsData", "StartupData", "StartupPhase", "XidEvent", "PromHistoryData",
     "BatchingSettings", "EngineIdentityData", "HistogramWindow", "LlamaCppSlotsData", "ProcessInfo", "ServerConfigData", "ServerMetricsData", "ServerProcessData",
     "KvOffloadWindow", "KvTransferWindow", "RankWindow", "PeerWindow", "ServerPeersData", "TopologyData",
     "AllreduceData", "AllreduceRun", "CudaDevice", "HbmData", "HbmGpu", "HostMemoryData", "MatmulData", "MatmulGpu",

@@ -2,6 +2,8 @@
 (probes/kernel_log.py, NVIDIA Xid events)."""
 from __future__ import annotations
 
+from typing import Any
+
 from triage.core.probe_data.base import Payload, payload
 
 
@@ -33,6 +35,31 @@ class StartupData:
 
 
 @payload
+class LogEvent:
+    fact: str | None = None                          # kv_below_max_len, no_cache_memory, startup_failure, oom, preemption,
+                                                     # retraction, nccl_warn, nccl_error, nccl_timeout, offload
+    phase: str | None = None                         # the start-up phase it struck in (startup PHASES), or serving
+    values: dict[str, float] | None = None           # its numbers, named by the engine's format string
+    texts: dict[str, str] | None = None              # its text fields (redacted)
+    path: str | None = None                          # the file it was read from (several may be given)
+    line_no: int | None = None                       # in that file
+    at_s: float | None = None                        # the line's own time stamp (seconds on the log's scale)
+    line: str | None = None                          # redacted
+    claim: str | None = None                         # the ledger claim of the format string it matched
+
+
+@payload
+class LogStatsSample:
+    """One of the engine's periodic stats lines (vLLM's throughput line, SGLang's decode-batch line)."""
+    at_s: float | None = None
+    line_no: int | None = None
+    num_requests_running: float | None = None
+    num_requests_waiting: float | None = None
+    kv_cache_usage_frac: float | None = None
+    generation_tokens_per_s: float | None = None
+
+
+@payload
 class LogsData(Payload):
     """The server log given with `--log FILE`: only its last 64 MiB are read, and kept lines are
     redacted. Status `unsupported` without `--log`."""
@@ -56,6 +83,23 @@ class LogsData(Payload):
     num_oom_lines: int | None = None
     weights_download_s: float | None = None         # the longest "Time spent downloading weights" vLLM logged
     startup: StartupData | None = None               # the server's start-up phases (triage/engines/startup_log.py)
+    # What the log states in the engine's own words (triage/engines/log_read.py), of its last start:
+    source: str | None = None                        # "--log" (beside a live server) | "--from" (the log alone)
+    engine: str | None = None                        # whose lines it holds
+    engine_version: str | None = None                # from its banner or config line
+    first_line_no: int | None = None                 # the last start's lines in the (last) file
+    last_line_no: int | None = None
+    num_restarts: int | None = None                  # starts before the last one
+    config: dict[str, Any] | None = None             # server_config fields from the config line (redacted)
+    events: tuple[LogEvent, ...] = ()                # at most 20 per fact, oldest first
+    event_counts: dict[str, int] | None = None       # every event per fact, of the last start
+    preemptions_total: float | None = None           # the engine's own count (vLLM's cumulative number), else lines
+    preemptions_per_s: float | None = None           # over the serving span the log's time stamps give
+    serving_span_s: float | None = None
+    stats: tuple[LogStatsSample, ...] = ()           # the periodic stats lines, at most 200 spread over the log
+    gpu_layers_offloaded: int | None = None          # llama.cpp / Ollama: layers on the GPU
+    gpu_layers_total: int | None = None
+    gpu_total_bytes: float | None = None             # from a CUDA out-of-memory line ("total capacity of ...")
 
 
 @payload

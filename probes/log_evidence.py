@@ -1,0 +1,139 @@
+"""A LogRead (triage/engines/log_read.py) as the `logs` payload's evidence fields: events with the phase they
+struck in, the periodic stats lines as a series, the preemption rate from the log's own time stamps, the layers
+offloaded, and the config line as server_config fields (through the engine's own flag map). Redacted."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from triage.core.redact import redact_text
+from triage.engines import get
+from triage.engines.log_facts import Hit
+from triage.engines.log_read import LogRead, phase_at
+from triage.probes.server_config import flag_table, parse_flags
+
+EVENT_FACTS = ("kv_below_max_len", "kv_estimated_max_len", "no_cache_memory", "startup_failure", "oom",
+               "preemption", "retraction", "nccl_warn", "nccl_error", "nccl_timeout")
+MAX_EVENTS_PER_FACT = 20
+MAX_STATS = 200
+_SIZE = re.compile(r"([\d.]+)\s*(GiB|MiB|KiB|GB|MB|KB|bytes|B)\b", re.I)
+_UNIT = {"gib": 2**30, "gb": 2**30, "mib": 2**20, "mb": 2**20, "kib": 2**10, "kb": 2**10, "bytes": 1, "b": 1}
+_TRUE = ("true", "1", "yes")
+
+
+def size_bytes(text: str | None) -> float | None:
+    """'1.96 GiB' -> bytes (torch's format_size, ggml's MiB), else None."""
+    m = _SIZE.search(text or "")
+    return float(m.group(1)) * _UNIT[m.group(2).lower()] if m else None
+
+
+def _event(hit: Hit, fact: str, phase: str | None) -> dict[str, Any]:
+    return {"fact": fact, "phase": phase, "values": dict(hit.values) or None,
+            "texts": {k: redact_text(v)[:200] for k, v in hit.texts.items()} or None,
+            "line_no": hit.line_no, "at_s": hit.at_s, "line": redact_text(hit.line)[:300], "claim": hit.claim}
+
+
+def _events(read: LogRead, order: tuple[str, ...]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    events, counts = [], {}
+    for hit in read.hits:
+        fact, _, stated = hit.fact.partition(".")     # `oom.kv_alloc`: the line states its phase itself
+        if fact not in EVENT_FACTS:
+            continue
+        counts[fact] = counts.get(fact, 0) + 1
+        if counts[fact] <= MAX_EVENTS_PER_FACT:
+            events.append(_event(hit, fact, stated or phase_at(read, hit.index, order)))
+    return events, counts
+
+
+def _stats(read: LogRead) -> list[dict[str, Any]]:
+    """The periodic stats lines as samples: a line's fragments (`stats`, `stats_waiting`, `stats_kv_usage_pct`,
+    `stats_kv_usage_frac`) are facts of their own where the engine builds the line from parts."""
+    by_line: dict[int, dict[str, float]] = {}
+    stamps: dict[int, tuple[float | None, int]] = {}
+    for hit in read.hits:
+        if hit.fact.startswith("stats"):
+            by_line.setdefault(hit.index, {}).update(hit.values)
+            stamps[hit.index] = (hit.at_s, hit.line_no)
+    rows = [i for i, v in by_line.items() if "running" in v]
+    step = max(1, -(-len(rows) // MAX_STATS))
+    out = []
+    for i in rows[::step]:
+        v = by_line[i]
+        usage = v["kv_usage_pct"] / 100.0 if "kv_usage_pct" in v else v.get("kv_usage_frac")
+        out.append({"at_s": stamps[i][0], "line_no": stamps[i][1], "num_requests_running": v.get("running"),
+                    "num_requests_waiting": v.get("waiting"), "kv_cache_usage_frac": usage,
+                    "generation_tokens_per_s": v.get("generation_tokens_per_s")})
+    return out
+
+
+def _serving_span_s(read: LogRead) -> float | None:
+    """Seconds from the server being up (else its first stats line) to the log's last time stamp."""
+    times = [h.at_s for h in read.hits if h.at_s is not None and h.fact in ("stats", "preemption", "retraction")]
+    return round(times[-1] - times[0], 3) if len(times) >= 2 and times[-1] > times[0] else None
+
+
+def _preemptions(read: LogRead, span_s: float | None) -> tuple[float | None, float | None]:
+    """(preemptions, per second). The engine's own running total where it prints one (vLLM V0, every 50th):
+    its growth between the first and last stamped line; else the requests retracted or the lines, over the
+    serving span."""
+    pre = read.hits_of("preemption")
+    totals = [(h.at_s, h.values["total"]) for h in pre if "total" in h.values]
+    if totals:
+        stamped = [(t, n) for t, n in totals if t is not None]
+        (t0, n0), (t1, n1) = (stamped[0], stamped[-1]) if stamped else ((None, 0.0), (None, 0.0))
+        rate = round((n1 - n0) / (t1 - t0), 4) if t0 is not None and t1 is not None and t1 > t0 else None
+        return max(n for _, n in totals), rate
+    counted = [h.values["preemptions"] for h in read.hits_of("stats_preemptions") if "preemptions" in h.values]
+    retracted = read.hits_of("retraction")
+    if counted:
+        count: float | None = sum(counted)
+    elif retracted:
+        count = sum(h.values.get("retracted", 1.0) for h in retracted)
+    else:
+        count = float(len(pre)) or None
+    return count, round(count / span_s, 4) if count is not None and span_s else None
+
+
+def config_fields(read: LogRead) -> dict[str, Any] | None:
+    """The config line's settings as server_config fields, through the engine's flag map (as its argv would be)."""
+    engine = get(read.engine)
+    if engine is None or not (read.config or read.config_fields):
+        return None
+    table = flag_table(engine.name)
+    argv: list[str] = []
+    for key, raw in read.config.items():
+        flag = engine.log_config_keys.get(key) or "--" + key.replace("_", "-")
+        if flag not in table or raw in ("None", "none", ""):
+            continue
+        kind = table[flag][1]
+        if kind in ("bool", "nobool"):       # a switch: present when the config says true (nobool: turns it off)
+            argv += [flag] if raw.lower() in _TRUE else []
+        else:
+            argv += [flag, raw]
+    fields, _ = parse_flags(argv, engine.name)
+    fields.update({k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in read.config_fields.items()})
+    out = {k: (redact_text(v) if isinstance(v, str) else v) for k, v in fields.items() if v is not None}
+    if read.version:
+        out["engine_version"] = read.version
+    return out or None
+
+
+def evidence(read: LogRead) -> dict[str, Any]:
+    """The LogsData fields a LogRead fills."""
+    engine = get(read.engine)
+    events, counts = _events(read, engine.startup_order if engine is not None else ())
+    span = _serving_span_s(read)
+    preempted, rate = _preemptions(read, span)
+    offload = read.last("offload")
+    oom_total = next((size_bytes(h.texts.get("total")) for h in read.hits_of("oom") if h.texts.get("total")), None)
+    return {
+        "engine": read.engine, "engine_version": read.version, "first_line_no": read.first_line_no,
+        "last_line_no": read.last_line_no, "num_restarts": max(0, len(read.start_indexes) - 1),
+        "config": config_fields(read), "events": events, "event_counts": counts or None,
+        "preemptions_total": preempted, "serving_span_s": span,
+        "preemptions_per_s": rate,
+        "stats": _stats(read),
+        "gpu_layers_offloaded": int(offload.values["on_gpu"]) if offload and "on_gpu" in offload.values else None,
+        "gpu_layers_total": int(offload.values["total"]) if offload and "total" in offload.values else None,
+        "gpu_total_bytes": oom_total,
+    }
