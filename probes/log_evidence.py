@@ -3,9 +3,9 @@ struck in, the periodic stats lines as a series, the preemption rate from the lo
 offloaded, and the config line as server_config fields (through the engine's own flag map). Redacted."""
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from triage.core.log_text import sizes_bytes
 from triage.core.redact import redact_text
 from triage.engines import get
 from triage.engines.log_facts import Hit
@@ -16,15 +16,7 @@ EVENT_FACTS = ("kv_below_max_len", "kv_estimated_max_len", "no_cache_memory", "s
                "preemption", "retraction", "nccl_warn", "nccl_error", "nccl_timeout")
 MAX_EVENTS_PER_FACT = 20
 MAX_STATS = 200
-_SIZE = re.compile(r"([\d.]+)\s*(GiB|MiB|KiB|GB|MB|KB|bytes|B)\b", re.I)
-_UNIT = {"gib": 2**30, "gb": 2**30, "mib": 2**20, "mb": 2**20, "kib": 2**10, "kb": 2**10, "bytes": 1, "b": 1}
 _TRUE = ("true", "1", "yes")
-
-
-def size_bytes(text: str | None) -> float | None:
-    """'1.96 GiB' -> bytes (torch's format_size, ggml's MiB), else None."""
-    m = _SIZE.search(text or "")
-    return float(m.group(1)) * _UNIT[m.group(2).lower()] if m else None
 
 
 def _event(hit: Hit, fact: str, phase: str | None) -> dict[str, Any]:
@@ -54,7 +46,7 @@ def _stats(read: LogRead) -> list[dict[str, Any]]:
         if hit.fact.startswith("stats"):
             by_line.setdefault(hit.index, {}).update(hit.values)
             stamps[hit.index] = (hit.at_s, hit.line_no)
-    rows = [i for i, v in by_line.items() if "running" in v]
+    rows = [i for i, v in by_line.items() if {"running", "waiting", "kv_usage_pct", "kv_usage_frac"} & v.keys()]
     step = max(1, -(-len(rows) // MAX_STATS))
     out = []
     for i in rows[::step]:
@@ -97,7 +89,8 @@ def _preemptions(read: LogRead, span_s: float | None) -> tuple[float | None, flo
 def config_fields(read: LogRead) -> dict[str, Any] | None:
     """The config line's settings as server_config fields, through the engine's flag map (as its argv would be)."""
     engine = get(read.engine)
-    if engine is None or not (read.config or read.config_fields):
+    budget = read.last("memory_budget")
+    if engine is None or not (read.config or read.config_fields or budget):
         return None
     table = flag_table(engine.name)
     argv: list[str] = []
@@ -112,6 +105,8 @@ def config_fields(read: LogRead) -> dict[str, Any] | None:
             argv += [flag, raw]
     fields, _ = parse_flags(argv, engine.name)
     fields.update({k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in read.config_fields.items()})
+    if budget is not None and fields.get("gpu_memory_utilization") is None:    # the profile states the share used
+        fields["gpu_memory_utilization"] = budget.values.get("gpu_memory_utilization")
     out = {k: (redact_text(v) if isinstance(v, str) else v) for k, v in fields.items() if v is not None}
     if read.version:
         out["engine_version"] = read.version
@@ -125,7 +120,10 @@ def evidence(read: LogRead) -> dict[str, Any]:
     span = _serving_span_s(read)
     preempted, rate = _preemptions(read, span)
     offload = read.last("offload")
-    oom_total = next((size_bytes(h.texts.get("total")) for h in read.hits_of("oom") if h.texts.get("total")), None)
+    budget = read.last("memory_budget")
+    oom_total = next((sum(sizes_bytes(h.texts["total"])) for h in read.hits_of("oom") if h.texts.get("total")), None)
+    if budget is not None and "total_gib" in budget.values:
+        oom_total = budget.values["total_gib"] * 2**30
     return {
         "engine": read.engine, "engine_version": read.version, "first_line_no": read.first_line_no,
         "last_line_no": read.last_line_no, "num_restarts": max(0, len(read.start_indexes) - 1),
@@ -135,5 +133,21 @@ def evidence(read: LogRead) -> dict[str, Any]:
         "stats": _stats(read),
         "gpu_layers_offloaded": int(offload.values["on_gpu"]) if offload and "on_gpu" in offload.values else None,
         "gpu_layers_total": int(offload.values["total"]) if offload and "total" in offload.values else None,
-        "gpu_total_bytes": oom_total,
+        "gpu_total_bytes": oom_total or None,
+        "gpu_devices": _value(read, "gpu_devices", "devices"),
+        "offload_available_bytes": _size(read, "offload_available", "available"),
+        "offload_required_bytes": _size(read, "offload_required", "required"),
+        "offload_kv_bytes": _size(read, "offload_kv", "kv"),
     }
+
+
+def _value(read: LogRead, fact: str, key: str) -> int | None:
+    hit = read.last(fact)
+    return int(hit.values[key]) if hit is not None and key in hit.values else None
+
+
+def _size(read: LogRead, fact: str, key: str) -> float | None:
+    """A size the line states in words ('22.0 GiB', or a list of them: their sum)."""
+    hit = read.last(fact)
+    found = sizes_bytes(hit.texts.get(key)) if hit is not None else []
+    return sum(found) if found else None

@@ -156,6 +156,11 @@ THRESHOLDS: dict[str, Threshold] = {
                                 "compile + capture share of a replica's life above which eager mode is worth weighing"),
     "ENG009.problem_share_frac": _T(0.25, "fraction", "issue 28",
                                     "the share above which the warm-up costs enough capacity to be a problem"),
+    "ENG011.min_capture_s": _T(30.0, "s", "issue 35 (vLLM 0.10 on an 8B model: 7.5 s compile + 17 s capture)",
+                               "compile + capture seconds of one start from which it is judged"),
+    "ENG011.min_share_frac": _T(0.5, "fraction", "issue 35", "their share of the start that fires"),
+    "ENG011.problem_capture_s": _T(120.0, "s", "issue 35 (vLLM #16961: 11412 s of capture; #34399: 2222 s of compile)",
+                                   "compile + capture seconds from which it is a problem, not an opportunity"),
     "ENG008.min_compile_s": _T(20.0, "s", "issue 28 (a vLLM compile takes tens of seconds; a cache hit a few)",
                                "compile time below which a repeated compile is not worth a finding"),
     "ENG008.kept_frac": _T(0.7, "fraction", "issue 28", "a later start's compile at this share of the first counts "

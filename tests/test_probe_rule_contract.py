@@ -162,6 +162,11 @@ def _replays(tmp: Path, reference_url: str) -> list[ProbeResult]:
     results.append(probe_logs(str(tmp / "vllm_two_starts.log")))
     results.append(probe_logs(str(FIX / "coldstart" / "reference_startup.log")))
     results.append(probe_logs(str(FIX / "coldstart" / "vllm-0.33.0-restarts.built.log")))   # three starts
+    # Real incidents as logs (tests/incidents/): failures by phase, stats series, preemptions, offload, NCCL.
+    for name in ("vllm-v1-graph-oom-57475", "vllm-v0-kv-below-max-len-10517", "vllm-v0-preemption-swap-546",
+                 "sglang-kv-saturated-14972", "ollama-partial-offload-9181", "vllm-nccl-shm-minimax42",
+                 "vllm-v1-kv-below-max-len-tpu223", "tgi-prefill-oom-1067"):
+        results.append(probe_logs(str(FIX / "incidents" / f"{name}.log"), source="--from"))
     # Engine identity: the live reference server; llama-server's real captures (one slot); argv and env forms.
     results.append(probe_engine_identity(reference_url))
     lcpp = FIX / "llamacpp"

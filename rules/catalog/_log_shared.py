@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from triage.core.probe_data import LogEvent, LogsData
+from triage.core.probe_data import LogEvent, LogsData, ServerConfigData
 from triage.rules.base import MissingInput
 from triage.rules.context import Context
 
@@ -51,3 +51,9 @@ def need_engine_log(ctx: Context) -> LogsData:
     if logs.engine is None and not logs.events:
         raise MissingInput("the log holds no line of a known engine (vLLM, SGLang, TGI, llama.cpp, Ollama)")
     return logs
+
+
+def configured(ctx: Context, logs: LogsData, key: str) -> Any:
+    """A setting from the log's config line, else the live server's (None when neither says)."""
+    value = (logs.config or {}).get(key)
+    return value if value is not None else getattr(ctx.seen(ServerConfigData), key)

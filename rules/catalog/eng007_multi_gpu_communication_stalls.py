@@ -1,15 +1,20 @@
 """ENG007 (multi-gpu-communication-stalls): one rule, its doc and thresholds; fixtures in tests/fixtures/rules/ENG007/."""
 from __future__ import annotations
 
+from typing import Any
+
 from triage.core.probe_data import LogsData
 from triage.core.report import Certainty, Fix, Severity
+from triage.engines.runtime_log import nccl_error_class
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context
 from triage.rules.registry import rule
 
 
 @rule("ENG007", "multi-gpu-communication-stalls", Severity.HIGH, ("logs",), RuleDoc(
-    what="The server log shows NCCL errors, or vLLM's 'No available shared memory broadcast block found' "
+    what="The server log shows NCCL warnings, errors or collective timeouts (never its INFO lines, whose net-plugin "
+         "'dlerror' is not an error), classed by NCCL's own error string, or vLLM's 'No available shared memory "
+         "broadcast block found' "
          "warnings while serving: the workers of a multi-GPU (TP/PP) server stall waiting for each other. "
          "Warnings between vLLM's startup line and its ready line are left out: vLLM itself says they "
          "typically happen during compilation or quantization.",
@@ -21,7 +26,9 @@ from triage.rules.registry import rule
     references=("claim:vllm.shm-broadcast-warning", "claim:vllm.api-server-version-log-0.14",
                 "claim:vllm.startup-logo", "claim:vllm.server-version-log-0.15", "claim:vllm.server-version-log",
                 "claim:vllm.starting-api-server-log-0.17", "claim:vllm.starting-server-log",
-                "NCCL troubleshooting (NCCL_DEBUG=INFO)", "seed 002 step 6 (interconnect)"),
+                "NCCL troubleshooting (NCCL_DEBUG=INFO)", "seed 002 step 6 (interconnect)",
+                "claim:runtime.nccl-warn", "claim:runtime.nccl-info", "claim:runtime.nccl-error-strings",
+                "claim:runtime.torch-nccl-error", "claim:runtime.torch-nccl-watchdog-timeout"),
 ))
 def eng007(ctx: Context) -> Hit | None:
     logs = ctx.seen(LogsData)
@@ -33,15 +40,41 @@ def eng007(ctx: Context) -> Hit | None:
         stalls -= startup  # warnings while compiling or quantizing at startup are not serving stalls
     if not (nccl or 0) and not (stalls or 0):
         return None
+    evidence = {"logs.num_nccl_errors": nccl, "logs.num_shm_broadcast_stalls": logs.num_shm_broadcast_stalls,
+                "logs.num_shm_broadcast_stalls_startup": startup, "logs.path": logs.path}
+    first_check, classes = _nccl_classes(logs, evidence)
     return Hit(
-        title="Multi-GPU workers stall on communication",
+        title="Multi-GPU workers stall on communication" + (f" (NCCL: {', '.join(classes)})" if classes else ""),
         message="The server log has " + " and ".join(
             part for part in (f"{nccl} NCCL error line(s)" if nccl is not None else "",
                               f"{stalls} shared-memory broadcast stall warning(s)" if stalls is not None else "")
             if part) + ": workers wait for each other.",
-        evidence={"logs.num_nccl_errors": nccl, "logs.num_shm_broadcast_stalls": logs.num_shm_broadcast_stalls,
-                  "logs.num_shm_broadcast_stalls_startup": startup, "logs.path": logs.path},
+        evidence=evidence,
         severity=Severity.HIGH if nccl else Severity.MEDIUM, certainty=Certainty.CONFIRMED, impact=0.6,
-        fix=Fix("Check the GPU links and health, give the worker processes CPU headroom, and rerun with NCCL_DEBUG=INFO "
-                "to see which collective fails.", ("export NCCL_DEBUG=INFO",)),
+        fix=Fix(first_check + "Check the GPU links and health, give the worker processes CPU headroom, and rerun "
+                "with NCCL_DEBUG=INFO to see which collective fails.", ("export NCCL_DEBUG=INFO",)),
     )
+
+
+def _nccl_classes(logs: LogsData, evidence: dict[str, Any]) -> tuple[str, list[str]]:
+    """('First: <what to check for the first error's class>. ', [classes]) from the log's NCCL events: a
+    collective that timed out, or NCCL's own error string (claims runtime.nccl-error-strings,
+    runtime.torch-nccl-error, runtime.torch-nccl-watchdog-timeout). Its INFO lines are never counted."""
+    found = [e for e in logs.events if e.fact in ("nccl_error", "nccl_timeout", "nccl_warn")]
+    if not found:
+        return "", []
+    classes: list[str] = []
+    checks: list[str] = []
+    for e in found:
+        if e.fact == "nccl_timeout":
+            kind, check = "timeout", ("a collective ran past its timeout: one rank stopped answering; its log's "
+                                      "first error, or an Xid in dmesg, says why")
+        else:
+            kind, check = nccl_error_class(" ".join((e.texts or {}).values()) + " " + (e.line or ""))
+        if kind not in classes:
+            classes.append(kind)
+            checks.append(check)
+    first = found[0]
+    evidence.update({"logs.nccl.classes": classes, "logs.nccl.first_at": f"{first.path or logs.path}:L{first.line_no}",
+                     "logs.nccl.first_line": first.line})
+    return f"First: {checks[0]}. ", classes

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from triage.core.probe_data import ServerMetricsData
+from triage.core.probe_data import LogsData, ServerMetricsData
 from triage.core.report import BenchLevel, Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.catalog._kv_sched_shared import kv_relief
@@ -21,12 +21,28 @@ def _most_ranks_full(metrics: ServerMetricsData, limit: float) -> bool:
     return not metrics.ranks or 2 * len(full) >= len(metrics.ranks)
 
 
-@rule("KV001", "kv-cache-saturated", Severity.HIGH, ("server_metrics|bench",), RuleDoc(
+def _from_log_stats(logs: LogsData, limit: float, min_wait: float, evidence: dict[str, Any]) -> tuple[bool, float]:
+    """(measured, peak usage) from the server log's periodic stats lines (vLLM's 'GPU KV cache usage', SGLang's
+    'token usage' with '#queue-req'), read where no live server was: the moments usage and queue were high
+    together."""
+    samples = [s for s in logs.stats if s.kv_cache_usage_frac is not None and s.num_requests_waiting is not None]
+    full = [s for s in samples if s.kv_cache_usage_frac >= limit and s.num_requests_waiting >= min_wait]
+    if full:
+        worst = max(full, key=lambda s: (s.kv_cache_usage_frac, s.num_requests_waiting))
+        evidence.update({"logs.stats.kv_cache_usage_frac_max": worst.kv_cache_usage_frac,
+                         "logs.stats.num_requests_waiting_at_max": worst.num_requests_waiting,
+                         "logs.stats.at": f"{logs.path}:L{worst.line_no}",
+                         "logs.stats.num_full_samples": len(full), "logs.stats.num_samples": len(samples)})
+    return bool(samples), max((s.kv_cache_usage_frac for s in full), default=0.0)
+
+
+@rule("KV001", "kv-cache-saturated", Severity.HIGH, ("server_metrics|bench|logs",), RuleDoc(
     what="Requests wait while the KV cache is the limit: usage >= 0.90, or less free KV than one typical "
          "request needs. Free KV is (1 - usage) x capacity in tokens (capacity: cache_config num_gpu_blocks x "
          "block_size, SGLang's max_total_num_tokens, or the server log); a typical request is a bench level's "
          "input_tokens_mean + output_tokens_mean. The free-room trigger is likely; it is confirmed when, at "
-         "the level's mean usage with requests waiting, not even one typical prompt fits.",
+         "the level's mean usage with requests waiting, not even one typical prompt fits. With no live server, the "
+         "server log's stats lines (usage and waiting requests together) are judged the same way.",
     why="When the KV cache is full the scheduler cannot admit more sequences: requests queue while the GPU "
         "could batch more, so TTFT grows with load even though compute is not saturated (seed 000 §2). A small "
         "cache is full long before 90%: a waiting request is admitted only when blocks for its tokens are free, "
@@ -95,7 +111,10 @@ def kv001(ctx: Context) -> Hit | None:
             if hit is not None:
                 no_room.append(hit)
     if not seen:
-        raise MissingInput("KV cache usage and the waiting queue were not measured (no server /metrics)")
+        seen, peak = _from_log_stats(ctx.seen(LogsData), limit, min_wait, evidence)
+    if not seen:
+        raise MissingInput("KV cache usage and the waiting queue were not measured (no server_metrics from a live /metrics, and no "
+                           "stats lines in a server log)")
     if not evidence and not no_room:
         return None
     certainty = Certainty.CONFIRMED

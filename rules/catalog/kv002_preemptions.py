@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from triage.core.probe_data import ServerConfigData, ServerMetricsData
+from triage.core.probe_data import LogsData, ServerConfigData, ServerMetricsData
 from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.catalog._kv_sched_shared import kv_relief
@@ -24,9 +24,25 @@ def _from_window(metrics: ServerMetricsData | None, evidence: dict[str, Any]) ->
     return True, metrics.num_preemptions_delta, metrics.num_requests_running
 
 
-@rule("KV002", "preemptions", Severity.HIGH, ("server_metrics|bench",), RuleDoc(
+def _from_log(logs: LogsData, evidence: dict[str, Any]) -> tuple[bool, float, float | None]:
+    """(measured, preemptions, running at the peak) from the server's own log: vLLM V0's warning with its running
+    total, V1's stats line (0.33), SGLang's retractions. Read only where no live window measured the counter:
+    beside a live server, the log's preemptions are history."""
+    if logs.engine is None or not logs.preemptions_total:
+        return logs.engine is not None and bool(logs.stats), 0.0, None
+    evidence["logs.preemptions_total"] = logs.preemptions_total
+    if logs.preemptions_per_s is not None:
+        evidence["logs.preemptions_per_s"] = logs.preemptions_per_s
+    evidence["logs.preemption_examples"] = list(logs.preemption_examples[:2])
+    # Not the stats lines' running count: it counts requests (V0: sequence groups), not the sequences that
+    # max_num_seqs bounds, so it cannot size that cap.
+    return True, float(logs.preemptions_total), None
+
+
+@rule("KV002", "preemptions", Severity.HIGH, ("server_metrics|bench|logs",), RuleDoc(
     what="The engine's preemption counter grew during the window (a count that did not grow is history, "
-         "not a current problem).",
+         "not a current problem); with no live window, the server log's last start states preemptions (vLLM V0's "
+         "'preempted ... total_num_cumulative_preemption=N', V1's stats line, SGLang's 'Retract requests').",
     why="A preempted sequence loses its KV blocks and is recomputed when it resumes: sustained preemption "
         "roughly doubles latency (seed 004 §12), and in seed 003 case 2 it came with a 30% throughput loss.",
     example="server_metrics.num_preemptions_delta = 37, server_metrics.preemptions_per_s = 1.2",
@@ -34,7 +50,8 @@ def _from_window(metrics: ServerMetricsData | None, evidence: dict[str, Any]) ->
         "fits the cache.",
     references=("seed 003 case 2 (Preempted ... sequences warnings)", "seed 004 §12 (preemption: the cliff)",
                 "claim:vllm.num-preemptions", "claim:vllm.max-num-seqs-meaning",
-                "claim:vllm.max-num-batched-tokens-meaning"),
+                "claim:vllm.max-num-batched-tokens-meaning", "claim:vllm.log-preempted-0.6",
+                "claim:vllm.log-stats-preemptions", "claim:sglang.log-retract", "claim:sglang.log-retract-0.4"),
 ), thresholds=("KV001.gpu_memory_utilization_target",))
 def kv002(ctx: Context) -> Hit | None:
     evidence: dict[str, Any] = {}
@@ -48,8 +65,13 @@ def kv002(ctx: Context) -> Hit | None:
             total += s.num_preemptions_delta
             if s.num_requests_running_max is not None:
                 running_peak = max(running_peak or 0, s.num_requests_running_max)
+    from_log = False
     if not seen:
-        raise MissingInput("the preemption counter was not measured over a window (no server /metrics)")
+        seen, total, running_peak = _from_log(ctx.seen(LogsData), evidence)
+        from_log = seen
+    if not seen:
+        raise MissingInput("the preemption counter was not measured over a window (no server /metrics), and no "
+                           "server log states preemptions")
     if not evidence:
         return None
     engine = ctx.engine()
@@ -61,10 +83,11 @@ def kv002(ctx: Context) -> Hit | None:
             knobs.update(max_num_seqs=lower)
             why.append(f"admit fewer sequences at once ({lower}, 3/4 of the {running_peak:.0f} that ran at the peak)")
     cmds, note = engine_flags(knobs, engine)
+    span = "in the log's last start" if from_log else "during the window"
     return Hit(
         title="The engine is preempting requests",
-        message=f"{total:.0f} preemption(s) during the window: sequences are evicted from the KV cache and "
+        message=f"{total:.0f} preemption(s) {span}: sequences are evicted from the KV cache and "
                 "recomputed, which roughly doubles their latency.",
-        evidence=evidence, certainty=Certainty.CONFIRMED, impact=0.85,
+        evidence=evidence, certainty=Certainty.LIKELY if from_log else Certainty.CONFIRMED, impact=0.85,
         fix=Fix("Make the batch fit the KV cache: " + "; ".join(why) + "." + note, cmds),
     )

@@ -33,6 +33,16 @@ ISO_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(\.\d+)?")
 MONTH_DAY_TIME = re.compile(r"\b(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(\.\d+)?\b")
 
 
+_SIZE = re.compile(r"([\d.]+)\s*(GiB|MiB|KiB|GB|MB|KB|bytes|B)\b", re.I)
+_UNIT = {"gib": 2**30, "gb": 2**30, "mib": 2**20, "mb": 2**20, "kib": 2**10, "kb": 2**10, "bytes": 1, "b": 1}
+
+
+def sizes_bytes(text: str | None) -> list[float]:
+    """Every size the text states, in bytes ('1.96 GiB', '[22.0 GiB 22.0 GiB]': torch's, ggml's and Ollama's
+    binary units)."""
+    return [float(m.group(1)) * _UNIT[m.group(2).lower()] for m in _SIZE.finditer(text or "")]
+
+
 def stamp_s(line: str) -> float | None:
     """Seconds on some fixed scale from the line's own wall-clock time stamp, or None."""
     if m := ISO_TIME.search(line):

@@ -7,9 +7,11 @@ from __future__ import annotations
 from triage.engines.base import LogForm
 
 OFFLOADED = LogForm(None, "offloaded %d/%d layers to GPU", "llamacpp.log-offloaded", ("on_gpu", "total"))
+CUDA_DEVICES = LogForm(None, "found %d CUDA devices", "llamacpp.log-cuda-devices", ("devices",))
 LOG_FACTS = {
     "start": (LogForm(None, "build %d (%s) with %s for %s", "llamacpp.log-build", ("version_text",)),),
     "offload": (OFFLOADED,),
+    "gpu_devices": (CUDA_DEVICES,),
     "ctx": (LogForm(None, "n_ctx                 = %u", "llamacpp.log-n-ctx", ("n_ctx",)),),
     "kv_size": (LogForm(None, "size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs)", "llamacpp.log-kv-size",
                         ("kv_mib", "kv_tokens", "layers", "", "seqs")),),

@@ -21,7 +21,7 @@ from triage.engines.runtime_log import RUNTIME
 from triage.engines.startup import PHASES
 from triage.engines.startup_log import markers_of
 
-IDENTITY_FACTS = ("start", "version", "config")
+IDENTITY_FACTS = ("start", "version", "config", "runner")      # lines only this engine writes
 _PAIR = re.compile(r"([A-Za-z_][\w.]*)\s*(?:=|:\s)\s*")
 
 
@@ -97,14 +97,15 @@ def _phase_marks(lines: list[tuple[int, str]], engine: Engine, version: str | No
 
 
 def _starts(lines: list[tuple[int, str]], hits: list[Hit], marks: list[PhaseMark]) -> list[int]:
-    """Where each start begins: the engine's start line, else the first phase marker seen again."""
-    starts = [h.index for h in hits if h.fact == "start"]
-    if starts:
-        return sorted(set(starts))
-    if not marks:
-        return [0] if lines else []
-    first = (marks[0].phase, marks[0].edge)
-    return [m.index for m in marks if (m.phase, m.edge) == first]
+    """Where each start begins: the engine's start line, else the first phase marker seen again. The first start
+    takes the log's first lines too (what came before its first marked line belongs to it)."""
+    if not lines:
+        return []
+    starts = sorted({h.index for h in hits if h.fact == "start"})
+    if not starts and marks:
+        first = (marks[0].phase, marks[0].edge)
+        starts = [m.index for m in marks if (m.phase, m.edge) == first]
+    return [0, *starts[1:]] if starts else [0]
 
 
 def split_pairs(text: str) -> dict[str, str]:

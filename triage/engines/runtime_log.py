@@ -15,7 +15,10 @@ RUNTIME = Engine(
         # torch every tabled engine version runs on; the 2.0 form is not read).
         "oom": (LogForm(None, "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of "
                               "which %s is free.", "runtime.torch-oom-2.1",
-                        ("alloc_text", "gpu", "total_text", "free_text")),),
+                        ("alloc_text", "gpu", "total_text", "free_text")),
+                # Its leading part, for a line a page cut short.
+                LogForm(None, "CUDA out of memory. Tried to allocate %s. GPU", "runtime.torch-oom-2.1",
+                        ("alloc_text",))),
         # NCCL's debug printer (src/debug.cc) tags each line with its level; torch's ProcessGroupNCCL reports a
         # collective that ran past its timeout, and an NCCL call's error with NCCL's own error string.
         "nccl_warn": (LogForm(None, "NCCL WARN %s", "runtime.nccl-warn", ("message_text",)),),

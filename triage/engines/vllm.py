@@ -171,6 +171,22 @@ ENGINE = register(Engine(
         "kv_cache_dtype_fp8": (Since(None, Knob("--kv-cache-dtype", "fp8", claims=("vllm.kv-cache-dtype-fp8",))),),
         # 0.31 deprecated `fp8` for `fp8_per_tensor` but still accepts it (claim vllm.quantization-fp8-deprecated).
         "quantization_fp8": (Since(None, Knob("--quantization", "fp8", claims=("vllm.quantization-fp8-deprecated",))),),
+        # Online FP8 as a fix for weights that do not fit (rule ENG010): 0.10.2 builds the whole model in 16 bits and
+        # quantizes after the load; 0.33.0 quantizes each layer as it loads. The releases between were not read.
+        "quantization_fp8_online": (
+            Since(None, NoEquivalent("online FP8 (--quantization fp8 on a 16-bit checkpoint) loads all the 16-bit "
+                                     "weights before quantizing them in this vLLM, so they must fit first",
+                                     ("vllm.fp8-online-loads-full-precision-0.10",
+                                      "vllm.quantize-after-full-load-0.10"))),
+            Since("0.10.3", NoEquivalent("whether online FP8 quantizes while loading in this vLLM is not known to "
+                                         "triage (0.10.2 loads the 16-bit weights first; 0.33.0 does not)",
+                                         ("vllm.quantize-after-full-load-0.10",
+                                          "vllm.fp8-online-quantizes-while-loading"))),
+            Since("0.33.0", Knob("--quantization", "fp8_per_tensor",
+                                 note="online FP8 applied layer by layer as the weights load, so only the 8-bit "
+                                      "weights must fit",
+                                 claims=("vllm.fp8-online-quantizes-while-loading", "vllm.online-quant-layerwise-process",
+                                         "vllm.fp8-config-no-online")))),
         "quantization_int4": (Since(None, NoEquivalent(
             "INT4 needs a pre-quantized AWQ or GPTQ checkpoint (the engine reads the method from its config); "
             "the flag alone fails on a 16-bit model", ("vllm.quantization-needs-config",))),),
@@ -251,13 +267,14 @@ ENGINE = register(Engine(
         "startup.download.end": ((None, "Time spent downloading weights for %s: %.6f seconds"),),
         "startup.weight_load.begin": ((None, "Starting to load model %s..."),),
         "startup.weight_load.end": ((None, "Model loading took %.4f GiB and %.6f seconds"),
+                                    (None, "Loading model weights took %.4f GB"),
                                     ("0.14.0", "Model loading took %s GiB memory and %.6f seconds")),
         "startup.compile.end": ((None, "torch.compile takes %.2f s in total"),
                                 ("0.20.0", "(compilation: %.2f s)")),
         # From 0.20 the compile seconds come on the 'init engine' line, after the fact: they were spent inside the
         # memory profile, which ends at 'Available KV cache memory', so they are taken out of that phase.
         "startup.compile.within": (("0.20.0", "kv_alloc"),),
-        "startup.kv_alloc.end": ((None, "Available KV cache memory: %.2f GiB"),
+        "startup.kv_alloc.end": ((None, "Available KV cache memory: %.2f GiB"), (None, "# GPU blocks: %d, # CPU blocks: %d"),
                                  ("0.14.0", "Available KV cache memory: %s GiB")),
         "startup.cuda_graph.end": ((None, "Graph capturing finished in %.0f secs, took %.2f GiB"),),
         "startup.api_server.begin": ((None, "Starting vLLM API server %d on %s"),
@@ -298,8 +315,10 @@ ENGINE = register(Engine(
         "startup_phases": (
             "vLLM logs its weight download, model load (GiB and seconds), torch.compile time, available KV "
             "memory, CUDA-graph capture and API server start, each on its own line.",
-            ("vllm.log-download-s", "vllm.log-load-start", "vllm.log-load-took-0.10", "vllm.log-load-took",
-             "vllm.log-compile-0.10", "vllm.log-compile", "vllm.log-kv-0.10", "vllm.log-kv", "vllm.log-graphs",
+            ("vllm.log-download-s", "vllm.log-load-start", "vllm.log-load-took-0.6", "vllm.log-load-took-0.10",
+             "vllm.log-load-took",
+             "vllm.log-compile-0.10", "vllm.log-compile", "vllm.log-kv-0.10", "vllm.log-kv", "vllm.log-gpu-blocks-0.6",
+             "vllm.log-graphs",
              "vllm.log-api-0.10", "vllm.log-api")),
         "compile_cache": (
             "vLLM keeps its torch.compile cache under VLLM_CACHE_ROOT (default ~/.cache/vllm).",

@@ -28,6 +28,13 @@ _V0_STATS_FIELDS = ("prompt_tokens_per_s", "generation_tokens_per_s", "running",
 _V1_STATS_FIELDS = ("prompt_tokens_per_s", "generation_tokens_per_s", "running", "waiting")
 _V1_CONFIG = "Initializing a V1 LLM engine (v%s) with config: %s"
 _V0_CONFIG = "Initializing an LLM engine (v%s) with config: %s, use_cached_outputs=%s"
+_V0_BUDGET = ("the current vLLM instance can use total_gpu_memory ({(total_gpu_memory / GiB_bytes):.2f}GiB) x "
+              "gpu_memory_utilization ({self.cache_config.gpu_memory_utilization:.2f})")
+_V1_BUDGET = ("Free memory on device ({GiB(self.init_snapshot.free_memory)}/{GiB(self.init_snapshot.total_memory)} "
+              "GiB) on startup. Desired GPU memory utilization is ({self.cache_config.gpu_memory_utilization},")
+_V1_BUDGET_0_33 = ("Free memory on device ({format_gib(self.init_snapshot.free_memory)}/"
+                   "{format_gib(self.init_snapshot.total_memory)} GiB) on startup. Desired GPU memory utilization is "
+                   "({self.cache_config.gpu_memory_utilization},")
 # Where 0.10.2 and 0.33.0 word a fact differently, the form is the part both share ("KV cache size: %s tokens" of
 # "GPU KV cache size: ..." and "%s KV cache size: ..."), cited at both ends.
 LOG_FACTS = {
@@ -72,6 +79,22 @@ LOG_FACTS = {
                            LogForm("0.8.0", "KV cache usage: %.1f%%", "vllm.log-stats-0.10", ("kv_usage_pct",)),
                            LogForm("0.8.0", "KV cache usage: %.1f%%", "vllm.log-stats-kv-usage", ("kv_usage_pct",))),
     "stats_preemptions": (LogForm("0.8.0", "Preemptions: %d", "vllm.log-stats-preemptions", ("preemptions",)),),
+    # What the memory profile states: the GPU's total memory and the share vLLM was given (V0: "total_gpu_memory
+    # (X GiB) x gpu_memory_utilization (Y)"; V1: "Free memory on device (F/T GiB) on startup. Desired GPU memory
+    # utilization is (Y, Z GiB)", logged after graph capture).
+    "memory_budget": (LogForm(None, _V0_BUDGET, "vllm.log-memory-profile-0.6", ("total_gib", "gpu_memory_utilization")),
+                      LogForm("0.8.0", _V0_BUDGET, "vllm.log-memory-profile-0.6",
+                              ("total_gib", "gpu_memory_utilization")),
+                      LogForm("0.8.0", _V1_BUDGET, "vllm.log-memory-profile-0.10",
+                              ("free_gib", "total_gib", "gpu_memory_utilization")),
+                      LogForm("0.8.0", _V1_BUDGET_0_33, "vllm.log-memory-profile",
+                              ("free_gib", "total_gib", "gpu_memory_utilization")),
+                      # From 0.21 (CUDA-graph memory profiled by default), before the capture.
+                      LogForm("0.8.0", "The current --gpu-memory-utilization=%.4f is equivalent to",
+                              "vllm.log-cudagraph-profiling-enabled", ("gpu_memory_utilization",))),
+    # V1's sampler warm-up runs min(max_num_seqs, max_num_batched_tokens) dummy requests after graph capture.
+    "oom.warmup": (LogForm("0.8.0", "CUDA out of memory occurred when warming up sampler with {num_reqs} dummy "
+                                    "requests.", "vllm.sampler-warmup-max-num-seqs-0.10", ("dummy_requests",)),),
     # V0 warns on the first preemption and then every 50th, with the running total; V1 logs no line per
     # preemption (claim vllm.no-preemption-log-0.10).
     "preemption": (LogForm(None, _V0_PREEMPTED, "vllm.log-preempted-0.6", ("request_text", "mode_text", "total")),

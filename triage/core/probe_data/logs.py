@@ -100,6 +100,10 @@ class LogsData(Payload):
     gpu_layers_offloaded: int | None = None          # llama.cpp / Ollama: layers on the GPU
     gpu_layers_total: int | None = None
     gpu_total_bytes: float | None = None             # from a CUDA out-of-memory line ("total capacity of ...")
+    gpu_devices: int | None = None                   # llama.cpp / Ollama: CUDA devices its backend found
+    offload_available_bytes: float | None = None     # Ollama's offload line: GPU memory it could use (all GPUs)
+    offload_required_bytes: float | None = None      # ... and what every layer with this context would need
+    offload_kv_bytes: float | None = None            # ... of which the KV cache for this context
 
 
 @payload
