@@ -18,8 +18,13 @@ from triage.engines.base import Engine, LogForm
 
 _PLACEHOLDER = re.compile(r"%%|%[-+ #0]*\d*(?:\.\d+)?[sdifgeExr]|\{[^{}]*\}")
 _NUMBER = re.compile(r"^-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_RECORD = re.compile(r"\s*(?:\[|\(|(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE|CRITICAL)\b|time=|\d+\.\d+\.\d+\.\d+ )")
-_MIN_HEAD = 10          # a head this long is specific enough to try joining a wrapped line
+# A line that opens a record of its own: a level word, slog's time=, llama.cpp's clock, a rank or process tag.
+_RECORD = re.compile(r"\s*(?:\[(?:\d|rank)|\(\w[\w ]*pid=\d+\)|(?:INFO|WARN|WARNING|ERROR|DEBUG|TRACE|CRITICAL)\b|"
+                     r"time=|\d+\.\d+\.\d+\.\d+ )")
+# A lead of its own: llama.cpp's lower-case function prefix, a Python exception or traceback.
+_LEAD = re.compile(r"\s*(?:[a-z_][a-z0-9_.]*: |[\w.]*(?:Error|Exception|Warning): |Traceback|File \")")
+_KEY_CHARS = 16         # a form's leading text that finds its candidate lines (a page may wrap the rest)
+_MAX_JOIN = 4           # continuation lines a wrapped line may have
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,7 @@ class Compiled:
     fact: str
     pattern: re.Pattern[str]
     head: str                      # the literal text before the first placeholder
+    key: str                       # its first _KEY_CHARS characters: enough to find a candidate line
 
 
 @dataclass
@@ -59,7 +65,8 @@ def compile_form(fact: str, form: LogForm) -> Compiled:
     parts.append(re.escape(text[pos:]))
     first = next((m for m in found if m.group() != "%%"), None)
     head = text[:first.start()] if first else text
-    return Compiled(form, fact, re.compile("".join(parts)), head.replace("%%", "%"))
+    head = head.replace("%%", "%")
+    return Compiled(form, fact, re.compile("".join(parts)), head, head[:_KEY_CHARS])
 
 
 def forms_of(engine: Engine, version: str | None = None) -> list[Compiled]:
@@ -85,36 +92,61 @@ def _hit(c: Compiled, m: re.Match[str], line_no: int, index: int, line: str) -> 
 
 
 def _anchor(compiled: list[Compiled]) -> re.Pattern[str]:
-    heads = sorted({re.escape(c.head) for c in compiled if c.head}, key=len, reverse=True)
+    heads = sorted({re.escape(c.key) for c in compiled if c.key}, key=len, reverse=True)
     return re.compile("|".join(heads) or "(?!)")
 
 
 def _continues(line: str) -> bool:
-    """A line that carries on the one before it (a page wrapped it): no time stamp and no level word of its own."""
-    return stamp_s(line) is None and not _RECORD.match(line)
+    """A line that carries on the one before it (a page wrapped it): no time stamp, no level word or process tag
+    of its own, and no `name: ` lead (llama.cpp's function prefixes, a Python exception)."""
+    return stamp_s(line) is None and not _RECORD.match(line) and not _LEAD.match(line)
+
+
+def _record(lines: list[tuple[int, str]], i: int) -> tuple[str, int]:
+    """Line i with the lines a page wrapped off it (up to _MAX_JOIN), joined with a space; and how many."""
+    if _continues(lines[i][1]):
+        return lines[i][1], 0
+    parts = []
+    for _, nxt in lines[i + 1:i + 1 + _MAX_JOIN]:
+        if not _continues(nxt):
+            break
+        parts.append(nxt.strip())
+    return " ".join([lines[i][1], *parts]), len(parts)
+
+
+def _match(c: Compiled, line: str, joined: str, cut: list[str]) -> tuple[re.Match[str] | None, str]:
+    if m := c.pattern.search(line):
+        return m, line
+    if joined != line and (m := c.pattern.search(joined)):
+        return m, joined
+    if cut and (m := c.pattern.search(line + "".join(cut))):         # a page that cut a word in two
+        return m, line + "".join(cut)
+    return None, line
 
 
 def scan(lines: list[tuple[int, str]], compiled: list[Compiled]) -> list[Hit]:
-    """Every line that one of the forms matches, in log order (a line gives at most one hit per fact)."""
+    """Every record that one of the forms matches, in log order (a record gives at most one hit per fact). A
+    record is a line with the continuation lines a page wrapped off it; those are not read again on their own."""
     anchor = _anchor(compiled)
     out: list[Hit] = []
+    skip_to = -1
     for i, (line_no, line) in enumerate(lines):
-        if not anchor.search(line):
+        if i <= skip_to:
             continue
+        joined, n = _record(lines, i)
+        if not anchor.search(joined):
+            continue
+        cut = [text.strip() for _, text in lines[i + 1:i + 1 + n]]
         seen: set[str] = set()
         for c in compiled:
-            if c.fact in seen or (c.head and c.head not in line):
+            if c.fact in seen or (c.key and c.key not in joined and c.key not in line + "".join(cut)):
                 continue
-            m = c.pattern.search(line)
-            text = line
-            if m is None and len(c.head) >= _MIN_HEAD and i + 1 < len(lines) and _continues(lines[i + 1][1]):
-                for glue in (" ", ""):
-                    text = line + glue + lines[i + 1][1].lstrip()
-                    if m := c.pattern.search(text):
-                        break
+            m, text = _match(c, line, joined, cut)
             if m is not None:
                 out.append(_hit(c, m, line_no, i, text))
                 seen.add(c.fact)
+        if seen and n:
+            skip_to = i + n
     return out
 
 

@@ -266,8 +266,11 @@ ENGINE = register(Engine(
         # notes["startup_phases"]). "Application startup complete" is uvicorn's, which vLLM serves with.
         "startup.download.end": ((None, "Time spent downloading weights for %s: %.6f seconds"),),
         "startup.weight_load.begin": ((None, "Starting to load model %s..."),),
+        # V0's "Loading model weights took" (0.6, claim vllm.log-load-took-0.6) is read up to 0.10, V0's last
+        # minors (its upper end not read from the source).
         "startup.weight_load.end": ((None, "Model loading took %.4f GiB and %.6f seconds"),
                                     (None, "Loading model weights took %.4f GB"),
+                                    ("0.11.0", "Model loading took %.4f GiB and %.6f seconds"),
                                     ("0.14.0", "Model loading took %s GiB memory and %.6f seconds")),
         "startup.compile.end": ((None, "torch.compile takes %.2f s in total"),
                                 ("0.20.0", "(compilation: %.2f s)")),
@@ -275,6 +278,7 @@ ENGINE = register(Engine(
         # memory profile, which ends at 'Available KV cache memory', so they are taken out of that phase.
         "startup.compile.within": (("0.20.0", "kv_alloc"),),
         "startup.kv_alloc.end": ((None, "Available KV cache memory: %.2f GiB"), (None, "# GPU blocks: %d, # CPU blocks: %d"),
+                                 ("0.11.0", "Available KV cache memory: %.2f GiB"),
                                  ("0.14.0", "Available KV cache memory: %s GiB")),
         "startup.cuda_graph.end": ((None, "Graph capturing finished in %.0f secs, took %.2f GiB"),),
         "startup.api_server.begin": ((None, "Starting vLLM API server %d on %s"),
