@@ -19,10 +19,39 @@ MAX_STATS = 200
 _TRUE = ("true", "1", "yes")
 
 
+def _int(value: float | None) -> int | None:
+    return int(value) if value is not None else None
+
+
+def _first_size(text: str | None) -> float | None:
+    found = sizes_bytes(text)
+    return found[0] if found else None
+
+
 def _event(hit: Hit, fact: str, phase: str | None) -> dict[str, Any]:
-    return {"fact": fact, "phase": phase, "values": dict(hit.values) or None,
-            "texts": {k: redact_text(v)[:200] for k, v in hit.texts.items()} or None,
+    v, t = hit.values, hit.texts
+    return {"fact": fact, "phase": phase, "values": dict(v) or None,
+            "texts": {k: redact_text(x)[:200] for k, x in t.items()} or None,
+            "max_model_len": _int(v.get("max_model_len")), "kv_tokens": _int(v.get("kv_tokens")),
+            "kv_needed_gib": v.get("kv_needed_gib"), "kv_available_gib": v.get("kv_available_gib"),
+            "batch_tokens": _int(v.get("prefill_tokens")), "sequences": _int(v.get("dummy_requests")),
+            "alloc_bytes": _first_size(t.get("alloc")), "gpu_total_bytes": _first_size(t.get("total")),
+            "free_bytes": _first_size(t.get("free")),
             "line_no": hit.line_no, "at_s": hit.at_s, "line": redact_text(hit.line)[:300], "claim": hit.claim}
+
+
+def _tokens_that_fit(events: list[dict[str, Any]]) -> None:
+    """V1 states the tokens that fit on the line after its KV error (the estimate), else only GiB figures: the
+    error's `kv_tokens` from the estimate, or in proportion to the GiB."""
+    estimate = next((e["values"]["estimated_max_len"] for e in events if e["fact"] == "kv_estimated_max_len"
+                     and e["values"] and "estimated_max_len" in e["values"]), None)
+    for e in events:
+        if e["fact"] != "kv_below_max_len" or e["kv_tokens"] is not None:
+            continue
+        if estimate is not None:
+            e["kv_tokens"] = int(estimate)
+        elif e["kv_needed_gib"] and e["kv_available_gib"] is not None and e["max_model_len"]:
+            e["kv_tokens"] = int(e["max_model_len"] * e["kv_available_gib"] / e["kv_needed_gib"])
 
 
 def _events(read: LogRead, order: tuple[str, ...]) -> tuple[list[dict[str, Any]], dict[str, int]]:
@@ -34,6 +63,7 @@ def _events(read: LogRead, order: tuple[str, ...]) -> tuple[list[dict[str, Any]]
         counts[fact] = counts.get(fact, 0) + 1
         if counts[fact] <= MAX_EVENTS_PER_FACT:
             events.append(_event(hit, fact, stated or phase_at(read, hit.index, order)))
+    _tokens_that_fit(events)
     return events, counts
 
 

@@ -26,6 +26,7 @@ class LiveServer:
     model: str
     argv: tuple[str, ...]
     pid: int
+    log: Path | None = None          # what the server wrote to stdout and stderr
 
 
 def _free_port() -> int:

@@ -121,7 +121,7 @@ def _llama_server(tmp_path_factory, slots: int, silent_words: bool = False) -> I
             time.sleep(0.3)
         else:
             pytest.fail(f"llama-server never became healthy:\n{log.read_text()[-3000:]}")
-        yield LiveServer(url=url, model="tiny-llama", argv=argv, pid=proc.pid)
+        yield LiveServer(url=url, model="tiny-llama", argv=argv, pid=proc.pid, log=log)
     finally:
         proc.terminate()
         try:

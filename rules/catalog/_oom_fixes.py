@@ -56,11 +56,11 @@ def _weights(ctx: Context, logs: LogsData, knobs: dict[str, object], why: list[s
     tp = int(configured(ctx, logs, "tensor_parallel_size") or 1)
     gpus = _gpu_count(ctx)
     if gpus is None or gpus >= 2 * tp:
-        knobs["tensor_parallel_size"] = 2 * tp
+        knobs.update(tensor_parallel_size=2 * tp)
         why.append(f"split the weights over {2 * tp} GPUs" + (" (if the host has them)" if gpus is None else ""))
     else:
         why.append(f"this host has {gpus} GPU(s), too few to split the weights {2 * tp} ways")
-    knobs["quantization_fp8_online"] = None       # per version: a working command, or why not (vllm.py)
+    knobs.update(quantization_fp8_online=None)   # per version: a working command, or why not (vllm.py)
     why.append("serve a checkpoint quantized ahead of time (FP8, AWQ, GPTQ)")
 
 
@@ -68,7 +68,7 @@ def _batch(ctx: Context, logs: LogsData, knobs: dict[str, object], why: list[str
     for key in keys:
         value = _half(configured(ctx, logs, key))
         if value is not None:
-            knobs[key] = value
+            knobs.update({key: value})
             why.append(f"halve {key} to {value}")
         else:
             why.append(f"lower {key} (its value is not in the log)")
@@ -95,7 +95,7 @@ def oom_relief(ctx: Context, logs: LogsData, event: LogEvent, phase: str,
     elif event.fact in ("no_cache_memory",) or (event.fact == "startup_failure" and phase == "kv_alloc"):
         share, now = _share(ctx, logs, +0.05)
         if share is not None:
-            knobs["gpu_memory_utilization"] = f"{share:.2f}"
+            knobs.update(gpu_memory_utilization=f"{share:.2f}")
             evidence["derived.memory_share_now"] = now
         why.append(f"give the KV cache more of the GPU ({_share_flag(ctx)})" + ("" if share is not None else
                    ", by how much the log does not say: its current value is not in it, or a step up would pass "
@@ -104,23 +104,21 @@ def oom_relief(ctx: Context, logs: LogsData, event: LogEvent, phase: str,
     elif phase == "cuda_graph":
         share, now = _share(ctx, logs, -0.05)
         if share is not None:
-            knobs["gpu_memory_utilization"] = f"{share:.2f}"
+            knobs.update(gpu_memory_utilization=f"{share:.2f}")
             evidence["derived.memory_share_now"] = now
-        knobs["eager_mode"] = None
+        knobs.update(eager_mode=None)
         why.append("leave room for the graphs with a lower memory share, or start without CUDA graphs (slower "
                    "decode, faster start)")
     elif phase in ("compile", "kv_alloc"):
         _batch(ctx, logs, knobs, why, ("max_num_batched_tokens",))
     elif phase == "warmup":
-        prefill = (event.values or {}).get("prefill_tokens")
-        dummies = (event.values or {}).get("dummy_requests")
-        if prefill:
-            knobs["max_num_batched_tokens"] = int(prefill) // 2
-            why.append(f"halve the largest prefill to {int(prefill) // 2} tokens")
-        elif dummies and dummies > 1:
-            knobs["max_num_seqs"] = int(dummies) // 2
-            why.append(f"halve the sequences run at once to {int(dummies) // 2} (the sampler warmed up "
-                       f"{int(dummies)} dummy requests)")
+        if event.batch_tokens:
+            knobs.update(max_num_batched_tokens=event.batch_tokens // 2)
+            why.append(f"halve the largest prefill to {event.batch_tokens // 2} tokens")
+        elif event.sequences and event.sequences > 1:
+            knobs.update(max_num_seqs=event.sequences // 2)
+            why.append(f"halve the sequences run at once to {event.sequences // 2} (the sampler warmed up "
+                       f"{event.sequences} dummy requests)")
         else:
             _batch(ctx, logs, knobs, why, ("max_num_seqs",))
     else:

@@ -10,6 +10,7 @@ from triage.rules.catalog._log_shared import events, log_evidence, need_engine_l
 from triage.rules.catalog._oom_fixes import PHASE_WHY, oom_relief
 from triage.rules.context import Context
 from triage.rules.engine_flags import LAUNCHERS, engine_flags
+from triage.rules.fmt import gib
 from triage.rules.registry import rule
 
 MEMORY_FACTS = ("oom", "startup_failure", "no_cache_memory")
@@ -75,10 +76,10 @@ def _decisive(found: list[LogEvent]) -> LogEvent:
 
 
 def _said(event: LogEvent) -> str:
-    texts = event.texts or {}
-    if event.fact == "oom" and texts.get("alloc"):
-        return f"CUDA out of memory trying to allocate {texts['alloc']} (GPU total {texts.get('total', '?')}, " \
-               f"free {texts.get('free', '?')})"
+    if event.fact == "oom" and event.alloc_bytes is not None:
+        total = f"GPU total {gib(event.gpu_total_bytes)}" if event.gpu_total_bytes else "GPU total not stated"
+        free = f", free {event.free_bytes / 2**20:.2f} MiB" if event.free_bytes is not None else ""
+        return f"CUDA out of memory trying to allocate {event.alloc_bytes / 2**20:.2f} MiB ({total}{free})"
     return {"no_cache_memory": "No memory was left for the KV cache",
             "startup_failure": "The engine stopped: not enough memory"}.get(event.fact, "Out of GPU memory")
 

@@ -3,10 +3,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from triage.core.probe_data import LogsData, ServerConfigData
+from triage.core.probe_data import LogEvent, LogsData
 from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, RuleDoc
-from triage.rules.catalog._log_shared import events, log_evidence, need_engine_log, restarts_note, where
+from triage.rules.catalog._log_shared import (
+    configured,
+    events,
+    log_evidence,
+    need_engine_log,
+    restarts_note,
+    where,
+)
 from triage.rules.context import Context
 from triage.rules.engine_flags import engine_flags
 from triage.rules.fmt import round_down
@@ -38,11 +45,9 @@ def kv007(ctx: Context) -> Hit | None:
     if not found:
         return None
     event = found[-1]
-    values = event.values or {}
-    max_len = int(values.get("max_model_len") or 0)
-    fits = _tokens_that_fit(logs, values)
+    max_len, fits = event.max_model_len or 0, event.kv_tokens
     evidence: dict[str, Any] = log_evidence(logs, event)
-    knobs, why = _relief(ctx, logs, values, max_len, fits, evidence)
+    knobs, why = _relief(ctx, logs, event, fits, evidence)
     cmds, note = engine_flags(knobs, ctx.engine())
     holds = f"holds {fits:,} tokens" if fits else "cannot hold it"
     return Hit(
@@ -54,34 +59,21 @@ def kv007(ctx: Context) -> Hit | None:
     )
 
 
-def _tokens_that_fit(logs: LogsData, values: dict[str, float]) -> int | None:
-    """V0 states the tokens; V1 states GiB and, on its next line, the estimated maximum length."""
-    if values.get("kv_tokens"):
-        return int(values["kv_tokens"])
-    estimate = [e for e in events(logs, "kv_estimated_max_len") if (e.values or {}).get("estimated_max_len")]
-    if estimate:
-        return int(estimate[-1].values["estimated_max_len"])          # type: ignore[index]
-    needed, available = values.get("kv_needed_gib"), values.get("kv_available_gib")
-    if needed and available is not None and values.get("max_model_len"):
-        return int(values["max_model_len"] * available / needed)
-    return None
-
-
-def _relief(ctx: Context, logs: LogsData, values: dict[str, float], max_len: int, fits: int | None,
+def _relief(ctx: Context, logs: LogsData, event: LogEvent, fits: int | None,
             evidence: dict[str, Any]) -> tuple[dict[str, object], list[str]]:
     knobs: dict[str, object] = {}
     why: list[str] = []
     if fits:
         cap = round_down(fits, 256) if fits >= 512 else fits
-        knobs["max_model_len"] = cap
+        knobs.update(max_model_len=cap)
         evidence["derived.proposed_max_model_len_tokens"] = cap
         why.append(f"cap the context at {cap:,} tokens (what the cache holds, down to a multiple of 256)")
-    share = _share_that_fits(ctx, logs, values, evidence)
+    share = _share_that_fits(ctx, logs, event, evidence)
     if share is not None:
-        knobs["gpu_memory_utilization"] = f"{share:.2f}"
-        why.append(f"or raise the memory share to {share:.2f}, enough for {max_len:,} tokens on this GPU")
-    elif values.get("kv_needed_gib"):
-        lack = values["kv_needed_gib"] - values.get("kv_available_gib", 0.0)
+        knobs.update(gpu_memory_utilization=f"{share:.2f}")
+        why.append(f"or raise the memory share to {share:.2f}, enough for {event.max_model_len:,} tokens on this GPU")
+    elif event.kv_needed_gib:
+        lack = event.kv_needed_gib - (event.kv_available_gib or 0.0)
         why.append(f"a larger memory share is not offered: the cache lacks {lack:.2f} GiB and "
                    + ("the GPU's size is not in the log" if ctx.vram_bytes() is None else
                       f"that would take the share above {ctx.th('KV007.max_gpu_memory_utilization'):.2f}"))
@@ -89,16 +81,15 @@ def _relief(ctx: Context, logs: LogsData, values: dict[str, float], max_len: int
     return knobs, why
 
 
-def _share_that_fits(ctx: Context, logs: LogsData, values: dict[str, float], evidence: dict[str, Any]) -> float | None:
+def _share_that_fits(ctx: Context, logs: LogsData, event: LogEvent, evidence: dict[str, Any]) -> float | None:
     """The memory share that gives the cache the GiB it lacks (V1 states both), when the GPU's size is known and
     the share stays at or below KV007.max_gpu_memory_utilization; else None."""
-    needed, available = values.get("kv_needed_gib"), values.get("kv_available_gib")
+    needed, available = event.kv_needed_gib, event.kv_available_gib
     total = ctx.vram_bytes()
-    current = (logs.config or {}).get("gpu_memory_utilization") or ctx.seen(ServerConfigData).gpu_memory_utilization
+    current = configured(ctx, logs, "gpu_memory_utilization")
     if not needed or available is None or not total or current is None:
         return None
     share = round(float(current) + (needed - available) * GIB / total + 0.01, 2)
     evidence.update({"derived.gpu_total_gib": round(total / GIB, 2), "derived.gpu_memory_utilization_now": current,
                      "derived.gpu_memory_utilization_needed": share})
     return share if share <= ctx.th("KV007.max_gpu_memory_utilization") else None
-

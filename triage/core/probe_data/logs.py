@@ -41,6 +41,16 @@ class LogEvent:
     phase: str | None = None                         # the start-up phase it struck in (startup PHASES), or serving
     values: dict[str, float] | None = None           # its numbers, named by the engine's format string
     texts: dict[str, str] | None = None              # its text fields (redacted)
+    # The numbers rules judge, typed (None: the line does not state it):
+    max_model_len: int | None = None                 # kv_below_max_len: the configured maximum length
+    kv_tokens: int | None = None                     # ... the tokens the cache holds (V0's figure, or V1's estimate)
+    kv_needed_gib: float | None = None               # ... V1: KV one max-length request needs, and what was left
+    kv_available_gib: float | None = None
+    batch_tokens: int | None = None                  # a warm-up batch that did not fit (TGI's prefill tokens)
+    sequences: int | None = None                     # a warm-up over this many sequences (vLLM's sampler)
+    alloc_bytes: float | None = None                 # oom: the allocation that failed, the GPU's total and free
+    gpu_total_bytes: float | None = None
+    free_bytes: float | None = None
     path: str | None = None                          # the file it was read from (several may be given)
     line_no: int | None = None                       # in that file
     at_s: float | None = None                        # the line's own time stamp (seconds on the log's scale)
