@@ -71,18 +71,18 @@ def _stats(read: LogRead) -> list[dict[str, Any]]:
     """The periodic stats lines as samples: a line's fragments (`stats`, `stats_waiting`, `stats_kv_usage_pct`,
     `stats_kv_usage_frac`) are facts of their own where the engine builds the line from parts."""
     by_line: dict[int, dict[str, float]] = {}
-    stamps: dict[int, tuple[float | None, int]] = {}
+    first: dict[int, Hit] = {}
     for hit in read.hits:
         if hit.fact.startswith("stats"):
             by_line.setdefault(hit.index, {}).update(hit.values)
-            stamps[hit.index] = (hit.at_s, hit.line_no)
+            first.setdefault(hit.index, hit)
     rows = [i for i, v in by_line.items() if {"running", "waiting", "kv_usage_pct", "kv_usage_frac"} & v.keys()]
     step = max(1, -(-len(rows) // MAX_STATS))
     out = []
     for i in rows[::step]:
         v = by_line[i]
         usage = v["kv_usage_pct"] / 100.0 if "kv_usage_pct" in v else v.get("kv_usage_frac")
-        out.append({"at_s": stamps[i][0], "line_no": stamps[i][1], "num_requests_running": v.get("running"),
+        out.append({"at_s": first[i].at_s, "line_no": first[i].line_no, "num_requests_running": v.get("running"),
                     "num_requests_waiting": v.get("waiting"), "kv_cache_usage_frac": usage,
                     "generation_tokens_per_s": v.get("generation_tokens_per_s")})
     return out
@@ -90,8 +90,10 @@ def _stats(read: LogRead) -> list[dict[str, Any]]:
 
 def _serving_span_s(read: LogRead) -> float | None:
     """Seconds from the server being up (else its first stats line) to the log's last time stamp."""
-    times = [h.at_s for h in read.hits if h.at_s is not None and h.fact in ("stats", "preemption", "retraction")]
-    return round(times[-1] - times[0], 3) if len(times) >= 2 and times[-1] > times[0] else None
+    serving = [h for h in read.hits if h.fact in ("stats", "preemption", "retraction")]
+    first = next((h.at_s for h in serving if h.at_s is not None), None)
+    last = next((h.at_s for h in reversed(serving) if h.at_s is not None), None)
+    return round(last - first, 3) if first is not None and last is not None and last > first else None
 
 
 def _preemptions(read: LogRead, span_s: float | None) -> tuple[float | None, float | None]:

@@ -112,3 +112,21 @@ def test_a_live_llama_server_log_diagnosed_offline(llama_server_parallel1):
     logs = result.snapshot.payload(LogsData)
     assert logs.engine == "llama.cpp", (logs.engine, server.log.read_text()[:2000])
     assert not _loud(result), _loud(result)
+
+
+def test_log_beside_a_live_server_agrees_with_it(reference_server):
+    """--log beside a live server: the log's own figures agree with what the server reports where they overlap."""
+    from triage.core.probe_data import ServerMetricsData
+    from triage.diagnose.pipeline import DiagnoseOptions, diagnose
+
+    opts = DiagnoseOptions(url=reference_server.url, window_s=0.5, log_path=str(reference_server.log_path),
+                           skip=("storage", "network"))
+    result = diagnose(opts)
+    logs = result.snapshot.payload(LogsData)
+    cfg = result.snapshot.payload(ServerConfigData)
+    metrics = result.snapshot.payload(ServerMetricsData)
+    assert logs.source == "--log" and logs.engine == "reference"
+    assert logs.config["max_model_len"] == cfg.max_model_len
+    cache = metrics.cache_config or {}
+    assert logs.kv_cache_tokens == int(cache["num_gpu_blocks"]) * int(cache["block_size"])
+    assert not _loud(result), _loud(result)

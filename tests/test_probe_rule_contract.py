@@ -165,7 +165,8 @@ def _replays(tmp: Path, reference_url: str) -> list[ProbeResult]:
     # Real incidents as logs (tests/incidents/): failures by phase, stats series, preemptions, offload, NCCL.
     for name in ("vllm-v1-graph-oom-57475", "vllm-v0-kv-below-max-len-10517", "vllm-v0-preemption-swap-546",
                  "sglang-kv-saturated-14972", "ollama-partial-offload-9181", "vllm-nccl-shm-minimax42",
-                 "vllm-v1-kv-below-max-len-tpu223", "tgi-prefill-oom-1067"):
+                 "vllm-v1-kv-below-max-len-tpu223", "tgi-prefill-oom-1067", "vllm-v1-sampler-warmup-oom-14452",
+                 "ollama-partial-offload-8393"):
         results.append(probe_logs(str(FIX / "incidents" / f"{name}.log"), source="--from"))
     # Engine identity: the live reference server; llama-server's real captures (one slot); argv and env forms.
     results.append(probe_engine_identity(reference_url))

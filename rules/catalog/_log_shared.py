@@ -46,8 +46,12 @@ def restarts_note(logs: LogsData) -> str:
 
 
 def need_engine_log(ctx: Context) -> LogsData:
-    """The log, when it was read as some engine's (an unrecognised log states nothing these rules can judge)."""
+    """The log, when it was read as some engine's (an unrecognised log states nothing these rules can judge), by
+    a triage that records the log's events (a report from before them has no `source`)."""
     logs = log_of(ctx)
+    if logs.source is None:
+        raise MissingInput("the log was read by an older triage, which did not record what it states; run "
+                           "diagnose --from on the log itself")
     if logs.engine is None and not logs.events:
         raise MissingInput("the log holds no line of a known engine (vLLM, SGLang, TGI, llama.cpp, Ollama)")
     return logs

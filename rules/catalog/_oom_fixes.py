@@ -83,6 +83,57 @@ def _llamacpp(phase: str) -> list[str]:
     return [layers] if phase == "weight_load" else [ctx, layers]
 
 
+def _more_share(ctx: Context, logs: LogsData, event: LogEvent, knobs: dict[str, object], why: list[str],
+                evidence: dict[str, Any]) -> None:
+    share, now = _share(ctx, logs, +0.05)
+    if share is not None:
+        knobs.update(gpu_memory_utilization=f"{share:.2f}")
+        evidence["derived.memory_share_now"] = now
+    why.append(f"give the KV cache more of the GPU ({_share_flag(ctx)})" + ("" if share is not None else
+               ", by how much the log does not say: its current value is not in it, or a step up would pass "
+               f"{ctx.th('KV007.max_gpu_memory_utilization'):.2f}") + "; or free memory: fewer bytes per weight "
+               "or more GPUs")
+
+
+def _graphs(ctx: Context, logs: LogsData, event: LogEvent, knobs: dict[str, object], why: list[str],
+            evidence: dict[str, Any]) -> None:
+    share, now = _share(ctx, logs, -0.05)
+    if share is not None:
+        knobs.update(gpu_memory_utilization=f"{share:.2f}")
+        evidence["derived.memory_share_now"] = now
+    knobs.update(eager_mode=None)
+    why.append("leave room for the graphs with a lower memory share, or start without CUDA graphs (slower "
+               "decode, faster start)")
+
+
+def _warmup(ctx: Context, logs: LogsData, event: LogEvent, knobs: dict[str, object], why: list[str],
+            evidence: dict[str, Any]) -> None:
+    if event.batch_tokens:
+        knobs.update(max_num_batched_tokens=event.batch_tokens // 2)
+        why.append(f"halve the largest prefill to {event.batch_tokens // 2} tokens")
+    elif event.sequences and event.sequences > 1:
+        knobs.update(max_num_seqs=event.sequences // 2)
+        why.append(f"halve the sequences run at once to {event.sequences // 2} (the sampler warmed up "
+                   f"{event.sequences} dummy requests)")
+    else:
+        _batch(ctx, logs, knobs, why, ("max_num_seqs",))
+
+
+def _by_phase(phase: str, event: LogEvent):
+    """The fix builder for the phase the memory ran out in (an engine's own 'no memory for the KV cache' error
+    asks for more of the GPU whatever the phase)."""
+    if event.fact == "no_cache_memory" or (event.fact == "startup_failure" and phase == "kv_alloc"):
+        return _more_share
+    if phase == "weight_load":
+        return lambda ctx, logs, event, knobs, why, evidence: _weights(ctx, logs, knobs, why)
+    if phase == "cuda_graph":
+        return _graphs
+    if phase == "warmup":
+        return _warmup
+    keys = ("max_num_batched_tokens",) if phase in ("compile", "kv_alloc") else ("max_num_seqs", "max_model_len")
+    return lambda ctx, logs, event, knobs, why, evidence: _batch(ctx, logs, knobs, why, keys)
+
+
 def oom_relief(ctx: Context, logs: LogsData, event: LogEvent, phase: str,
                evidence: dict[str, Any]) -> tuple[dict[str, object], list[str]]:
     knobs: dict[str, object] = {}
@@ -90,37 +141,5 @@ def oom_relief(ctx: Context, logs: LogsData, event: LogEvent, phase: str,
     module = ctx.engine().module
     if module is not None and module.launcher is None:
         return knobs, _llamacpp(phase)
-    if phase == "weight_load":
-        _weights(ctx, logs, knobs, why)
-    elif event.fact in ("no_cache_memory",) or (event.fact == "startup_failure" and phase == "kv_alloc"):
-        share, now = _share(ctx, logs, +0.05)
-        if share is not None:
-            knobs.update(gpu_memory_utilization=f"{share:.2f}")
-            evidence["derived.memory_share_now"] = now
-        why.append(f"give the KV cache more of the GPU ({_share_flag(ctx)})" + ("" if share is not None else
-                   ", by how much the log does not say: its current value is not in it, or a step up would pass "
-                   f"{ctx.th('KV007.max_gpu_memory_utilization'):.2f}") + "; or free memory: fewer bytes per weight "
-                   "or more GPUs")
-    elif phase == "cuda_graph":
-        share, now = _share(ctx, logs, -0.05)
-        if share is not None:
-            knobs.update(gpu_memory_utilization=f"{share:.2f}")
-            evidence["derived.memory_share_now"] = now
-        knobs.update(eager_mode=None)
-        why.append("leave room for the graphs with a lower memory share, or start without CUDA graphs (slower "
-                   "decode, faster start)")
-    elif phase in ("compile", "kv_alloc"):
-        _batch(ctx, logs, knobs, why, ("max_num_batched_tokens",))
-    elif phase == "warmup":
-        if event.batch_tokens:
-            knobs.update(max_num_batched_tokens=event.batch_tokens // 2)
-            why.append(f"halve the largest prefill to {event.batch_tokens // 2} tokens")
-        elif event.sequences and event.sequences > 1:
-            knobs.update(max_num_seqs=event.sequences // 2)
-            why.append(f"halve the sequences run at once to {event.sequences // 2} (the sampler warmed up "
-                       f"{event.sequences} dummy requests)")
-        else:
-            _batch(ctx, logs, knobs, why, ("max_num_seqs",))
-    else:
-        _batch(ctx, logs, knobs, why, ("max_num_seqs", "max_model_len"))
+    _by_phase(phase, event)(ctx, logs, event, knobs, why, evidence)
     return knobs, why

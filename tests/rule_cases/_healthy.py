@@ -142,7 +142,8 @@ def healthy_probes() -> dict[str, Payload]:
                          num_preemption_lines=0, kv_cache_tokens=480000, num_gpu_blocks=30000, max_concurrency=58.6,
                          max_concurrency_tokens_per_request=8192, cuda_graph_hints=(), num_nccl_errors=0,
                          num_shm_broadcast_stalls=0, num_shm_broadcast_stalls_startup=0, num_oom_lines=0,
-                         weights_download_s=None),
+                         weights_download_s=None, source="--log", engine="vllm", engine_version="0.18.1",
+                         event_counts={}),
     }
 
 

@@ -24,8 +24,9 @@ DIAGNOSE_OPTIONS: OptionSpec = {
                   "told by the content.")),
     "fail_on": (str, typer.Option(None, "--fail-on", help="Exit 1 when a finding is at or above this severity "
                 "(critical, high, medium, low, info).")),
-    "log": (Path, typer.Option(None, "--log", help="A server log to scan (preemptions, slow tokenizer, KV size, "
-            "NCCL errors, shared-memory stalls).")),
+    "log": (Path, typer.Option(None, "--log", help="The server's log, read beside the live server per engine and "
+            "version: start-up failures and phases, KV size, preemptions, NCCL errors (docs/LOGS.md). For a log "
+            "alone, use --from.")),
     "kernel_log": (Path, typer.Option(None, "--kernel-log", help="A saved `dmesg` to scan for Xid errors, when "
                    "this user cannot read the kernel log.")),
     "bench_path": (Path, typer.Option(None, "--bench", help="A bench report whose levels the rules also judge.")),

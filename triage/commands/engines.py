@@ -115,6 +115,8 @@ def _engine_facts(module: Any, version: str | None) -> dict[str, Any]:
             "milestones": [{"version": m.version, "what": m.what} for m in module.milestones],
             "startup_markers": {f"{phase}.{edge}": list(forms)
                                 for (phase, edge), forms in startup_markers(module, version).items()},
+            "log_facts": {fact: [{"form": f.text, "claim": f.claim} for f in module.log_fact(fact, version)]
+                          for fact in module.log_facts if module.log_fact(fact, version)},
             "claims": cite(module.cited())}
 
 
@@ -136,6 +138,11 @@ def _print_facts(out: dict[str, Any]) -> None:
         con.print("Start-up log lines (triage coldstart, diagnose --log):", markup=False)
         for key, forms in out["startup_markers"].items():
             con.print(f"  {key}: " + " | ".join(repr(f) for f in forms), markup=False, soft_wrap=True)
+    if out["log_facts"]:
+        con.print("What its log states (diagnose --from, docs/LOGS.md):", markup=False)
+        for fact, forms in out["log_facts"].items():
+            texts = dict.fromkeys(f["form"] for f in forms)
+            con.print(f"  {fact}: " + " | ".join(repr(t) for t in texts), markup=False, soft_wrap=True)
     con.print("\nClaims (sentence [id: source lines]):", markup=False)
     for line in out["claims"]:
         con.print(f"- {line}", markup=False, soft_wrap=True)

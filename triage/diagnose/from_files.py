@@ -47,18 +47,21 @@ def sniff(path: Path) -> str:
     if b"\x00" in head:
         raise ReportError(f"{path}: a binary file, not a triage report, snapshot, bundle or text log")
     text = head.decode("utf-8", errors="replace").lstrip()
-    if text.startswith("{"):
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, OSError):
-            return "log"                         # a log whose first line is a JSON record
-        if isinstance(raw, dict) and "schema_version" in raw:
-            return "report"
-        if isinstance(raw, dict) and isinstance(raw.get("probes"), list):
-            return "snapshot"
-        raise ReportError(f"{path}: a JSON document that is neither a triage report nor a snapshot (no `probes` "
-                          "list), nor a log of one JSON record per line")
-    return "log"
+    return _json_kind(path) if text.startswith("{") else "log"
+
+
+def _json_kind(path: Path) -> str:
+    """A JSON document: a report or a snapshot; a file of one JSON record per line is a log."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError):
+        return "log"
+    if isinstance(raw, dict) and "schema_version" in raw:
+        return "report"
+    if isinstance(raw, dict) and isinstance(raw.get("probes"), list):
+        return "snapshot"
+    raise ReportError(f"{path}: a JSON document that is neither a triage report nor a snapshot (no `probes` "
+                      "list), nor a log of one JSON record per line")
 
 
 def _bundle_snapshot(path: Path, into: Path) -> Path:

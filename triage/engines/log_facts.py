@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 
 from triage.core.log_text import stamp_s
 from triage.engines.base import Engine, LogForm
@@ -41,12 +41,16 @@ class Hit:
     fact: str
     line_no: int                   # in the file (1-based)
     index: int                     # in the plain lines
-    at_s: float | None             # the line's own time stamp
     values: dict[str, float] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)
     line: str = ""
     claim: str = ""
     head: str = ""                 # the form's literal text before its first placeholder
+
+    @cached_property
+    def at_s(self) -> float | None:
+        """The line's own time stamp (read when asked: most hits never need it)."""
+        return stamp_s(self.line)
 
 
 @cache
@@ -79,7 +83,7 @@ def _value(raw: str) -> float | None:
 
 
 def _hit(c: Compiled, m: re.Match[str], line_no: int, index: int, line: str) -> Hit:
-    hit = Hit(c.fact, line_no, index, stamp_s(line), line=line.strip()[:400], claim=c.form.claim, head=c.head)
+    hit = Hit(c.fact, line_no, index, line=line.strip()[:400], claim=c.form.claim, head=c.head)
     for name, raw in zip(c.form.fields, m.groups(), strict=False):
         if not name or raw is None:
             continue
@@ -99,7 +103,7 @@ def _anchor(compiled: list[Compiled]) -> re.Pattern[str]:
 def _continues(line: str) -> bool:
     """A line that carries on the one before it (a page wrapped it): no time stamp, no level word or process tag
     of its own, and no `name: ` lead (llama.cpp's function prefixes, a Python exception)."""
-    return stamp_s(line) is None and not _RECORD.match(line) and not _LEAD.match(line)
+    return not _RECORD.match(line) and not _LEAD.match(line) and stamp_s(line) is None
 
 
 def _record(lines: list[tuple[int, str]], i: int) -> tuple[str, int]:
@@ -126,16 +130,15 @@ def _match(c: Compiled, line: str, joined: str, cut: list[str]) -> tuple[re.Matc
 
 def scan(lines: list[tuple[int, str]], compiled: list[Compiled]) -> list[Hit]:
     """Every record that one of the forms matches, in log order (a record gives at most one hit per fact). A
-    record is a line with the continuation lines a page wrapped off it; those are not read again on their own."""
+    record is a line with the continuation lines a page wrapped off it; those are not read again on their own. Only
+    a line that holds some form's leading text is looked at further (a log may be hundreds of thousands of lines)."""
     anchor = _anchor(compiled)
     out: list[Hit] = []
     skip_to = -1
     for i, (line_no, line) in enumerate(lines):
-        if i <= skip_to:
+        if i <= skip_to or not anchor.search(line):
             continue
         joined, n = _record(lines, i)
-        if not anchor.search(joined):
-            continue
         cut = [text.strip() for _, text in lines[i + 1:i + 1 + n]]
         seen: set[str] = set()
         for c in compiled:

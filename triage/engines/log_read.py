@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from triage.core.log_text import stamp_s
 from triage.engines.base import Engine
 from triage.engines.log_facts import Hit, forms_of, scan
 from triage.engines.registry import engines
@@ -22,6 +21,7 @@ from triage.engines.startup import PHASES
 from triage.engines.startup_log import markers_of
 
 IDENTITY_FACTS = ("start", "version", "config", "runner")      # lines only this engine writes
+IDENTIFY_LINES = 5000
 _PAIR = re.compile(r"([A-Za-z_][\w.]*)\s*(?:=|:\s)\s*")
 
 
@@ -38,7 +38,6 @@ class LogRead:
     version: str | None = None
     num_lines: int = 0
     start_indexes: list[int] = field(default_factory=list)     # where each start begins (plain-line index)
-    start_times_s: list[float | None] = field(default_factory=list)
     hits: list[Hit] = field(default_factory=list)              # of the last start, in log order
     phase_marks: list[PhaseMark] = field(default_factory=list)  # of the last start
     config: dict[str, str] = field(default_factory=dict)       # the config line's key -> raw value
@@ -48,9 +47,6 @@ class LogRead:
 
     def hits_of(self, fact: str) -> list[Hit]:
         return [h for h in self.hits if h.fact == fact]
-
-    def first(self, fact: str) -> Hit | None:
-        return next((h for h in self.hits if h.fact == fact), None)
 
     def last(self, fact: str) -> Hit | None:
         return next((h for h in reversed(self.hits) if h.fact == fact), None)
@@ -63,15 +59,18 @@ def _score(engine: Engine, lines: list[tuple[int, str]]) -> int:
 
 
 def identify(lines: list[tuple[int, str]], hint: str | None = None) -> Engine | None:
-    """The engine whose own lines match most of this log (`hint`: an engine already known, e.g. a live server's)."""
+    """The engine whose own lines match most of this log (`hint`: an engine already known, e.g. a live server's).
+    Judged on the log's first and last IDENTIFY_LINES lines: where engines state who they are (their start) and
+    what they did last."""
     candidates = [e for e in engines() if e.log_facts or e.log_markers]
     if hint is not None:
         named = [e for e in candidates if e.name == hint]
         if named:
             return named[0]
+    sample = lines if len(lines) <= 2 * IDENTIFY_LINES else lines[:IDENTIFY_LINES] + lines[-IDENTIFY_LINES:]
     best, best_n = None, 0
     for engine in candidates:
-        n = _score(engine, lines)
+        n = _score(engine, sample)
         if n > best_n:
             best, best_n = engine, n
     return best
@@ -86,13 +85,18 @@ def _version(hits: list[Hit]) -> str | None:
 
 
 def _phase_marks(lines: list[tuple[int, str]], engine: Engine, version: str | None) -> list[PhaseMark]:
+    """Where the engine's start-up markers (startup.py) stand in the log."""
     marks = markers_of(engine, version)
+    if not marks:
+        return []
+    anchor = re.compile("|".join(sorted({mk.head for mk in marks}, key=len, reverse=True)))
     out = []
     for i, (_, line) in enumerate(lines):
-        for mk in marks:
-            if mk.head and re.search(mk.head, line) and mk.pattern.search(line):
-                out.append(PhaseMark(i, mk.phase, mk.edge))
-                break
+        if not anchor.search(line):
+            continue
+        mark = next((mk for mk in marks if mk.pattern.search(line)), None)
+        if mark is not None:
+            out.append(PhaseMark(i, mark.phase, mark.edge))
     return out
 
 
@@ -108,12 +112,8 @@ def _starts(lines: list[tuple[int, str]], hits: list[Hit], marks: list[PhaseMark
     return [0, *starts[1:]] if starts else [0]
 
 
-def split_pairs(text: str) -> dict[str, str]:
-    """`a=1, b='x, y', c={...}` or `a: Some(1), b: "x"` (a Python repr, a Rust Debug print) -> raw values by key,
-    split at top-level commas only."""
-    body = text.strip()
-    if (m := re.match(r"^[\w.]*\s*[({]\s*", body)) and body.endswith((")", "}")):
-        body = body[m.end():-1]
+def _top_level(body: str) -> list[str]:
+    """The comma-separated items of `body`, split outside brackets and quotes only."""
     items, depth, quote, cur = [], 0, "", []
     for ch in body:
         if quote:
@@ -129,9 +129,17 @@ def split_pairs(text: str) -> dict[str, str]:
             cur = []
             continue
         cur.append(ch)
-    items.append("".join(cur))
+    return [*items, "".join(cur)]
+
+
+def split_pairs(text: str) -> dict[str, str]:
+    """`a=1, b='x, y', c={...}` or `a: Some(1), b: "x"` (a Python repr, a Rust Debug print) -> raw values by key,
+    split at top-level commas only."""
+    body = text.strip()
+    if (m := re.match(r"^[\w.]*\s*[({]\s*", body)) and body.endswith((")", "}")):
+        body = body[m.end():-1]
     out = {}
-    for item in items:
+    for item in _top_level(body):
         if m := _PAIR.match(item.strip()):
             value = item.strip()[m.end():].strip()
             if value.startswith("Some(") and value.endswith(")"):
@@ -152,7 +160,6 @@ def read_log(lines: list[tuple[int, str]], hint: str | None = None) -> LogRead:
     marks = _phase_marks(lines, engine, version)
     out.start_indexes = _starts(lines, [h for h in every if h.fact == "start"], marks)
     begin = out.start_indexes[-1] if out.start_indexes else 0
-    out.start_times_s = [stamp_s(lines[i][1]) for i in out.start_indexes]
     last = lines[begin:]
     hits = scan(last, forms_of(engine, version)) + scan(last, forms_of(RUNTIME))
     for h in hits:
