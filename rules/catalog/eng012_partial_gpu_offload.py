@@ -24,7 +24,8 @@ from triage.rules.registry import rule
         "the log shows memory to spare, ask for every layer (llama-server -ngl all).",
     references=("claim:llamacpp.log-offloaded", "claim:llamacpp.log-cuda-devices", "claim:ollama.log-offload-0.5",
                 "claim:ollama.log-offload-keys-0.5", "claim:llamacpp.flag-n-gpu-layers",
-                "claim:llamacpp.n-gpu-layers-auto", "claim:llamacpp.flag-ctx-size", "claim:llamacpp.flag-fit"),
+                "claim:llamacpp.n-gpu-layers-auto", "claim:llamacpp.flag-ctx-size", "claim:llamacpp.flag-fit",
+                "claim:ollama.options-num-ctx-num-gpu-0.5", "claim:ollama.options-num-ctx-num-gpu"),
 ))
 def eng012(ctx: Context) -> Hit | None:
     logs = need_engine_log(ctx)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from triage.core.probe_data import LogEvent, LogsData
-from triage.core.report import Certainty, Fix, Severity
+from triage.core.report import Certainty, FindingKind, Fix, Severity
 from triage.rules.base import Hit, RuleDoc
 from triage.rules.catalog._log_shared import (
     configured,
@@ -26,7 +26,9 @@ GIB = 2**30
     what="The server's log says the KV cache cannot hold one request of the configured maximum length, so the "
          "engine refused to start: vLLM V0's 'max seq len (N) is larger than the maximum number of tokens that can "
          "be stored in KV cache (M)', or V1's 'To serve at least one request with the model's max seq len (N), "
-         "X GiB KV cache is needed, which is larger than the available KV cache memory (Y GiB)'.",
+         "X GiB KV cache is needed, which is larger than the available KV cache memory (Y GiB)'. An engine that "
+         "starts anyway with a cache smaller than its maximum length (SGLang's max_total_num_tokens below its "
+         "context_len) is an opportunity: a request that long could never be admitted.",
     why="vLLM checks at start-up that one request of max_model_len tokens fits in the KV cache it could allocate "
         "after the weights and the profiled activations, and stops when it does not: the deployment serves "
         "nothing until the memory share or the context length changes.",
@@ -43,7 +45,7 @@ def kv007(ctx: Context) -> Hit | None:
     logs = need_engine_log(ctx)
     found = events(logs, "kv_below_max_len")
     if not found:
-        return None
+        return _started_too_small(ctx, logs)
     event = found[-1]
     max_len, fits = event.max_model_len or 0, event.kv_tokens
     evidence: dict[str, Any] = log_evidence(logs, event)
@@ -93,3 +95,23 @@ def _share_that_fits(ctx: Context, logs: LogsData, event: LogEvent, evidence: di
     evidence.update({"derived.gpu_total_gib": round(total / GIB, 2), "derived.gpu_memory_utilization_now": current,
                      "derived.gpu_memory_utilization_needed": share})
     return share if share <= ctx.th("KV007.max_gpu_memory_utilization") else None
+
+
+def _started_too_small(ctx: Context, logs: LogsData) -> Hit | None:
+    """An engine that starts anyway (SGLang, TGI, the reference engine) with a KV cache smaller than its maximum
+    length: a request that long can never be admitted. No request failed yet, so it is an opportunity: a context cap
+    at what the cache holds turns that failure into a clean rejection."""
+    kv, max_len = logs.kv_cache_tokens, configured(ctx, logs, "max_model_len")
+    if not kv or not isinstance(max_len, (int, float)) or kv >= max_len:
+        return None
+    cap = round_down(kv, 256) if kv >= 512 else kv
+    cmds, note = engine_flags({"max_model_len": cap}, ctx.engine())
+    return Hit(
+        title="The KV cache holds less than one request of the maximum length",
+        message=f"The server started with a KV cache of {kv:,} tokens and a maximum length of {int(max_len):,}: "
+                "a request that long can never be admitted.",
+        evidence={"logs.kv_cache_tokens": kv, "max_model_len": max_len, "derived.proposed_max_model_len_tokens": cap},
+        certainty=Certainty.CONFIRMED, impact=0.3, severity=Severity.LOW, kind=FindingKind.OPPORTUNITY,
+        fix=Fix(f"Cap the context at {cap:,} tokens, what the cache holds, so that longer requests are refused "
+                "up front." + note, cmds),
+    )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.incidents.build import Incident
 from tests.incidents.cases_other import nccl_incidents, offload_incidents, sglang_incidents, tgi_incidents
-from tests.incidents.cases_startup import capture_incidents, healthy
+from tests.incidents.cases_startup import capture_incidents, healthy, slow_load_incidents
 from tests.incidents.cases_vllm import incidents as vllm_incidents
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "incidents"
@@ -17,7 +17,7 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "incidents"
 
 def all_incidents() -> list[Incident]:
     out = [*vllm_incidents(), *sglang_incidents(), *tgi_incidents(), *offload_incidents(), *nccl_incidents(),
-           *capture_incidents(), *healthy()]
+           *capture_incidents(), *slow_load_incidents(), *healthy()]
     names = [i.name for i in out]
     assert len(names) == len(set(names)), "two incidents share a name"
     return out

@@ -30,6 +30,31 @@ def capture_incidents() -> list[Incident]:
     ]
 
 
+def _slow_load(name: str, url: str, model: str, gib: float, minutes: float, cause: str) -> Incident:
+    start_min = 10
+    end = start_min + int(minutes)
+    return Incident(name, url, "vllm", None, cause,
+                    (vllm0("12-20 09:59:50", "api_server.py:712") + "vLLM API server version 0.6.6",
+                     vllm0(f"12-20 {10 + start_min // 60:02d}:{start_min % 60:02d}:00", "model_runner.py:1094")
+                     + f"Starting to load model {model}...",
+                     vllm0(f"12-20 {10 + end // 60:02d}:{end % 60:02d}:00", "model_runner.py:1099")
+                     + fill("vllm.log-load-took-0.6", gib)),
+                    "NET006", ("--load-format fastsafetensors",), severity="medium",
+                    note=f"The thread states the minutes and the model; the GB are a {model.split('/')[-1]} "
+                         "checkpoint's in 16 bits, and the lines are 0.6's wording.")
+
+
+def slow_load_incidents() -> list[Incident]:
+    return [
+        _slow_load("vllm-slow-weight-load-2233", "https://github.com/vllm-project/vllm/issues/2233",
+                   "deepseek-ai/deepseek-llm-67b-chat", 124.8, 120, "the storage medium was the limit: after fixing "
+                   "it the 67B model loaded in 3 minutes"),
+        _slow_load("vllm-slow-weight-load-2253", "https://github.com/vllm-project/vllm/issues/2253",
+                   "baichuan-inc/Baichuan2-7B-Chat", 14.0, 15, "the 'high-speed' hard drive had a problem: "
+                   "replaced, the load took 2 minutes"),
+    ]
+
+
 def healthy() -> list[Incident]:
     return [
         Incident("vllm-v0-healthy-11903", "https://github.com/vllm-project/vllm/issues/11903", "vllm", "0.6.6",

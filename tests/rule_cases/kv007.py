@@ -39,6 +39,10 @@ def cases() -> list[Case]:
              snapshot(logs(engine="vllm", engine_version="0.10.2", events=(_v1(131072, 16.0, 0.71, 5632),)),
                       cfg(engine_version="0.10.2", gpu_memory_utilization=0.9),
                       gpu0(memory_total_bytes=24 * 2**30))),
+        case("opportunity_sglang_started_below_its_context", "SGLang started with 60000 KV tokens and a 131072-token "
+             "context", {**FIRES, "severity": "low", "kind": "opportunity", "commands": ["--context-length 59904"]},
+             snapshot(logs(engine="sglang", kv_cache_tokens=60000, config={"max_model_len": 131072}),
+                      cfg(engine="sglang", engine_version="0.5.9", max_model_len=None))),
         case("negative_a_start_that_fit", "The log shows a healthy start", PASSES,
              snapshot(logs(engine="vllm", engine_version="0.10.2"))),
         case("skipped_no_log", "No server log", {"fires": False, "skipped_reason": "logs"},

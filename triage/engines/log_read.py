@@ -168,6 +168,8 @@ def read_log(lines: list[tuple[int, str]], hint: str | None = None) -> LogRead:
     out.phase_marks = [m for m in marks if m.index >= begin]
     if (cfg := out.last("config")) is not None:
         _read_config(out, cfg, lines)
+    if (settings := out.last("settings")) is not None:          # settings a line states by field name
+        out.config_fields.update(settings.values)
     if last:
         out.first_line_no, out.last_line_no = last[0][0], last[-1][0]
     return out

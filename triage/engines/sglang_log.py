@@ -21,6 +21,13 @@ LOG_FACTS = {
                           ("kv_tokens",)),
                   LogForm(None, "KV Cache is allocated. #tokens: {num_tokens},", "sglang.log-kv-allocated",
                           ("kv_tokens",))),
+    # The scheduler's limits line, its fields named as server_config's: the context length it serves, its
+    # running-request cap and chunk size as it resolved them (defaults included).
+    "settings": (LogForm(None, "max_total_num_tokens={self.max_total_num_tokens}, chunked_prefill_size="
+                               "{server_args.chunked_prefill_size}, max_prefill_tokens={self.max_prefill_tokens}, "
+                               "max_running_requests={self.max_running_requests}, context_len="
+                               "{self.model_config.context_len},", "sglang.log-max-total-num-tokens-0.4",
+                         ("", "max_num_batched_tokens", "", "max_num_seqs", "max_model_len")),),
     "startup_failure": (LogForm(None, _NOT_ENOUGH, "sglang.log-not-enough-memory-0.4"),
                         LogForm(None, _NOT_ENOUGH, "sglang.log-not-enough-memory")),
     "retraction": (LogForm(None, _RETRACT, "sglang.log-retract-0.4", ("retracted",)),
