@@ -105,12 +105,7 @@ def read_tail(path: str, max_bytes: int = MAX_TAIL_BYTES) -> tuple[list[str], bo
     return lines, truncated
 
 
-def read_text(lines: list[str], source: str = "--log", engine_hint: str | None = None) -> dict:
-    """The `logs` payload's fields for these raw lines (one file)."""
-    return read_files([("", lines)], source, engine_hint)
-
-
-def read_files(files: list[tuple[str, list[str]]], source: str = "--log", engine_hint: str | None = None) -> dict:
+def read_files(files: list[tuple[str, list[str]]], source: str = "--log") -> dict:
     """The `logs` payload's fields for one log given as one or more files, oldest first (a rotated log): the
     generic scan, the start-up phases, and what the engine's own lines state (its last start judged, the earlier
     ones counted as restarts). Each event keeps the file and line it was read from."""
@@ -121,7 +116,7 @@ def read_files(files: list[tuple[str, list[str]]], source: str = "--log", engine
         parts.append((path, offset))
         plain += [(offset + n, text) for n, text in plain_lines("\n".join(lines))]
     texts = [t for _, t in plain]
-    read = read_log(plain, engine_hint)
+    read = read_log(plain)
     out = {**scan_lines(texts), "startup": startup_section(texts), "source": source, **evidence(read),
            **_sizes(read)}
     _localise(out, parts)
@@ -165,8 +160,7 @@ def _sizes(read: LogRead) -> dict:
     }
 
 
-def probe_logs(path: str | Sequence[str] | None, max_bytes: int = MAX_TAIL_BYTES, source: str = "--log",
-               engine_hint: str | None = None) -> ProbeResult:
+def probe_logs(path: str | Sequence[str] | None, max_bytes: int = MAX_TAIL_BYTES, source: str = "--log") -> ProbeResult:
     """`path`: the log, or its parts oldest first (each read up to `max_bytes` from its end)."""
     start = time.perf_counter()
 
@@ -188,7 +182,7 @@ def probe_logs(path: str | Sequence[str] | None, max_bytes: int = MAX_TAIL_BYTES
             return done(ProbeStatus.ERROR, f"{p}: {e.strerror or e}")
         files.append((p, lines))
         truncated |= cut
-    data = {"path": " + ".join(paths), "truncated": truncated, **read_files(files, source, engine_hint)}
+    data = {"path": " + ".join(paths), "truncated": truncated, **read_files(files, source)}
     return done(ProbeStatus.OK, None, data)
 
 

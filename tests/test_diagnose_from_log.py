@@ -85,7 +85,8 @@ def test_a_bundle_is_replayed_from_its_snapshot(tmp_path):
     res = cli("diagnose", "--from", str(log), "--bundle", str(bundle))
     assert res.exit_code == 0, res.output
     with tarfile.open(bundle) as tar:
-        assert any(m.name.endswith("snapshot.json") for m in tar.getmembers())
+        names = [m.name for m in tar.getmembers()]
+        assert any(n.endswith("snapshot.json") for n in names) and any(n.endswith("logs/server.log") for n in names)
     again = cli("diagnose", "--from", str(bundle))
     assert again.exit_code == 0, again.output
     assert "KV001" in again.output
@@ -111,6 +112,8 @@ def test_a_live_llama_server_log_diagnosed_offline(llama_server_parallel1):
     result = diagnose_logs([server.log], None, None, None)
     logs = result.snapshot.payload(LogsData)
     assert logs.engine == "llama.cpp", (logs.engine, server.log.read_text()[:2000])
+    cfg = result.snapshot.payload(ServerConfigData)
+    assert (cfg.max_num_seqs, cfg.max_model_len) == (1, 2048)      # --parallel 1 -c 2048: one slot of 2048 tokens
     assert not _loud(result), _loud(result)
 
 

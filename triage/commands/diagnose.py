@@ -83,7 +83,9 @@ def diagnose(req: DiagnoseRequest) -> int:
     if req.prometheus is not None:
         check_history(run)
     if req.bundle is not None:
-        written = write_bundle(req.bundle, run.result, str(req.log) if req.log else None)
+        from_log = req.from_path[-1] if req.from_path and run.result.discovery.how == "log" else None
+        log = req.log or from_log
+        written = write_bundle(req.bundle, run.result, str(log) if log else None)
         says.print(f"bundle written to {written}", markup=False)
     if run.result.interrupted:
         says.print("interrupted: the report holds what was measured before Ctrl-C", markup=False)

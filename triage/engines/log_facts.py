@@ -151,7 +151,3 @@ def scan(lines: list[tuple[int, str]], compiled: list[Compiled]) -> list[Hit]:
         if seen and n:
             skip_to = i + n
     return out
-
-
-def count_hits(lines: list[tuple[int, str]], compiled: list[Compiled]) -> int:
-    return len(scan(lines, compiled))

@@ -58,15 +58,10 @@ def _score(engine: Engine, lines: list[tuple[int, str]]) -> int:
     return 3 * sum(h.fact in IDENTITY_FACTS for h in hits) + len(hits) + len(marks)
 
 
-def identify(lines: list[tuple[int, str]], hint: str | None = None) -> Engine | None:
-    """The engine whose own lines match most of this log (`hint`: an engine already known, e.g. a live server's).
-    Judged on the log's first and last IDENTIFY_LINES lines: where engines state who they are (their start) and
-    what they did last."""
+def identify(lines: list[tuple[int, str]]) -> Engine | None:
+    """The engine whose own lines match most of this log, judged on its first and last IDENTIFY_LINES lines:
+    where engines state who they are (their start) and what they did last."""
     candidates = [e for e in engines() if e.log_facts or e.log_markers]
-    if hint is not None:
-        named = [e for e in candidates if e.name == hint]
-        if named:
-            return named[0]
     sample = lines if len(lines) <= 2 * IDENTIFY_LINES else lines[:IDENTIFY_LINES] + lines[-IDENTIFY_LINES:]
     best, best_n = None, 0
     for engine in candidates:
@@ -148,8 +143,8 @@ def split_pairs(text: str) -> dict[str, str]:
     return out
 
 
-def read_log(lines: list[tuple[int, str]], hint: str | None = None) -> LogRead:
-    engine = identify(lines, hint)
+def read_log(lines: list[tuple[int, str]]) -> LogRead:
+    engine = identify(lines)
     out = LogRead(num_lines=len(lines))
     if engine is None:
         out.hits = scan(lines, forms_of(RUNTIME))
