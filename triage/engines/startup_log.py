@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from functools import cache
 
+from triage.core.log_text import stamp_s
 from triage.engines.base import Engine
 from triage.engines.startup import LABELS, startup_markers
 
@@ -24,10 +24,9 @@ _VALUE = re.compile(r"^\s*([\d,]*\.?\d+)\s*(ms|µs|us|s|secs?|seconds|gib|gb|mib
 # Numbers an engine writes into the line outside the marker's own text (SGLang's f-strings span lines).
 _LOOSE_S = re.compile(r"(?:elapsed=|Time elapsed:\s*)([\d.]+)\s*s\b")
 _LOOSE_B = re.compile(r"mem usage=([\d.]+)\s*GB")
-# Time stamps: vLLM `INFO 11-21 15:07:28`, SGLang `[2025-01-01 12:00:00]`, TGI `2024-05-01T12:00:00.12Z`,
-# llama.cpp `0.00.017.782` (minutes.seconds.milliseconds.microseconds since start).
-_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(\.\d+)?")
-_MD = re.compile(r"\b(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(\.\d+)?\b")
+# Time stamps: llama.cpp's `0.00.017.782` (minutes.seconds.milliseconds.microseconds since start) here; the
+# wall-clock ones (vLLM `INFO 11-21 15:07:28`, SGLang `[2025-01-01 12:00:00]`, TGI `2024-05-01T12:00:00.12Z`) in
+# triage/core/log_text.py.
 _LLAMA = re.compile(r"^(\d+)\.(\d\d)\.(\d{3})\.(\d{3}) ")
 
 
@@ -71,16 +70,7 @@ def line_time(line: str) -> float | None:
     if m := _LLAMA.match(line):
         mi, s, ms, us = (int(g) for g in m.groups())
         return mi * 60 + s + ms / 1e3 + us / 1e6
-    if m := _ISO.search(line):
-        y, mo, d, h, mi, s = (int(g) for g in m.groups()[:6])
-        return datetime(y, mo, d, h, mi, s).timestamp() + float(m.group(7) or 0)
-    if m := _MD.search(line):
-        mo, d, h, mi, s = (int(g) for g in m.groups()[:5])
-        try:
-            return datetime(2000, mo, d, h, mi, s).timestamp() + float(m.group(6) or 0)
-        except ValueError:
-            return None
-    return None
+    return stamp_s(line)
 
 
 def _numbers(marker: Marker, m: re.Match[str], line: str) -> tuple[float | None, int | None]:
