@@ -3,7 +3,8 @@
 A vLLM log of --mib MiB is built from an incident's lines (tests/fixtures/incidents/) and a serving tail of stats
 lines and access-log lines, the mix a busy server writes. Measured, best of --repeats, in this process:
 - `scan`: probes/logs.scan_lines, the engine-independent single pass (slow tokenizer, CUDA-graph lines,
-  shared-memory stalls, OOM lines): the baseline, about what the probe did before logs were read per engine;
+  shared-memory stalls, OOM lines; one literal search of each lower-cased line): the baseline, the floor any
+  reading of these lines pays;
 - `plain`: triage/core/log_text.plain_lines, undoing what pasting does;
 - `read`: probes/logs.read_files, everything the `logs` probe does (plain lines, the engine's facts at its
   version, the start-up phases, the typed evidence).

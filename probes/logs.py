@@ -25,21 +25,35 @@ from triage.probes.registry import ProbeRun, register
 MAX_TAIL_BYTES = 64 * 2**20
 MAX_KEPT_LINES = 10
 
-_SLOW_TOKENIZER = re.compile(r"Using a slow tokenizer", re.I)
-_CUDA_GRAPH = re.compile(r"CUDA graph|cuda_graph|Graph capturing|capturing CUDA", re.I)
-_SHM_STALL = re.compile(r"No available shared memory broadcast block", re.I)
+def _any_of(*texts: str) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(t) for t in texts), re.I)
+
+
+_SLOW_TOKENIZER_TEXT = ("Using a slow tokenizer",)
+_CUDA_GRAPH_TEXT = ("CUDA graph", "cuda_graph", "Graph capturing", "capturing CUDA")
+_SHM_STALL_TEXT = ("No available shared memory broadcast block",)
+_OOM_TEXT = ("CUDA out of memory", "OutOfMemoryError")
 # Startup vs serving: each engine module lists the lines that open its startup and say it serves, per version
 # (vLLM: "vLLM API server version X" up to 0.14; from 0.15 a logo whose line reads "█ ▀▄▀ █  version X" by
 # default, or "vLLM server version X, serving model M" with VLLM_DISABLE_LOG_LOGO, claims
-# vllm.api-server-version-log-0.14, vllm.startup-logo, vllm.server-version-log-0.15; uvicorn's "Application startup complete." once it serves). vLLM's shm_broadcast
-# warning says it "typically happens" during compilation or weight/KV-cache quantization, i.e. at startup,
-# where it is not a stall.
-_START = re.compile("|".join(re.escape(m) for e in engines() for m in e.log_marker("api_server_start")), re.I)
-_READY = re.compile("|".join(re.escape(m) for e in engines() for m in e.log_marker("ready")), re.I)
-_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError", re.I)
+# vllm.api-server-version-log-0.14, vllm.startup-logo, vllm.server-version-log-0.15; uvicorn's "Application
+# startup complete." once it serves). vLLM's shm_broadcast warning says it "typically happens" during compilation
+# or weight/KV-cache quantization, i.e. at startup, where it is not a stall.
+_START_TEXT = tuple(m for e in engines() for m in e.log_marker("api_server_start"))
+_READY_TEXT = tuple(m for e in engines() for m in e.log_marker("ready"))
 # vLLM model_executor/model_loader/weight_utils.py logs this when fetching the weights took > 0.5 s:
 # "Time spent downloading weights for <model>: 508.576789 seconds"
-_DOWNLOAD = re.compile(r"Time spent downloading weights for \S+: ([\d.]+) seconds")
+_DOWNLOAD_HEAD = "Time spent downloading weights for "
+_SLOW_TOKENIZER, _CUDA_GRAPH, _SHM_STALL = _any_of(*_SLOW_TOKENIZER_TEXT), _any_of(*_CUDA_GRAPH_TEXT), \
+    _any_of(*_SHM_STALL_TEXT)
+_START, _READY, _OOM = _any_of(*_START_TEXT), _any_of(*_READY_TEXT), _any_of(*_OOM_TEXT)
+_DOWNLOAD = re.compile(re.escape(_DOWNLOAD_HEAD) + r"\S+: ([\d.]+) seconds")
+# One search of the lower-cased line for any of them: a case-insensitive alternation is several times slower
+# (benchmarks/log_reading.py).
+_ANY_LOWER = re.compile("|".join(re.escape(t.lower()) for t in (
+    *_SLOW_TOKENIZER_TEXT, *_CUDA_GRAPH_TEXT, *_SHM_STALL_TEXT, *_OOM_TEXT, *_START_TEXT, *_READY_TEXT,
+    _DOWNLOAD_HEAD)))
+
 
 def scan_lines(lines: list[str]) -> dict:
     """What any log may hold whatever the engine: a slow tokenizer, CUDA-graph lines, shared-memory stalls (at
@@ -51,6 +65,8 @@ def scan_lines(lines: list[str]) -> dict:
     }
     starting = False  # between a startup line and the server's ready line
     for line in lines:
+        if not _ANY_LOWER.search(line.lower()):       # the many lines that hold none of these
+            continue
         if _START.search(line):
             starting = True
         elif _READY.search(line):

@@ -149,7 +149,8 @@ def read_log(lines: list[tuple[int, str]]) -> LogRead:
     if engine is None:
         out.hits = scan(lines, forms_of(RUNTIME))
         return out
-    every = scan(lines, forms_of(engine))
+    # Who and which version first (only the identity lines: a cheap pass), then every fact at that version once.
+    every = scan(lines, [c for c in forms_of(engine) if c.fact in IDENTITY_FACTS])
     out.engine, version = engine.name, _version(every)
     out.version = version
     marks = _phase_marks(lines, engine, version)
