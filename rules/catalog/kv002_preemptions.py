@@ -28,8 +28,10 @@ def _from_log(logs: LogsData, evidence: dict[str, Any]) -> tuple[bool, float, fl
     """(measured, preemptions, running at the peak) from the server's own log: vLLM V0's warning with its running
     total, V1's stats line (0.33), SGLang's retractions. Read only where no live window measured the counter:
     beside a live server, the log's preemptions are history."""
-    if logs.engine is None or not logs.preemptions_total:
-        return logs.engine is not None and bool(logs.stats), 0.0, None
+    if not logs.preemptions_total:
+        # Not every version writes a line per preemption (vLLM V1 before its stats line carried them), so a log
+        # without one does not show there were none.
+        return False, 0.0, None
     evidence["logs.preemptions_total"] = logs.preemptions_total
     if logs.preemptions_per_s is not None:
         evidence["logs.preemptions_per_s"] = logs.preemptions_per_s
@@ -71,7 +73,7 @@ def kv002(ctx: Context) -> Hit | None:
         from_log = seen
     if not seen:
         raise MissingInput("the preemption counter was not measured over a window (no server /metrics), and no "
-                           "server log states preemptions")
+                           "server log states preemptions (not every engine version logs them)")
     if not evidence:
         return None
     engine = ctx.engine()
