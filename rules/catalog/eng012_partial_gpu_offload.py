@@ -5,7 +5,7 @@ from typing import Any
 
 from triage.core.probe_data import LogsData
 from triage.core.report import Certainty, Fix, Severity
-from triage.rules.base import Hit, RuleDoc
+from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.catalog._log_shared import need_engine_log
 from triage.rules.context import Context
 from triage.rules.fmt import gib
@@ -30,7 +30,9 @@ from triage.rules.registry import rule
 def eng012(ctx: Context) -> Hit | None:
     logs = need_engine_log(ctx)
     on_gpu, total = logs.gpu_layers_offloaded, logs.gpu_layers_total
-    if on_gpu is None or not total or on_gpu >= total:
+    if on_gpu is None or not total:
+        raise MissingInput("the log states no layer offload (llama.cpp's and Ollama's do)")
+    if on_gpu >= total:
         return None
     if on_gpu == 0 and not logs.gpu_devices and logs.offload_available_bytes is None:
         return None                     # a CPU-only build: nothing was meant for a GPU
