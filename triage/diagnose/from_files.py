@@ -86,7 +86,8 @@ def _unknown_host() -> HostInfo:
 
 def _config_result(logs: LogsData) -> ProbeResult:
     """server_config from the log's own config line, each field's source `log`."""
-    fields = dict(logs.config or {})
+    known = ServerConfigData.__dataclass_fields__
+    fields = {k: v for k, v in (logs.config or {}).items() if k in known}
     if logs.engine:
         fields.setdefault("engine", logs.engine)
     if logs.engine_version:
