@@ -241,10 +241,18 @@ def test_a_large_arena_is_advised_for_huge_pages_and_starts_on_one(monkeypatch):
     assert "hg" in _vm_flags(big.data_ptr())             # MADV_HUGEPAGE, before any page was touched
     big.fill_(7)                                         # the tensor keeps its mapping alive: writable, readable
     assert int(big[-1]) == 7
-    small = qw._arena(1000)                              # under one huge page: ordinary memory
-    assert small.numel() == 1000 and "hg" not in _vm_flags(small.data_ptr())
+    # Ordinary memory below one huge page, and with huge pages turned off: no advised mapping is made. (Whether
+    # the allocator's memory then sits in a VMA some earlier mapping advised is the allocator's business: reading
+    # VmFlags there failed on an EPYC host and once on a Xeon in CI.)
+    def no_mapping(*args, **kwargs):
+        raise AssertionError("an advised mapping was made for an arena that should be ordinary memory")
+
+    monkeypatch.setattr(qw.mmap, "mmap", no_mapping)
+    small = qw._arena(1000)
+    assert small.numel() == 1000 and int(small.count_nonzero()) == 0
     monkeypatch.setattr(qw, "ARENA_HUGE_PAGES", False)
-    assert "hg" not in _vm_flags(qw._arena(3 * qw.HUGE_PAGE_BYTES).data_ptr())
+    plain = qw._arena(3 * qw.HUGE_PAGE_BYTES)
+    assert plain.numel() == 3 * qw.HUGE_PAGE_BYTES and int(plain.count_nonzero()) == 0
 
 
 @pytest.mark.parametrize("scheme,other", [("fp8", "dequant"), ("int4", "int4pack_cpu")])
