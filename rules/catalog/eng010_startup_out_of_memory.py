@@ -24,7 +24,8 @@ MEMORY_FACTS = ("oom", "startup_failure", "no_cache_memory")
          "run, KV allocation, CUDA-graph capture, warm-up, or serving.",
     why="Each phase takes memory for a different reason, so each has its own fix: weights that do not fit need "
         "more GPUs or fewer bytes per weight; a profiling run or warm-up that does not fit needs a smaller batch; "
-        "graphs need room the KV cache took; an OOM while serving needs fewer sequences or shorter ones (seed 000: "
+        "graphs need room the KV cache took; an OOM while serving needs fewer sequences or shorter ones (\"Why Your "
+        "LLM Inference Is Slow\", Spheron, 2026: "
         "OOM errors mid-generation → lower --max-model-len or --max-num-seqs).",
     example="logs.oom.phase = cuda_graph, logs.oom.line = 'torch.OutOfMemoryError: CUDA out of memory. Tried to "
             "allocate 112.00 MiB. GPU 0 has a total capacity of 44.35 GiB of which 53.38 MiB is free.'",
@@ -32,7 +33,8 @@ MEMORY_FACTS = ("oom", "startup_failure", "no_cache_memory")
         "`--max-num-batched-tokens`; no KV left: a larger memory share; CUDA graphs: a lower memory share or "
         "`--enforce-eager`; warm-up: a smaller `--max-num-seqs` (vLLM's sampler) or `--max-batch-prefill-tokens` "
         "(TGI); serving: a smaller `--max-num-seqs` or `--max-model-len`.",
-    references=("seed 000 quick reference (OOM errors mid-generation → lower --max-model-len or --max-num-seqs)",
+    references=("\"Why Your LLM Inference Is Slow (And How to Fix It)\", Spheron blog, 2026-03-29: OOM errors "
+                "mid-generation → lower --max-model-len or --max-num-seqs",
                 "claim:runtime.torch-oom-2.1", "claim:vllm.log-no-cache-memory-0.6", "claim:vllm.log-no-cache-memory",
                 "claim:sglang.log-not-enough-memory", "claim:tgi.log-prefill-oom", "claim:tgi.log-decode-graph-oom",
                 "claim:llamacpp.log-cuda-malloc-failed", "claim:llamacpp.log-kv-alloc-failed",
