@@ -16,7 +16,8 @@ from triage.core.log_text import plain_lines
 from triage.core.probe_data import LogsData
 from triage.core.redact import redact_text
 from triage.core.snapshot import ProbeResult, ProbeStatus
-from triage.engines import engines
+from triage.engines import engines, get
+from triage.engines.base import Engine
 from triage.engines.log_read import LogRead, read_log
 from triage.engines.startup_log import candidate_lines, guess_engine, parse_startup
 from triage.probes.log_evidence import evidence
@@ -95,10 +96,12 @@ def _read_sizes(line: str, out: dict) -> None:
             out["weights_download_s"] = max(seconds, out["weights_download_s"] or 0.0)
 
 
-def startup_section(lines: list[str]) -> dict | None:
-    """The start-up phases of the engine whose markers the log shows (None: no start-up in it)."""
+def startup_section(lines: list[str], engine: Engine | None = None) -> dict | None:
+    """The start-up phases of `engine` (the one the reader identified), else of the engine whose markers the log
+    shows (None: no start-up in it)."""
     pairs = [(None, line) for line in candidate_lines(lines, engines())]
-    engine = guess_engine(pairs, engines())
+    if engine is None or not engine.log_markers:
+        engine = guess_engine(pairs, engines())
     if engine is None:
         return None
     out = parse_startup(pairs, engine).to_dict()
@@ -133,7 +136,8 @@ def read_files(files: list[tuple[str, list[str]]], source: str = "--log") -> dic
         plain += [(offset + n, text) for n, text in plain_lines("\n".join(lines))]
     texts = [t for _, t in plain]
     read = read_log(plain)
-    out = {**scan_lines(texts), "startup": startup_section(texts), "source": source, **evidence(read),
+    out = {**scan_lines(texts), "startup": startup_section(texts, get(read.engine)), "source": source,
+           **evidence(read),
            **_sizes(read)}
     _localise(out, parts)
     return out

@@ -4,8 +4,8 @@
 
 A fact's forms live in the engine's module (`Engine.log_facts`, each a `LogForm` citing its source lines in the
 ledger); what torch and NCCL print whatever the engine serves with is in `runtime_log.py`. A form's placeholders
-(`%d`, `%.2f`, `%s`, `{}`, `{name:.2f}`, `{:?}`) become groups, named by the form's `fields`. A line a web page
-wrapped is read joined to the next one when its head matched and the rest did not.
+(`%d`, `%.2f`, `%s`, `{}`, `{name:.2f}`, `{:?}`) become groups, named by the form's `fields`. A line is read
+with the continuation lines a web page wrapped off it (a record).
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from triage.engines.log_facts import Hit, forms_of, scan
 from triage.engines.registry import engines
 from triage.engines.runtime_log import RUNTIME
 from triage.engines.startup import PHASES
-from triage.engines.startup_log import markers_of
+from triage.engines.startup_log import marker_anchor, markers_of
 
 IDENTITY_FACTS = ("start", "version", "config", "runner")      # lines only this engine writes
 IDENTIFY_LINES = 5000
@@ -84,7 +84,7 @@ def _phase_marks(lines: list[tuple[int, str]], engine: Engine, version: str | No
     marks = markers_of(engine, version)
     if not marks:
         return []
-    anchor = re.compile("|".join(sorted({mk.head for mk in marks}, key=len, reverse=True)))
+    anchor = marker_anchor(marks)
     out = []
     for i, (_, line) in enumerate(lines):
         if not anchor.search(line):

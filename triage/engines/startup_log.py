@@ -129,7 +129,7 @@ class Startup:
         return next((p for p in self.phases if p.phase == name), None)
 
 
-def _anchor(marks: list[Marker]) -> re.Pattern[str]:
+def marker_anchor(marks: list[Marker]) -> re.Pattern[str]:
     """One alternation of each marker's literal text up to its first placeholder: a cheap filter that lets only
     candidate lines reach the markers' own patterns (a 64 MiB log is hundreds of thousands of lines)."""
     heads = {mk.head for mk in marks if mk.head}
@@ -138,7 +138,7 @@ def _anchor(marks: list[Marker]) -> re.Pattern[str]:
 
 def _events(lines, marks: list[Marker]) -> list[tuple[float | None, Marker, float | None, int | None, str]]:
     out = []
-    anchor = _anchor(marks)
+    anchor = marker_anchor(marks)
     lines = list(lines)
     for i, (t, line) in enumerate(lines):
         if not anchor.search(line):
@@ -276,7 +276,7 @@ def _take_out_contained(phases: list[Phase], engine: Engine, version: str | None
 def candidate_lines(lines: list[str], candidates: tuple[Engine, ...]) -> list[str]:
     """The lines any of these engines' markers could match, each with the line before it (its time stamp, for an
     unstamped one) and the log's first line (the start of its clock): what parsing a long log needs."""
-    anchor = _anchor([mk for e in candidates for mk in markers_of(e)])
+    anchor = marker_anchor([mk for e in candidates for mk in markers_of(e)])
     keep = {0} if lines else set()
     for i, line in enumerate(lines):
         if anchor.search(line):
