@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-import triage.core.engine_truth as engine_truth
+import triage.engines.truth as engine_truth
 from triage.core.probe_data import ServerConfigData
 from triage.core.redact import redact_argv
 from triage.core.snapshot import ProbeResult, ProbeStatus

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import triage.core.engine_truth as engine_truth
+import triage.engines.truth as engine_truth
 from triage.engines import Knob, NoEquivalent, get, with_flag_tables
 
 __all__ = ["DISABLING_FLAGS", "DISABLING_OTHER", "KNOBS", "LAUNCHERS", "PRETTY", "Knob", "NoEquivalent", "Rendered",

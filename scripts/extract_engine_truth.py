@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build triage's engine truth tables from the engines' own source.
 
-    python scripts/extract_engine_truth.py [--cache DIR] [--out triage/core/engine_truth]
+    python scripts/extract_engine_truth.py [--cache DIR] [--out triage/engines/truth]
 
 vLLM and SGLang: the published source distributions are downloaded from PyPI (never installed; a wheel
 when a release has no sdist), checked against the index's sha256, and the argument parser, config

@@ -1,5 +1,5 @@
 """Conformance: every flag a rule can print exists in the engine version it is printed for, with a value
-that version's parser accepts (triage/core/engine_truth, extracted from the engines' own source).
+that version's parser accepts (triage/engines/truth, extracted from the engines' own source).
 
 Two walks: (1) every knob x engine x tabled version through the fix builder; (2) every rule fixture,
 re-run as if the server were each engine at each tabled version (and at an unknown version), with every
@@ -14,9 +14,9 @@ import shlex
 
 import pytest
 
-import triage.core.engine_truth as et
+import triage.engines.truth as et
 from tests.rules_fixtures import FIXTURES, load_case
-from triage.core.engine_truth import version_key
+from triage.engines.truth import version_key
 from triage.engines import get
 from triage.rules import evaluate
 from triage.rules.engine_flags import DISABLING_FLAGS, KNOBS, LAUNCHERS, Knob, NoEquivalent, render

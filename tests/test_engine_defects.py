@@ -1,8 +1,8 @@
 """The engine-truth issue's numbered defects, each pinned to what the engine's source says (the tables in
-triage/core/engine_truth/). Before the tables, triage printed the wrong thing in every one of these."""
+triage/engines/truth/). Before the tables, triage printed the wrong thing in every one of these."""
 from __future__ import annotations
 
-import triage.core.engine_truth as truth
+import triage.engines.truth as truth
 from triage.rules.engine_flags import engine_flags
 from triage.rules.engine_info import DISABLING_FLAGS
 

@@ -1,5 +1,5 @@
 """scripts/engine_truth/ (behind scripts/extract_engine_truth.py) on small made-up sources: no network,
-no engine archives. The committed tables in triage/core/engine_truth/ are tested elsewhere."""
+no engine archives. The committed tables in triage/engines/truth/ are tested elsewhere."""
 from __future__ import annotations
 
 import subprocess

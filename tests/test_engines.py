@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import triage.core.engine_truth as truth
+import triage.engines.truth as truth
 from tests.rules_fixtures import bench, snapshot
 from triage.cli import app
 from triage.core.report import BenchSection

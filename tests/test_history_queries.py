@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-import triage.core.engine_truth as truth
+import triage.engines.truth as truth
 from triage.probes.history_queries import ENGINE_MARKERS, ENGINE_QUERIES, GPU_QUERIES, render
 from triage.probes.prometheus_history import probe_history
 

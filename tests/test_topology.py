@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from tests.capture_server import CaptureServer
 from tests.rules_fixtures_topology import window
 from triage.cli import app
-from triage.core.engine_truth import metric_names, table
+from triage.engines.truth import metric_names, table
 from triage.engines import engines
 from triage.engines.claims import ledger
 from triage.probes.server_config import parse_flags

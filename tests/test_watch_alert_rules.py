@@ -8,7 +8,7 @@ import subprocess
 import yaml
 from typer.testing import CliRunner
 
-import triage.core.engine_truth as truth
+import triage.engines.truth as truth
 from tests.live_prometheus import PROMTOOL, needs_promtool
 from triage.cli import app
 from triage.watch import alert_rules

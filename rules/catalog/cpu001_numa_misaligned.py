@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import triage.core.engine_truth as truth
+import triage.engines.truth as truth
 from triage.core.probe_data import (
     CpuData,
     ServerProcessData,

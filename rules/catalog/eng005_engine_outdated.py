@@ -9,7 +9,7 @@ only partly right; triage follows the source.
 """
 from __future__ import annotations
 
-from triage.core.engine_truth import version_key
+from triage.engines.truth import version_key
 from triage.core.probe_data import LogsData, ServerProcessData
 from triage.core.report import Certainty, FindingKind, Fix, Severity
 from triage.engines.base import Milestone

@@ -27,7 +27,7 @@ def write(table: dict[str, Any], out: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=DESCRIPTION)
     ap.add_argument("--cache", type=Path, default=Path("/tmp/triage-engine-truth"))
-    ap.add_argument("--out", type=Path, default=ROOT / "triage/core/engine_truth")
+    ap.add_argument("--out", type=Path, default=ROOT / "triage/engines/truth")
     ap.add_argument("--tgi-sources", type=Path, default=ROOT / "scripts/engine_sources/tgi")
     ap.add_argument("--only", choices=("vllm", "sglang", "tgi"), action="append")
     ap.add_argument("--version", action="append", help="only these versions (repeatable); default: all listed")

@@ -17,7 +17,7 @@ app = typer.Typer(help="The engines triage knows: `list` them with their tabled 
 
 
 def _provenance(engine: str, version: str) -> dict:
-    import triage.core.engine_truth as truth
+    import triage.engines.truth as truth
 
     prov = truth.table(engine, version).provenance
     return {"version": version, "source": prov.get("package") or f"{prov.get('repository')}@{prov.get('tag')}",
@@ -32,7 +32,7 @@ def _provenance(engine: str, version: str) -> dict:
 @funnel
 def list_engines(fmt: str = typer.Option("text", "--format", help="Output: text or json.")) -> int:
     """Every engine triage recognises, and the versions whose flags, defaults and metrics are tabled."""
-    import triage.core.engine_truth as truth
+    import triage.engines.truth as truth
     from triage.engines import engines
 
     if fmt not in ("text", "json"):
@@ -102,7 +102,7 @@ def _knob_facts(module: Any, knob: str, version: str | None, table: Any) -> dict
 
 def _engine_facts(module: Any, version: str | None) -> dict[str, Any]:
     """What `engines show` says of one engine at a version, as the JSON it prints."""
-    import triage.core.engine_truth as truth
+    import triage.engines.truth as truth
     from triage.engines import cite
     from triage.engines.startup import startup_markers
 

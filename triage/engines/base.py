@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from triage.core.engine_truth import version_key
+from triage.engines.truth import version_key
 
 Version = tuple[int, int, int]
 

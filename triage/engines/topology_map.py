@@ -3,7 +3,7 @@ label names the disaggregation role, which series time the KV transfer between p
 which count the KV offload tier's traffic and hits, which summarise the MoE experts' balance.
 
 Declared per engine (triage/engines/vllm.py, sglang.py), read by probes/prom_topology.py. Every name here is in
-the engine's truth table (triage/core/engine_truth) or cited by a claim (triage/engines/ledger): a test checks.
+the engine's truth table (triage/engines/truth) or cited by a claim (triage/engines/ledger): a test checks.
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """vLLM: its knobs per version, its defaults and its log markers. Flags are checked against the truth tables
-(triage/core/engine_truth/vllm-*.json, every minor from 0.6); each behaviour sentence cites the ledger."""
+(triage/engines/truth/vllm-*.json, every minor from 0.6); each behaviour sentence cites the ledger."""
 from __future__ import annotations
 
-import triage.core.engine_truth as truth
+import triage.engines.truth as truth
 from triage.engines import promql as pq
 from triage.engines.base import Engine, Identity, Knob, Launch, Milestone, NoEquivalent, Since, Version
 from triage.engines.metrics import MetricMap, mean, mx, s

@@ -5,12 +5,12 @@ rests on. Where a flag can override one, the flag is named.
 """
 from __future__ import annotations
 
-import triage.core.engine_truth as engine_truth
+import triage.engines.truth as engine_truth
 
 GIB = 2**30
 
 # vLLM's own default for --gpu-memory-utilization, from the newest tabled release's source
-# (vllm/config/cache.py: 0.9 up to 0.18, 0.92 from 0.31; triage/core/engine_truth).
+# (vllm/config/cache.py: 0.9 up to 0.18, 0.92 from 0.31; triage/engines/truth).
 PLAN_VLLM_VERSION = engine_truth.newest("vllm")
 DEFAULT_GPU_MEMORY_UTILIZATION = float(engine_truth.default("vllm", "gpu_memory_utilization")[0] or 0.9)
 # vLLM's default --max-num-seqs on GPUs under 70 GiB (and A100s); larger GPUs get 1024 (plan/inputs.py asks

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import shlex
 
-import triage.core.engine_truth as engine_truth
+import triage.engines.truth as engine_truth
 from triage.plan import assumptions as A
 from triage.plan.inputs import PlanInputs
 

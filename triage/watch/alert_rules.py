@@ -8,7 +8,7 @@
   at the same request rate. They read the engine's raw series with `offset 7d`, so they work from the
   first day Prometheus holds a week of history (no recorded history needed).
 
-Every vLLM metric name here comes from the engine-truth tables (triage/core/engine_truth), as exposed:
+Every vLLM metric name here comes from the engine-truth tables (triage/engines/truth), as exposed:
 counters with `_total`, histograms with `_bucket`.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-import triage.core.engine_truth as truth
+import triage.engines.truth as truth
 
 TTFT_RISE_X = 1.25          # alert when TTFT p99 is this many times last week's
 TRAFFIC_GROWTH_X = 1.5      # ... unless the request rate grew this much (then traffic explains it)
