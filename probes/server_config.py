@@ -18,7 +18,7 @@ import triage.engines.truth as engine_truth
 from triage.core.probe_data import ServerConfigData
 from triage.core.redact import redact_argv
 from triage.core.snapshot import ProbeResult, ProbeStatus
-from triage.engines import engines
+from triage.engines import assumed, engines
 from triage.engines import get as engine_by_name
 from triage.engines import normalise as normalise_engine
 from triage.probes.http import HttpFailure, HttpGet, base_url, http_get
@@ -37,7 +37,7 @@ FIELDS = ("model", "max_model_len", "gpu_memory_utilization", "max_num_seqs", "m
 def _config_module(engine: str | None):
     """The engine module whose flags this engine's command takes (the reference engine takes vLLM's), or vLLM's
     for an engine triage does not know (the most common launcher)."""
-    module = engine_by_name(engine) or engine_by_name("vllm")
+    module = engine_by_name(engine) or assumed()
     return engine_by_name(module.flags_like) if module is not None and module.flags_like else module
 
 
@@ -337,7 +337,7 @@ def probe_server_config(url: str | None, cmdline: Sequence[str] | None = None, e
         engine = normalise_engine(metrics_engine)
     bad_flags: list[str] = []
     if argv:
-        parsed, bad_flags = parse_flags(argv, engine or "vllm")
+        parsed, bad_flags = parse_flags(argv, engine or assumed().name)
         settings.put_all(parsed, "cmdline")
     if environ and engine:
         settings.put_all(parse_env(environ, engine), "environment")

@@ -7,9 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from triage.core.errors import UsageError
+from triage.engines import known_names
 from triage.rules.thresholds import THRESHOLDS
-
-ENGINES = ("vllm", "sglang", "tgi", "reference", "ollama", "llama.cpp", "hf-generate", "openai-compatible")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +46,8 @@ class RulesConfig:
                 problems.append(_unknown("threshold", key, list(THRESHOLDS)))
             elif isinstance(value, bool) or not isinstance(value, (int, float)):
                 problems.append(f"threshold {key} must be a number, got {value!r}")
-        if self.target_engine is not None and self.target_engine not in ENGINES:
-            problems.append(_unknown("engine", self.target_engine, list(ENGINES)))
+        if self.target_engine is not None and self.target_engine.lower() not in known_names():
+            problems.append(_unknown("engine", self.target_engine, list(known_names())))
         if problems:
             raise UsageError("; ".join(problems) + ". `triage rules list` shows the codes and thresholds.")
 

@@ -8,6 +8,8 @@
 - A "git" claim is read with `git show TAG:PATH` from a local clone named with --git ORIGIN=DIR; TGI's
   files may instead sit in scripts/engine_sources/tgi/<tag>/ (the extraction inputs). Its ref may be a commit.
 - A "local" claim is read from this repository's working tree (the reference engine's own log lines).
+- A claim over a range of releases is checked at both ends: its lines at `ref` and its `until` lines at the last
+  release; a claim "from X" also checks that its `absent_before` text is not in the release before X.
 
 Exit 1 when a claim's lines no longer hash to its recorded sha256 (the source moved: re-read it and fix the
 line range or the sentence), 2 when a source could not be found. `--update` writes the hashes of claims that
@@ -63,37 +65,74 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--git", action="append", default=[], metavar="ORIGIN=DIR")
     ap.add_argument("--update", action="store_true", help="write the hash of claims that have none")
     ap.add_argument("--show", action="store_true", help="print each claim's lines")
+    ap.add_argument("--only", action="append", default=[], metavar="ID_PREFIX", help="check only these claims")
     args = ap.parse_args(argv)
     clones = {o: Path(d) for o, d in (g.split("=", 1) for g in args.git)}
     missing = moved = 0
+
+    def source(row: dict, ref: str, path: str) -> str | None:
+        if row["kind"] == "local":
+            return (ROOT / path).read_text() if (ROOT / path).is_file() else None
+        if row["kind"] == "pypi":
+            return _from_archive(args.cache, row["origin"], ref, path)
+        return _from_git(row["origin"], ref, path, clones)
+
+    def check(row: dict, end: dict, what: str) -> None:
+        """One end of a claim (the claim itself, or its `until`): its lines still hash to the ledger's."""
+        nonlocal missing, moved
+        text = source(row, end["ref"], end["path"])
+        if text is None:
+            print(f"SOURCE MISSING {row['id']}{what}: {row['origin']} {end['ref']} {end['path']}", file=sys.stderr)
+            missing += 1
+            return
+        digest = line_hash(text, end["first_line"], end["last_line"])
+        if args.show:
+            lines = text.splitlines()[end["first_line"] - 1:end["last_line"]]
+            print(f"--- {row['id']}{what} ({end['ref']}): {row['sentence']}\n" + "\n".join(lines))
+        if not end["sha256"] and args.update:
+            end["sha256"] = digest
+        elif end["sha256"] != digest:
+            print(f"MOVED {row['id']}{what}: {end['path']} lines {end['first_line']}-{end['last_line']} at "
+                  f"{end['ref']} hash {digest[:12]}, ledger {end['sha256'][:12] or 'none'}", file=sys.stderr)
+            moved += 1
+
+    def check_absent(row: dict, absent: dict) -> None:
+        """A claim "from X": its text must not be in the release before X (a missing file counts as absent,
+        but a missing release does not)."""
+        nonlocal missing, moved
+        text = source(row, absent["ref"], absent["path"])
+        if text is None and not _release_present(row, absent["ref"]):
+            print(f"SOURCE MISSING {row['id']} (before): {row['origin']} {absent['ref']}", file=sys.stderr)
+            missing += 1
+        elif text is not None and absent["text"] in text:
+            print(f"NOT ABSENT {row['id']}: {absent['text']!r} is already in {absent['path']} at {absent['ref']}",
+                  file=sys.stderr)
+            moved += 1
+
+    def _release_present(row: dict, ref: str) -> bool:
+        if row["kind"] == "pypi":
+            stem = row["origin"].replace("-", "_")
+            return any(args.cache.glob(f"{row['origin']}-{ref}*")) or any(args.cache.glob(f"{stem}-{ref}*"))
+        clone = clones.get(row["origin"])
+        return clone is not None and subprocess.run(["git", "-C", str(clone), "rev-parse", "--verify", "-q", ref],
+                                                    capture_output=True).returncode == 0
+
+    checked = 0
     for ledger_file in sorted(LEDGER_DIR.glob("*.json")):
         rows = json.loads(ledger_file.read_text())
         for row in rows:
-            if row["kind"] == "local":
-                text = (ROOT / row["path"]).read_text() if (ROOT / row["path"]).is_file() else None
-            elif row["kind"] == "pypi":
-                text = _from_archive(args.cache, row["origin"], row["ref"], row["path"])
-            else:
-                text = _from_git(row["origin"], row["ref"], row["path"], clones)
-            if text is None:
-                print(f"SOURCE MISSING {row['id']}: {row['origin']} {row['ref']} {row['path']}", file=sys.stderr)
-                missing += 1
+            if args.only and not row["id"].startswith(tuple(args.only)):
                 continue
-            digest = line_hash(text, row["first_line"], row["last_line"])
-            if args.show:
-                lines = text.splitlines()[row["first_line"] - 1:row["last_line"]]
-                print(f"--- {row['id']}: {row['sentence']}\n" + "\n".join(lines))
-            if not row["sha256"] and args.update:
-                row["sha256"] = digest
-            elif row["sha256"] != digest:
-                print(f"MOVED {row['id']}: {row['path']} lines {row['first_line']}-{row['last_line']} at "
-                      f"{row['ref']} hash {digest[:12]}, ledger {row['sha256'][:12] or 'none'}", file=sys.stderr)
-                moved += 1
+            checked += 1
+            check(row, row, "")
+            if row.get("until"):
+                check(row, row["until"], " (until)")
+            if row.get("absent_before"):
+                check_absent(row, row["absent_before"])
         if args.update:
-            ledger_file.write_text(json.dumps(rows, indent=1) + "\n")
-    total = sum(len(json.loads(p.read_text())) for p in LEDGER_DIR.glob("*.json"))
-    print(f"{total - missing - moved} of {total} claims verified; {moved} moved; {missing} without a source",
-          file=sys.stderr)
+            ledger_file.write_text(json.dumps(rows, indent=1, ensure_ascii=False) + "\n")
+    print(f"{checked} claims checked (ranged ones at both ends); {moved} moved or not absent; {missing} sources "
+          "missing", file=sys.stderr)
     return 2 if missing else 1 if moved else 0
 
 

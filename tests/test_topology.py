@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 from tests.capture_server import CaptureServer
 from tests.rules_fixtures_topology import window
 from triage.cli import app
-from triage.engines.truth import metric_names, table
 from triage.engines import engines
 from triage.engines.claims import ledger
+from triage.engines.truth import metric_names, table
 from triage.probes.server_config import parse_flags
 
 # The probes that read this host, not the server: left out to keep the window about the captures.
@@ -62,8 +62,9 @@ def test_transfer_window_converts_units_per_engine():
     assert nixl.connector == "NixlConnector" and nixl.side == "decode"
     assert nixl.time_mean_s == pytest.approx(0.9) and nixl.num_transfers_delta == 150
     assert nixl.gbytes_per_s == pytest.approx(2.0e9 / 0.9 / 1e9)
-    sg = window("sglang_pd_prefill_saturated").kv_transfer     # milliseconds and MB on the wire
-    assert sg.side == "prefill" and sg.time_mean_s == pytest.approx(0.040) and sg.bytes_mean == pytest.approx(4e8)
+    sg = window("sglang_pd_prefill_saturated").kv_transfer     # milliseconds and MiB (bytes / 1024**2) on the wire
+    assert sg.side == "prefill" and sg.time_mean_s == pytest.approx(0.040)
+    assert sg.bytes_mean == pytest.approx(400 * 1024 ** 2)     # 400 "MB" are MiB: 4.9% more than 4e8 bytes
 
 
 def test_offload_window_and_role_label():

@@ -9,7 +9,7 @@ from typing import Any
 
 from triage.core.probe_data import EngineIdentityData, ServerConfigData, ServerMetricsData
 from triage.core.report import Certainty, FindingKind, Fix, Severity
-from triage.engines import cite, get
+from triage.engines import cite, get, with_flag_tables
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
 from triage.rules.registry import rule
@@ -52,9 +52,10 @@ def _fix(engine: str | None, ctx: Context, target_slots: int) -> Fix:
         return Fix(f"{module.display} batches by itself, so something caps it at one request: check the batch cap "
                    "(SCHED004 names it when the config was read) and any proxy or worker pool in front that "
                    "forwards one request at a time.", ())
-    return Fix("Serve with a continuous-batching engine (vLLM, SGLang, TGI); the OpenAI-compatible API stays the "
-               "same, so clients do not change.", (f"vllm serve {model}", f"python -m sglang.launch_server "
-                                                   f"--model-path {model}"))
+    batching = [e for e in with_flag_tables() if e.batches]
+    return Fix(f"Serve with a continuous-batching engine ({', '.join(e.display for e in batching)}); the "
+               "OpenAI-compatible API stays the same, so clients do not change.",
+               tuple(cmd for e in batching if (cmd := e.launch_command(model))))
 
 
 @rule("ENG001", "non-batching-engine-in-production", Severity.HIGH,

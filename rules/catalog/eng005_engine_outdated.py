@@ -9,10 +9,10 @@ only partly right; triage follows the source.
 """
 from __future__ import annotations
 
-from triage.engines.truth import version_key
 from triage.core.probe_data import LogsData, ServerProcessData
 from triage.core.report import Certainty, FindingKind, Fix, Severity
 from triage.engines.base import Milestone
+from triage.engines.truth import version_key
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context
 from triage.rules.registry import rule

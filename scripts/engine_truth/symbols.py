@@ -66,7 +66,24 @@ class Symbols:
             return self._call_value(node, depth, cls)
         if isinstance(node, ast.BinOp):
             return self._sum_value(node, depth)
+        if isinstance(node, ast.ListComp):
+            return self._enum_values(node, depth)
         return UNRESOLVED
+
+    def _enum_values(self, node: ast.ListComp, depth: int) -> Any:
+        """`[f.value for f in LoadFormat]`: the values of an enum class's members, in order."""
+        gen = node.generators[0] if len(node.generators) == 1 else None
+        if gen is None or gen.ifs or not isinstance(gen.iter, ast.Name) or not isinstance(gen.target, ast.Name):
+            return UNRESOLVED
+        elt = node.elt
+        if not (isinstance(elt, ast.Attribute) and elt.attr == "value" and isinstance(elt.value, ast.Name)
+                and elt.value.id == gen.target.id):
+            return UNRESOLVED
+        members = self.classes.get(gen.iter.id)
+        if not members:
+            return UNRESOLVED
+        values = [self.value(v, depth + 1, gen.iter.id) for ann, v in members.values() if ann is None]
+        return UNRESOLVED if not values or UNRESOLVED in values else values
 
     def _name_value(self, node: ast.Name, depth: int, cls: str | None) -> Any:
         if cls and node.id in self.classes.get(cls, {}):

@@ -33,6 +33,13 @@ def tgi_feature_defaults(launcher: str, server_globals: str) -> dict[str, Any]:
             "prefill_chunking_env": "PREFILL_CHUNKING" if chunk else None}
 
 
+# The metrics crate's macros: `counter!`/`gauge!`/`histogram!` (every TGI), and before metrics 0.22 (TGI 2.0 and
+# 2.1) also `increment_counter!`, `increment_gauge!` and `decrement_gauge!`.
+_METRIC_MACRO = re.compile(r'metrics::(counter|gauge|histogram|increment_counter|increment_gauge|decrement_gauge)!'
+                           r'\(\s*"(tgi_\w+)"')
+_MACRO_KIND = {"increment_counter": "counter", "increment_gauge": "gauge", "decrement_gauge": "gauge"}
+
+
 def tgi_table(tag: str, src_dir: Path) -> dict[str, Any]:
     prov = json.loads((src_dir.parent / "PROVENANCE.json").read_text())[tag]
     if not (src_dir / "launcher/src/main.rs").is_file():
@@ -43,8 +50,8 @@ def tgi_table(tag: str, src_dir: Path) -> dict[str, Any]:
     metrics: dict[str, str] = {}
     rels = sorted(str(p.relative_to(src_dir)) for p in src_dir.rglob("*") if p.suffix in (".rs", ".py"))
     for rel in (r for r in rels if r.endswith(".rs")):
-        for m in re.finditer(r'metrics::(counter|gauge|histogram)!\(\s*"(tgi_\w+)"', (src_dir / rel).read_text()):
-            metrics.setdefault(m.group(2), m.group(1))
+        for m in re.finditer(_METRIC_MACRO, (src_dir / rel).read_text()):
+            metrics.setdefault(m.group(2), _MACRO_KIND.get(m.group(1), m.group(1)))
     env_reads = sorted(set(re.findall(r'env::var\("([A-Z_]+)"\)', launcher)))
     globals_py = src_dir / "server/text_generation_server/models/globals.py"
     server_globals = globals_py.read_text() if globals_py.is_file() else ""

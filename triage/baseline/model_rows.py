@@ -305,7 +305,7 @@ def cold_start(ctx: Context) -> AblationRow:
     """Two starts of `triage serve` in turn: the first (imports and weights from a colder page cache) against
     the second. The reference engine reads local weights, so the seed's 40x (a download on every start against
     a cached model) is not what this measures; `triage coldstart` breaks a real server's start into phases."""
-    from triage.engines import get
+    from triage.engines.reference import REFERENCE
     from triage.engines.startup_log import parse_startup
     from triage.reference_engine.serve.launcher import start_reference_server
 
@@ -319,7 +319,7 @@ def cold_start(ctx: Context) -> AblationRow:
             ready.append(time.perf_counter() - tic)
         text = server.log_path.read_text(errors="replace").splitlines()
         server.log_path.unlink(missing_ok=True)
-        startup = parse_startup([(None, line) for line in text], get("reference"))
+        startup = parse_startup([(None, line) for line in text], REFERENCE)
         phases.append({p.phase: p.seconds for p in startup.phases if p.seconds is not None})
     return measured("cold-start", change, claim, metric, "s", Better.LOWER, "first start", round(ready[0], 3),
                     "warm start", round(ready[1], 3), first_phases_s=phases[0], warm_phases_s=phases[1],

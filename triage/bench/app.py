@@ -24,6 +24,8 @@ from triage.core.errors import EXIT_INTERRUPTED, EngineError, UsageError
 from triage.core.redact import redact_text
 from triage.core.report import BenchSection, Finding, ReportKind, SkippedRule, Target
 from triage.core.snapshot import Snapshot
+from triage.engines import GENERIC
+from triage.engines.reference import REFERENCE
 from triage.rules import RulesConfig, bench_rule_codes, evaluate
 
 # The embedded default: small enough that `make demo` finishes in well under a minute on a 2-core CPU.
@@ -144,7 +146,7 @@ def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_consol
         if embedded:
             handle = stack.enter_context(embedded_server(cfg.model or EMBEDDED_MODEL))
             cfg = dataclasses.replace(cfg, url=handle.url)
-            engine = "reference"
+            engine = REFERENCE.name
         sink = stack.enter_context(RecordSink(paths.jsonl))
         observer = None
         if live_console is not None:
@@ -161,7 +163,7 @@ def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_consol
     findings, skipped = evaluate_rules(section)
     server_engines = [lv.server.engine for lv in section.levels if lv.server and lv.server.engine]
     target = Target(url=redact_text(cfg.url), urls=tuple(redact_text(u) for u in cfg.urls) if len(cfg.urls) > 1 else None,
-                    engine=engine or (server_engines[0] if server_engines else "openai-compatible"),
+                    engine=engine or (server_engines[0] if server_engines else GENERIC),
                     engine_version=runner.info.engine_version if runner.info else None,
                     model=runner.info.model if runner.info else cfg.model)
     report = new_report(ReportKind.BENCH, host_info(), target, bench=section, findings=findings,

@@ -10,6 +10,7 @@ from triage.baseline.config import ROW_KEYS, BaselineConfig
 from triage.cli_support import console, emit, format_option, funnel, json_option
 from triage.core.errors import UsageError, require_extra
 from triage.core.report import ReportKind, Target, new_report
+from triage.engines.reference import REFERENCE
 from triage.probes.host import host_info
 
 
@@ -44,7 +45,7 @@ def baseline(
         task = bar.add_task("starting", total=num_steps(cfg))
         section = run_baseline(cfg, on_step=lambda msg: bar.update(task, description=msg),
                                on_row_done=lambda _key: bar.advance(task))
-    report = new_report(ReportKind.BASELINE, host_info(), Target(engine="reference", model=model),
+    report = new_report(ReportKind.BASELINE, host_info(), Target(engine=REFERENCE.name, model=model),
                         baseline=section)
     emit(report, json_path, fmt)
     return 0

@@ -25,6 +25,7 @@ from triage.core.redact import redact_text
 from triage.core.report import BenchSection, Finding, GpuInfo, Report, ReportKind, SkippedRule, Target
 from triage.core.snapshot import ProbeResult, ProbeStatus, Snapshot
 from triage.diagnose.active_probes import active_names, run_active
+from triage.engines import GENERIC, normalise
 from triage.probes.discovery import cmdline_and_env
 from triage.probes.host import host_info
 from triage.probes.threaded import ProbeSpec, run_probes
@@ -210,9 +211,9 @@ def target_of(snapshot: Snapshot, found: Discovery) -> Target:
     ident = snapshot.payload(EngineIdentityData) or EngineIdentityData()
     engine = found.engine or cfg.engine or ident.engine
     if engine is None and metrics.engine:
-        engine = "vllm" if str(metrics.engine).startswith("vllm") else metrics.engine
+        engine = normalise(metrics.engine)
     if engine is None and found.url:
-        engine = "openai-compatible"
+        engine = GENERIC
     model = cfg.served_model_name or cfg.model or metrics.model_name
     return Target(url=redact_text(found.url) if found.url else None, engine=engine,
                   engine_version=cfg.engine_version or ident.version, model=model)

@@ -19,7 +19,18 @@ from triage.engines import (  # noqa: F401  (each module registers its engine)
 )
 from triage.engines.base import BatchingKnob, Engine, Feature, Identity, Knob, NoEquivalent, Since, Spec
 from triage.engines.claims import Claim, cite, claim, ledger
-from triage.engines.registry import engines, get, launched_by, names, normalise, with_flag_tables
+from triage.engines.registry import (
+    GENERIC,
+    assumed,
+    engines,
+    get,
+    known_names,
+    launched_by,
+    names,
+    normalise,
+    with_flag_tables,
+)
 
-__all__ = ["BatchingKnob", "Claim", "Engine", "Feature", "Identity", "Knob", "NoEquivalent", "Since", "Spec", "cite", "claim",
-           "engines", "get", "launched_by", "ledger", "names", "normalise", "with_flag_tables"]
+__all__ = ["GENERIC", "BatchingKnob", "Claim", "Engine", "Feature", "Identity", "Knob", "NoEquivalent", "Since", "Spec",
+           "assumed", "cite", "claim", "engines", "get", "known_names", "launched_by", "ledger", "names", "normalise",
+           "with_flag_tables"]

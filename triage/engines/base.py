@@ -232,6 +232,16 @@ class Engine:
                     chosen = step.spec
         return chosen
 
+    def launch_command(self, model: str) -> str | None:
+        """The command that serves `model` with this engine (`vllm serve M`, `text-generation-launcher --model-id
+        M`), from its launcher and the flag its command line reads the model from; None without a launcher."""
+        if self.launcher is None:
+            return None
+        if self.model_after is not None:
+            return f"{self.launcher} {model}"
+        flag = next((f for f, (name, _) in self.config_flags.items() if name == "model" and f.startswith("--")), None)
+        return f"{self.launcher} {flag} {model}" if flag else None
+
     def default_on(self, feature: str, version: str | None, v0: bool = False, v1_metrics: bool = False) -> bool | None:
         """Is `feature` ('chunked_prefill' | 'prefix_caching') on by default here? None: unknown."""
         return self.default_on_fn(feature, version_key(version), v0, v1_metrics)

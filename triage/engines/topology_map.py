@@ -55,8 +55,9 @@ class TopologyMap:
     expert_balance: str | None = None          # a summary of mean/max expert load (1.0: perfectly even)
     claims: tuple[str, ...] = ()               # what the rank and role labels are, where they are set
     default_dp_balance: str | None = None      # how the ranks are balanced when no flag says
-    # (balancing mode or None, the hot rank) -> (what to do, {knob: value} for its flags): rule TOPO001's fix.
-    dp_balance_fix: Callable[[str | None, str], tuple[str, dict[str, object]]] | None = None
+    # (balancing mode or None, the hot rank, the engine's version) -> (what to do, {knob: value} for its flags):
+    # rule TOPO001's fix.
+    dp_balance_fix: Callable[[str | None, str, str | None], tuple[str, dict[str, object]]] | None = None
 
     def names(self) -> list[str]:
         """Every metric name this map reads (histograms by base name)."""

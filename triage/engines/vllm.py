@@ -50,17 +50,31 @@ METRICS = MetricMap(
     })
 
 
-def _dp_balance_fix(mode: str | None, hot: str) -> tuple[str, dict[str, object]]:
+# How vLLM's own balancer scores a rank (the lowest score gets the request), per release: claims vllm.dp-lb-score
+# (0.10.1-0.26.0) and vllm.dp-lb-score-0.33 (0.27.0 on). The 0.9 releases were not read.
+_DP_SCORE = (("0.10.1", "the lowest waiting x 4 + running requests"),
+             ("0.27.0", "the lowest of its in-flight requests (times the API servers) or its waiting + running "
+                        "requests, plus a penalty for waiting ones that grows once its KV cache is over half full"))
+
+
+def _dp_balance_fix(mode: str | None, hot: str, version: str | None) -> tuple[str, dict[str, object]]:
     """Rule TOPO001's fix. The API server balances the ranks itself unless --data-parallel-external-lb or
     -hybrid-lb hands that to a router (claims vllm.dp-lb-score, vllm.dp-lb-score-0.33, vllm.dp-rank-header)."""
     if mode in ("external", "hybrid"):
         return (f"The ranks are balanced outside vLLM ({mode} mode): your router sends rank {hot} more than it "
                 "drains. Route on each rank's queue (vllm:num_requests_waiting per `engine`) or outstanding "
                 "requests, not in turn or by session.", {})
-    return (f"vLLM's own balancer gives each request to the rank with the fewest waiting and running requests "
-            f"unless the request names a rank (the X-data-parallel-rank header, which a router may add): look for a "
-            f"router or client that pins requests to rank {hot}, and stop it. It counts requests, not tokens: if "
-            f"rank {hot} got the long prompts, balance outside vLLM on tokens.", {"dp_external_lb": None})
+    want = truth.version_key(version)
+    scores = [text for since, text in _DP_SCORE if want is None or truth.version_key(since) <= want]
+    score = scores[-1] if scores else "its queue (this release's score was not read)"
+    header = want is None or want >= (0, 11, 1)
+    pin = (f"unless the request names a rank (the X-data-parallel-rank header, which a router may add): look for a "
+           f"router or client that pins requests to rank {hot}, and stop it. " if header else
+           f"(this vLLM has no X-data-parallel-rank header, which came in 0.11.1): look for a client that sends rank "
+           f"{hot} the long prompts. ")
+    return (f"vLLM's own balancer gives each request to the rank with {score} {pin}"
+            f"It counts requests, not tokens: if rank {hot} got the long prompts, balance outside vLLM on tokens.",
+            {"dp_external_lb": None})
 
 
 # Data parallelism, disaggregation and offload (rules TOPO001-TOPO005, docs/TOPOLOGIES.md). Every series carries
@@ -196,8 +210,9 @@ ENGINE = register(Engine(
         # Eager mode skips torch.compile and CUDA-graph capture at start-up, and gives up their faster steps.
         "eager_mode": (Since(None, Knob("--enforce-eager", None, claims=("vllm.enforce-eager-skips-compile",))),),
         "api_server_count": (Since(None, NoEquivalent("this vLLM has one API server process (--api-server-count "
-                                                      "came in 0.10)", ("vllm.api-server-count-0.10",))),
-                             Since("0.10.0", Knob("--api-server-count", claims=("vllm.api-server-count-0.10",)))),
+                                                      "came in 0.9.1)", ("vllm.api-server-count",))),
+                             Since("0.9.1", Knob("--api-server-count", claims=("vllm.api-server-count",
+                                                                               "vllm.api-server-count-0.10")))),
         "tokenizer_mode_auto": (Since(None, Knob("--tokenizer-mode", "auto", claims=("vllm.tokenizer-mode-auto",))),),
         "numa_bind": (Since(None, NoEquivalent("this vLLM has no --numa-bind (added in 0.20), which binds each "
                                                "worker to its own GPU's node", ("vllm.numa-bind",))),
@@ -206,19 +221,24 @@ ENGINE = register(Engine(
         # where hub weights are downloaded to.
         "compile_cache_dir": (Since(None, Knob("VLLM_CACHE_ROOT", is_env=True, claims=("vllm.cache-root",),
                                                note="torch.compile artifacts are kept under it")),),
-        "fast_load_format": (Since(None, Knob("--load-format", "fastsafetensors", claims=("vllm.load-formats",),
-                                              note="or runai_streamer, which streams tensors concurrently")),),
+        "fast_load_format": (Since(None, Knob("--load-format", "runai_streamer", claims=("vllm.load-formats",),
+                                              note="it streams tensors concurrently (fastsafetensors came in 0.8.2)")),
+                             Since("0.8.2", Knob("--load-format", "fastsafetensors",
+                                                 claims=("vllm.load-formats", "vllm.load-format-fastsafetensors"),
+                                                 note="or runai_streamer, which streams tensors concurrently"))),
         "download_dir": (Since(None, Knob("--download-dir")),),
         # Data parallelism and MoE (rules TOPO001, TOPO002): a router that balances the ranks itself, and EPLB.
-        "dp_external_lb": (Since(None, NoEquivalent("this vLLM has no --data-parallel-external-lb (added in 0.11): "
-                                                    "its API server balances the ranks itself", ("vllm.dp-lb-score",))),
-                           Since("0.11.0", Knob("--data-parallel-external-lb", None, claims=("vllm.dp-rank-header",),
+        "dp_external_lb": (Since(None, NoEquivalent("this vLLM has no --data-parallel-external-lb (added in 0.11.1): "
+                                                    "its API server balances the ranks itself",
+                                                    ("vllm.dp-lb-score", "vllm.dp-external-lb-flag"))),
+                           Since("0.11.1", Knob("--data-parallel-external-lb", None,
+                                                claims=("vllm.dp-external-lb-flag", "vllm.dp-rank-header"),
                                                 note="then each rank is its own endpoint, balanced by your router"))),
-        "enable_eplb": (Since(None, NoEquivalent("this vLLM has no --enable-eplb (added in 0.9)", ())),
-                        Since("0.9.0", Knob("--enable-eplb", None))),
-        "speculative_config": (Since(None, NoEquivalent("this vLLM has no --speculative-config (added in 0.8)",
+        "enable_eplb": (Since(None, NoEquivalent("this vLLM has no --enable-eplb (added in 0.9.2)", ("vllm.enable-eplb",))),
+                        Since("0.9.2", Knob("--enable-eplb", None, claims=("vllm.enable-eplb",)))),
+        "speculative_config": (Since(None, NoEquivalent("this vLLM has no --speculative-config (added in 0.8.2)",
                                                         ("vllm.speculative-config-0.8",))),
-                               Since("0.8.0", Knob("--speculative-config", claims=("vllm.speculative-config-0.8",)))),
+                               Since("0.8.2", Knob("--speculative-config", claims=("vllm.speculative-config-0.8",)))),
     },
     config_flags={
         "--model": ("model", "str"), "--max-model-len": ("max_model_len", "int"),
@@ -272,7 +292,11 @@ ENGINE = register(Engine(
                                     (None, "Loading model weights took %.4f GB"),
                                     ("0.11.0", "Model loading took %.4f GiB and %.6f seconds"),
                                     ("0.14.0", "Model loading took %s GiB memory and %.6f seconds")),
+        # "takes" up to 0.17, "took" from 0.18; 0.32 prefixes an optional tag, so the form is the part after it. From
+        # 0.20 the 'init engine' line also carries the seconds (claims vllm.log-compile-0.10, vllm.log-compile-took,
+        # vllm.log-compile-took-0.32, vllm.log-compile).
         "startup.compile.end": ((None, "torch.compile takes %.2f s in total"),
+                                ("0.18.0", "torch.compile took %.2f s in total"),
                                 ("0.20.0", "(compilation: %.2f s)")),
         # From 0.20 the compile seconds come on the 'init engine' line, after the fact: they were spent inside the
         # memory profile, which ends at 'Available KV cache memory', so they are taken out of that phase.
@@ -321,7 +345,7 @@ ENGINE = register(Engine(
             "memory, CUDA-graph capture and API server start, each on its own line.",
             ("vllm.log-download-s", "vllm.log-load-start", "vllm.log-load-took-0.6", "vllm.log-load-took-0.10",
              "vllm.log-load-took",
-             "vllm.log-compile-0.10", "vllm.log-compile", "vllm.log-kv-0.10", "vllm.log-kv", "vllm.log-gpu-blocks-0.6",
+             "vllm.log-compile-0.10", "vllm.log-compile-took", "vllm.log-compile-took-0.32", "vllm.log-compile", "vllm.log-kv-0.10", "vllm.log-kv", "vllm.log-gpu-blocks-0.6",
              "vllm.log-graphs",
              "vllm.log-api-0.10", "vllm.log-api")),
         "compile_cache": (
@@ -345,11 +369,19 @@ ENGINE = register(Engine(
 ))
 
 
-def default_max_num_seqs(vram_bytes: float | None, gpu_name: str | None) -> tuple[int, str]:
-    """vLLM's own default max_num_seqs for `vllm serve` on this GPU (get_batch_defaults, 0.19 and later),
-    and why."""
+def default_max_num_seqs(vram_bytes: float | None, gpu_name: str | None,
+                         version: str | None = None) -> tuple[int, str]:
+    """vLLM's own default max_num_seqs for `vllm serve` on this GPU at `version` (the newest when None), and why.
+    1024 on GPUs of >= 70 GiB from 0.8.5 (claim vllm.max-num-seqs-1024-0.8.5), except A100s from 0.9 (claim
+    vllm.max-num-seqs-1024-no-a100) and GB10 (compute capability 12.1) from 0.33 (claim vllm.max-num-seqs-1024),
+    and on any GPU of >= 160 GiB from 0.28. 0.8.0-0.8.4 decided otherwise (claims vllm.max-num-seqs-1024-v1-0.8,
+    vllm.max-num-seqs-1024-h100-0.8.4) and are given the 0.8.5 rule."""
     gib = 1024 ** 3
     name = (gpu_name or "").lower()
-    if vram_bytes is not None and (vram_bytes >= 160 * gib or (vram_bytes >= 70 * gib and "a100" not in name)):
-        return 1024, "vLLM's default on GPUs of >= 70 GiB other than the A100"
+    v = truth.version_key(version) or (99, 0, 0)
+    excluded = [w for w, since in (("a100", (0, 9, 0)), ("gb10", (0, 33, 0))) if v >= since and w in name]
+    huge = v >= (0, 28, 0) and vram_bytes is not None and vram_bytes >= 160 * gib
+    if vram_bytes is not None and (huge or (vram_bytes >= 70 * gib and not excluded)):
+        others = " other than the A100" + (" and GB10" if v >= (0, 33, 0) else "") if v >= (0, 9, 0) else ""
+        return 1024, f"vLLM's default on GPUs of >= 70 GiB{others}"
     return 256, "vLLM's default on this GPU"

@@ -6,13 +6,16 @@ rests on. Where a flag can override one, the flag is named.
 from __future__ import annotations
 
 import triage.engines.truth as engine_truth
+from triage.engines import assumed
 
 GIB = 2**30
 
-# vLLM's own default for --gpu-memory-utilization, from the newest tabled release's source
-# (vllm/config/cache.py: 0.9 up to 0.18, 0.92 from 0.31; triage/engines/truth).
-PLAN_VLLM_VERSION = engine_truth.newest("vllm")
-DEFAULT_GPU_MEMORY_UTILIZATION = float(engine_truth.default("vllm", "gpu_memory_utilization")[0] or 0.9)
+# The plan is written for the engine triage assumes (vLLM: triage.engines.registry), at its newest tabled release.
+# Its default --gpu-memory-utilization comes from that release's source (vllm/config/cache.py: 0.9 up to 0.19,
+# 0.92 from 0.20; triage/engines/truth).
+PLAN_ENGINE = assumed()
+PLAN_VLLM_VERSION = engine_truth.newest(PLAN_ENGINE.name)
+DEFAULT_GPU_MEMORY_UTILIZATION = float(engine_truth.default(PLAN_ENGINE.name, "gpu_memory_utilization")[0] or 0.9)
 # vLLM's default --max-num-seqs on GPUs under 70 GiB (and A100s); larger GPUs get 1024 (plan/inputs.py asks
 # triage.engines.vllm.default_max_num_seqs). The planned batch never exceeds it unless --concurrency says so.
 DEFAULT_MAX_NUM_SEQS = 256

@@ -14,7 +14,7 @@ _VLLM_KV_DTYPE = {"bf16": "bfloat16", "fp16": "float16"}
 
 def checked(flags: list[str], version: str | None = None) -> tuple[list[str], list[str]]:
     """(the flags vLLM `version` accepts, why each dropped one was dropped). Pairs: flag, value."""
-    t = engine_truth.table("vllm", version)
+    t = engine_truth.table(A.PLAN_ENGINE.name, version)
     if t is None:
         return flags, []
     kept: list[str] = []
@@ -80,5 +80,5 @@ def flag_notes(inputs: PlanInputs) -> list[str]:
 
 
 def vllm_command(model_id: str, flags: list[str]) -> str:
-    parts = ["vllm", "serve", model_id, *flags]
+    parts = [*shlex.split(A.PLAN_ENGINE.launch_command(model_id) or model_id), *flags]
     return " ".join(shlex.quote(p) for p in parts)

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 import triage.engines.truth as truth
+from triage.engines import assumed
 
 TTFT_RISE_X = 1.25          # alert when TTFT p99 is this many times last week's
 TRAFFIC_GROWTH_X = 1.5      # ... unless the request rate grew this much (then traffic explains it)
@@ -27,12 +28,15 @@ SEVERITY_FOR = {"critical": "1m", "high": "5m", "medium": "15m", "low": "1h", "i
 BY = "instance, model_name"
 
 
+_ENGINE = assumed()   # the rules are written for vLLM's series (triage.engines.registry)
+
+
 def vllm_series(name: str) -> str:
     """A vLLM metric as Prometheus stores it, checked against the newest vLLM table."""
-    metrics = truth.metric_names("vllm", truth.newest("vllm"))
-    kind = metrics.get(name)
+    newest = truth.newest(_ENGINE.name)
+    kind = truth.metric_names(_ENGINE.name, newest).get(name)
     if kind is None:
-        raise KeyError(f"{name} is not a metric of vLLM {truth.newest('vllm')}")
+        raise KeyError(f"{name} is not a metric of {_ENGINE.display} {newest}")
     if kind == "counter":
         return name if name.endswith("_total") else name + "_total"
     return name + "_bucket" if kind == "histogram" else name
