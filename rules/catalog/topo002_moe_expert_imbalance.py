@@ -64,5 +64,6 @@ def _not_exported(ctx: Context) -> str:
     if module is None or "expert_balance_metric" not in module.knobs:
         return "the engine exports no expert balance to /metrics (SGLang can, when asked; vLLM does not)"
     cmds, note = engine_flags({"expert_balance_metric": None}, engine)
-    how = f"set {' '.join(cmds)}" if cmds else "it cannot here"
-    return f"{module.display} exports the expert balance only when asked: {how}.{note}".rstrip(".") + "."
+    if not cmds:
+        return f"no expert balance in /metrics.{note}"
+    return f"{module.display} exports the expert balance to /metrics only when asked: set {' '.join(cmds)}.{note}"

@@ -115,14 +115,18 @@ class MetricMap:
         return done
 
 
-def vllm_shaped(p: str) -> MetricMap:
-    """LMDeploy (lmdeploy/metrics/loggers.py) and TensorRT-LLM (tensorrt_llm/serve/metrics/metrics.py) export
-    vLLM-shaped names under their own prefix."""
-    return MetricMap(prefix=p, signals={
-        "kv_cache_usage_frac": mx(p + "gpu_cache_usage_perc"),
+def vllm_shaped(p: str, kv_usage: str, claims: tuple[str, ...]) -> MetricMap:
+    """LMDeploy (lmdeploy/metrics/loggers.py) and TensorRT-LLM (tensorrt_llm/metrics/collector.py) export
+    vLLM-shaped names under their own prefix, with their own KV-usage gauge and no preemption count; `claims` name
+    every one of them (neither engine is tabled)."""
+    names = (p + kv_usage, p + "num_requests_running", p + "num_requests_waiting", p + "prompt_tokens_total",
+             p + "generation_tokens_total", *(p + h for h in ("time_to_first_token_seconds",
+             "time_per_output_token_seconds", "e2e_request_latency_seconds", "request_queue_time_seconds",
+             "request_prefill_time_seconds", "request_decode_time_seconds")))
+    return MetricMap(prefix=p, claims={n: claims for n in names}, signals={
+        "kv_cache_usage_frac": mx(p + kv_usage),
         "num_requests_running": s(p + "num_requests_running"),
         "num_requests_waiting": s(p + "num_requests_waiting"),
-        "num_preemptions_total": s(p + "num_preemptions_total"),
         "prompt_tokens_total": s(p + "prompt_tokens_total"),
         "generation_tokens_total": s(p + "generation_tokens_total"),
     }, histograms={

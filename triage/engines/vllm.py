@@ -119,6 +119,18 @@ def _kv_role(out: dict) -> None:
     out.pop("dp_hybrid_lb", None)
 
 
+def _default_history(key: str) -> str:
+    """'0.9 up to 0.19 and 0.92 from 0.20': the default's changes as the tables give them (a change first seen in
+    a table is dated to that table's minor, and the value before it runs up to the minor of the table before)."""
+    steps = [(v, d) for v, d in truth.default_steps("vllm", key) if d is not None]
+    parts = []
+    for i, (v, d) in enumerate(steps):
+        nxt = steps[i + 1][0] if i + 1 < len(steps) else None
+        last = truth.before("vllm", nxt) if nxt else None
+        parts.append(f"{d} up to {truth.minor(last)}" if last else f"{d} from {truth.minor(v)}")
+    return " and ".join(parts)
+
+
 def _minor(key: str) -> str:
     """The first minor whose table has `key` on (tables hold each minor's last patch): '0.17.1' -> '0.17'."""
     first = truth.first_with("vllm", key) or "0"
@@ -331,7 +343,7 @@ ENGINE = register(Engine(
                               ("vllm.attention-backend-log", "vllm.attention-backend-env-0.14",
                                "vllm.attention-backend-flag")),
         "gpu_memory_utilization_default": (
-            "vLLM's default gpu_memory_utilization is 0.9 up to 0.19 and 0.92 from 0.20.",
+            f"vLLM's default gpu_memory_utilization is {_default_history('gpu_memory_utilization')}.",
             ("vllm.gpu-memory-utilization-0.9", "vllm.gpu-memory-utilization-0.92")),
         "max_num_seqs_default": (
             "vLLM's default max_num_seqs is 1024 on GPUs of at least 70 GiB other than the A100, 256 elsewhere.",

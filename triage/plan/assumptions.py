@@ -11,8 +11,8 @@ from triage.engines import assumed
 GIB = 2**30
 
 # The plan is written for the engine triage assumes (vLLM: triage.engines.registry), at its newest tabled release.
-# Its default --gpu-memory-utilization comes from that release's source (vllm/config/cache.py: 0.9 up to 0.19,
-# 0.92 from 0.20; triage/engines/truth).
+# Its default --gpu-memory-utilization comes from that release's table (vllm/config/cache.py: 0.9 up to 0.19,
+# 0.92 from 0.20, as the vLLM module's note derives it from the tables).
 PLAN_ENGINE = assumed()
 PLAN_VLLM_VERSION = engine_truth.newest(PLAN_ENGINE.name)
 DEFAULT_GPU_MEMORY_UTILIZATION = float(engine_truth.default(PLAN_ENGINE.name, "gpu_memory_utilization")[0] or 0.9)

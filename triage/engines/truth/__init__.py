@@ -240,6 +240,28 @@ def removed_in(engine: str, name: str) -> str | None:
     return None
 
 
+def default_steps(engine: str, key: str) -> list[tuple[str, Any]]:
+    """[(the first tabled version with a value, the value)] for each change of default `key`, oldest first:
+    the boundaries the tables give (vllm gpu_memory_utilization -> [("0.6.6.post1", 0.9), ("0.20.2", 0.92)])."""
+    steps: list[tuple[str, Any]] = []
+    for v in versions(engine):
+        value = table(engine, v).defaults.get(key)  # type: ignore[union-attr]
+        if not steps or steps[-1][1] != value:
+            steps.append((v, value))
+    return steps
+
+
+def minor(version: str) -> str:
+    """'0.20.2' -> '0.20'."""
+    return ".".join(version.split(".")[:2])
+
+
+def before(engine: str, version: str) -> str | None:
+    """The tabled version just below `version`."""
+    below = [v for v in versions(engine) if (version_key(v) or (0, 0, 0)) < (version_key(version) or (0, 0, 0))]
+    return below[-1] if below else None
+
+
 def first_with(engine: str, default_key: str) -> str | None:
     """The oldest tabled version whose `default_key` default is true and stays true in every newer table
     (e.g. vllm flash_attn_4_on_sm100 -> 0.17.1); None when the newest table does not have it."""
