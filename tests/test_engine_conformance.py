@@ -24,7 +24,7 @@ from triage.rules.engine_flags import DISABLING_FLAGS, KNOBS, LAUNCHERS, Knob, N
 ENGINE_VERSIONS = [(e, v) for e in LAUNCHERS for v in et.versions(e)]
 SAMPLE = {"gpu_memory_utilization": "0.92", "max_model_len": 8192, "max_num_seqs": 256,
           "max_num_batched_tokens": 8192, "max_batch_total_tokens": 65536, "tensor_parallel_size": 2,
-          "api_server_count": 2}
+          "api_server_count": 2, "dtype": "bfloat16"}
 _LAUNCHER_OF = {"vllm serve": "vllm", "sglang.launch_server": "sglang", "text-generation-launcher": "tgi"}
 
 

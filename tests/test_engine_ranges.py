@@ -320,3 +320,18 @@ def test_smaller_rows():
     # SGLang 0.5.23 has a faster weight reader, 0.5.6 none.
     assert render("fast_load_format", "sglang", None, "0.5.23").text == "--load-format fastsafetensors"
     assert isinstance(_knob("sglang", "fast_load_format", "0.5.6"), NoEquivalent)
+
+
+def test_ollama_defaults_come_from_its_tags():
+    assert truth.default_steps("ollama", "OLLAMA_NUM_PARALLEL") == [("0.3.14", 0), ("0.10.1", 1)]
+    assert truth.table("ollama", "0.9.6").defaults["OLLAMA_NUM_PARALLEL"] == 0
+    knob = get("ollama").batching_knob
+    assert knob.default == "1 (since 0.10; 0, auto-select, before)" and "default 512" in knob.meaning
+    # The claims cite the same boundary at the source: the default changed in 0.10.0 (the tables hold 0.10.1).
+    assert claim("ollama.num-parallel-default-1-0.10").ref == "v0.10.0"
+
+
+def test_llamacpp_tables_read_flags_and_their_environment_twins():
+    t = truth.table("llama.cpp", "11434.0.0")
+    spec = t.flag("-np")
+    assert spec is not None and spec.name == "--parallel" and "LLAMA_ARG_N_PARALLEL" in spec.env

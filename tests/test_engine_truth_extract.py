@@ -175,6 +175,6 @@ struct Args {
 def test_the_command_line_is_unchanged():
     out = subprocess.run([sys.executable, str(ROOT / "scripts/extract_engine_truth.py"), "--help"],
                          capture_output=True, text=True, timeout=60, check=True).stdout
-    for flag in ("--cache", "--out", "--tgi-sources", "--only {vllm,sglang,tgi,llamacpp}", "--version", "--git ORIGIN=DIR"):
+    for flag in ("--cache", "--out", "--tgi-sources", "--only {vllm,sglang,tgi,llamacpp,ollama}", "--version", "--git ORIGIN=DIR"):
         assert flag in out
     assert "Build triage's engine truth tables from the engines' own source." in out

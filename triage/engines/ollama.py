@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import triage.engines.truth as truth
 from triage.engines.argv import bounded_int
 from triage.engines.base import BatchingKnob, EndpointSignal, Engine, Identity, Launch
 from triage.engines.ollama_log import LOG_FACTS
@@ -24,9 +25,25 @@ def _ollama_single(ident: Any) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
+def _default_history(variable: str, meaning: dict[object, str] | None = None) -> str:
+    """'1 (since 0.10; 0, auto-select, before)': the variable's default and its last change, from the tables
+    (envconfig/config.go at each minor's last tag)."""
+    steps = truth.default_steps("ollama", variable)
+    now = steps[-1][1]
+    if len(steps) == 1:
+        return f"{now}"
+    (_, old), (since, _) = steps[-2], steps[-1]
+    said = f", {meaning[old]}," if meaning and old in meaning else ""
+    return f"{now} (since {truth.minor(since)}; {old}{said} before)"
+
+
+NUM_PARALLEL_DEFAULT = _default_history("OLLAMA_NUM_PARALLEL", {0: "auto-select"})
+MAX_QUEUE_DEFAULT = _default_history("OLLAMA_MAX_QUEUE")
+
+
 def _ollama_fix(ident: Any, slots: int, model: str) -> tuple[str, tuple[str, ...]]:
-    return ("Let Ollama run requests in parallel per model with OLLAMA_NUM_PARALLEL (default: 1 since 0.10).",
-            (f"OLLAMA_NUM_PARALLEL={slots} ollama serve",))
+    return (f"Let Ollama run requests in parallel per model with OLLAMA_NUM_PARALLEL (default: "
+            f"{NUM_PARALLEL_DEFAULT}).", (f"OLLAMA_NUM_PARALLEL={slots} ollama serve",))
 
 
 OLLAMA = register(Engine(
@@ -37,8 +54,9 @@ OLLAMA = register(Engine(
                                                 what="/api/version answers (Ollama's native API)"),),
                       source="ollama/ollama server/routes.go (GET /api/version -> {\"version\": ...})"),
     batching_knob=BatchingKnob(
-        flag="OLLAMA_NUM_PARALLEL", is_env=True, default="1 (since 0.10; 0, auto-select, before)",
-        meaning="maximum number of parallel requests per loaded model (OLLAMA_MAX_QUEUE, default 512, queue more)",
+        flag="OLLAMA_NUM_PARALLEL", is_env=True, default=NUM_PARALLEL_DEFAULT,
+        meaning=f"maximum number of parallel requests per loaded model (OLLAMA_MAX_QUEUE, default {MAX_QUEUE_DEFAULT}, "
+                "queue more)",
         claims=("ollama.num-parallel-default-1", "ollama.num-parallel-default-1-0.10",
                 "ollama.num-parallel-default-0-0.9", "ollama.max-queue-512")),
     one_at_a_time_fn=_ollama_single, batching_fix_fn=_ollama_fix, read_batching_fn=_ollama_batching,

@@ -217,6 +217,7 @@ ENGINE = register(Engine(
             "INT4 needs a pre-quantized AWQ or GPTQ checkpoint (the engine reads the method from its config); "
             "the flag alone fails on a 16-bit model", ("vllm.quantization-needs-config",))),),
         "tensor_parallel_size": (Since(None, Knob("--tensor-parallel-size")),),
+        "dtype": (Since(None, Knob("--dtype")),),
         "enable_chunked_prefill": (Since(None, Knob("--enable-chunked-prefill", None, claims=("vllm.chunked-prefill-meaning",))),),
         "enable_prefix_caching": (Since(None, Knob("--enable-prefix-caching", None, claims=("vllm.prefix-caching-unset",))),),
         # Eager mode skips torch.compile and CUDA-graph capture at start-up, and gives up their faster steps.

