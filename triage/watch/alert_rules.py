@@ -42,15 +42,22 @@ def vllm_series(name: str) -> str:
     return name + "_bucket" if kind == "histogram" else name
 
 
+def engine_series(signal: str) -> str:
+    """The engine's own series for one of triage's signals (its metric map: `ttft_s`, `generation_tokens_total`),
+    as Prometheus stores it."""
+    metrics = _ENGINE.metrics
+    names = metrics.histograms.get(signal) or metrics.signals[signal].names
+    return vllm_series(names[0].removesuffix("_total"))
+
+
 def ttft_p99(offset: str = "") -> str:
     off = f" offset {offset}" if offset else ""
-    return (f"histogram_quantile(0.99, sum by (le, {BY}) "
-            f"(rate({vllm_series('vllm:time_to_first_token_seconds')}[5m]{off})))")
+    return f"histogram_quantile(0.99, sum by (le, {BY}) (rate({engine_series('ttft_s')}[5m]{off})))"
 
 
-def per_second(metric: str, offset: str = "") -> str:
+def per_second(signal: str, offset: str = "") -> str:
     off = f" offset {offset}" if offset else ""
-    return f"sum by ({BY}) (rate({vllm_series(metric)}[5m]{off}))"
+    return f"sum by ({BY}) (rate({engine_series(signal)}[5m]{off}))"
 
 
 def finding_alerts() -> list[dict[str, Any]]:
@@ -76,16 +83,16 @@ def recording_rules() -> list[dict[str, Any]]:
         {"record": "triage:gpu_sm_clock_ratio:min5m",
          "expr": "min_over_time((triage_gpu_sm_clock_mhz / triage_gpu_sm_clock_max_mhz)[5m:])"},
         {"record": "triage:vllm_ttft_p99_seconds:5m", "expr": ttft_p99()},
-        {"record": "triage:vllm_requests_per_second:5m", "expr": per_second("vllm:request_success")},
+        {"record": "triage:vllm_requests_per_second:5m", "expr": per_second("num_requests_finished_total")},
         {"record": "triage:vllm_prompt_tokens_per_request:5m",
-         "expr": f"{per_second('vllm:prompt_tokens')} / {per_second('vllm:request_success')}"},
-        {"record": "triage:vllm_generation_tokens_per_second:5m", "expr": per_second("vllm:generation_tokens")},
+         "expr": f"{per_second('prompt_tokens_total')} / {per_second('num_requests_finished_total')}"},
+        {"record": "triage:vllm_generation_tokens_per_second:5m", "expr": per_second("generation_tokens_total")},
     ]
 
 
 def regression_alerts() -> list[dict[str, Any]]:
-    rate_now, rate_then = per_second("vllm:request_success"), per_second("vllm:request_success", "7d")
-    gen_now, gen_then = per_second("vllm:generation_tokens"), per_second("vllm:generation_tokens", "7d")
+    rate_now, rate_then = per_second("num_requests_finished_total"), per_second("num_requests_finished_total", "7d")
+    gen_now, gen_then = per_second("generation_tokens_total"), per_second("generation_tokens_total", "7d")
     return [
         {"alert": "TriageTTFTRegressionWeekOverWeek",
          "expr": f"({ttft_p99()} > {TTFT_RISE_X} * {ttft_p99('7d')}) and ({rate_now} < {TRAFFIC_GROWTH_X} * {rate_then})",
