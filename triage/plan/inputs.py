@@ -290,9 +290,10 @@ def resolve_inputs(raw: RawOptions) -> PlanInputs:
     util = float(_pick("gpu_memory_utilization", raw.gpu_memory_utilization,
                        _server_number(server, "gpu_memory_utilization", float, notes),
                        A.DEFAULT_GPU_MEMORY_UTILIZATION, sources))
-    # vLLM's own default for `vllm serve` on this GPU (claims vllm.max-num-seqs-1024, vllm.max-num-seqs-256):
-    # 1024 on GPUs of >= 70 GiB other than the A100, 256 elsewhere. Planning below it would cap the batch.
-    default_seqs, _ = vllm_engine.default_max_num_seqs(gpu.vram_bytes, gpu.name)
+    # vLLM's own default for `vllm serve` on this GPU at the planned release (claims vllm.max-num-seqs-1024,
+    # vllm.max-num-seqs-256): 1024 on GPUs of >= 70 GiB other than the A100 and GB10, 256 elsewhere. Planning
+    # below it would cap the batch.
+    default_seqs, _ = vllm_engine.default_max_num_seqs(gpu.vram_bytes, gpu.name, A.PLAN_VLLM_VERSION)
     max_num_seqs = int(_pick("max_num_seqs", raw.max_num_seqs, _server_number(server, "max_num_seqs", int, notes),
                              default_seqs, sources))
     input_len = int(_pick("input_len", raw.input_len, None, A.DEFAULT_INPUT_LEN, sources))
