@@ -3,8 +3,8 @@
 One `numactl --cpunodebind=N --membind=N` around the whole server is right only when every GPU it serves
 hangs off node N. With tensor-parallel GPUs on both sockets it pins half the workers to the wrong node.
 vLLM's `--numa-bind` (from 0.20, claim vllm.numa-bind) binds each worker to its own GPU's node; SGLang's
-`--numa-node` takes one node per GPU, in GPU order (claim sglang.numa-node-per-gpu), and from 0.5.18 SGLang binds
-each GPU's process itself (claim sglang.auto-numa-bind).
+`--numa-node` takes one node per GPU, in GPU order (claim sglang.numa-node-per-gpu), and from 0.5.10 SGLang binds
+each GPU's process itself unless told otherwise (0.5.18 added SGLANG_AUTO_NUMA_BIND=0; claim sglang.auto-numa-bind).
 """
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def cpu001(ctx: Context) -> Hit | None:
 
 def _binding_fix(ctx: Context, nodes: list[int]) -> Fix:
     """Per-worker binding where the engine at this version has it (vLLM --numa-bind from 0.20; SGLang
-    --numa-node, one node per GPU, and its own binding from 0.5.18); whole-process numactl only for a GPU set
+    --numa-node, one node per GPU, and its own binding from 0.5.10); whole-process numactl only for a GPU set
     on a single node."""
     engine = ctx.engine()
     per_gpu = " ".join(str(g.numa_node) for g in sorted(ctx.serving_gpus(), key=lambda g: g.index or 0))

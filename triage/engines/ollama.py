@@ -32,9 +32,10 @@ def _default_history(variable: str, meaning: dict[object, str] | None = None) ->
     now = steps[-1][1]
     if len(steps) == 1:
         return f"{now}"
-    (_, old), (since, _) = steps[-2], steps[-1]
+    (was, old), (since, _) = steps[-2], steps[-1]
     said = f", {meaning[old]}," if meaning and old in meaning else ""
-    return f"{now} (since {truth.minor(since)}; {old}{said} before)"
+    earlier = f"from {truth.minor(was)}" if len(steps) > 2 else "before"
+    return f"{now} (since {truth.minor(since)}; {old}{said} {earlier})"
 
 
 NUM_PARALLEL_DEFAULT = _default_history("OLLAMA_NUM_PARALLEL", {0: "auto-select"})

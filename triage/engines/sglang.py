@@ -45,7 +45,8 @@ GIB = 1024 ** 3
 # series carry engine_type (prefill | decode | unified), tp_rank, pp_rank and, under data parallelism, dp_rank
 # (claims sglang.metrics-dp-rank-label, sglang.metrics-engine-type-label). The KV transfer latency is timed on the
 # prefill side, from the request entering the transfer queue to its completion (claim sglang.kv-transfer-timed-on-
-# prefill); it is a gauge up to 0.5.9 and a histogram from 0.5.10 (the tables).
+# prefill; from 0.5.12 a latency the transfer backend reports comes first); it is a gauge up to 0.5.9 and a
+# histogram from 0.5.10 (the tables).
 def _dp_balance_fix(mode: str | None, hot: str, version: str | None) -> tuple[str, dict[str, object]]:
     """Rule TOPO001's fix: a method that balances on the ranks' load (the knob dp_load_balance says which, per
     version; claims sglang.lb-auto-round-robin, sglang.lb-total-tokens, sglang.lb-minimum-tokens,
@@ -186,7 +187,8 @@ ENGINE = register(Engine(
         "tokenizer_mode_auto": (Since(None, Knob("--tokenizer-mode", "auto", claims=("sglang.tokenizer-mode-auto",))),),
         "eager_mode": (Since(None, Knob("--disable-cuda-graph", None, claims=("sglang.disable-cuda-graph-deprecated",))),),
         # One NUMA node per GPU process, in GPU order (numa_node[gpu_id]): rules pass one value per GPU. From
-        # 0.5.18 SGLang also binds by itself (SGLANG_AUTO_NUMA_BIND defaults on); the flag still pins it exactly.
+        # 0.5.10 SGLang also binds by itself when --numa-node is not given (0.5.18 added SGLANG_AUTO_NUMA_BIND=0 to
+        # turn that off); the flag still pins it exactly.
         "numa_bind": (Since(None, NoEquivalent("this SGLang has no --numa-node (added in 0.5.2)",
                                                ("sglang.numa-node-0.5.2",))),
                       Since("0.5.2", Knob("--numa-node", claims=("sglang.numa-node-0.5.2", "sglang.numa-node-per-gpu")))),
@@ -237,8 +239,8 @@ ENGINE = register(Engine(
                            ("sglang.log-load-begin", "sglang.log-load-end", "sglang.log-graph-0.4",
                             "sglang.log-graph-end-0.4", "sglang.log-graph", "sglang.log-graph-end",
                             "sglang.log-mem-pool", "sglang.log-ready")),
-        "auto_numa_bind": ("From 0.5.18 SGLang binds each GPU's process to that GPU's NUMA node by itself unless "
-                           "SGLANG_AUTO_NUMA_BIND=0.", ("sglang.auto-numa-bind-off-0.5.17",
+        "auto_numa_bind": ("From 0.5.10 SGLang binds each GPU's process to that GPU's NUMA node by itself when "
+                           "--numa-node is not given; from 0.5.18 SGLANG_AUTO_NUMA_BIND=0 turns that off.", ("sglang.auto-numa-bind-off-0.5.17",
                                                         "sglang.auto-numa-bind-0.5.18", "sglang.auto-numa-bind")),
         "chunked_prefill_default": ("SGLang picks --chunked-prefill-size from GPU memory when it is not given "
                                     "(8192 on H100-class GPUs), so chunked prefill is on by default.",
