@@ -146,8 +146,13 @@ def test_vllm_markers_follow_the_version_and_engines_show_lists_them():
     from triage.cli import app
 
     vllm = get("vllm")
-    assert startup_markers(vllm, "0.13.0")[("weight_load", "end")] == ("Model loading took %.4f GiB and %.6f seconds",)
-    assert startup_markers(vllm, "0.14.1")[("weight_load", "end")] == ("Model loading took %s GiB memory and %.6f seconds",)
+    # Each release's own wording (claims vllm.log-load-took-0.10 and vllm.log-load-took, cited at both ends).
+    assert startup_markers(vllm, "0.10.2")[("weight_load", "end")] == ("Model loading took %.4f GiB and %.6f seconds",)
+    assert startup_markers(vllm, "0.13.0")[("weight_load", "end")] == (
+        "Model loading took %.4f GiB memory and %.6f seconds",)
+    assert startup_markers(vllm, "0.8.1")[("weight_load", "end")] == ("Model loading took %.4f GB and %.6f seconds",)
+    assert startup_markers(vllm, "0.14.1")[("weight_load", "end")] == (
+        "Model loading took %s GiB memory and %.6f seconds", "Model loading took %s GiB and %.6f seconds")
     assert startup_markers(vllm, "0.17.1")[("compile", "end")] == ("torch.compile takes %.2f s in total",)
     assert startup_markers(vllm, "0.20.2")[("compile", "end")] == ("(compilation: %.2f s)",)
     res = CliRunner().invoke(app, ["engines", "show", "vllm", "--version", "0.18.0", "--format", "json"])

@@ -299,12 +299,15 @@ ENGINE = register(Engine(
         # notes["startup_phases"]). "Application startup complete" is uvicorn's, which vLLM serves with.
         "startup.download.end": ((None, "Time spent downloading weights for %s: %.6f seconds"),),
         "startup.weight_load.begin": ((None, "Starting to load model %s..."),),
-        # V0's "Loading model weights took" (0.6, claim vllm.log-load-took-0.6) is read up to 0.10, V0's last
-        # minors (its upper end not read from the source).
-        "startup.weight_load.end": ((None, "Model loading took %.4f GiB and %.6f seconds"),
-                                    (None, "Loading model weights took %.4f GB"),
-                                    ("0.11.0", "Model loading took %.4f GiB and %.6f seconds"),
-                                    ("0.14.0", "Model loading took %s GiB memory and %.6f seconds")),
+        # The load's end, as each release words it (claims vllm.log-load-took-0.6: "Loading model weights took" up to
+        # 0.7.3; vllm.log-load-took-0.10: "GiB and" 0.8.3-0.11.0, "GB and" in 0.8.0-0.8.2, "GiB memory and" in
+        # 0.11.1-0.13.0; vllm.log-load-took: "%s GiB memory and" from 0.14, and Model Runner V2's "%s GiB and").
+        "startup.weight_load.end": ((None, "Loading model weights took %.4f GB"),
+                                    ("0.8.0", "Model loading took %.4f GB and %.6f seconds"),
+                                    ("0.8.3", "Model loading took %.4f GiB and %.6f seconds"),
+                                    ("0.11.1", "Model loading took %.4f GiB memory and %.6f seconds"),
+                                    ("0.14.0", "Model loading took %s GiB memory and %.6f seconds"),
+                                    ("0.14.0", "Model loading took %s GiB and %.6f seconds")),
         # "takes" up to 0.17, "took" from 0.18; 0.32 prefixes an optional tag, so the form is the part after it. From
         # 0.20 the 'init engine' line also carries the seconds (claims vllm.log-compile-0.10, vllm.log-compile-took,
         # vllm.log-compile-took-0.32, vllm.log-compile).
@@ -318,7 +321,9 @@ ENGINE = register(Engine(
                                  ("0.11.0", "Available KV cache memory: %.2f GiB"),
                                  ("0.14.0", "Available KV cache memory: %s GiB")),
         "startup.cuda_graph.end": ((None, "Graph capturing finished in %.0f secs, took %.2f GiB"),),
+        # 0.8.0-0.9.0 word it 'Starting vLLM API server on http%s://%s:%d' (claim vllm.log-api-0.10).
         "startup.api_server.begin": ((None, "Starting vLLM API server %d on %s"),
+                                     (None, "Starting vLLM API server on http%s://%s:%d"),
                                      ("0.18.0", "Starting vLLM server on %s")),
         "startup.api_server.end": ((None, "Application startup complete"),),
     },

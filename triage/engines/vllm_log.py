@@ -89,7 +89,8 @@ LOG_FACTS = {
                               ("free_gib", "total_gib", "gpu_memory_utilization")),
                       LogForm("0.8.0", _V1_BUDGET_0_33, "vllm.log-memory-profile",
                               ("free_gib", "total_gib", "gpu_memory_utilization")),
-                      # From 0.21 (CUDA-graph memory profiled by default), before the capture.
+                      # From 0.20 (CUDA-graph memory profiled by default: claim vllm.cudagraph-memory-in-budget),
+                      # before the capture.
                       LogForm("0.8.0", "The current --gpu-memory-utilization=%.4f is equivalent to",
                               "vllm.log-cudagraph-profiling-enabled", ("gpu_memory_utilization",))),
     # V1's sampler warm-up runs min(max_num_seqs, max_num_batched_tokens) dummy requests after graph capture.
