@@ -30,5 +30,5 @@ def knob_fix(ctx: Context, knob: str, value: str) -> tuple[tuple[str, ...], str]
     else:
         shown = None if spec.value is None else spec.value.format(v=value)
         cmd = spec.flag if shown is None else f"{spec.flag} {shown}"
-    note = f"{module.display}: {spec.flag}" + (f" ({spec.note})" if spec.note else "")
+    note = f"{module.display}: {spec.flag if spec.is_env else cmd}" + (f" ({spec.note})" if spec.note else "")
     return (cmd,), note

@@ -59,6 +59,67 @@ def _from_git(origin: str, ref: str, path: str, clones: dict[str, Path]) -> str 
     return done.stdout if done.returncode == 0 else None
 
 
+class Verifier:
+    """Reads each claim's source (an archive in the cache, a git clone, or this working tree) and counts what
+    moved and what could not be found."""
+
+    def __init__(self, cache: Path, clones: dict[str, Path], update: bool, show: bool) -> None:
+        self.cache, self.clones, self.update, self.show = cache, clones, update, show
+        self.missing = self.moved = 0
+
+    def source(self, row: dict, ref: str, path: str) -> str | None:
+        if row["kind"] == "local":
+            return (ROOT / path).read_text() if (ROOT / path).is_file() else None
+        if row["kind"] == "pypi":
+            return _from_archive(self.cache, row["origin"], ref, path)
+        return _from_git(row["origin"], ref, path, self.clones)
+
+    def release_present(self, row: dict, ref: str) -> bool:
+        if row["kind"] == "pypi":
+            stem = row["origin"].replace("-", "_")
+            return any(self.cache.glob(f"{row['origin']}-{ref}*")) or any(self.cache.glob(f"{stem}-{ref}*"))
+        clone = self.clones.get(row["origin"])
+        return clone is not None and subprocess.run(["git", "-C", str(clone), "rev-parse", "--verify", "-q", ref],
+                                                    capture_output=True).returncode == 0
+
+    def check(self, row: dict, end: dict, what: str) -> None:
+        """One end of a claim (the claim itself, or its `until`): its lines still hash to the ledger's."""
+        text = self.source(row, end["ref"], end["path"])
+        if text is None:
+            print(f"SOURCE MISSING {row['id']}{what}: {row['origin']} {end['ref']} {end['path']}", file=sys.stderr)
+            self.missing += 1
+            return
+        digest = line_hash(text, end["first_line"], end["last_line"])
+        if self.show:
+            lines = text.splitlines()[end["first_line"] - 1:end["last_line"]]
+            print(f"--- {row['id']}{what} ({end['ref']}): {row['sentence']}\n" + "\n".join(lines))
+        if not end["sha256"] and self.update:
+            end["sha256"] = digest
+        elif end["sha256"] != digest:
+            print(f"MOVED {row['id']}{what}: {end['path']} lines {end['first_line']}-{end['last_line']} at "
+                  f"{end['ref']} hash {digest[:12]}, ledger {end['sha256'][:12] or 'none'}", file=sys.stderr)
+            self.moved += 1
+
+    def check_absent(self, row: dict, absent: dict) -> None:
+        """A claim "from X": its text must not be in the release before X (a missing file counts as absent, a
+        missing release does not)."""
+        text = self.source(row, absent["ref"], absent["path"])
+        if text is None and not self.release_present(row, absent["ref"]):
+            print(f"SOURCE MISSING {row['id']} (before): {row['origin']} {absent['ref']}", file=sys.stderr)
+            self.missing += 1
+        elif text is not None and absent["text"] in text:
+            print(f"NOT ABSENT {row['id']}: {absent['text']!r} is already in {absent['path']} at {absent['ref']}",
+                  file=sys.stderr)
+            self.moved += 1
+
+    def claim(self, row: dict) -> None:
+        self.check(row, row, "")
+        if row.get("until"):
+            self.check(row, row["until"], " (until)")
+        if row.get("absent_before"):
+            self.check_absent(row, row["absent_before"])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cache", type=Path, default=Path("/tmp/triage-engine-truth"))
@@ -68,73 +129,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", default=[], metavar="ID_PREFIX", help="check only these claims")
     args = ap.parse_args(argv)
     clones = {o: Path(d) for o, d in (g.split("=", 1) for g in args.git)}
-    missing = moved = 0
-
-    def source(row: dict, ref: str, path: str) -> str | None:
-        if row["kind"] == "local":
-            return (ROOT / path).read_text() if (ROOT / path).is_file() else None
-        if row["kind"] == "pypi":
-            return _from_archive(args.cache, row["origin"], ref, path)
-        return _from_git(row["origin"], ref, path, clones)
-
-    def check(row: dict, end: dict, what: str) -> None:
-        """One end of a claim (the claim itself, or its `until`): its lines still hash to the ledger's."""
-        nonlocal missing, moved
-        text = source(row, end["ref"], end["path"])
-        if text is None:
-            print(f"SOURCE MISSING {row['id']}{what}: {row['origin']} {end['ref']} {end['path']}", file=sys.stderr)
-            missing += 1
-            return
-        digest = line_hash(text, end["first_line"], end["last_line"])
-        if args.show:
-            lines = text.splitlines()[end["first_line"] - 1:end["last_line"]]
-            print(f"--- {row['id']}{what} ({end['ref']}): {row['sentence']}\n" + "\n".join(lines))
-        if not end["sha256"] and args.update:
-            end["sha256"] = digest
-        elif end["sha256"] != digest:
-            print(f"MOVED {row['id']}{what}: {end['path']} lines {end['first_line']}-{end['last_line']} at "
-                  f"{end['ref']} hash {digest[:12]}, ledger {end['sha256'][:12] or 'none'}", file=sys.stderr)
-            moved += 1
-
-    def check_absent(row: dict, absent: dict) -> None:
-        """A claim "from X": its text must not be in the release before X (a missing file counts as absent,
-        but a missing release does not)."""
-        nonlocal missing, moved
-        text = source(row, absent["ref"], absent["path"])
-        if text is None and not _release_present(row, absent["ref"]):
-            print(f"SOURCE MISSING {row['id']} (before): {row['origin']} {absent['ref']}", file=sys.stderr)
-            missing += 1
-        elif text is not None and absent["text"] in text:
-            print(f"NOT ABSENT {row['id']}: {absent['text']!r} is already in {absent['path']} at {absent['ref']}",
-                  file=sys.stderr)
-            moved += 1
-
-    def _release_present(row: dict, ref: str) -> bool:
-        if row["kind"] == "pypi":
-            stem = row["origin"].replace("-", "_")
-            return any(args.cache.glob(f"{row['origin']}-{ref}*")) or any(args.cache.glob(f"{stem}-{ref}*"))
-        clone = clones.get(row["origin"])
-        return clone is not None and subprocess.run(["git", "-C", str(clone), "rev-parse", "--verify", "-q", ref],
-                                                    capture_output=True).returncode == 0
-
+    verifier = Verifier(args.cache, clones, args.update, args.show)
     checked = 0
     for ledger_file in sorted(LEDGER_DIR.glob("*.json")):
         rows = json.loads(ledger_file.read_text())
         for row in rows:
-            if args.only and not row["id"].startswith(tuple(args.only)):
-                continue
-            checked += 1
-            check(row, row, "")
-            if row.get("until"):
-                check(row, row["until"], " (until)")
-            if row.get("absent_before"):
-                check_absent(row, row["absent_before"])
+            if not args.only or row["id"].startswith(tuple(args.only)):
+                verifier.claim(row)
+                checked += 1
         if args.update:
             ledger_file.write_text(json.dumps(rows, indent=1, ensure_ascii=False) + "\n")
-    print(f"{checked} claims checked (ranged ones at both ends); {moved} moved or not absent; {missing} sources "
-          "missing", file=sys.stderr)
-    return 2 if missing else 1 if moved else 0
-
+    print(f"{checked} claims checked (ranged ones at both ends); {verifier.moved} moved or not absent; "
+          f"{verifier.missing} sources missing", file=sys.stderr)
+    return 2 if verifier.missing else 1 if verifier.moved else 0
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -326,7 +326,7 @@ def test_ollama_defaults_come_from_its_tags():
     assert truth.default_steps("ollama", "OLLAMA_NUM_PARALLEL") == [("0.1.48", 1), ("0.2.8", 0), ("0.10.1", 1)]
     assert truth.table("ollama", "0.9.6").defaults["OLLAMA_NUM_PARALLEL"] == 0
     knob = get("ollama").batching_knob
-    assert knob.default == "1 (since 0.10; 0, auto-select, from 0.2)" and "default 512" in knob.meaning
+    assert knob.default == "1 since 0.10; 0, auto-select, from 0.2" and "default 512" in knob.meaning
     # The claims cite the same boundary at the source: the default changed in 0.10.0 (the tables hold 0.10.1).
     assert claim("ollama.num-parallel-default-1-0.10").ref == "v0.10.0"
 

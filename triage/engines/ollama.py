@@ -26,7 +26,7 @@ def _ollama_single(ident: Any) -> tuple[str, dict[str, Any]] | None:
 
 
 def _default_history(variable: str, meaning: dict[object, str] | None = None) -> str:
-    """'1 (since 0.10; 0, auto-select, before)': the variable's default and its last change, from the tables
+    """'1 since 0.10; 0, auto-select, from 0.2': the variable's default and its last change, from the tables
     (envconfig/config.go at each minor's last tag)."""
     steps = truth.default_steps("ollama", variable)
     now = steps[-1][1]
@@ -35,7 +35,7 @@ def _default_history(variable: str, meaning: dict[object, str] | None = None) ->
     (was, old), (since, _) = steps[-2], steps[-1]
     said = f", {meaning[old]}," if meaning and old in meaning else ""
     earlier = f"from {truth.minor(was)}" if len(steps) > 2 else "before"
-    return f"{now} (since {truth.minor(since)}; {old}{said} {earlier})"
+    return f"{now} since {truth.minor(since)}; {old}{said} {earlier}"
 
 
 NUM_PARALLEL_DEFAULT = _default_history("OLLAMA_NUM_PARALLEL", {0: "auto-select"})

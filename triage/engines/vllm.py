@@ -235,7 +235,7 @@ ENGINE = register(Engine(
         "compile_cache_dir": (Since(None, Knob("VLLM_CACHE_ROOT", is_env=True, claims=("vllm.cache-root",),
                                                note="torch.compile artifacts are kept under it")),),
         "fast_load_format": (Since(None, Knob("--load-format", "runai_streamer", claims=("vllm.load-formats",),
-                                              note="it streams tensors concurrently (fastsafetensors came in 0.8.2)")),
+                                              note="it streams tensors concurrently; fastsafetensors came in 0.8.2")),
                              Since("0.8.2", Knob("--load-format", "fastsafetensors",
                                                  claims=("vllm.load-formats", "vllm.load-format-fastsafetensors"),
                                                  note="or runai_streamer, which streams tensors concurrently"))),
