@@ -139,6 +139,9 @@ def _replays(tmp: Path, reference_url: str) -> list[ProbeResult]:
         results.append(probe_server_config("http://10.0.0.5:8000", cmdline=argv, engine=engine, get=_served(v1)))
     results.append(probe_network(reference_url, num_samples=2))
     results.append(probe_kernel_log(path=str(FIX / "logs" / "dmesg_xid79.txt")))
+    # A ticket read offline (tests/tickets): the artifacts list and every payload the ticket readers fill.
+    from triage.diagnose.from_ticket import read_ticket
+    results.extend(read_ticket([FIX / "tickets" / "planted_issue.md"]).probes)
     (tmp / "uptime").write_text("4834.57 9000.00\n")          # live dmesg: the events get an age
     lines = (FIX / "logs" / "dmesg_xid79.txt").read_text().splitlines()
     results.append(probe_kernel_log(run_dmesg=lambda: (lines, None), proc_root=str(tmp)))
@@ -366,6 +369,7 @@ def test_every_registered_probe_has_a_payload_type_and_a_replay(produced):
     names = [e.name for e in probes()]
     names += [e.name for e in active_probes()]
     history_only = {"prometheus_history"}   # runs under `diagnose --prometheus`, not in the live registry
+    history_only |= {"artifacts"}           # `diagnose --from` on a ticket lists what it read (from_ticket.py)
     assert sorted(names) == sorted(set(PAYLOAD_TYPES) - history_only), \
         "a registered probe without a payload type, or the reverse"
     for name, cls in PAYLOAD_TYPES.items():

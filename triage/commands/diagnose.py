@@ -19,9 +19,12 @@ DIAGNOSE_OPTIONS: OptionSpec = {
     "json_path": (Path, typer.Option(None, "--json", help="Also write the report JSON to this file.")),
     "format": (str, format_option(ReportKind.DIAGNOSE)),
     "from_path": (list[Path], typer.Option(None, "--from", help="Diagnose offline from files alone, no probe of "
-                  "this host: a server log (read per engine and version; give --from again for a rotated log's "
-                  "parts, oldest first), or a saved diagnose report, snapshot or --bundle to replay. The kind is "
-                  "told by the content.")),
+                  "this host: what a ticket carries (a server log, a /metrics dump, nvidia-smi or nvidia-smi -q "
+                  "[-x], vLLM's collect_env output, the launch command, or a Markdown issue body holding them; "
+                  "give --from again, or a folder), or a saved diagnose report, snapshot or --bundle to replay. "
+                  "The kind is told by the content (docs/TICKETS.md).")),
+    "dumps_apart_s": (float, typer.Option(None, "--dumps-apart-s", min=0.001, help="With two /metrics dumps in "
+                      "--from whose samples carry no timestamps: the seconds between them, so rates can be judged.")),
     "fail_on": (str, typer.Option(None, "--fail-on", help="Exit 1 when a finding is at or above this severity "
                 "(critical, high, medium, low, info).")),
     "log": (Path, typer.Option(None, "--log", help="The server's log, read beside the live server per engine and "

@@ -5,7 +5,9 @@ Each file's kind is told by its content, not its name:
 - a `--bundle` archive (.tar.gz): its snapshot.json replayed;
 - anything else that is text: a server log, read as evidence about another machine (probes/logs.py). Several
   logs are one log in the order given (a rotated log, oldest first). The engine, its version and its settings
-  come from the log's own lines; this host's GPU, CPU and memory are never reported as that deployment's.
+  come from the log's own lines; this host's GPU, CPU and memory are never reported as that deployment's;
+- what else a ticket carries (a /metrics dump, nvidia-smi, collect_env, a launch command, a Markdown issue body
+  holding them, or a folder of them): read by triage/diagnose/from_ticket.py into one deployment.
 A file triage cannot read is a one-line error (exit 2).
 """
 from __future__ import annotations
@@ -79,8 +81,9 @@ def _bundle_snapshot(path: Path, into: Path) -> Path:
     return out
 
 
-def _unknown_host() -> HostInfo:
-    return HostInfo(hostname="unknown (diagnosed from its log)", os="unknown", python="unknown", cpu_model=None,
+def unknown_host(how: str = "diagnosed from its log") -> HostInfo:
+    """The deployment's host as a report names it when only its files were read."""
+    return HostInfo(hostname=f"unknown ({how})", os="unknown", python="unknown", cpu_model=None,
                     num_cpus=None, memory_total_bytes=None)
 
 
@@ -113,7 +116,7 @@ def diagnose_logs(paths: Sequence[Path], bench: BenchSection | None, rules_confi
     cfg = config.data if isinstance(config.data, ServerConfigData) else ServerConfigData()
     target = Target(engine=logs.data.engine, engine_version=logs.data.engine_version,
                     model=cfg.served_model_name or cfg.model)
-    report = new_report(ReportKind.DIAGNOSE, _unknown_host(), target, probes=snapshot.probes, findings=findings,
+    report = new_report(ReportKind.DIAGNOSE, unknown_host(), target, probes=snapshot.probes, findings=findings,
                         skipped_rules=skipped, bench=bench)
     names = ", ".join(str(p) for p in paths)
     return DiagnoseResult(report=report, snapshot=snapshot,
@@ -122,17 +125,19 @@ def diagnose_logs(paths: Sequence[Path], bench: BenchSection | None, rules_confi
 
 
 def diagnose_from(paths: Sequence[Path], bench: BenchSection | None, rules_config: RulesConfig | None,
-                  baseline: Report | None, workdir: Path) -> DiagnoseResult:
-    """Replay a report, snapshot or bundle, or read one or more logs."""
+                  baseline: Report | None, workdir: Path, dumps_apart_s: float | None = None) -> DiagnoseResult:
+    """Replay a report, snapshot or bundle; read one or more logs; or read what a ticket carries."""
+    from triage.diagnose.from_ticket import diagnose_ticket, pieces
     from triage.diagnose.pipeline import replay
 
-    kinds = [sniff(p) for p in paths]
-    saved = [p for p, k in zip(paths, kinds, strict=True) if k != "log"]
+    kinds = ["folder" if p.is_dir() else sniff(p) for p in paths]
+    saved = [p for p, k in zip(paths, kinds, strict=True) if k not in ("log", "folder")]
     if saved and len(paths) > 1:
-        raise UsageError("--from: give one saved report, snapshot or bundle alone, or one or more logs "
+        raise UsageError("--from: give one saved report, snapshot or bundle alone, or the files of one deployment "
                          f"({', '.join(f'{p} is a {k}' for p, k in zip(paths, kinds, strict=True))})")
     if saved:
         source = _bundle_snapshot(saved[0], workdir) if kinds[0] == "bundle" else saved[0]
         return replay(source, bench, rules_config, baseline)
-    return diagnose_logs(paths, bench, rules_config, baseline)
-
+    if "folder" not in kinds and all(p.kind == "log" for p in pieces(paths)):
+        return diagnose_logs(paths, bench, rules_config, baseline)
+    return diagnose_ticket(paths, bench, rules_config, baseline, dumps_apart_s)

@@ -25,6 +25,7 @@ class DiagnoseRequest:
     json_path: Path | None = None
     format: str = "text"
     from_path: tuple[Path, ...] = ()     # --from, given once or more
+    dumps_apart_s: float | None = None   # --from with two /metrics dumps: the seconds between them
     fail_on: str | None = None
     log: Path | None = None
     kernel_log: Path | None = None
@@ -150,10 +151,11 @@ def run_diagnose(req: DiagnoseRequest, notice: Callable[[str], None]) -> Diagnos
         result = _from_history(req, rules_config)
     elif req.from_path:
         if req.url or req.log or req.kernel_log:
-            raise UsageError("--from diagnoses from files alone (a saved report, snapshot, bundle or server log); it "
-                             "cannot be combined with --url, --log or --kernel-log")
+            raise UsageError("--from diagnoses from files alone (a saved report, snapshot or bundle, or what a ticket "
+                             "carries); it cannot be combined with --url, --log or --kernel-log")
         with tempfile.TemporaryDirectory(prefix="triage-from-") as workdir:
-            result = diagnose_from(req.from_path, bench, rules_config, _baseline(req), Path(workdir))
+            result = diagnose_from(req.from_path, bench, rules_config, _baseline(req), Path(workdir),
+                                   req.dumps_apart_s)
     else:
         result = _live(req, bench, _baseline(req), rules_config, notice)
     return DiagnoseRun(result, rules_config, threshold)

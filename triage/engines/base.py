@@ -111,6 +111,7 @@ class Identity:
     openapi_paths: tuple[str, ...] = ()       # routes in /openapi.json only this engine serves
     owned_by: str | None = None               # `owned_by` of its /v1/models entries
     launches: tuple[Launch, ...] = ()         # the command lines that start it (probes/discovery.py)
+    images: tuple[str, ...] = ()              # container images whose entrypoint is its launcher (`docker run IMG ARGS`)
     worker_marks: tuple[str, ...] = ()        # text in a worker process's name or argv (walked up to the server)
     endpoints: tuple[EndpointSignal, ...] = ()
     exports_metrics_of: str | None = None     # it exports another engine's metric names on purpose

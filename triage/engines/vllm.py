@@ -181,6 +181,7 @@ ENGINE = register(Engine(
     rank=0, history_queries=HISTORY, history_marker="vllm:num_requests_running",
     identity=Identity(metric_prefixes=("vllm:",), version_path="/version",
                       launches=(Launch("vllm", ("serve",)), Launch(prefix="vllm.entrypoints")),
+                      images=("vllm/vllm-openai",),
                       worker_marks=("VLLM::",),
                       source="vllm-project/vllm vllm/entrypoints/openai/api_server.py (/version), "
                              "vllm/v1/metrics/loggers.py"),
@@ -366,6 +367,10 @@ ENGINE = register(Engine(
              "vllm.log-compile-0.10", "vllm.log-compile-took", "vllm.log-compile-took-0.32", "vllm.log-compile", "vllm.log-kv-0.10", "vllm.log-kv", "vllm.log-gpu-blocks-0.6",
              "vllm.log-graphs",
              "vllm.log-api-0.10", "vllm.log-api")),
+        "collect_env": ("vLLM's collect_env.py (which its bug template asks for) prints `Key : value` lines under "
+                        "`====` headers: versions, GPUs, lscpu, `nvidia-smi topo -m` and the environment; "
+                        "`triage diagnose --from` reads it (docs/TICKETS.md).",
+                        ("vllm.collect-env-format", "vllm.collect-env-vllm-info")),
         "compile_cache": (
             "vLLM keeps its torch.compile cache under VLLM_CACHE_ROOT (default ~/.cache/vllm).",
             ("vllm.cache-root",)),

@@ -18,6 +18,7 @@ from triage.core.probe_data.active import (
     PcieData,
     PcieGpu,
 )
+from triage.core.probe_data.artifacts import ArtifactRead, ArtifactsData
 from triage.core.probe_data.base import Payload
 from triage.core.probe_data.gpu import (
     GpuData,
@@ -57,7 +58,7 @@ from triage.core.probe_data.topology import PeerWindow, ServerPeersData, Topolog
 PAYLOAD_TYPES: dict[str, type[Payload]] = {t.PROBE: t for t in (
     GpuData, KernelLogData, CpuData, ServerProcessData, MemoryData, StorageData, NetworkData,
     ServerMetricsData, ServerConfigData, LogsData, EngineIdentityData, PromHistoryData, ServerPeersData,
-    TopologyData, HostMemoryData, PcieData, HbmData, MatmulData, AllreduceData)}
+    TopologyData, HostMemoryData, PcieData, HbmData, MatmulData, AllreduceData, ArtifactsData)}
 
 
 def read_payload(probe: str, data: Any, where: str = "probe data") -> Any:
@@ -74,7 +75,7 @@ def read_payload(probe: str, data: Any, where: str = "probe data") -> Any:
 
 
 __all__ = [
-    "PAYLOAD_TYPES", "Payload", "read_payload",
+    "PAYLOAD_TYPES", "Payload", "read_payload", "ArtifactRead", "ArtifactsData",
     "GpuData", "GpuDevice", "GpuPair", "GpuProcess", "NvLink", "NvLinkErrors", "ThrottleTimes",
     "CpuData", "MemoryData", "NetworkData", "NumaNode", "StorageData",
     "KernelLogData", "LogEvent", "LogStatsSample", "LogsData", "StartupData", "StartupPhase", "XidEvent", "PromHistoryData",
