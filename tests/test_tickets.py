@@ -185,3 +185,17 @@ def test_every_reader_is_total_on_cut_and_spliced_text(piece, at, cut, junk):
         blocks.split(text)
     except ReportError:
         pass
+
+
+def test_redact_hosts_replaces_host_names_and_addresses_consistently(tmp_path):
+    log = tmp_path / "nccl.log"
+    log.write_text("gpu-node-17:4242:4242 [0] NCCL INFO Bootstrap : Using eth0:10.12.0.7<0>\n"
+                   "gpu-node-17:4242:4250 [0] NCCL WARN NET/Socket : peer 10.12.0.8 closed the connection\n")
+    cmd = tmp_path / "cmd.sh"
+    cmd.write_text("vllm serve m --host 10.12.0.7 --port 8000\n")
+    _, report = _diagnose(log, cmd, extra=("--redact-hosts",))
+    text = json.dumps(report)
+    assert "gpu-node-17" not in text and "10.12.0.7" not in text and "10.12.0.8" not in text
+    assert "host-1" in text
+    _, plain = _diagnose(log)
+    assert "gpu-node-17" in json.dumps(plain)        # without the flag, the log is kept as it was

@@ -25,6 +25,8 @@ DIAGNOSE_OPTIONS: OptionSpec = {
                   "The kind is told by the content (docs/TICKETS.md).")),
     "dumps_apart_s": (float, typer.Option(None, "--dumps-apart-s", min=0.001, help="With two /metrics dumps in "
                       "--from whose samples carry no timestamps: the seconds between them, so rates can be judged.")),
+    "redact_hosts": (bool, typer.Option(False, "--redact-hosts", help="With --from: also replace host names and "
+                     "addresses (URLs, --host, IPv4, NCCL's host prefix) with host-1, host-2 ... before reading.")),
     "fail_on": (str, typer.Option(None, "--fail-on", help="Exit 1 when a finding is at or above this severity "
                 "(critical, high, medium, low, info).")),
     "log": (Path, typer.Option(None, "--log", help="The server's log, read beside the live server per engine and "

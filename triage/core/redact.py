@@ -94,3 +94,31 @@ def redact_text(text: str) -> str:
         else:
             text = pattern.sub(REDACTED, text)
     return text
+
+
+# Host names and addresses (`--redact-hosts`): a URL's host, an IPv4 address, a `--host` value and NCCL's
+# `host:pid:tid` line prefix. The loopback and wildcard addresses say nothing about a deployment and stay.
+_KEEP_HOSTS = {"localhost", "127.0.0.1", "0.0.0.0", "::", "::1"}
+_HOST_FORMS = [
+    re.compile(r"(\b[a-z][a-z0-9+.-]*://)([^/\s:@\]]+)", re.I),
+    re.compile(r"(--host[= ])([^\s]+)"),
+    re.compile(r"(^|\]\s|\s)([A-Za-z][\w.-]*)(?=:\d+:\d+ )", re.M),
+    re.compile(r"()(\b(?:\d{1,3}\.){3}\d{1,3}\b)"),
+]
+
+
+class HostRedactor:
+    """Replaces each host name or address with `host-N`, the same N for the same host across every text."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def _name(self, host: str) -> str:
+        if host.lower() in _KEEP_HOSTS:
+            return host
+        return self.names.setdefault(host, f"host-{len(self.names) + 1}")
+
+    def __call__(self, text: str) -> str:
+        for pattern in _HOST_FORMS:
+            text = pattern.sub(lambda m: m.group(1) + self._name(m.group(2)), text)
+        return text

@@ -81,10 +81,16 @@ def _bundle_snapshot(path: Path, into: Path) -> Path:
     return out
 
 
-def unknown_host(how: str = "diagnosed from its log") -> HostInfo:
-    """The deployment's host as a report names it when only its files were read."""
-    return HostInfo(hostname=f"unknown ({how})", os="unknown", python="unknown", cpu_model=None,
-                    num_cpus=None, memory_total_bytes=None)
+def unknown_host(how: str = "diagnosed from its log", snapshot: Snapshot | None = None) -> HostInfo:
+    """The deployment's host as a report names it when only its files were read: its GPUs and CPU where the
+    files said (nvidia-smi, collect_env), never this host's."""
+    from triage.core.probe_data import CpuData
+    from triage.diagnose.pipeline import gpus_of
+
+    cpu = snapshot.payload(CpuData) if snapshot is not None else None
+    return HostInfo(hostname=f"unknown ({how})", os="unknown", python="unknown",
+                    cpu_model=cpu.model if cpu else None, num_cpus=cpu.num_logical_cpus if cpu else None,
+                    memory_total_bytes=None, gpus=gpus_of(snapshot) if snapshot is not None else ())
 
 
 def _config_result(logs: LogsData) -> ProbeResult:
@@ -125,7 +131,8 @@ def diagnose_logs(paths: Sequence[Path], bench: BenchSection | None, rules_confi
 
 
 def diagnose_from(paths: Sequence[Path], bench: BenchSection | None, rules_config: RulesConfig | None,
-                  baseline: Report | None, workdir: Path, dumps_apart_s: float | None = None) -> DiagnoseResult:
+                  baseline: Report | None, workdir: Path, dumps_apart_s: float | None = None,
+                  redact_hosts: bool = False) -> DiagnoseResult:
     """Replay a report, snapshot or bundle; read one or more logs; or read what a ticket carries."""
     from triage.diagnose.from_ticket import diagnose_ticket, pieces
     from triage.diagnose.pipeline import replay
@@ -138,6 +145,6 @@ def diagnose_from(paths: Sequence[Path], bench: BenchSection | None, rules_confi
     if saved:
         source = _bundle_snapshot(saved[0], workdir) if kinds[0] == "bundle" else saved[0]
         return replay(source, bench, rules_config, baseline)
-    if "folder" not in kinds and all(p.kind == "log" for p in pieces(paths)):
+    if not redact_hosts and "folder" not in kinds and all(p.kind == "log" for p in pieces(paths)):
         return diagnose_logs(paths, bench, rules_config, baseline)
-    return diagnose_ticket(paths, bench, rules_config, baseline, dumps_apart_s)
+    return diagnose_ticket(paths, bench, rules_config, baseline, dumps_apart_s, redact_hosts)

@@ -24,7 +24,7 @@ from triage.core.probe_data import (
     ServerMetricsData,
     ServerProcessData,
 )
-from triage.core.redact import redact_text
+from triage.core.redact import HostRedactor, redact_text
 from triage.core.report import BenchSection, Certainty, Finding, Report, ReportKind, Target
 from triage.core.snapshot import ProbeResult, ProbeStatus, Snapshot
 from triage.core.specs import match_nvml_name
@@ -69,8 +69,10 @@ def _files(paths: Sequence[Path]) -> list[Path]:
     return out
 
 
-def pieces(paths: Sequence[Path]) -> list[Piece]:
-    """Every piece of every file (a Markdown body split into its blocks), each classified."""
+def pieces(paths: Sequence[Path], redact_hosts: bool = False) -> list[Piece]:
+    """Every piece of every file (a Markdown body split into its blocks), each classified; with `redact_hosts`,
+    host names and addresses are replaced before anything is read (the same host-N across the files)."""
+    hosts = HostRedactor()
     out: list[Piece] = []
     for path in _files(paths):
         try:
@@ -81,6 +83,7 @@ def pieces(paths: Sequence[Path]) -> list[Piece]:
             out.append(Piece(str(path), "", "unread"))
             continue
         text = raw.decode("utf-8", errors="replace").replace("\r\n", "\n")
+        text = hosts(text) if redact_hosts else text
         if blocks.is_markdown(text):
             out += [Piece(b.label(path.name, n), b.text) for n, b in enumerate(blocks.split(text), 1)]
         else:
@@ -216,10 +219,10 @@ def _weighed(finding: Finding, snapshot: Snapshot) -> Finding:
                                   "window; send two scrapes some seconds apart to judge the rate.)")
 
 
-def read_ticket(paths: Sequence[Path], window_s: float | None = None) -> Snapshot:
+def read_ticket(paths: Sequence[Path], window_s: float | None = None, redact_hosts: bool = False) -> Snapshot:
     """The snapshot a ticket's files describe (the `artifacts` probe first)."""
     got = Gathered()
-    for piece in pieces(paths):
+    for piece in pieces(paths, redact_hosts):
         if piece.kind == "unread":
             first = next((ln.strip() for ln in piece.text.splitlines() if ln.strip()), "(empty or binary)")
             got.items.append({"source": piece.source, "kind": "unread", "note": redact_text(first[:120])})
@@ -237,24 +240,29 @@ def read_ticket(paths: Sequence[Path], window_s: float | None = None) -> Snapsho
     for item in got.items:
         if item["kind"] == "metrics" and metrics_note:
             item["note"] = metrics_note
-    artifacts = ProbeResult("artifacts", ProbeStatus.OK, 0.0, None, ArtifactsData.build({"items": got.items}))
+    read = [i for i in got.items if i["kind"] != "unread"]
+    unread = [i["source"] for i in got.items if i["kind"] == "unread"]
+    summary = (f"{len(read)} of {len(got.items)} pieces read ({', '.join(i['kind'] for i in read)})"
+               + (f"; not read: {', '.join(unread)}" if unread else ""))
+    artifacts = ProbeResult("artifacts", ProbeStatus.OK, 0.0, summary, ArtifactsData.build({"items": got.items}))
     return Snapshot(probes=(artifacts, *results), window_s=window_s)
 
 
 def diagnose_ticket(paths: Sequence[Path], bench: BenchSection | None, rules_config: RulesConfig | None,
-                    baseline: Report | None, window_s: float | None = None) -> DiagnoseResult:
+                    baseline: Report | None, window_s: float | None = None,
+                    redact_hosts: bool = False) -> DiagnoseResult:
     from triage.core.report import new_report
     from triage.diagnose.from_files import unknown_host
     from triage.diagnose.pipeline import DiagnoseResult, Discovery, run_rules
 
-    snapshot = read_ticket(paths, window_s)
+    snapshot = read_ticket(paths, window_s, redact_hosts)
     findings, skipped = run_rules(snapshot, bench, rules_config, baseline)
     findings = [_weighed(f, snapshot) for f in findings]
     cfg = snapshot.payload(ServerConfigData) or ServerConfigData()
     metrics = snapshot.payload(ServerMetricsData) or ServerMetricsData()
     target = Target(engine=cfg.engine or metrics.engine, engine_version=cfg.engine_version,
                     model=cfg.served_model_name or cfg.model or metrics.model_name)
-    report = new_report(ReportKind.DIAGNOSE, unknown_host("diagnosed from a ticket"), target,
+    report = new_report(ReportKind.DIAGNOSE, unknown_host("diagnosed from a ticket", snapshot), target,
                         probes=snapshot.probes, findings=findings, skipped_rules=skipped, bench=bench)
     items = (snapshot.payload(ArtifactsData) or ArtifactsData()).items
     read = sum(1 for i in items if i.kind != "unread")

@@ -26,6 +26,7 @@ class DiagnoseRequest:
     format: str = "text"
     from_path: tuple[Path, ...] = ()     # --from, given once or more
     dumps_apart_s: float | None = None   # --from with two /metrics dumps: the seconds between them
+    redact_hosts: bool = False           # --from: host names and addresses replaced before reading
     fail_on: str | None = None
     log: Path | None = None
     kernel_log: Path | None = None
@@ -155,7 +156,7 @@ def run_diagnose(req: DiagnoseRequest, notice: Callable[[str], None]) -> Diagnos
                              "carries); it cannot be combined with --url, --log or --kernel-log")
         with tempfile.TemporaryDirectory(prefix="triage-from-") as workdir:
             result = diagnose_from(req.from_path, bench, rules_config, _baseline(req), Path(workdir),
-                                   req.dumps_apart_s)
+                                   req.dumps_apart_s, req.redact_hosts)
     else:
         result = _live(req, bench, _baseline(req), rules_config, notice)
     return DiagnoseRun(result, rules_config, threshold)
