@@ -123,7 +123,7 @@ def parse_flags(argv: Sequence[str], engine: str) -> tuple[dict[str, Any], list[
     table = flag_table(engine)
     out: dict[str, Any] = {}
     bad: list[str] = []
-    args = list(argv)
+    args = [_unabbreviated(a, engine, table) for a in argv]
     i = 0
     while i < len(args):
         i = _read_flag(args, i, table, out, bad) + 1
@@ -131,6 +131,19 @@ def parse_flags(argv: Sequence[str], engine: str) -> tuple[dict[str, Any], list[
     if module is not None:
         _module_extras(module, args, table, out, bad)
     return out, bad
+
+
+def _unabbreviated(arg: str, engine: str, table: dict[str, tuple[str, str]]) -> str:
+    """`--tp=2` -> `--tp-size=2` for an engine whose parser takes a unique prefix of a flag (argparse's
+    allow_abbrev, SGLang's): only when exactly one flag of its newest table starts with it."""
+    flag, eq, value = arg.partition("=")
+    module = engine_by_name(engine)
+    if not flag.startswith("--") or flag in table or module is None or not module.abbreviated_flags:
+        return arg
+    t = engine_truth.table(module.name)
+    spellings = t.spellings() if t is not None else {}
+    matches = {canonical for spelling, canonical in spellings.items() if spelling.startswith(flag)}
+    return (matches.pop() + eq + value) if len(matches) == 1 else arg
 
 
 def _read_flag(args: list[str], i: int, table: dict[str, tuple[str, str]], out: dict[str, Any],

@@ -38,7 +38,8 @@ def _cuda() -> bool:
 
 
 def cli(*args: str):
-    return CliRunner().invoke(app, ["--no-color", *args])
+    # The width is set here: a COLUMNS the shell exported would wrap the sentences the tests look for.
+    return CliRunner().invoke(app, ["--no-color", *args], env={"COLUMNS": "200"})
 
 
 # -- host memory ----------------------------------------------------------------------------------

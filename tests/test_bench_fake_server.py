@@ -53,16 +53,35 @@ def test_every_error_kind_is_counted_and_the_report_is_written(tmp_path, report_
     assert (tmp_path / "report.html").read_text().count("data:image/png;base64,") >= 3
 
 
-def test_a_level_where_every_request_fails_still_reports(tmp_path, report_validator):
+def test_a_level_where_every_request_fails_still_reports_and_exits_2(tmp_path, report_validator):
+    """Nothing measured at a level is a bench that could not do its job: exit 2 with the cause in one line, and
+    the report still written (docs/BENCH.md)."""
     with FakeOpenAIServer(default="http_500") as srv:
         result = invoke(["--url", srv.url, "--concurrency", "1,2", "--num-requests", "3", "--warmup", "1",
                          "--input-len", "8", "--output-len", "4", "--json", str(tmp_path / "r.json")])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 2, result.output
+    assert "every request failed at c=1, c=2 (http_500: 3)" in result.output
     data = report_validator(json.loads((tmp_path / "r.json").read_text()))
     for lv in data["bench"]["levels"]:
         assert lv["requests"] == {"completed": 0, "failed": 3, "errors_by_kind": {"http_500": 3}, "completed_no_text": 0}
         assert lv["ttft_ms"]["p50"] is None
     assert any("warmup requests failed" in n for n in data["bench"]["config"]["notes"])
+
+
+def test_a_level_with_some_failures_keeps_exit_0(tmp_path):
+    with FakeOpenAIServer(schedule=["http_500"]) as srv:
+        result = invoke(["--url", srv.url, "--concurrency", "1", "--num-requests", "4", "--warmup", "0",
+                         "--input-len", "8", "--output-len", "4", "--json", str(tmp_path / "r.json")])
+    assert result.exit_code == 0, result.output
+    assert "every request failed" not in result.output
+
+
+def test_a_url_ending_in_v1_is_told_to_drop_it():
+    with FakeOpenAIServer() as srv:
+        result = invoke(["--url", srv.url + "/v1", "--concurrency", "1", "--num-requests", "2", "--warmup", "0"])
+    assert result.exit_code == 2
+    assert "/v1/v1/models answered 404" in result.output
+    assert f"drop it (--url {srv.url})" in result.output, result.output
 
 
 def test_an_unreachable_server_exits_2_with_a_clear_message():

@@ -318,3 +318,10 @@ def test_a_module_knob_change_between_versions_is_respected():
     changed = replace(tgi, knobs={**tgi.knobs})
     assert changed.knob("max_num_seqs", "2.0.4").flag == "--max-batch-size"
     assert changed.knob("max_num_seqs", None).reason.startswith("TGI 3.x ignores")
+
+
+def test_engines_show_refuses_a_name_it_only_prefixes():
+    """`vllm2` is a typo, not vLLM: refused with the close names (it used to show vLLM silently)."""
+    res = CliRunner().invoke(app, ["engines", "show", "vllm2"], env={"COLUMNS": "200"})
+    assert res.exit_code == 2 and "unknown engine 'vllm2'" in res.output and "did you mean vllm" in res.output
+    assert CliRunner().invoke(app, ["engines", "show", "llama-server"]).exit_code == 0     # an alias is a name

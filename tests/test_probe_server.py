@@ -336,3 +336,15 @@ def test_server_process_uses_the_argv_and_env_it_is_given():
     assert r.data.cmdline == ("vllm", "serve", "m", "--api-key", "***")
     assert r.data.debug_env == {"NCCL_DEBUG": "INFO"}
     assert SECRET_TOKEN not in json.dumps(data_of(r))
+
+
+def test_sglang_takes_a_unique_prefix_of_a_flag_as_its_parser_does():
+    """SGLang's argparse keeps allow_abbrev on (claim sglang.argparse-abbreviations): `--tp 2` is `--tp-size 2`,
+    the form its own docs and users write. An ambiguous prefix, or an engine whose parser does not, stays unread."""
+    cfg, bad = parse_flags(["python", "-m", "sglang.launch_server", "--model-path", "m", "--tp", "2",
+                            "--mem-frac=0.8"], "sglang")
+    assert cfg["tensor_parallel_size"] == 2 and cfg["gpu_memory_utilization"] == 0.8 and not bad
+    cfg, _ = parse_flags(["python", "-m", "sglang.launch_server", "--model-path", "m", "--m", "x"], "sglang")
+    assert set(cfg) == {"model"}
+    cfg, _ = parse_flags(["vllm", "serve", "m", "--max-num", "8"], "vllm")
+    assert "max_num_seqs" not in cfg

@@ -124,3 +124,22 @@ def test_non_finite_numbers_are_written_as_null():
     from triage.core.convert import to_dict
 
     assert to_dict({"a": float("nan"), "b": [float("inf"), 1.5]}) == {"a": None, "b": [None, 1.5]}
+
+
+def test_a_report_is_written_with_the_mode_a_plain_write_gives(tmp_path):
+    """bench.json and diagnose.json used to be 0600 (mkstemp's) while every other output was 0644."""
+    import os
+    import stat
+
+    from triage.core.report import ReportKind, Target, new_report
+    from triage.core.report_io import write_report
+    from triage.diagnose.from_files import unknown_host
+
+    old = os.umask(0o022)
+    try:
+        path = write_report(new_report(ReportKind.DIAGNOSE, unknown_host(), Target()), tmp_path / "r.json")
+        plain = tmp_path / "plain.txt"
+        plain.write_text("x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode) == 0o644

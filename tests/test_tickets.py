@@ -161,7 +161,8 @@ def test_a_ticket_with_nothing_readable_is_one_line_and_exit_2(tmp_path):
 
 
 _pieces = st.sampled_from([nvidia_smi_q(PLANTED_GPUS), nvidia_smi_xml(PLANTED_GPUS), nvidia_smi_table(HEALTHY_GPUS),
-                           collect_env(Host(gpus=tuple(PLANTED_GPUS))), vllm_v0_metrics(0.5, 1, 2, 3, (0.1,))])
+                           collect_env(Host(gpus=tuple(PLANTED_GPUS))), vllm_v0_metrics(0.5, 1, 2, 3, (0.1,)),
+                           (FIXTURES / "launch_command.sh").read_text(), (FIXTURES / "planted_issue.md").read_text()])
 
 
 @FAST
@@ -182,6 +183,8 @@ def test_every_reader_is_total_on_cut_and_spliced_text(piece, at, cut, junk):
             collect_env_reader.read(text)
         elif kind == "metrics":
             metrics_dump.read_dumps([("dump", text)])
+        elif kind == "command":
+            assert find_command(text) is not None
         blocks.split(text)
     except ReportError:
         pass
@@ -199,3 +202,47 @@ def test_redact_hosts_replaces_host_names_and_addresses_consistently(tmp_path):
     assert "host-1" in text
     _, plain = _diagnose(log)
     assert "gpu-node-17" in json.dumps(plain)        # without the flag, the log is kept as it was
+
+
+@FAST
+@given(st.lists(st.sampled_from(["```", "~~~", "<details>", "</details>", "<summary>x</summary>", "    indented",
+                                 "`vllm serve m`", "# TYPE vllm:num_requests_waiting gauge", "NVIDIA-SMI", "|",
+                                 "vllm:num_requests_waiting 3", "GPU 0: NVIDIA H100", "text"]) | st.text(max_size=30),
+                max_size=30))
+def test_a_ticket_of_any_lines_is_read_or_refused_in_one_line(parts):
+    """Any mix of Markdown, artifact fragments and junk: a snapshot, or a ReportError (exit 2), never a traceback."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "issue.md"
+        path.write_text("\n".join(parts), encoding="utf-8")
+        try:
+            snapshot = read_ticket([path])
+        except ReportError:
+            return
+        assert snapshot.payload(ArtifactsData).items
+
+
+def test_an_sglang_ticket_is_read_with_sglangs_own_names(tmp_path):
+    """SGLang's bug template (Describe the bug / Reproduction / Environment): its launch command, a /metrics dump
+    under its own names (sglang:token_usage, sglang:num_queue_reqs) and the nvidia-smi table."""
+    from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+    reg = CollectorRegistry()
+    for name, value in (("sglang:token_usage", 0.97), ("sglang:num_queue_reqs", 14), ("sglang:num_running_reqs", 40)):
+        Gauge(name, name, ["model_name"], registry=reg).labels("Qwen/Qwen2.5-72B-Instruct").set(value)
+    body = tmp_path / "sglang_issue.md"
+    body.write_text("\n".join([
+        "### Describe the bug", "", "Requests queue for seconds.", "", "### Reproduction", "", "```",
+        "python -m sglang.launch_server --model-path Qwen/Qwen2.5-72B-Instruct --tp 2 --mem-fraction-static 0.8",
+        "```", "", "```", generate_latest(reg).decode().rstrip(), "```", "", "### Environment", "", "```",
+        nvidia_smi_table(HEALTHY_GPUS), "```", ""]))
+    code, report = _diagnose(body)
+    assert code == 0
+    items = next(p for p in report["probes"] if p["name"] == "artifacts")["data"]["items"]
+    assert [i["kind"] for i in items] == ["command", "metrics", "nvidia-smi"]
+    config = next(p for p in report["probes"] if p["name"] == "server_config")["data"]
+    assert config["engine"] == "sglang" and config["tensor_parallel_size"] == 2
+    kv001 = next(f for f in report["findings"] if f["code"] == "KV001")
+    assert kv001["evidence"]["server_metrics.kv_cache_usage_frac_max"] == pytest.approx(0.97)
+    assert "--mem-fraction-static" in json.dumps(kv001["fix"])          # SGLang's own knob, not vLLM's

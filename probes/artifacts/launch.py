@@ -64,6 +64,12 @@ def _unwrap_numactl(argv: list[str]) -> tuple[list[str], tuple[int, ...], tuple[
     return argv[i:], cpu, mem
 
 
+def _image_name(ref: str) -> str:
+    """`registry:5000/vllm/vllm-openai:v0.8.5@sha256:...` -> `registry:5000/vllm/vllm-openai` (no tag, no digest)."""
+    name = ref.split("@")[0]
+    return name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+
+
 def _from_docker(argv: list[str]) -> tuple[list[str], dict[str, str]] | None:
     """`docker run [opts] IMAGE ARGS` -> (the launcher's argv, the -e variables), for an image an engine names."""
     if len(argv) < 3 or argv[0].rsplit("/", 1)[-1] not in ("docker", "podman", "nerdctl") or argv[1] != "run":
@@ -73,8 +79,9 @@ def _from_docker(argv: list[str]) -> tuple[list[str], dict[str, str]] | None:
         if arg in ("-e", "--env") and i + 1 < len(argv) and "=" in argv[i + 1]:
             k, _, v = argv[i + 1].partition("=")
             env[k] = v
+        image = _image_name(arg)
         for e in engines():
-            if e.launcher and any(arg.split("@")[0].split(":")[0].endswith(img) for img in e.identity.images):
+            if e.launcher and any(image.endswith(img) for img in e.identity.images):
                 rest = argv[i + 1:]
                 launched = launched_by(rest)
                 return (rest if launched is not None else [*shlex.split(e.launcher), *rest]), env

@@ -20,9 +20,9 @@ from triage.bench.extra_files import write_csv, write_html
 from triage.bench.level_runner import BenchRunner, Observer
 from triage.bench.records import RecordSink
 from triage.bench.run_config import BenchConfig
-from triage.core.errors import EXIT_INTERRUPTED, EngineError, UsageError
+from triage.core.errors import EXIT_CANNOT, EXIT_INTERRUPTED, EngineError, UsageError
 from triage.core.redact import redact_text
-from triage.core.report import BenchSection, Finding, ReportKind, SkippedRule, Target
+from triage.core.report import BenchSection, Finding, ReportKind, SkippedRule, Target, level_name
 from triage.core.snapshot import Snapshot
 from triage.engines import GENERIC
 from triage.engines.reference import REFERENCE
@@ -115,6 +115,7 @@ def evaluate_rules(section: BenchSection) -> tuple[tuple[Finding, ...], tuple[Sk
 class Outcome:
     report: Any  # triage.core.report.Report
     exit_code: int
+    problem: str | None = None   # why the bench could not measure (exit 2), said in one line after the report
 
 
 def _run(cfg: BenchConfig, sink: RecordSink, observer: Observer | None, nvml: Any,
@@ -172,4 +173,19 @@ def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_consol
         write_csv(section, paths.csv)
     if paths.html is not None:
         write_html(report, paths.html)
-    return Outcome(report=report, exit_code=EXIT_INTERRUPTED if interrupted else 0)
+    if interrupted:
+        return Outcome(report=report, exit_code=EXIT_INTERRUPTED)
+    problem = all_failed(section)
+    return Outcome(report=report, exit_code=EXIT_CANNOT if problem else 0, problem=problem)
+
+
+def all_failed(section: BenchSection) -> str | None:
+    """A level in which every request failed measured nothing: the bench could not do its job (exit 2). The
+    levels where some requests failed keep exit 0 and the finding (BENCH002)."""
+    dead = [lv for lv in section.levels if lv.requests.completed == 0 and lv.requests.failed > 0]
+    if not dead:
+        return None
+    kinds = {k: v for lv in dead for k, v in lv.requests.errors_by_kind.items()}
+    why = ", ".join(f"{k}: {v}" for k, v in sorted(kinds.items())) or "no error kind recorded"
+    return (f"every request failed at {', '.join(level_name(lv) for lv in dead)} ({why}); the report above has what "
+            "was measured")

@@ -10,6 +10,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -84,6 +85,15 @@ async def preflight(client: httpx.AsyncClient, pool: ConnectionPool, cfg: BenchC
     return info
 
 
+def _refuse_doubled_v1(url: str, status: int) -> None:
+    """A --url that ends in /v1 makes every route /v1/v1/...: a 404 there is the URL, not the server."""
+    path = urlsplit(url).path.rstrip("/")
+    if status == 404 and path.endswith("/v1"):
+        fixed = url.rstrip("/")[: -len("/v1")]
+        raise UsageError(f"{url}/v1/models answered 404: triage adds /v1 to the URL itself, so drop it "
+                         f"(--url {fixed})")
+
+
 async def _server_info(client: httpx.AsyncClient, cfg: BenchConfig) -> ServerInfo:
     """The model to request (--model, checked, else the first listed), its max_model_len and the version."""
     try:
@@ -93,6 +103,7 @@ async def _server_info(client: httpx.AsyncClient, cfg: BenchConfig) -> ServerInf
     if resp.status_code in (401, 403):
         raise TargetUnreachable(f"{cfg.url} refused the request (HTTP {resp.status_code}): pass --api-key "
                                 "or set OPENAI_API_KEY")
+    _refuse_doubled_v1(cfg.url, resp.status_code)
     models = _listed_models(resp)
     model = cfg.model or (models[0]["id"] if models else None)
     if model is None:

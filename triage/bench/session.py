@@ -24,6 +24,7 @@ class BenchRun:
     report: Report
     exit_code: int
     files: dict[str, Path | None]  # {"per-request JSONL": path, ...}: where each written file went
+    problem: str | None = None     # why it exits 2 although it wrote a report (every request of a level failed)
 
 
 def run_config(opts: BenchOptions) -> tuple[BenchConfig, bool]:
@@ -61,7 +62,7 @@ def run_bench(opts: BenchOptions, err: Console, live: bool) -> BenchRun:
     _write_json(outcome.report, paths.json)
     return BenchRun(outcome.report, outcome.exit_code,
                     {"report": paths.json, "per-request JSONL": paths.jsonl, "levels CSV": paths.csv,
-                     "HTML report": paths.html, **paths.write_copies()})
+                     "HTML report": paths.html, **paths.write_copies()}, outcome.problem)
 
 
 def _check_scale(opts: BenchOptions, embedded: bool) -> None:

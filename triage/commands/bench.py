@@ -35,6 +35,8 @@ def bench(ctx: typer.Context, target: TargetOptions, load: LoadOptions, workload
     run = run_bench(BenchOptions(target, load, workload, slo, scale, output), err,
                     live=get_format(output.format).human and err.is_terminal)
     emit(run.report, None, output.format, other_files=run.files)
+    if run.problem:
+        err.print(f"triage: error: {run.problem}", markup=False, highlight=False)
     return run.exit_code
 
 

@@ -66,11 +66,16 @@ def show(engine: str = typer.Argument(..., help="An engine name: vllm, sglang, t
                                                             "(default: the newest tabled)."),
          fmt: str = typer.Option("text", "--format", help="Output: text or json.")) -> int:
     """One engine: its knobs at a version, its defaults and its claims."""
-    from triage.engines import get, names
+    import difflib
 
-    module = get(engine)
+    from triage.engines import get, known_names, names
+
+    # A name the user types must be one triage knows (a name or an alias), not a prefix of one: `vllm2` is a typo.
+    module = get(engine) if engine.strip().lower() in known_names() else None
     if module is None:
-        raise UsageError(f"unknown engine {engine!r}; triage knows {', '.join(names())}")
+        close = difflib.get_close_matches(engine.lower(), known_names(), n=3, cutoff=0.5)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise UsageError(f"unknown engine {engine!r}{hint}; triage knows {', '.join(names())}")
     if fmt not in ("text", "json"):
         raise UsageError(f"--format {fmt!r}: choose text or json")
     out = _engine_facts(module, version)

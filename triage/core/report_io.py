@@ -94,6 +94,9 @@ def write_report(report: Report, path: str | os.PathLike[str]) -> Path:
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        mask = os.umask(0)          # mkstemp makes the file 0600: give it the mode a plain write would (0644
+        os.umask(mask)              # under the usual umask), as every other file triage writes
+        os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, p)
     except OSError as e:
         raise ReportError(f"{p}: cannot write the report ({e})") from None

@@ -198,6 +198,8 @@ class Engine:
     model_after: str | None = None             # the positional model follows this word (`vllm serve MODEL`)
     config_file_flag: str | None = None        # a YAML file of flags (vLLM --config)
     env_twins: bool = False                    # every flag can be set from an environment variable (TGI, clap)
+    # Its argparse parser takes a unique prefix of a flag (`--tp` for `--tp-size`): the claim that shows it.
+    abbreviated_flags: str | None = None
     # Environment variables that turn a ServerConfigData switch off when "0" or "false" (TGI's PREFIX_CACHING).
     env_off_switches: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # Settings its own endpoints report: path -> {JSON key: ServerConfigData field} (TGI /info).
@@ -282,6 +284,8 @@ class Engine:
             ids.extend(milestone.claims)
         for forms in self.log_facts.values():
             ids.extend(f.claim for f in forms)
+        if self.abbreviated_flags:
+            ids.append(self.abbreviated_flags)
         return tuple(dict.fromkeys(ids))
 
 

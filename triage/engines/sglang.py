@@ -122,6 +122,7 @@ HISTORY = {
 
 ENGINE = register(Engine(
     name="sglang", display="SGLang", launcher="python -m sglang.launch_server",
+    abbreviated_flags="sglang.argparse-abbreviations",
     rank=1, history_queries=HISTORY, history_marker="sglang:num_running_reqs",
     identity=Identity(metric_prefixes=("sglang:",), openapi_paths=("/get_server_info", "/server_info", "/flush_cache"),
                       launches=(Launch(prefix="sglang.launch_server"), Launch("sglang", ("serve", "launch_server"))),
