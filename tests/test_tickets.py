@@ -246,3 +246,15 @@ def test_an_sglang_ticket_is_read_with_sglangs_own_names(tmp_path):
     kv001 = next(f for f in report["findings"] if f["code"] == "KV001")
     assert kv001["evidence"]["server_metrics.kv_cache_usage_frac_max"] == pytest.approx(0.97)
     assert "--mem-fraction-static" in json.dumps(kv001["fix"])          # SGLang's own knob, not vLLM's
+
+
+def test_a_llamacpp_command_gives_its_slots(tmp_path):
+    """llama-server's `-np 1`: the engine's own reading of its command line (engine_identity.batching), so ENG001
+    names the one slot; with no symptom in the ticket it stays LOW."""
+    body = tmp_path / "issue.md"
+    body.write_text("Slow with 8 users:\n\n```\n./llama-server -m /models/q.gguf -ngl 99 -np 1 -c 16384 --port 8080\n```\n")
+    code, report = _diagnose(body)
+    identity = next(p for p in report["probes"] if p["name"] == "engine_identity")["data"]
+    assert identity["engine"] == "llama.cpp" and identity["batching"]["slots"] == 1
+    eng001 = next(f for f in report["findings"] if f["code"] == "ENG001")
+    assert code == 0 and eng001["severity"] == "low"

@@ -18,6 +18,7 @@ from triage.core.errors import ReportError
 from triage.core.probe_data import (
     ArtifactsData,
     CpuData,
+    EngineIdentityData,
     GpuData,
     LogsData,
     ServerConfigData,
@@ -54,6 +55,7 @@ class Gathered:
     cpu: list[dict[str, Any]] = field(default_factory=list)
     config: list[dict[str, Any]] = field(default_factory=list)
     process: list[dict[str, Any]] = field(default_factory=list)
+    identity: list[dict[str, Any]] = field(default_factory=list)
     dumps: list[tuple[str, str]] = field(default_factory=list)
     logs: list[tuple[str, list[str]]] = field(default_factory=list)
     items: list[dict[str, Any]] = field(default_factory=list)
@@ -138,7 +140,16 @@ def _read_command(text: str, got: Gathered) -> tuple[tuple[str, ...], str | None
     if cmd.mem_nodes:
         proc["memory_numa_nodes"] = list(cmd.mem_nodes)
     got.process.insert(0, proc)
-    return ("server_config", "server_process"), None
+    if cmd.engine.read_batching_fn is None:
+        return ("server_config", "server_process"), None
+    from triage.probes.batching_config import read_batching
+
+    batching = read_batching(cmd.engine.name, cmd.argv, cmd.env)
+    got.identity.append({"engine": cmd.engine.name, "evidence": ["the ticket's command line"],
+                         "batching": {"slots": batching.slots, "continuous": batching.continuous,
+                                      "ctx_tokens": batching.ctx_tokens, "max_queue": batching.max_queue,
+                                      "evidence": list(batching.evidence), "from_cmdline": True}})
+    return ("server_config", "server_process", "engine_identity"), None
 
 
 def _merge(dicts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -194,6 +205,9 @@ def _results(got: Gathered, window_s: float | None) -> tuple[list[ProbeResult], 
         cfg = _merge(got.config)
         cfg["sources"] = {**{k: "ticket" for k in cfg if k != "sources"}, **cfg.get("sources", {})}
         results.append(ProbeResult("server_config", ProbeStatus.OK, 0.0, None, ServerConfigData.build(cfg)))
+    if got.identity:
+        results.append(ProbeResult("engine_identity", ProbeStatus.OK, 0.0, "read from the ticket's command line",
+                                   EngineIdentityData.build(_merge(got.identity))))
     if got.process:
         results.append(ProbeResult("server_process", ProbeStatus.OK, 0.0, "read from the ticket's command line",
                                    ServerProcessData.build(_merge(got.process))))
