@@ -133,7 +133,12 @@ def _read_command(text: str, got: Gathered) -> tuple[tuple[str, ...], str | None
         return (), None
     result = probe_server_config(None, cmd.argv, cmd.engine.name, environ=cmd.env or None)
     if isinstance(result.data, ServerConfigData):
-        got.config.insert(0, {k: v for k, v in result.data.to_dict().items() if v not in (None, {}, [], ())})
+        # What the line says and the defaults that held across releases, not a release's own default (the
+        # probe takes the newest release's, and the ticket's version, from collect_env or the log, may be older).
+        data = result.data.to_dict()
+        said = {k for k, src in (data.get("sources") or {}).items() if src in ("cmdline", "environment", "default")}
+        got.config.insert(0, {**{k: data[k] for k in said if data.get(k) is not None}, "engine": cmd.engine.name,
+                              "sources": {k: data["sources"][k] for k in said}})
     proc: dict[str, Any] = {"engine": cmd.engine.name, "cmdline": list(cmd.argv)}
     if cmd.cpu_nodes:
         proc["affinity_numa_nodes"] = list(cmd.cpu_nodes)
