@@ -33,8 +33,12 @@ def test_a_1_4_sweep_gives_valid_levels(sweep):
         # The client is never the bottleneck here. On a shared 2-core box the OS may still deschedule this
         # process for >10 ms during a sub-second level; the verdict then says so, and only that is tolerated.
         if not lv.client.valid:
+            # A descheduled client also reads a first token together with the next one (TCP merges the unread
+            # segments): that reason has the same cause and is tolerated with it.
             reasons = lv.client.invalid_reason.split("; ")
-            assert all("other work on the host" in r for r in reasons), lv.client.invalid_reason
+            assert all("other work on the host" in r or "read in one piece with the next token" in r
+                       for r in reasons), lv.client.invalid_reason
+            assert any("other work on the host" in r for r in reasons), lv.client.invalid_reason
         assert lv.requests.completed == 16 and lv.requests.failed == 0
         assert lv.ttft_ms.p50 is not None and lv.ttft_ms.p50 > 0
         assert lv.output_tokens_per_s > 0

@@ -142,7 +142,13 @@ def test_prometheus_scrapes_triage_watch_and_sees_the_undersized_servers_kv_find
                 assert query(prom, 'triage_probe_status{probe="server_metrics"}')[0]["value"][1] == "1"
                 # The gauge is the usage at the end of each window, and a window can end just as requests finish
                 # (a CI run read 0.375 there): the peak Prometheus has stored is what says the cache filled.
-                peak = query(prom, "max_over_time(triage_kv_cache_usage_ratio[5m])")
+                # Prometheus may not have scraped a full-cache window yet when the finding shows: wait for one.
+                peak: list = []
+                while time.monotonic() < deadline + 30:
+                    peak = query(prom, "max_over_time(triage_kv_cache_usage_ratio[5m])")
+                    if peak and float(peak[0]["value"][1]) > 0.5:
+                        break
+                    time.sleep(1)
                 assert peak and float(peak[0]["value"][1]) > 0.5, peak
         finally:
             stop.set()
