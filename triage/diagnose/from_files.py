@@ -145,6 +145,7 @@ def diagnose_from(paths: Sequence[Path], bench: BenchSection | None, rules_confi
     if saved:
         source = _bundle_snapshot(saved[0], workdir) if kinds[0] == "bundle" else saved[0]
         return replay(source, bench, rules_config, baseline)
-    if not redact_hosts and "folder" not in kinds and all(p.kind == "log" for p in pieces(paths)):
+    parts = pieces(paths, redact_hosts)          # read and classified once, here
+    if not redact_hosts and "folder" not in kinds and all(p.kind == "log" for p in parts):
         return diagnose_logs(paths, bench, rules_config, baseline)
-    return diagnose_ticket(paths, bench, rules_config, baseline, dumps_apart_s, redact_hosts)
+    return diagnose_ticket(paths, bench, rules_config, baseline, dumps_apart_s, redact_hosts, parts)

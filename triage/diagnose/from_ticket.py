@@ -238,10 +238,11 @@ def _weighed(finding: Finding, snapshot: Snapshot) -> Finding:
                                   "window; send two scrapes some seconds apart to judge the rate.)")
 
 
-def read_ticket(paths: Sequence[Path], window_s: float | None = None, redact_hosts: bool = False) -> Snapshot:
+def read_ticket(paths: Sequence[Path], window_s: float | None = None, redact_hosts: bool = False,
+                parts: Sequence[Piece] | None = None) -> Snapshot:
     """The snapshot a ticket's files describe (the `artifacts` probe first)."""
     got = Gathered()
-    for piece in pieces(paths, redact_hosts):
+    for piece in parts if parts is not None else pieces(paths, redact_hosts):
         if piece.kind == "unread":
             first = next((ln.strip() for ln in piece.text.splitlines() if ln.strip()), "(empty or binary)")
             got.items.append({"source": piece.source, "kind": "unread", "note": redact_text(first[:120])})
@@ -269,12 +270,12 @@ def read_ticket(paths: Sequence[Path], window_s: float | None = None, redact_hos
 
 def diagnose_ticket(paths: Sequence[Path], bench: BenchSection | None, rules_config: RulesConfig | None,
                     baseline: Report | None, window_s: float | None = None,
-                    redact_hosts: bool = False) -> DiagnoseResult:
+                    redact_hosts: bool = False, parts: Sequence[Piece] | None = None) -> DiagnoseResult:
     from triage.core.report import new_report
     from triage.diagnose.from_files import unknown_host
     from triage.diagnose.pipeline import DiagnoseResult, Discovery, run_rules
 
-    snapshot = read_ticket(paths, window_s, redact_hosts)
+    snapshot = read_ticket(paths, window_s, redact_hosts, parts)
     findings, skipped = run_rules(snapshot, bench, rules_config, baseline)
     findings = [_weighed(f, snapshot) for f in findings]
     cfg = snapshot.payload(ServerConfigData) or ServerConfigData()
