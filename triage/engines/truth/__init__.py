@@ -18,7 +18,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-ENGINES = ("vllm", "sglang", "tgi", "llama.cpp", "ollama")
 _DIR = Path(__file__).resolve().parent
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
@@ -145,7 +144,7 @@ class Table:
 
 @cache
 def _load_all() -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {e: [] for e in ENGINES}
+    out: dict[str, list[dict[str, Any]]] = {}      # engine -> its tables: whichever engines are tabled here
     for path in sorted(_DIR.glob("*.json")):
         data = json.loads(path.read_text())
         out.setdefault(data["engine"], []).append(data)
