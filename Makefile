@@ -12,7 +12,8 @@ bootstrap:
 demo: bootstrap
 	$(PY) scripts/demo.py --out $(OUT)
 
-test: bootstrap
+test:
+	@VENV=$(VENV) TRIAGE_TEST_TOOLS=1 ./scripts/bootstrap.sh
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: bootstrap

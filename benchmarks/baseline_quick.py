@@ -1,7 +1,7 @@
 """`triage baseline --quick`, timed: wall time, per-row time, the compute dtype it chose and why, and
 every row's gain (each row's "after" against its "before", measured in the same run).
 
-Targets (issue 18): the whole run <= 60 s on a 2-core AVX2-only CPU; continuous >= 2x static; flash
+Targets (set when the compute dtype became chosen by measurement): the whole run <= 60 s on a 2-core AVX2-only CPU; continuous >= 2x static; flash
 (SDPA) >= 3x naive TTFT at a 4K context; decode at bs=1 >= 60% of the measured read-bandwidth roofline.
 The box may be shared: ``--repeats N`` runs the whole thing N times and keeps every run; the summary
 quotes the fastest run and the best value of each ratio over the runs (best of N), and records the
@@ -50,7 +50,7 @@ def figures_from_report(path: str) -> dict:
     return {"source": path, "cpu_model": report.get("host", {}).get("cpu_model"), "dtype": b.get("dtype"),
             "total_s": b.get("total_s"), "gains": {r["key"]: r.get("gain") for r in b["rows"]},
             "decode_bs1_roofline_pct": b.get("roofline", {}).get("bs1_pct"),
-            "note": "an earlier run on the bf16-capable (AVX-512, AMX) Xeon box, before issue 18; kept for comparison"}
+            "note": "an earlier run on the bf16-capable (AVX-512, AMX) Xeon box, before the compute dtype was chosen by measurement; kept for comparison"}
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ Four measurements, each written to --out (default benchmarks/results/diagnose_ru
 1. `python -c pass` (the interpreter alone, the baseline of the next two) and `python -c "import triage.cli"`
    (the import a command pays), each a fresh process, `--repeats` times;
 2. `triage --version` through the installed entry point (`--triage-bin`, default the `triage` beside this
-   Python), best and median of `--repeats` (issue 12's target: best of 5 <= 0.3 s);
+   Python), best and median of `--repeats` (the target: best of 5 <= 0.3 s);
 3. `triage diagnose --url <reference server> --json FILE`, the whole process against a real `triage serve`
    (tiny preset) on loopback, no bench and no GPU, median of `--repeats` (target: <= 5 s);
 4. the probe phases in this process (`collect`), with the sum of the probes' own durations as the

@@ -72,7 +72,7 @@ class ProbeEntry:
     run: Callable[[ProbeRun], ProbeResult]
     active: bool = False                        # loads the host or GPUs: only with --active, one at a time
     budget_s: float | None = None               # an active probe's timed budget (its timeout adds start-up)
-    extra: str | None = None                    # the pip extra it needs (`triage[engine]`: torch)
+    extra: str | None = None                    # the pip extra it needs (`engine`: torch)
 
 
 _REGISTRY: dict[str, ProbeEntry] = {}

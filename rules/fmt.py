@@ -28,7 +28,7 @@ def round_down(value: float, multiple: int) -> int:
 
 def seqs_at_least(value: float) -> int:
     """The smallest batch cap >= value that vLLM captures a CUDA graph for: 1, 2, 4, then every 8
-    (vllm/config/compilation.py). No power of two is needed, whatever seed 002 says."""
+    (vllm/config/compilation.py). No power of two is needed, whatever a tuning guide says."""
     for small in (1, 2, 4):
         if value <= small:
             return small

@@ -1,7 +1,7 @@
 """Does throughput grow with concurrency? The non-batching verdict from the load alone.
 
 A batching engine serving decode-bound requests turns N times the concurrency into close to N times
-the output tokens/s, until the GPU saturates (seed 004 §1: batch 1 vs batch 128; seed 000 §4). An
+the output tokens/s, until the GPU saturates (batch 1 against batch 128: the roofline explainers, and "Why Your LLM Inference Is Slow (And How to Fix It)" on batching). An
 engine that runs one request at a time (no batching, or one slot) keeps the same tokens/s however
 many requests wait: its throughput stays flat while TTFT grows with the queue.
 """

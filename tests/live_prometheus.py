@@ -1,11 +1,13 @@
-"""A real Prometheus on loopback for tests (Debian's `prometheus` package; scripts/bootstrap.sh installs it
-where apt is usable). Tests that need it skip with the reason when the binary is missing."""
+"""A real Prometheus on loopback for tests (Debian's `prometheus` package: on PATH, or unpacked into
+.venv/opt/prometheus by `make test`'s bootstrap). Tests that need it skip with the reason when it is missing."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,13 +16,14 @@ import httpx
 import pytest
 import yaml
 
-PROMETHEUS = shutil.which("prometheus")
-PROMTOOL = shutil.which("promtool")
+_SEARCH = os.pathsep.join([os.environ.get("PATH", ""), str(Path(sys.prefix) / "opt" / "prometheus" / "usr" / "bin")])
+PROMETHEUS = shutil.which("prometheus", path=_SEARCH)
+PROMTOOL = shutil.which("promtool", path=_SEARCH)
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (Debian package "
-                                    "'prometheus'; scripts/bootstrap.sh installs it where apt is usable)")
+                                    "'prometheus'; `make test` unpacks it where apt-get is usable)")
 needs_prometheus = pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None,
                                       reason="prometheus is not installed (Debian package 'prometheus'; "
-                                             "scripts/bootstrap.sh installs it where apt is usable)")
+                                             "`make test` unpacks it where apt-get is usable)")
 
 
 def free_port() -> int:

@@ -3,6 +3,7 @@ stay lean (no torch, web server or plotting unless a command needs them)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -60,11 +61,21 @@ def test_core_install_resolves_without_torch(tmp_path):
 
 
 def test_missing_extra_names_the_pip_line(monkeypatch):
-    import importlib.util
+    """The message names the missing package and installs the extra from this checkout (pyproject's list)."""
+    from importlib import metadata
 
     from triage.core.errors import MissingExtra, require_extra
+    from triage.core.extras import requirements
 
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
-    with pytest.raises(MissingExtra, match=r"pip install 'triage\[engine\]'"):
+    real = metadata.version
+
+    def version(name):
+        if name == "torch":
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(metadata, "version", version)
+    root = str(Path(__file__).resolve().parents[1])
+    with pytest.raises(MissingExtra, match=r"\(torch not installed\): pip install (-e )?'" + re.escape(root) + r"\[engine\]'"):
         require_extra("engine", "triage serve")
+    assert any(r.startswith("torch") for r in requirements("engine"))

@@ -93,7 +93,7 @@ app.add_typer(_engines.app, name="engines", help=manual(
     "triage engines list",
     "triage engines show tgi --version 3.3.6"))
 app.command("baseline", help=manual(
-    "Measure seed 000's before/after table on this host with the reference engine.",
+    "Measure each serving optimization's before/after gain on this host with the reference engine.",
     "triage baseline --quick",
     "triage baseline --rows batching,kv-layout --json baseline.json"))(_baseline.baseline)
 app.command("watch", help=manual(

@@ -1,5 +1,5 @@
 """The `allreduce` active probe: all-reduce bus bandwidth with torch.distributed, computed as nccl-tests
-defines it (seed 003's `all_reduce_perf` step):
+defines it (the `all_reduce_perf` step of "How to Diagnose and Fix Slow LLM Inference"):
 
     algbw = S / t          (S: bytes in the buffer, t: time of one all-reduce)
     busbw = algbw * 2 (n - 1) / n
@@ -24,6 +24,7 @@ import tempfile
 import time
 from typing import Any
 
+from triage.core.extras import install_line
 from triage.core.probe_data.active import AllreduceData
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.registry import ProbeRun, register
@@ -167,7 +168,7 @@ def _num_cuda_gpus() -> tuple[int, str | None]:
     try:
         import torch
     except ImportError:
-        return 0, "torch is not installed: pip install 'triage[engine]'"
+        return 0, f"torch is not installed: {install_line('engine')}"
     if getattr(torch.version, "cuda", None) is None:
         return 0, f"torch {torch.__version__} is a CPU-only build: no NCCL"
     if not torch.cuda.is_available():
@@ -193,7 +194,7 @@ def probe_allreduce(budget_s: float = DEFAULT_BUDGET_S, gloo_bytes: int = GLOO_B
         gloo_ok = dist.is_available() and dist.is_gloo_available()
     except ImportError:
         return ProbeResult("allreduce", ProbeStatus.UNSUPPORTED, time.perf_counter() - start,
-                           "torch is not installed: pip install 'triage[engine]'", {})
+                           f"torch is not installed: {install_line('engine')}", {})
     if gloo_ok:
         time_s = min(2.0, budget_s * (1 - nccl_share) / 2)
         try:

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from triage.core.extras import install_line
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.core.specs import GpuSpec, match_nvml_name
 
@@ -15,7 +16,7 @@ def torch_cuda() -> tuple[Any, str | None]:
     try:
         import torch
     except ImportError:
-        return None, "torch is not installed: pip install 'triage[engine]'"
+        return None, f"torch is not installed: {install_line('engine')}"
     if getattr(torch.version, "cuda", None) is None:
         return torch, (f"torch {torch.__version__} is a CPU-only build (no CUDA); on a GPU host install a CUDA "
                        "build of torch")

@@ -1,7 +1,7 @@
 """Host memory bandwidth: copy and read over a buffer several times the last-level cache, one worker
 thread per allowed CPU, per NUMA node when the host has several.
 
-This is the one implementation of the host figure (seed 003's `mbw` step): the `memory` probe's copy
+This is the one implementation of the host figure (the `mbw` step of "How to Diagnose and Fix Slow LLM Inference"): the `memory` probe's copy
 figure, `triage baseline`'s CPU microbenchmark and `triage diagnose --active` all call
 `measure_host_bandwidth`.
 

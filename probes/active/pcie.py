@@ -1,5 +1,5 @@
 """The `pcie` active probe: host->device and device->host bandwidth per GPU, from pinned and from pageable
-host memory, timed with CUDA events (what CUDA's bandwidthTest measures, seed 003's PCIe step).
+host memory, timed with CUDA events (what CUDA's bandwidthTest measures, the PCIe step of "How to Diagnose and Fix Slow LLM Inference").
 
 NVML's link generation and width are read *while* pinned copies are in flight, so a link that trained
 low cannot pass for an idle power-saving downshift. Each figure sits next to the link's theoretical

@@ -18,7 +18,7 @@ from triage.rules.registry import rule
             "bench.c64.requests.errors_by_kind = {http_503: 30, timeout: 7}",
     fix="The error classes say where to look: 429/503 means admission limits or overload, timeouts mean "
         "queueing, 500s and dropped streams are server faults (read its log).",
-    references=("seed 003 application layer", "contract: failed requests count as missing the SLO"),
+    references=("'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'Application Layer'", "contract: failed requests count as missing the SLO"),
 ), thresholds=("BENCH002.error_rate_frac", "BENCH002.error_rate_frac_high", "BENCH002.error_rate_frac_critical"))
 def bench002(ctx: Context) -> Hit | None:
     evidence: dict[str, Any] = {}

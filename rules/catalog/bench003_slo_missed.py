@@ -15,11 +15,11 @@ from triage.rules.registry import rule
     what="TTFT p99 > 500 ms or TPOT p99 > 50 ms at some level, the chat defaults; SLOs given to the bench "
          "(`--slo ttft_ms=...,tpot_ms=...`) override them. Without an SLO and for non-chat endpoints, skipped.",
     why="This is the symptom users feel; the other findings say why. Goodput (requests/s meeting the SLO) "
-        "shows how far off the level is (seed 004 §4).",
+        "shows how far off the level is (an explainer of inference as a memory-bound problem, 'the metrics that matter').",
     example="bench.c32.ttft_ms.p99 = 2400, slo.ttft_ms = 500",
     fix="Read the findings this one links to (queueing, KV pressure, throttling); run no hotter than the "
         "highest level that met the SLO.",
-    references=("seed 004 §4 (TTFT < 500 ms P99 for chat, TPOT < 50 ms)",),
+    references=("an explainer of inference as a memory-bound problem, 'the metrics that matter' (TTFT < 500 ms P99 for chat, TPOT < 50 ms)",),
 ), thresholds=("BENCH003.ttft_p99_ms", "BENCH003.tpot_p99_ms"))
 def bench003(ctx: Context) -> Hit | None:
     ctx.bench_section()

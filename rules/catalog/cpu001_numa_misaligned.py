@@ -30,9 +30,9 @@ from triage.rules.registry import rule
             "server_process.memory_numa_nodes = [0]",
     fix="Bind each worker to its GPU's node: vLLM `--numa-bind` where the version has it, SGLang `--numa-node`; "
         "`numactl --cpunodebind=N --membind=N` on the whole server only when all its GPUs are on node N.",
-    references=("seed 003 CPU layer (check NUMA affinity, bind vLLM to the correct node)", "nvidia-smi topo -m",
+    references=("'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'CPU Layer' (check NUMA affinity, bind vLLM to the correct node)", "nvidia-smi topo -m",
                 "claim:vllm.numa-bind", "claim:sglang.numa-node-per-gpu", "claim:sglang.auto-numa-bind-0.5.18",
-                "seed 003's whole-server numactl is wrong when TP spans sockets"),
+                "The whole-server numactl of 'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide' is wrong when TP spans sockets"),
 ))
 def cpu001(ctx: Context) -> Hit | None:
     nodes = {g.numa_node for g in ctx.serving_gpus()}

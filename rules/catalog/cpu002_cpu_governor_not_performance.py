@@ -17,7 +17,7 @@ _SLOW_GOVERNORS = frozenset({"powersave", "ondemand", "conservative"})
         "is less harmful than the name says, but 'performance' is still the serving choice.)",
     example="cpu.governor = 'powersave', cpu.governors = {powersave: 64}",
     fix="`sudo cpupower frequency-set -g performance` (persist it with tuned or your provisioning).",
-    references=("seed 003 CPU layer", "cpupower(1)"),
+    references=("'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'CPU Layer'", "cpupower(1)"),
 ))
 def cpu002(ctx: Context) -> Hit | None:
     governors = ctx.seen(CpuData).governors or {}

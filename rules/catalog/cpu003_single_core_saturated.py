@@ -21,7 +21,7 @@ from triage.rules.registry import rule
     example="server_process.max_thread_cpu_pct = 99, gpu.gpus[0].utilization_gpu_pct = 35",
     fix="Use the fast tokenizer, scale the front end (vLLM `--api-server-count N`, ≥ 0.10), move pre/post "
         "processing out of the server.",
-    references=("seed 003 CPU layer (mpstat -P ALL: single-thread bottlenecks)", "seed 002 lessons (profile first)",
+    references=("'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'CPU Layer' (mpstat -P ALL: single-thread bottlenecks)", "a team's account of taking a Llama 2 70B code-completion service from 214 ms to 47 ms median TTFT with vLLM, 'Lessons Learned and Common Pitfalls' (profile first)",
                 "claim:vllm.api-server-count-0.10", "claim:vllm.tokenizer-mode-auto", "claim:sglang.tokenizer-mode-auto"),
 ), thresholds=("CPU003.thread_busy_pct", "CPU003.gpu_waiting_util_pct"))
 def cpu003(ctx: Context) -> Hit | None:

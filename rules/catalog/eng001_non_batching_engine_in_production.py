@@ -65,15 +65,15 @@ def _fix(engine: str | None, ctx: Context, target_slots: int) -> Fix:
          "request at a time (llama.cpp with one `--parallel` slot, Ollama with OLLAMA_NUM_PARALLEL=1, "
          "`transformers serve` without continuous batching, a bare generate() wrapper) and requests queue.",
     why="A server that runs one request at a time leaves the GPU idle between requests: users added to it only "
-        "wait, TTFT grows with the queue, and throughput stays where it was (seed 000 §4 and §7). Adding replicas "
+        "wait, TTFT grows with the queue, and throughput stays where it was ('Why Your LLM Inference Is Slow (And How to Fix It)', 'Single-Request Serving Instead of Continuous Batching' and 'Wrong Inference Engine for Your Workload'). Adding replicas "
         "multiplies that waste; the engine's own batching knob is the first fix.",
     example="bench.c1.output_tokens_per_s = 26.8, bench.c4.output_tokens_per_s = 24.3, engine_identity.engine = "
             "'transformers'",
     fix="That engine's own knob first (llama.cpp `--parallel N`, Ollama OLLAMA_NUM_PARALLEL, `transformers serve "
         "--continuous-batching`), else a continuous-batching engine (vLLM, SGLang, TGI, TensorRT-LLM). With no "
         "symptom (an idle one-slot server) it is an opportunity at LOW.",
-    references=("seed 000 §4 (throughput doesn't scale with concurrency) and §7 (wrong engine for the workload)",
-                "seed 000's engine table says llama.cpp has no continuous batching; llama-server's source says "
+    references=("'Why Your LLM Inference Is Slow (And How to Fix It)' (Spheron blog, 2026-03-29), 'Single-Request Serving Instead of Continuous Batching' (throughput doesn't scale with concurrency) and 'Wrong Inference Engine for Your Workload' (wrong engine for the workload)",
+                "The engine table in 'Why Your LLM Inference Is Slow (And How to Fix It)' (Spheron blog, 2026-03-29) says llama.cpp has no continuous batching; llama-server's source says "
                 "otherwise (slots with continuous batching, -cb on by default): triage follows the source",
                 "claim:llamacpp.parallel-flag", "claim:llamacpp.parallel-auto-is-4", "claim:ollama.num-parallel-default-1",
                 "claim:llamacpp.cont-batching-default-on", "claim:ollama.num-parallel-default-1-0.10",

@@ -16,13 +16,13 @@ from triage.rules.registry import rule
          "model and GPU (tok/s <= TP x bandwidth / weight bytes).",
     why="Decode at batch 1 reads every weight once per token, so bandwidth / weight bytes is the ceiling; "
         "well-configured engines reach 60-80% of it. Far below means the engine, its config or the GPU "
-        "(clocks, PCIe, contention) wastes the hardware (seed 000 §7: 30-50% under benchmark).",
+        "(clocks, PCIe, contention) wastes the hardware ('Why Your LLM Inference Is Slow (And How to Fix It)', 'Wrong Inference Engine for Your Workload': 30-50% under benchmark).",
     example="bench.c1.tpot_ms.p50 = 38 (26 tok/s), derived.roofline_tokens_per_s = 209, "
             "config.model.weight_bytes = 1.6e10, derived.gpu_memory_bandwidth_gbps_spec = 3350",
     fix="Check the engine version and config (ENG005, SCHED005, GPU002, GPU004 find the usual causes); "
         "compare with `triage baseline` on the same host.",
-    references=("seed 000 §7 (30-50% under published benchmarks: engine config or version)",
-                "seed 004 §2-3 (decode is memory-bandwidth-bound)"),
+    references=("'Why Your LLM Inference Is Slow (And How to Fix It)' (Spheron blog, 2026-03-29), 'Wrong Inference Engine for Your Workload' (30-50% under published benchmarks: engine config or version)",
+                "the roofline model (Williams, Waterman and Patterson, 2009): decode is memory-bandwidth-bound"),
 ), thresholds=("ENG002.min_roofline_frac",))
 def eng002(ctx: Context) -> Hit | None:
     weight, weight_src = weight_bytes(ctx)

@@ -25,11 +25,11 @@ def _peak_kv_usage(ctx: Context) -> float:
     what="Tensor parallelism is larger than the smallest power-of-two TP whose KV cache would still hold the "
          "peak observed KV demand with 20% headroom (and one max_model_len sequence).",
     why="Every TP step all-reduces after each layer: TP=2 beats TP=4 for the same model when both fit "
-        "(seed 004 §9, §11). Spare GPUs serve more as extra replicas.",
+        "(an explainer of inference as a memory-bound problem, 'when one GPU isn't enough' and 'the deployment playbook'). Spare GPUs serve more as extra replicas.",
     example="server_config.tensor_parallel_size = 4, derived.peak_kv_tokens = 21000, "
             "derived.kv_tokens_at_tp2 = 160000",
     fix="Use the smallest TP that fits (`--tensor-parallel-size 2`) and run the other GPUs as replicas.",
-    references=("seed 004 §9 (TP=2 is faster than TP=4)", "seed 004 §11 (right-size GPU count: smallest TP that fits)"),
+    references=("an explainer of inference as a memory-bound problem, 'when one GPU isn't enough' (TP=2 is faster than TP=4)", "an explainer of inference as a memory-bound problem, 'the deployment playbook' (right-size GPU count: smallest TP that fits)"),
 ), thresholds=("ENG004.kv_headroom_ratio", "ENG004.overhead_bytes_per_gpu"))
 def eng004(ctx: Context) -> Hit | None:
     tp = ctx.measured(ctx.need(ServerConfigData).tensor_parallel_size, "server_config.tensor_parallel_size")

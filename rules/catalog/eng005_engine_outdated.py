@@ -32,7 +32,7 @@ from triage.rules.registry import rule
                 "claim:vllm.fa3-on-sm90-0.7", "claim:vllm.fa3-on-sm90",
                 "claim:vllm.sm100-defaults-to-flashinfer", "claim:vllm.fa4-on-sm100",
                 "claim:tgi.prefix-caching-default-on-2.3", "claim:tgi.prefill-chunking-default-on",
-                "seed 000 §5 says 'vLLM v0.17+ picks FA3/FA4': only partly right; triage follows the source",
+                "'Why Your LLM Inference Is Slow (And How to Fix It)' (Spheron blog, 2026-03-29), 'Unoptimized Attention Implementation (FlashAttention)', says 'vLLM v0.17+ picks FA3/FA4': only partly right; triage follows the source",
                 "vLLM 0.8.0 release notes (V1 by default)", "claim:tgi.prefill-chunking-default-off-2.4"),
 ))
 def eng005(ctx: Context) -> Hit | None:

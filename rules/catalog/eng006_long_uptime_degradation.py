@@ -23,15 +23,15 @@ from triage.rules.registry import rule
     what="Throughput has fallen >= 15% against this host's own earlier bench report at the same concurrency, "
          "while preemptions accumulate (and, where measured, the server has been up for a day or more).",
     why="Long-running engines degrade through leaks: KV blocks still held after failed or aborted requests, or "
-        "host memory that grows; both show up as preemptions and a slow throughput slide (seed 003 case 2: "
-        "610 -> 420 tok/s after five days; seed 002: -15% after 48 h). Paged KV does not fragment.",
+        "host memory that grows; both show up as preemptions and a slow throughput slide ('How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'Case 2: KV-Cache Fragmentation': "
+        "610 -> 420 tok/s after five days; the Llama 2 70B code-completion write-up (214 -> 47 ms median TTFT with vLLM): -15% after 48 h). Paged KV does not fragment.",
     example="baseline.bench.c16.output_tokens_per_s = 610, bench.c16.output_tokens_per_s = 420, "
             "bench.c16.server.num_preemptions_delta = 55",
     fix="Check for a leak first: KV usage at idle (it should return to ~0) and the server's RSS over days. "
         "Check the engine's release notes for a fix (some are still open, e.g. vLLM #15085) and file a bug with "
         "those numbers; a rolling restart is only a workaround that buys time.",
-    references=("seed 003 case 2 (attributes it to KV fragmentation; paged KV does not fragment)",
-                "seed 002 lessons (daily rolling restart: a workaround)",
+    references=("'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'Case 2: KV-Cache Fragmentation' (attributes it to KV fragmentation; paged KV does not fragment)",
+                "a team's account of taking a Llama 2 70B code-completion service from 214 ms to 47 ms median TTFT with vLLM, 'Lessons Learned and Common Pitfalls' (daily rolling restart: a workaround)",
                 "vLLM issues #15085, #50150, #27073 (KV usage stuck after failed requests, host RAM growth)"),
 ), thresholds=("ENG006.min_drop_frac", "ENG006.long_uptime_s", "ENG006.idle_kv_usage_frac",
                "ENG006.rss_growth_frac"))

@@ -29,7 +29,7 @@ from triage.rules.startup_knobs import knob_fix
     fix="Keep replicas alive longer (scale-in delay, fix the crash), keep the compile cache (ENG008), or run "
         "short-lived replicas in eager mode (vLLM `--enforce-eager`, SGLang `--disable-cuda-graph`, TGI "
         "`--cuda-graphs 0`) and accept slower decode steps: measure both with `triage bench`.",
-    references=("claim:vllm.enforce-eager-skips-compile", "claim:vllm.log-compile", "issue 28 (cold start)"),
+    references=("claim:vllm.enforce-eager-skips-compile", "claim:vllm.log-compile", "vLLM docs, 'torch.compile integration' (compile cache and CUDA-graph capture at start-up)"),
 ), thresholds=("ENG009.min_warmup_s", "ENG009.max_share_frac", "ENG009.problem_share_frac"))
 def eng009(ctx: Context) -> Hit | None:
     startup = ctx.need(LogsData).startup

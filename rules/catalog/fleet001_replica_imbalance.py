@@ -37,7 +37,7 @@ def _signals(rep: Replica) -> tuple[float | None, float | None, float | None]:
     example="bench.c8.replicas[1].ttft_ms.p99 = 490, replicas[0] = 11; replica 1 num_gpu_blocks 12 vs 4096",
     fix="Give every replica the same flags; balance on load (least outstanding requests), not round robin; "
         "then `triage diagnose --url` on the slow replica for its hardware.",
-    references=("seed 003 (Nginx least_conn in front of several vLLM instances)",
+    references=("'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide' (Nginx least_conn in front of several vLLM instances)",
                 "vllm-doctor's replica-imbalance rule (uneven load across replicas)"),
 ), thresholds=("FLEET001.min_ttft_ratio", "FLEET001.min_ttft_gap_ms", "FLEET001.min_queue_gap",
                "FLEET001.kv_full_frac", "FLEET001.kv_roomy_frac", "FLEET001.min_failed_frac"))

@@ -18,12 +18,12 @@ from triage.rules.registry import rule
          "`--cpu-offload-gb`, the server's host RSS growing during the window, or a pegged server thread "
          "while the GPU is starved.",
     why="When weights or KV do not fit, frameworks quietly move layers to host memory. Host-to-GPU "
-        "transfers run 10-50x slower than HBM, so decode collapses to a few tokens/s (seed 000 §1).",
+        "transfers run 10-50x slower than HBM, so decode collapses to a few tokens/s ('Why Your LLM Inference Is Slow (And How to Fix It)', 'Wrong GPU: Your Model Doesn't Fit in VRAM').",
     example="gpu.gpus[0].memory_used_frac = 0.99, server_process.rss_growth_bytes = 6.4e9, "
             "server_process.max_thread_cpu_pct = 100, gpu.gpus[0].utilization_gpu_pct = 12",
     fix="Quantize (`--quantization fp8` on Ada, Hopper and Blackwell (compute capability >= 8.9), AWQ/GPTQ INT4 elsewhere), shard over more GPUs "
         "(`--tensor-parallel-size`), or use a bigger GPU. `triage plan` shows the fit.",
-    references=("seed 000 §1 (wrong GPU: model doesn't fit)", "seed 001 (the wrong GPU can look cheap until it spills)",
+    references=("'Why Your LLM Inference Is Slow (And How to Fix It)' (Spheron blog, 2026-03-29), 'Wrong GPU: Your Model Doesn't Fit in VRAM' (wrong GPU: model doesn't fit)", "'Why Your LLM Inference Is Slow: vLLM, KV Cache, and GPU Fit' (2026-06-15): the wrong GPU can look cheap until it spills",
                 "claim:vllm.cpu-offload-gb", "claim:vllm.fp8-from-sm89", "claim:vllm.quantization-fp8-deprecated",
                 "claim:vllm.quantization-needs-config"),
 ), thresholds=("GPU001.vram_used_frac", "GPU001.rss_growth_bytes", "GPU001.cpu_busy_pct", "GPU001.gpu_starved_util_pct"))

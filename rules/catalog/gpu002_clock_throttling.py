@@ -26,7 +26,7 @@ _BAD_REASONS = {"hw_slowdown": Severity.HIGH, "hw_thermal_slowdown": Severity.HI
             "gpu.gpus[0].sm_clock_mhz = 1005, gpu.gpus[0].sm_clock_max_mhz = 1980",
     fix="Fix cooling and airflow (fans, blanking panels, inlet temperature), power delivery (PSU, cables) and "
         "check the BMC/IPMI event log for power-brake assertions.",
-    references=("seed 003 GPU layer (HW Thermal Slowdown, HW Power Brake)", "NVML clocks event reasons / DCGM health"),
+    references=("'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'GPU Layer' (HW Thermal Slowdown, HW Power Brake)", "NVML clocks event reasons / DCGM health"),
 ), thresholds=("common.gpu_busy_util_pct", "GPU002.throttle_time_frac"))
 def gpu002(ctx: Context) -> Hit | None:
     busy = ctx.th("common.gpu_busy_util_pct")

@@ -17,7 +17,7 @@ from triage.rules.registry import rule
     example="gpu.gpus[0].power_limit_enforced_w = 300, gpu.gpus[0].power_limit_default_w = 700",
     fix="Restore the default with `nvidia-smi -i N -pl <default>`, or find the policy (DCGM, a power-capping "
         "daemon, the datacenter's rack budget) that lowered it.",
-    references=("seed 003 GPU layer (power draw)", "nvidia-smi -q -d POWER"),
+    references=("'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'GPU Layer' (power draw)", "nvidia-smi -q -d POWER"),
 ), thresholds=("GPU003.power_limit_frac_of_default",))
 def gpu003(ctx: Context) -> Hit | None:
     evidence: dict[str, Any] = {}

@@ -18,12 +18,12 @@ from triage.rules.registry import rule
          "maximum under the copy's load, confirm it (rules/catalog/_active_shared.py).",
     why="Host-device copies (inputs, sampled tokens, offloaded or swapped KV), weight loading and, without "
         "NVLink, tensor-parallel all-reduces all cross PCIe. A Gen3 x8 link has an eighth of Gen5 x16 "
-        "bandwidth: in seed 003's case TTFT p99 rose from 1.2 s to 3.5 s at 80% SM utilization.",
+        "bandwidth: in 'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'Case 1: PCIe Bottleneck', TTFT p99 rose from 1.2 s to 3.5 s at 80% SM utilization.",
     example="gpu.gpus[0].pcie_link_gen_current = 3, gpu.gpus[0].pcie_link_gen_max = 5, "
             "gpu.gpus[0].pcie_link_width_current = 8, gpu.gpus[0].pcie_link_width_max = 16, "
             "gpu.gpus[0].pcie_read_utilization_gpu_pct = 85",
     fix="Reseat the card, check the riser and the slot, and the BIOS lane settings (bifurcation, Gen speed).",
-    references=("seed 003 case 1 (PCIe bottleneck, Gen3 x8 instead of Gen5 x16)", "nvidia-smi -q -d PCIE"),
+    references=("'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'Case 1: PCIe Bottleneck' (PCIe bottleneck, Gen3 x8 instead of Gen5 x16)", "nvidia-smi -q -d PCIE"),
 ), thresholds=("common.gpu_busy_util_pct", "GPU004.min_pcie_link_frac"))
 def gpu004(ctx: Context) -> Hit | None:
     measured = pcie_measured(ctx)          # --active: a measurement settles it either way

@@ -19,11 +19,11 @@ from triage.rules.registry import rule
     what="GPU utilization stays below 40% while at least 4 requests are in flight.",
     why="With several requests in flight, a batching engine keeps the GPU at 80-95%. A low figure means the "
         "requests are served one at a time (static or no batching), or something upstream (the client, the "
-        "tokenizer, a proxy) starves the GPU (seed 000 §4).",
+        "tokenizer, a proxy) starves the GPU ('Why Your LLM Inference Is Slow (And How to Fix It)', 'Single-Request Serving Instead of Continuous Batching').",
     example="bench.c16.gpu.utilization_gpu_pct_mean = 28, bench.c16.server.num_requests_running_mean = 1.0",
     fix="Serve with continuous batching (vLLM, SGLang, TGI); raise `--max-num-seqs`; check for a client, CPU "
         "or single-request proxy bottleneck.",
-    references=("seed 000 §4 and quick reference (GPU util <40% under concurrent load)",
+    references=("'Why Your LLM Inference Is Slow (And How to Fix It)' (Spheron blog, 2026-03-29), 'Single-Request Serving Instead of Continuous Batching' and the 'Quick Reference: If You See X, Try Y' table (GPU util <40% under concurrent load)",
                 "claim:vllm.max-num-seqs-meaning"),
 ), thresholds=("GPU008.low_util_pct", "GPU008.min_in_flight"))
 def gpu008(ctx: Context) -> Hit | None:

@@ -19,7 +19,7 @@ from triage.rules.registry import rule
             "gpu.gpus[0].utilization_gpu_pct = 94",
     fix="Check airflow, fan curves, inlet temperature and blanking panels; compare with the node's other GPUs.",
     references=("DCGM health watches (thermal)", "nvidia-smi -q -d TEMPERATURE (GPU Slowdown Temp)",
-                "seed 003 GPU layer"),
+                "'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'GPU Layer'"),
 ), thresholds=("GPU012.margin_c", "common.gpu_busy_util_pct"))
 def gpu012(ctx: Context) -> Hit | None:
     busy, margin = ctx.th("common.gpu_busy_util_pct"), ctx.th("GPU012.margin_c")

@@ -27,7 +27,7 @@ from triage.rules.registry import rule
     example="hbm.gpus[0].copy_bandwidth_gbps = 1500, hbm.gpus[0].spec_bandwidth_gbps = 3350 (H100 SXM)",
     fix="Check clocks and throttling (`nvidia-smi -q -d CLOCK,PERFORMANCE`), the power limit, application clocks "
         "(`nvidia-smi -rac`); run `dcgmi diag -r 3`; drain and RMA a GPU that stays slow.",
-    references=("seed 003 GPU layer (dcgmi diag, memory bandwidth)", "seed 004 §2-3 (decode is memory-bound)",
+    references=("'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'GPU Layer' (dcgmi diag, memory bandwidth)", "the roofline model (Williams, Waterman and Patterson, 2009): decode is memory-bound",
                 "DCGM diagnostics: memory bandwidth plugin"),
 ), thresholds=("GPU014.min_hbm_spec_frac",))
 def gpu014(ctx: Context) -> Hit | None:

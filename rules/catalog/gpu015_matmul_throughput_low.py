@@ -25,7 +25,7 @@ _QUANT_BYTES = {"fp8": 1.0, "int8": 1.0, "awq": 0.5, "gptq": 0.5, "int4": 0.5, "
         "power cap, thermal throttling or a sick GPU.",
     example="matmul.gpus[0].bf16_tflops = 310, matmul.gpus[0].bf16_spec_tflops = 989.4 (H100 SXM)",
     fix="Check clocks, power cap and throttling (`nvidia-smi -q -d CLOCK,PERFORMANCE,POWER`); run `dcgmi diag -r 3`.",
-    references=("DCGM diagnostics: targeted stress / diagnostic plugins", "seed 004 §2 (prefill is compute-bound)"),
+    references=("DCGM diagnostics: targeted stress / diagnostic plugins", "the roofline model (Williams, Waterman and Patterson, 2009): prefill is compute-bound"),
 ), thresholds=("GPU015.min_matmul_spec_frac",))
 def gpu015(ctx: Context) -> Hit | None:
     min_frac = ctx.th("GPU015.min_matmul_spec_frac")

@@ -44,8 +44,8 @@ def _ratio(now: float | None, then: float | None) -> float | None:
     fix="Traffic: add replicas or admit less (rate-limit at the gateway). Not traffic: compare the deploys and "
         "flags of the two windows and the GPU clock/throttle signals listed, then `triage diagnose --url` on "
         "an affected instance.",
-    references=("seed 003: compare current values with a 7-day offset to catch regressions",
-                "seed 003 (request patterns: long-prompt spikes inflate TTFT)", "claim:vllm.ttft-histogram",
+    references=("'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide': compare current values with a 7-day offset to catch regressions",
+                "'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide' (request patterns: long-prompt spikes inflate TTFT)", "claim:vllm.ttft-histogram",
                 "claim:sglang.ttft-histogram", "claim:tgi.request-queue-duration", "claim:tgi.request-duration"),
 ), thresholds=("HIST001.min_latency_rise_x", "HIST001.min_latency_rise_ms", "HIST001.traffic_rise_x",
                "HIST001.moved_x"))

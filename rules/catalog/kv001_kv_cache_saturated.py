@@ -44,9 +44,9 @@ def _from_log_stats(logs: LogsData, limit: float, min_wait: float, evidence: dic
          "the level's mean usage with requests waiting, not even one typical prompt fits. With no live server, the "
          "server log's stats lines (usage and waiting requests together) are judged the same way.",
     why="When the KV cache is full the scheduler cannot admit more sequences: requests queue while the GPU "
-        "could batch more, so TTFT grows with load even though compute is not saturated (seed 000 §2). A small "
+        "could batch more, so TTFT grows with load even though compute is not saturated ('Why Your LLM Inference Is Slow (And How to Fix It)', 'No KV Cache Optimization (PagedAttention)'). A small "
         "cache is full long before 90%: a waiting request is admitted only when blocks for its tokens are free, "
-        "so a 640-token cache at 75% cannot take a 464-token request (seed 004 §12).",
+        "so a 640-token cache at 75% cannot take a 464-token request (an explainer of inference as a memory-bound problem, 'watching the real ceiling').",
     example="server_metrics.kv_cache_usage_frac_max = 0.99, server_metrics.num_requests_waiting = 14; or "
             "bench.c16.server.kv_cache_usage_frac_max = 0.77, bench.c16.server.num_requests_waiting_max = 15, "
             "server_metrics.cache_config.num_gpu_blocks*block_size = 640 (tokens), "
@@ -54,8 +54,8 @@ def _from_log_stats(logs: LogsData, limit: float, min_wait: float, evidence: dic
     fix="Give the KV cache more room: `--gpu-memory-utilization 0.92`, a `--max-model-len` sized to the "
         "traffic, `--kv-cache-dtype fp8` on Ada, Hopper or Blackwell, or more tensor parallelism; first remove a "
         "hand-set block count (`--num-gpu-blocks-override`), which overrides all of these.",
-    references=("seed 000 §2 and quick reference (requests queuing but GPU not saturated: KV cache full)",
-                "seed 004 §12 (the KV cache is the real ceiling; vLLM admits requests until it fills)",
+    references=("'Why Your LLM Inference Is Slow (And How to Fix It)' (Spheron blog, 2026-03-29), 'No KV Cache Optimization (PagedAttention)' and the 'Quick Reference: If You See X, Try Y' table (requests queuing but GPU not saturated: KV cache full)",
+                "an explainer of inference as a memory-bound problem, 'watching the real ceiling' (the KV cache is the real ceiling; vLLM admits requests until it fills)",
                 "claim:vllm.kv-cache-usage-perc", "claim:vllm.cache-config-info", "claim:sglang.token-usage",
                 "claim:sglang.max-total-num-tokens", "claim:tgi.batch-current-max-tokens",
                 "claim:tgi.batch-max-total-tokens", "claim:vllm.gpu-memory-utilization-0.92",

@@ -46,11 +46,11 @@ def _from_log(logs: LogsData, evidence: dict[str, Any]) -> tuple[bool, float, fl
          "not a current problem); with no live window, the server log's last start states preemptions (vLLM V0's "
          "'preempted ... total_num_cumulative_preemption=N', V1's stats line, SGLang's 'Retract requests').",
     why="A preempted sequence loses its KV blocks and is recomputed when it resumes: sustained preemption "
-        "roughly doubles latency (seed 004 §12), and in seed 003 case 2 it came with a 30% throughput loss.",
+        "roughly doubles latency (an explainer of inference as a memory-bound problem, 'watching the real ceiling'), and in 'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'Case 2: KV-Cache Fragmentation', it came with a 30% throughput loss.",
     example="server_metrics.num_preemptions_delta = 37, server_metrics.preemptions_per_s = 1.2",
     fix="Everything KV001 suggests, and a lower `--max-num-seqs` / `--max-num-batched-tokens` so the batch "
         "fits the cache.",
-    references=("seed 003 case 2 (Preempted ... sequences warnings)", "seed 004 §12 (preemption: the cliff)",
+    references=("'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'Case 2: KV-Cache Fragmentation' (Preempted ... sequences warnings)", "vLLM docs, 'Optimization and Tuning': preemption (recompute)",
                 "claim:vllm.num-preemptions", "claim:vllm.max-num-seqs-meaning",
                 "claim:vllm.max-num-batched-tokens-meaning", "claim:vllm.log-preempted-0.6",
                 "claim:vllm.log-stats-preemptions", "claim:sglang.log-retract", "claim:sglang.log-retract-0.4"),

@@ -17,12 +17,12 @@ from triage.rules.registry import rule
         "preempted. TGI reserves KV for a request's prompt plus its max_new_tokens when it admits it (a request "
         "that sets none gets --max-total-tokens minus its prompt); from 3.0 a request without max_new_tokens "
         "reserves at most 1024 new tokens at a time, and from 3.1.1 one that sets it does too (3.0 and 3.1.0 "
-        "reserve all of an explicit max_new_tokens). A limit sized to the traffic bounds both ('Why Your LLM Inference Is Slow (And How to Fix It)', §2).",
+        "reserve all of an explicit max_new_tokens). A limit sized to the traffic bounds both ('Why Your LLM Inference Is Slow (And How to Fix It)', 'No KV Cache Optimization (PagedAttention)').",
     example="server_config.max_model_len = 32768, bench.c16.input_tokens_mean+output_tokens_mean = 4096, "
             "server_metrics.kv_cache_usage_frac_max = 0.98",
     fix="`--max-model-len <observed p99 x 1.25>`, rounded up to 256 (e.g. 5120 for 4096-token requests).",
-    references=("seed 000 §2 (reduce --max-model-len if contexts are shorter)",
-                "seed 000 quick reference (requests queuing: reduce --max-model-len)",
+    references=("'Why Your LLM Inference Is Slow (And How to Fix It)' (Spheron blog, 2026-03-29), 'No KV Cache Optimization (PagedAttention)' (reduce --max-model-len if contexts are shorter)",
+                "'Why Your LLM Inference Is Slow (And How to Fix It)' (Spheron blog, 2026-03-29), 'Quick Reference: If You See X, Try Y' (requests queuing: reduce --max-model-len)",
                 "claim:vllm.max-model-len-meaning", "claim:vllm.kv-blocks-on-demand", "claim:sglang.context-length",
                 "claim:tgi.max-total-tokens-meaning",
                 "claim:tgi.reserves-prompt-plus-new-tokens", "claim:tgi.max-new-tokens-default-2.4",

@@ -13,11 +13,11 @@ from triage.rules.registry import rule
     what="The server is KV-limited on an Ada, Hopper or Blackwell GPU (compute capability >= 8.9) while the KV "
          "cache is stored in 16 bits (cache dtype auto/fp16/bf16).",
     why="FP8 KV halves the bytes per token, which doubles the sequences the cache holds, with < 0.5% quality "
-        "loss on these GPUs (seed 004 §5).",
+        "loss on these GPUs (an explainer of inference as a memory-bound problem, 'the KV cache').",
     example="server_config.kv_cache_dtype = 'auto', gpu.gpus[0].compute_capability = [9, 0], "
             "server_metrics.num_preemptions_delta = 12",
     fix="`--kv-cache-dtype fp8` (SGLang `--kv-cache-dtype fp8_e4m3`, TGI `--kv-cache-dtype fp8_e4m3fn`).",
-    references=("seed 000 §2 (--kv-cache-dtype fp8 on H100/Blackwell)", "seed 004 §5 (KV cache quantization)",
+    references=("'Why Your LLM Inference Is Slow (And How to Fix It)' (Spheron blog, 2026-03-29), 'No KV Cache Optimization (PagedAttention)' (--kv-cache-dtype fp8 on H100/Blackwell)", "vLLM docs, 'Quantized KV Cache'",
                 "claim:vllm.kv-cache-dtype-fp8", "claim:vllm.fp8-from-sm89", "claim:sglang.kv-cache-dtype-fp8-e4m3",
                 "claim:tgi.kv-cache-dtype-fp8"),
 ), thresholds=("common.kv_limited_usage_frac",))

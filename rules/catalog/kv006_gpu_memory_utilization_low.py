@@ -19,7 +19,7 @@ from triage.rules.registry import rule
     fix="`--gpu-memory-utilization 0.92` (0.90 if other processes share the GPU); TGI `--cuda-memory-fraction "
         "1.0`. SGLang's `--mem-fraction-static` excludes activations and CUDA graphs: it rises a few hundredths "
         "at a time, keeping >= 10 GiB free on GPUs over 60 GiB.",
-    references=("seed 000 §2 (tune --gpu-memory-utilization 0.92)", "seed 003 configuration layer (0.92)",
+    references=("'Why Your LLM Inference Is Slow (And How to Fix It)' (Spheron blog, 2026-03-29), 'No KV Cache Optimization (PagedAttention)' (tune --gpu-memory-utilization 0.92)", "'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'Configuration Layer' (0.92)",
                 "claim:sglang.mem-fraction-static-meaning", "claim:sglang.mem-fraction-static-reserve",
                 "claim:tgi.cuda-memory-fraction-default", "claim:vllm.kv-is-what-is-left",
                 "claim:vllm.gpu-memory-utilization-meaning", "claim:vllm.gpu-memory-utilization-0.92"),

@@ -15,7 +15,7 @@ from triage.rules.registry import rule
     example="memory.swap_total_bytes = 8.6e9, memory.swap_in_bytes_delta = 2.1e8, memory.window_s = 5",
     fix="`sudo swapoff -a` on serving hosts, and size host RAM for the engine's pinned buffers and host-side "
         "caches (vLLM's CPU swap space is gone since 0.18 and inert in V1: see MEM002).",
-    references=("seed 003 memory layer (disable swap: sudo swapoff -a)", "claim:vllm.swap-space-0.17"),
+    references=("'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'Memory Layer' (disable swap: sudo swapoff -a)", "claim:vllm.swap-space-0.17"),
 ), thresholds=("MEM001.swap_activity_bytes",))
 def mem001(ctx: Context) -> Hit | None:
     total = ctx.measured(ctx.need(MemoryData).swap_total_bytes, "memory.swap_total_bytes")

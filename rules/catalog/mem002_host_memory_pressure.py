@@ -15,7 +15,7 @@ from triage.rules.registry import rule
     example="memory.available_pct = 4.2, memory.total_bytes = 2.7e11",
     fix="Free memory on the host, or lower the engine's CPU offload (`--cpu-offload-gb`). vLLM's "
         "`--swap-space` was removed in 0.18 (PR #36216) and did nothing under V1, so triage never suggests it.",
-    references=("seed 001 (leave headroom: memory pressure shows as slow, random requests)",
+    references=("'Why Your LLM Inference Is Slow: vLLM, KV Cache, and GPU Fit' (2026-06-15): leave headroom: memory pressure shows as slow, random requests",
                 "claim:vllm.swap-space-0.17", "claim:vllm.cpu-offload-gb",
                 "vLLM engine/arg_utils.py: --swap-space present up to 0.17.1, gone from 0.18.0 (engine truth)"),
 ), thresholds=("MEM002.available_pct",))

@@ -23,7 +23,7 @@ from triage.rules.registry import rule
     example="host_memory.nodes[1].copy_bandwidth_gbps = 48, host_memory.nodes[0].copy_bandwidth_gbps = 160",
     fix="Check the DIMM population and errors per node (`dmidecode -t memory`, `edac-util -v`, the BMC); bind "
         "serving processes to a healthy node until it is fixed.",
-    references=("seed 003 memory layer (mbw: system memory bandwidth)", "seed 003 CPU layer (numactl --hardware)"),
+    references=("'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'Memory Layer' (mbw: system memory bandwidth)", "'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'CPU Layer' (numactl --hardware)"),
 ), thresholds=("MEM003.min_node_frac_of_best",))
 def mem003(ctx: Context) -> Hit | None:
     nodes = [n for n in measured(ctx, HostMemoryData).nodes if n.copy_bandwidth_gbps is not None]

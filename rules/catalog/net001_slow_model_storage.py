@@ -14,10 +14,10 @@ from triage.rules.registry import rule
     what="The model directory reads sequentially at < 1 GB/s, or it sits on NFS or another network "
          "filesystem.",
     why="Weights are read at every (re)start and scale-out: at 200 MB/s a 140 GB model takes 12 minutes "
-        "before the first token (seed 000 §6). Lazy-loading engines also read during serving.",
+        "before the first token ('Why Your LLM Inference Is Slow (And How to Fix It)', 'Network Bottleneck'). Lazy-loading engines also read during serving.",
     example="storage.model_dir_fstype = 'nfs4', storage.read_gbps = 0.18",
     fix="Cache the weights on local NVMe or a persistent volume and point the server (or HF_HOME) at it.",
-    references=("seed 000 §6 (network bottleneck: model download latency)", "seed 003 network layer (dd test, SSD vs NFS)"),
+    references=("'Why Your LLM Inference Is Slow (And How to Fix It)' (Spheron blog, 2026-03-29), 'Network Bottleneck' (network bottleneck: model download latency)", "'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'Network Layer' (dd test, SSD vs NFS)"),
 ), thresholds=("NET001.read_gbps",))
 def net001(ctx: Context) -> Hit | None:
     data = ctx.need(StorageData)

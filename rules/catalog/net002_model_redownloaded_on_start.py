@@ -16,12 +16,12 @@ from triage.rules.startup_knobs import knob_fix
          "the serving process's own Hugging Face cache sits on an ephemeral filesystem (tmpfs, an overlay "
          "container layer), or its log shows the weights being downloaded.",
     why="Every cold start then downloads the weights again: 20 minutes instead of 30 seconds for a large "
-        "model (seed 000's before/after table), paid in GPU time and in scale-out lag.",
+        "model (the 'Before/After Benchmarks' table in 'Why Your LLM Inference Is Slow (And How to Fix It)'), paid in GPU time and in scale-out lag.",
     example="storage.serves_hub_model_id = true, storage.hf_cache_fstype = 'overlay', "
             "storage.hf_cache_persistent = false; or logs.weights_download_s = 508.6",
     fix="Mount a persistent volume for the cache and set HF_HOME to it (or `--download-dir`), or serve from a "
         "local path.",
-    references=("seed 000 §6 (model download on every cold start)",
+    references=("'Why Your LLM Inference Is Slow (And How to Fix It)' (Spheron blog, 2026-03-29), 'Network Bottleneck' (model download on every cold start)",
                 "claim:vllm.weights-download-log", "claim:vllm.download-dir",
                 "An empty cache alone is not evidence: it may be another user's, or read from outside the "
                 "server's mount namespace; triage reads the serving process's own environment and mounts"),

@@ -18,11 +18,11 @@ from triage.rules.registry import rule
          "capability >= 8.9), which runs FP8 natively. An opportunity (LOW) unless a symptom shows on this "
          "deployment: memory pressure (KV usage >= 90% or preemptions) or decode slower than the bench's TPOT SLO.",
     why="Decode is memory-bound: FP8 weights halve the bytes read per token, for 1.5-2x throughput with "
-        "< 1-2% quality loss, and free VRAM for KV (seed 000 §3).",
+        "< 1-2% quality loss, and free VRAM for KV ('Why Your LLM Inference Is Slow (And How to Fix It)', 'Using FP16 When INT8 or INT4 Would Be Fine').",
     example="server_config.dtype = 'bfloat16', server_config.quantization = null, gpu.gpus[0].compute_capability = [9, 0]",
     fix="`--quantization fp8` (not `--dtype fp8`, which vLLM rejects), or serve a pre-quantized FP8 "
         "checkpoint; SGLang `--quantization fp8`, TGI `--quantize fp8`.",
-    references=("seed 000 §3 (FP16 when lower precision works)", "seed 004 §8 (FP8 on Hopper: near-lossless)",
+    references=("'Why Your LLM Inference Is Slow (And How to Fix It)' (Spheron blog, 2026-03-29), 'Using FP16 When INT8 or INT4 Would Be Fine' (FP16 when lower precision works)", "vLLM docs, 'FP8 W8A8' (FP8 on Hopper and Ada)",
                 "claim:vllm.fp8-from-sm89", "claim:vllm.dtype-choices", "claim:vllm.quantization-fp8-deprecated",
                 "claim:sglang.quantization-fp8", "claim:tgi.quantize-fp8"),
 ))

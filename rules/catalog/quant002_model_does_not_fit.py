@@ -14,10 +14,10 @@ from triage.rules.registry import rule
          "loading cannot hold one max_model_len sequence (from the log's KV cache size or the cache_config "
          "block count).",
     why="The engine either refuses to start, or runs with a KV pool so small that every long request "
-        "preempts the others; in frameworks without paging it spills to the CPU (seed 000 §1, seed 001).",
+        "preempts the others; in frameworks without paging it spills to the CPU ('Why Your LLM Inference Is Slow (And How to Fix It)', 'Wrong GPU: Your Model Doesn't Fit in VRAM', 'Why Your LLM Inference Is Slow: vLLM, KV Cache, and GPU Fit').",
     example="server_config.max_model_len = 32768, logs.kv_cache_tokens = 9120",
     fix="Quantize, raise TP, or lower `--max-model-len` to what fits; `triage plan` gives the numbers.",
-    references=("seed 000 §1 (the model doesn't fit in VRAM)", "seed 001 (the model fitting is only step one)"),
+    references=("'Why Your LLM Inference Is Slow (And How to Fix It)' (Spheron blog, 2026-03-29), 'Wrong GPU: Your Model Doesn't Fit in VRAM' (the model doesn't fit in VRAM)", "'Why Your LLM Inference Is Slow: vLLM, KV Cache, and GPU Fit' (2026-06-15): the model fitting is only step one"),
 ))
 def quant002(ctx: Context) -> Hit | None:
     max_len = ctx.measured(ctx.need(ServerConfigData).max_model_len, "server_config.max_model_len")

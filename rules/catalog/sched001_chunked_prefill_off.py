@@ -29,11 +29,11 @@ def _spikes(ctx: Context) -> list[BenchLevel]:
          "arrive. Version-aware: vLLM V1 (>= 0.8), SGLang and TGI >= 3 chunk by default, so there the fix is "
          "to tune the chunk size or remove the flag that disabled it.",
     why="Without chunking, one long prefill occupies a whole engine step and every decoding request in the "
-        "batch waits for it: token streams stutter (seed 004 §7.3, 'prefill piracy').",
+        "batch waits for it: token streams stutter (an explainer of inference as a memory-bound problem, 'chunked prefill', 'prefill piracy').",
     example="server_config.enable_chunked_prefill = false, bench.c16.tpot_ms.p99 = 180, bench.c16.tpot_ms.p50 = 32",
     fix="`--enable-chunked-prefill` on engines where it is off by default, and a smaller "
         "`--max-num-batched-tokens` (e.g. 2048) so prefill chunks interleave with decode.",
-    references=("seed 004 §7.3 (chunked prefill)", "seed 003 configuration layer (missing chunked prefill)",
+    references=("vLLM docs, 'Optimization and Tuning': chunked prefill", "'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide', 'Configuration Layer' (missing chunked prefill)",
                 "claim:vllm.v1-chunked-prefill-0.8", "claim:vllm.chunked-prefill-per-model",
                 "claim:vllm.chunked-prefill-meaning", "claim:vllm.max-num-batched-tokens-meaning",
                 "claim:sglang.chunked-prefill-size", "claim:sglang.chunked-prefill-default-0.4",

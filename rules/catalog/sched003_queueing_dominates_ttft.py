@@ -17,12 +17,12 @@ from triage.rules.scaling import flat_scaling
          "bench levels client TTFT grows at least 3/4 as fast as concurrency while TPOT stays flat (<= 1.25x): "
          "requests wait for a slot, not for compute.",
     why="Queueing adds to TTFT before any work starts; it means demand exceeds the capacity this server "
-        "admits (a KV or sequence cap, or simply too few replicas) (seed 001, seed 004 §10).",
+        "admits (a KV or sequence cap, or simply too few replicas) ('Why Your LLM Inference Is Slow: vLLM, KV Cache, and GPU Fit', an explainer of inference as a memory-bound problem, 'serving the model').",
     example="bench.c32.server.server_queue_time_ms_mean = 820, bench.c32.server.server_ttft_ms_mean = 1010",
     fix="Add capacity (replicas, or free the cap that KV001/SCHED002 name), route with least-pending-requests "
         "load balancing, and rate-limit at the gateway.",
-    references=("seed 001 (watch queue depth: slow inference may be queueing)",
-                "seed 004 §10 (scaling out: least-pending-requests routing)", "claim:tgi.request-queue-duration",
+    references=("'Why Your LLM Inference Is Slow: vLLM, KV Cache, and GPU Fit' (2026-06-15): watch queue depth: slow inference may be queueing",
+                "an explainer of inference as a memory-bound problem, 'serving the model' (scaling out: least-pending-requests routing)", "claim:tgi.request-queue-duration",
                 "claim:tgi.request-duration", "claim:vllm.queue-time-histogram", "claim:vllm.ttft-histogram",
                 "claim:sglang.queue-time-histogram", "claim:sglang.ttft-histogram"),
 ), thresholds=("SCHED003.queue_share_frac", "SCHED003.min_queue_ms", "SCHED003.max_tpot_growth",

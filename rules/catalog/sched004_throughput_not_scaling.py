@@ -14,12 +14,12 @@ from triage.rules.registry import rule
     what="Output tokens/s grows less than 2x from concurrency 1 to 16 (a batching engine gives far more than "
          "2x, as decode is memory-bound and batching amortizes the weight reads).",
     why="Flat throughput under concurrency means requests are processed one (or a few) at a time: a "
-        "non-batching engine, a tiny `--max-num-seqs`, or a single-request proxy in front (seed 000 §4).",
+        "non-batching engine, a tiny `--max-num-seqs`, or a single-request proxy in front ('Why Your LLM Inference Is Slow (And How to Fix It)', 'Single-Request Serving Instead of Continuous Batching').",
     example="bench.c1.output_tokens_per_s = 41, bench.c16.output_tokens_per_s = 55",
     fix="Use a continuous-batching engine (vLLM, SGLang, TGI); check `--max-num-seqs`; remove any "
         "one-at-a-time proxy or worker pool in front of the engine.",
-    references=("seed 000 §4 (throughput doesn't scale with concurrency)", "seed 000 quick reference",
-                "seed 004 §1 (batch=1 vs batch=128 tokens/s)", "claim:vllm.max-num-seqs-meaning",
+    references=("'Why Your LLM Inference Is Slow (And How to Fix It)' (Spheron blog, 2026-03-29), 'Single-Request Serving Instead of Continuous Batching' (throughput doesn't scale with concurrency)", "'Why Your LLM Inference Is Slow (And How to Fix It)' (Spheron blog, 2026-03-29), 'Quick Reference: If You See X, Try Y'",
+                "an explainer of inference as a memory-bound problem, 'what inference actually is' (batch=1 vs batch=128 tokens/s)", "claim:vllm.max-num-seqs-meaning",
                 "claim:sglang.max-running-requests"),
 ), thresholds=("SCHED004.min_scaling_x", "SCHED004.high_concurrency"))
 def sched004(ctx: Context) -> Hit | None:

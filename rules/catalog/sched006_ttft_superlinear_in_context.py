@@ -32,13 +32,13 @@ def flash_exponent(short_tokens: float, long_tokens: float, hidden_size: float) 
          "lengths (attention FLOPs are O(N^2) in every kernel; a naive kernel also moves the N x N scores "
          "through memory), beyond 8K tokens.",
     why="Attention that materializes the N x N score matrix makes prefill quadratic in memory traffic, not "
-        "just in FLOPs; FlashAttention keeps the scores on chip (seed 000 §5: 2.2x TTFT at 32K).",
+        "just in FLOPs; FlashAttention keeps the scores on chip ('Why Your LLM Inference Is Slow (And How to Fix It)', 'Unoptimized Attention Implementation (FlashAttention)': 2.2x TTFT at 32K).",
     example="bench.c1 (prompt 2048) ttft_ms.p50 = 180, bench.c1 (prompt 16384) ttft_ms.p50 = 4900",
     fix="Use a FlashAttention backend: check the server log's attention-backend line, and upgrade an engine "
         "that has none for this GPU.",
-    references=("seed 000 §5 (TTFT slow at 32K+, fast at 2K: no FlashAttention)", "seed 004 §6",
+    references=("'Why Your LLM Inference Is Slow (And How to Fix It)' (Spheron blog, 2026-03-29), 'Unoptimized Attention Implementation (FlashAttention)' (TTFT slow at 32K+, fast at 2K: no FlashAttention)", "an explainer of inference as a memory-bound problem, 'FlashAttention'",
                 "FlashAttention (Dao et al., 2022): exact attention, O(N^2) FLOPs, O(N) memory",
-                "seed 000's 'superlinear means no flash kernel' ignores the O(N^2) FLOPs; triage compares with "
+                "'Why Your LLM Inference Is Slow (And How to Fix It)''s 'superlinear means no flash kernel' ignores the O(N^2) FLOPs; triage compares with "
                 "the FLOP curve instead", "claim:vllm.attention-backend-log", "claim:vllm.attention-backend-flag",
                 "claim:vllm.attention-backend-env-0.14"),
 ), thresholds=("SCHED006.min_context_tokens", "SCHED006.excess_exponent", "SCHED006.assumed_hidden_size"))

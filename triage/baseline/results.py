@@ -1,4 +1,4 @@
-"""What `triage baseline` measured: one AblationRow per before/after pair, mirroring seed 000's table."""
+"""What `triage baseline` measured: one AblationRow per before/after pair, mirroring the before/after table of "Why Your LLM Inference Is Slow (And How to Fix It)"."""
 from __future__ import annotations
 
 import enum

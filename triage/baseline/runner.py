@@ -20,7 +20,7 @@ from triage.reference_engine.host.threads import fit_num_threads
 from triage.reference_engine.models.loader import reuse_dummy_weights
 from triage.reference_engine.models.model_config import load_model_config
 
-# key -> (function, change, seed claim, metric): the order of seed 000's table, then the extras.
+# key -> (function, change, the article's claim, metric): the order of the article's before/after table, then the extras.
 ROWS: dict[str, tuple[Callable, str, str | None, str]] = {
     "offload": (model_rows.offload, "CPU offload → GPU FP8", "~20×", "decode tokens/s"),
     "batching": (serving_rows.batching, "static → continuous batching", "~2× throughput", "output tokens/s"),

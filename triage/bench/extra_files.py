@@ -3,7 +3,6 @@ plots embedded as base64 PNG (latency percentiles and throughput vs load, TTFT C
 from __future__ import annotations
 
 import base64
-import html
 import io
 from pathlib import Path
 from typing import Any
@@ -55,11 +54,16 @@ def write_csv(section: BenchSection, path: Path) -> None:
 
 def _png(fig: Any) -> str:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", pad_inches=0.15)
     return base64.b64encode(buf.getvalue()).decode()
 
 
 AXIS_LABELS = {"concurrency": "concurrency", "request_rate": "request rate (req/s)"}
+# One figure fills the page's content width (about 1300 px at 110 dpi); the text is sized for that width.
+WIDE = (12.0, 4.6)
+STYLE = {"font.size": 12, "axes.titlesize": 13, "axes.labelsize": 12, "legend.fontsize": 11,
+         "xtick.labelsize": 11, "ytick.labelsize": 11, "axes.spines.top": False, "axes.spines.right": False,
+         "legend.framealpha": 0.85}
 
 
 def _series(levels: list[BenchLevel]) -> list[tuple[str, str, list[BenchLevel]]]:
@@ -78,7 +82,7 @@ def _context_sweep_plot(levels: list[BenchLevel], plt: Any) -> tuple[str, str] |
     lines = {k: sorted(v, key=lambda lv: lv.input_tokens_mean) for k, v in lines.items() if len(v) >= 2}
     if not lines:
         return None
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+    fig, ax = plt.subplots(figsize=WIDE, layout="constrained")
     for load, lvls in lines.items():
         ax.plot([lv.input_tokens_mean for lv in lvls], [lv.ttft_ms.p50 for lv in lvls], "-o", label=load)
     ax.set_xscale("log", base=2)
@@ -86,7 +90,7 @@ def _context_sweep_plot(levels: list[BenchLevel], plt: Any) -> tuple[str, str] |
     ax.set_xlabel("prompt tokens (mean, from the server's usage)")
     ax.set_ylabel("TTFT p50 (ms)")
     ax.grid(alpha=0.3, which="both")
-    ax.legend()
+    ax.legend(loc="best")
     out = ("TTFT vs prompt length", _png(fig))
     plt.close(fig)
     return out
@@ -97,13 +101,29 @@ def _nan(value: float | None) -> float:
 
 
 def _load_axis(ax: Any, axis_name: str, x: list[float]) -> None:
-    """The load axis shows the levels that were run (no 1.5 concurrency), log2 when they span a wide range."""
+    """The load axis shows the levels that were run (no 1.5 concurrency), log2 when they span a wide range;
+    a margin either side keeps the end markers and their labels inside the axes."""
     ax.set_xlabel(axis_name)
     if axis_name == "concurrency" and max(x) > 4 * min(x):
         ax.set_xscale("log", base=2)
     ax.set_xticks(x)
     ax.set_xticklabels([f"{v:g}" for v in x])
     ax.minorticks_off()
+    ax.margins(x=0.06, y=0.1)
+
+
+def _label_points(ax: Any, points: list[tuple[float, float, str]]) -> None:
+    """Each point's label inside the axes, where the rising curve is not: above and to the left of its point, or
+    below and to the right near the top, so that no label is cut off at the plot's edge (the last level's c=64
+    was); the margins leave room for it."""
+    ax.margins(x=0.1, y=0.15)
+    ax.figure.canvas.draw()  # settle the limits, then place each label by where its point lies
+    to_axes = ax.transAxes.inverted()
+    for x, y, text in points:
+        top = to_axes.transform(ax.transData.transform((x, y)))[1] > 0.85
+        ax.annotate(text, (x, y), textcoords="offset points", xytext=(8, -8) if top else (-8, 6),
+                    ha="left" if top else "right", va="top" if top else "bottom", fontsize=11,
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
 
 
 def plots(section: BenchSection) -> list[tuple[str, str]]:
@@ -113,29 +133,36 @@ def plots(section: BenchSection) -> list[tuple[str, str]]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    levels = list(section.levels)
+    with plt.rc_context(STYLE):
+        return _plots(list(section.levels), plt)
+
+
+def _plots(levels: list[BenchLevel], plt: Any) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for axis_name, suffix, lvls in _series(levels):
         x = [lv.concurrency if lv.concurrency is not None else lv.request_rate for lv in lvls]
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+        fig, axes = plt.subplots(1, 2, figsize=WIDE, layout="constrained")
         for metric, ax in zip(("ttft_ms", "tpot_ms"), axes, strict=True):
             for pct, style in (("p50", "-o"), ("p90", "--s"), ("p99", ":^")):
                 y = [getattr(getattr(lv, metric), pct) for lv in lvls]
                 ax.plot(x, [np.nan if v is None else v for v in y], style, label=pct)
             _load_axis(ax, axis_name, x)
-            ax.set_ylabel(metric.removesuffix("_ms").upper() + " (ms)")
+            name = metric.removesuffix("_ms").upper()
+            ax.set_title(f"{name} ({'time to first token' if name == 'TTFT' else 'time per output token'})")
+            ax.set_ylabel(f"{name} (ms)")
             ax.grid(alpha=0.3)
-            ax.legend()
+            ax.legend(loc="upper left")
         out.append((f"Latency percentiles vs {axis_name}{suffix}", _png(fig)))
         plt.close(fig)
 
-        fig, ax = plt.subplots(figsize=(6, 3.6))
+        fig, ax = plt.subplots(figsize=WIDE, layout="constrained")
         lines = ax.plot(x, [_nan(lv.output_tokens_per_s) for lv in lvls], "-o", label="output tokens/s")
         _load_axis(ax, axis_name, x)
         ax.set_ylabel("output tokens/s")
         ax.grid(alpha=0.3)
         if any(lv.goodput_requests_per_s is not None for lv in lvls):
             ax2 = ax.twinx()
+            ax2.spines["right"].set_visible(True)
             lines += ax2.plot(x, [_nan(lv.goodput_requests_per_s) for lv in lvls], "--s", color="tab:green",
                               label="goodput req/s (right axis)", alpha=0.8)
             ax2.set_ylabel("goodput (req/s)")
@@ -148,62 +175,50 @@ def plots(section: BenchSection) -> list[tuple[str, str]]:
 
     with_samples = [lv for lv in levels if lv.samples and lv.samples.get("ttft_ms")]
     if with_samples:
-        fig, ax = plt.subplots(figsize=(6, 3.6))
+        fig, ax = plt.subplots(figsize=WIDE, layout="constrained")
         for lv in with_samples:
             values = np.sort(np.asarray(lv.samples["ttft_ms"]))
             ax.step(values, np.arange(1, values.size + 1) / values.size, where="post", label=level_name(lv))
         ax.set_xlabel("TTFT (ms)")
         ax.set_ylabel("fraction of requests")
+        ax.set_ylim(0, 1.04)
         ax.grid(alpha=0.3)
-        ax.legend()
+        ax.legend(loc="lower right")
         out.append(("TTFT CDF", _png(fig)))
         plt.close(fig)
 
     points = [lv for lv in levels if lv.output_tokens_per_s is not None and lv.tpot_ms.p50 is not None]
     if points:
-        fig, ax = plt.subplots(figsize=(6, 3.6))
+        fig, ax = plt.subplots(figsize=WIDE, layout="constrained")
         ax.plot([lv.tpot_ms.p50 for lv in points], [lv.output_tokens_per_s for lv in points], "-o")
-        for lv in points:
-            ax.annotate(level_name(lv), (lv.tpot_ms.p50, lv.output_tokens_per_s), fontsize=8,
-                        textcoords="offset points", xytext=(4, 4))
         ax.set_xlabel("TPOT p50 (ms) - latency per output token")
         ax.set_ylabel("output tokens/s")
         ax.grid(alpha=0.3)
+        _label_points(ax, [(lv.tpot_ms.p50, lv.output_tokens_per_s, level_name(lv)) for lv in points])
         out.append(("Throughput-latency curve", _png(fig)))
         plt.close(fig)
     return out
 
 
 def render_html(report: Report) -> str:
-    from triage.render.bench import COLUMNS, detail_lines, row_cells
+    """The bench report as one self-contained page: Summary, Workload & config, Results, Findings (each with
+    its fix), Notes, then the plots."""
+    from triage.render import html_bench
+    from triage.render.html_page import engine_label, figure, page, section
 
-    section = report.bench
-    if section is None:
+    bench = report.bench
+    if bench is None:
         raise UsageError("the report has no bench section to render")
-    esc = html.escape
-    head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS)
-    rows = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row_cells(lv)) + "</tr>" for lv in section.levels)
-    summary = "".join(f"<li>{esc(line)}</li>" for line in detail_lines(section))
-    notes = "".join(f"<li>{esc(level_name(lv))}: {esc(n)}</li>" for lv in section.levels for n in lv.notes)
-    figures = "".join(f"<h2>{esc(title)}</h2><img alt='{esc(title)}' src='data:image/png;base64,{png}'>"
-                      for title, png in plots(section))
-    findings = "".join(f"<li><b>{esc(f.code)}</b> [{esc(f.severity.value)}] {esc(f.title)}: {esc(f.message)}</li>"
-                       for f in report.findings)
     target = report.target
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>triage bench</title><style>"
-        "body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}"
-        "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
-        "img{max-width:100%}</style></head><body>"
-        f"<h1>triage bench</h1><p>{esc(str(target.url))} &middot; model {esc(str(target.model))} &middot; "
-        f"engine {esc(str(target.engine))} &middot; {esc(report.created_at)} &middot; host "
-        f"{esc(report.host.hostname)}</p>"
-        f"<h2>Levels</h2><table><tr>{head}</tr>{rows}</table>"
-        f"<h2>Summary</h2><ul>{summary}</ul>"
-        + (f"<h2>Findings</h2><ul>{findings}</ul>" if findings else "")
-        + (f"<h2>Notes</h2><ul>{notes}</ul>" if notes else "")
-        + figures + "</body></html>"
-    )
+    figures = "".join(figure(title, png) for title, png in plots(bench))
+    model = target.model or (bench.config or {}).get("model")
+    title = f"Bench: {model}" if model else "Bench report"
+    meta = [("engine", engine_label(target.engine, target.engine_version)), ("server", target.url or ""),
+            ("generated", report.created_at), ("host", report.host.hostname)]
+    body = [html_bench.verdict(report), html_bench.workload(report), html_bench.results(bench),
+            html_bench.findings(report), html_bench.notes(report), section("Plots", figures, "plots")]
+    return page(title, meta, [b for b in body if b], footer=f"triage {report.triage_version} · "
+                f"report schema {report.schema_version}")
 
 
 def write_html(report: Report, path: Path) -> None:

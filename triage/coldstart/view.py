@@ -1,7 +1,5 @@
-"""A coldstart report as text (a phase table with bars per start) or as an HTML bar chart."""
+"""A coldstart report as text (a phase table with bars per start) or as an HTML page of timelines."""
 from __future__ import annotations
-
-import html
 
 BAR_WIDTH = 30
 
@@ -72,22 +70,7 @@ def render_text(report: dict) -> str:
 
 
 def render_html(report: dict) -> str:
-    """One horizontal stacked bar per start, a segment per phase."""
-    colours = {"process": "#bbb", "download": "#e15759", "weight_load": "#4e79a7", "compile": "#f28e2b",
-               "cuda_graph": "#edc948", "kv_alloc": "#59a14f", "warmup": "#b07aa1", "api_server": "#76b7b2"}
-    longest = max((r.get("ready_s") or 0.0 for r in report["runs"]), default=0.0) or 1.0
-    rows = []
-    for run in report["runs"]:
-        segs = []
-        for p in (run.get("startup") or {}).get("phases", []):
-            if p["seconds"] and p["started_at_s"] is not None:
-                left, width = 100 * p["started_at_s"] / longest, 100 * p["seconds"] / longest
-                segs.append(f'<div title="{html.escape(p["label"])}: {p["seconds"]:.2f} s" style="position:absolute;'
-                            f'left:{left:.2f}%;width:{width:.2f}%;height:100%;background:{colours.get(p["phase"], "#999")}">'
-                            "</div>")
-        rows.append(f'<tr><td>start {run["run"]} ({html.escape(run["outcome"])}, {run.get("ready_s") or "-"} s)</td>'
-                    f'<td style="width:70%"><div style="position:relative;height:18px">{"".join(segs)}</div></td></tr>')
-    legend = " ".join(f'<span style="background:{c};padding:0 6px">{html.escape(n)}</span>' for n, c in colours.items())
-    return (f"<!doctype html><meta charset=utf-8><title>triage coldstart</title><h3>"
-            f"{html.escape(' '.join(report['argv']))}</h3><p>{legend}</p><table style='width:100%'>{''.join(rows)}"
-            "</table>\n")
+    """A page with one timeline per start: a lane per phase on a time axis in seconds (triage/render/html_coldstart.py)."""
+    from triage.render.html_coldstart import render
+
+    return render(report)

@@ -1,4 +1,4 @@
-"""`triage baseline`: measure seed 000's before/after table on this host with the reference engine."""
+"""`triage baseline`: measure the before/after gain of each serving optimization (continuous batching, paged KV, flash attention, FP8/INT4, prefix caching, chunked prefill) on this host with the reference engine."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -64,7 +64,7 @@ DIAGNOSE_OPTIONS: OptionSpec = {
                      "GPU series, e.g. 'Hostname=\"node-3\"'.")),
     "active": (bool, typer.Option(False, "--active", help="Also measure what the host moves: host memory (per NUMA "
                "node), PCIe both ways, GPU memory, bf16/fp8 matmul and all-reduce bandwidth, against the spec. "
-               "Loads the CPU and GPUs for up to ~30 s. Needs triage[engine].")),
+               "Loads the CPU and GPUs for up to ~30 s. Needs the engine extra.")),
 }
 
 

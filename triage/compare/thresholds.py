@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from triage.core.errors import UsageError
 from triage.core.metric_names import LATENCY_FAMILIES, LATENCY_STATS, THROUGHPUT_METRICS, repeat_key  # noqa: F401
 
-DEFAULT_LATENCY_PCT = 10.0     # issue 2: latencies may get 10% worse before the gate trips
-DEFAULT_THROUGHPUT_PCT = 5.0   # issue 2: throughputs may drop 5%
+DEFAULT_LATENCY_PCT = 10.0     # the default gate: latencies may get 10% worse before it trips
+DEFAULT_THROUGHPUT_PCT = 5.0   # the default gate: throughputs may drop 5%
 
 # What `compare` judges when --max-regression names nothing else.
 DEFAULT_METRICS = (

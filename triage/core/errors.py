@@ -34,18 +34,11 @@ class MissingExtra(TriageError):
     """A command needs an optional dependency group that is not installed."""
 
 
-# Which optional group brings which import names (pyproject.toml's [project.optional-dependencies]).
-EXTRAS: dict[str, tuple[str, ...]] = {
-    "engine": ("torch", "fastapi", "uvicorn", "tokenizers", "safetensors"),
-    "html": ("matplotlib",),
-}
-
-
 def require_extra(extra: str, what: str) -> None:
-    """Raise MissingExtra, with the exact pip line, when `extra`'s packages are not importable."""
-    import importlib.util
+    """Raise MissingExtra, with the exact pip line, when `extra`'s packages are not installed."""
+    from triage.core import extras
 
-    missing = [name for name in EXTRAS[extra] if importlib.util.find_spec(name) is None]
-    if missing:
-        raise MissingExtra(f"{what} needs the '{extra}' extra ({', '.join(missing)} not installed): "
-                           f"pip install 'triage[{extra}]'")
+    absent = extras.missing(extra)
+    if absent:
+        raise MissingExtra(f"{what} needs the '{extra}' extra ({', '.join(absent)} not installed): "
+                           f"{extras.install_line(extra)}")

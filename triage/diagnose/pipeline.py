@@ -237,7 +237,7 @@ def diagnose(opts: DiagnoseOptions, bench: BenchSection | None = None,
 
 
 # --------------------------------------------------------------------------------------------
-# Layer by layer (seed 003's order: GPU, CPU, memory, network, configuration)
+# Layer by layer (the order of 'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide': GPU, CPU, memory, network, configuration)
 
 LAYERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("GPU", ("gpu", "kernel_log", "pcie", "hbm", "matmul", "allreduce"), ("GPU",)),

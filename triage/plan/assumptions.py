@@ -40,8 +40,8 @@ DEFAULT_MIN_CONCURRENT_SEQS = 16
 # a long prefill alone runs far higher. These turn the roofline bound into an expected figure.
 DEFAULT_MBU = 0.7
 DEFAULT_MFU = 0.5
-# Spare capacity on top of the Little's-law replica count (seed 003 sizes with 25% headroom).
+# Spare capacity on top of the Little's-law replica count ('How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide' sizes with 25% headroom).
 DEFAULT_FLEET_HEADROOM_FRAC = 0.25
-# Tensor-parallel sizes tried, smallest first; 8 GPUs is one NVLink domain (seed 001, section 9).
+# Tensor-parallel sizes tried, smallest first; 8 GPUs is one NVLink domain (an explainer of inference as a memory-bound problem, 'when one GPU isn't enough').
 TP_CANDIDATES = (1, 2, 4, 8)
 HOURS_PER_MONTH = 730.0

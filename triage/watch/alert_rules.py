@@ -3,7 +3,7 @@
 - `triage-findings`: one alert per finding severity, on `triage_finding` from `triage watch`;
 - `triage-signals`: recording rules for the key signals (triage's own, and vLLM's TTFT p99, request
   rate and prompt length straight from the engine's /metrics);
-- `triage-regressions`: seed 003's "compare now with a 7-day offset": TTFT p99 more than 25% above the
+- `triage-regressions`: 'How to Diagnose and Fix Slow LLM Inference: A Full-Stack Performance Guide''s "compare now with a 7-day offset": TTFT p99 more than 25% above the
   same window a week ago while traffic did not grow by half, and output throughput 20% below last week's
   at the same request rate. They read the engine's raw series with `offset 7d`, so they work from the
   first day Prometheus holds a week of history (no recorded history needed).
