@@ -12,13 +12,12 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from tests.factories import level
-from triage.bench.app import URL_DEFAULTS
 from triage.bench.extra_files import plots
 from triage.bench.level_runner import check_sweep_fits
 from triage.bench.live import LiveView
 from triage.bench.options import BenchOptions, LoadOptions, WorkloadOptions
 from triage.bench.records import RequestRecord, read_records
-from triage.bench.run_config import LevelSpec, base_config
+from triage.bench.run_config import URL_DEFAULTS, LevelSpec, base_config
 from triage.bench.saturation import summary
 from triage.cli import app
 from triage.compare import compare_reports

@@ -2,11 +2,11 @@
 (triage/formats/), and checks the value when the command line is parsed."""
 from __future__ import annotations
 
-import click
 import pytest
 import typer
 
 from triage.cli import app
+from triage.cli_help import click
 from triage.core.report import ReportKind
 from triage.formats import get, names_for
 
@@ -20,7 +20,7 @@ KIND_OF = {
     ("triage", "baseline"): ReportKind.BASELINE,
 }
 # `triage engines list|show --format text|json` print engine facts, not a report: no kind of report to look up.
-NOT_REPORTS = {("triage", "engines", "list"), ("triage", "engines", "show")}
+NOT_REPORTS = {("triage", "engines", "list"), ("triage", "engines", "show"), ("triage", "rules", "list")}
 
 
 def _commands(cmd=None, path=("triage",)):

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from triage.cli_help import click
 from triage.core.errors import EXIT_CANNOT, EXIT_INTERRUPTED, TriageError
 from triage.core.redact import redact_text
 from triage.core.report import Report, ReportKind
@@ -61,14 +61,14 @@ def funnel(fn: Callable[..., int | None]) -> Callable[..., None]:
     def wrapper(*args: Any, **kwargs: Any) -> None:
         try:
             code = fn(*args, **kwargs)
-        except (typer.Exit, click.exceptions.Exit, click.ClickException):
+        except (typer.Exit, click.ClickException):
             raise
         except TriageError as e:
             if SETTINGS.debug:
                 raise
             error(str(e))
             raise typer.Exit(e.exit_code) from None
-        except (KeyboardInterrupt, click.exceptions.Abort):
+        except (KeyboardInterrupt, typer.Abort):
             console(stderr=True).print("triage: interrupted", markup=False)
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except Exception as e:

@@ -31,8 +31,6 @@ from triage.rules import RulesConfig, bench_rule_codes, evaluate
 # The embedded default: small enough that `make demo` finishes in well under a minute on a 2-core CPU.
 EMBEDDED_MODEL = "tiny"
 EMBEDDED_SERVER_ARGS = ("--max-num-seqs", "16", "--seed", "0")
-EMBEDDED_DEFAULTS = {"concurrency": "1,4", "input_len": 32, "output_len": 16, "num_requests": 8, "warmup": 2}
-URL_DEFAULTS = {"concurrency": "1,4,16,64", "input_len": 512, "output_len": 256, "num_requests": None, "warmup": 2}
 
 
 @dataclass(frozen=True, slots=True)

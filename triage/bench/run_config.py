@@ -16,6 +16,15 @@ from triage.core.redact import REDACTED, redact_header, redact_text
 from triage.core.report import level_name
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
+# Requests per level when neither --num-requests nor --duration is given: max(MIN, SLOT x concurrency) for a
+# concurrency level, max(MIN, SECONDS x rate) for a rate level (`--num-requests`'s help quotes these).
+MIN_REQUESTS_PER_LEVEL = 8
+REQUESTS_PER_SLOT = 4
+SECONDS_OF_ARRIVALS = 10
+# The defaults that differ between a run against --url and one against the bundled reference engine (which
+# runs on this host's CPU, so it gets a small load). The options' help quotes these.
+URL_DEFAULTS = {"concurrency": "1,4,16,64", "input_len": 512, "output_len": 256, "num_requests": None, "warmup": 2}
+EMBEDDED_DEFAULTS = {"concurrency": "1,4", "input_len": 32, "output_len": 16, "num_requests": 8, "warmup": 2}
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP header name (RFC 9110 token)
 
 
@@ -138,8 +147,8 @@ class BenchConfig:
         if self.duration_s is not None:
             return None
         if level.concurrency is not None:
-            return max(8, 4 * level.concurrency)
-        return max(8, round(10 * (level.request_rate or 1.0)))
+            return max(MIN_REQUESTS_PER_LEVEL, REQUESTS_PER_SLOT * level.concurrency)
+        return max(MIN_REQUESTS_PER_LEVEL, round(SECONDS_OF_ARRIVALS * (level.request_rate or 1.0)))
 
     def to_report_dict(self) -> dict[str, Any]:
         """The config block of the report. Secrets never appear: header values that look like auth are masked."""

@@ -10,10 +10,10 @@ from typing import Any
 
 from rich.console import Console
 
-from triage.bench.app import EMBEDDED_DEFAULTS, URL_DEFAULTS, OutputPaths, execute
+from triage.bench.app import OutputPaths, execute
 from triage.bench.fleet import BALANCES, read_urls, split_roles
 from triage.bench.options import BenchOptions
-from triage.bench.run_config import BenchConfig, base_config
+from triage.bench.run_config import EMBEDDED_DEFAULTS, URL_DEFAULTS, BenchConfig, base_config
 from triage.bench.workloads import apply_workloads
 from triage.core.errors import UsageError, require_extra
 from triage.core.report import Report

@@ -14,6 +14,13 @@ from triage.bench.options import (
     TargetOptions,
     WorkloadOptions,
 )
+from triage.bench.run_config import (
+    EMBEDDED_DEFAULTS,
+    MIN_REQUESTS_PER_LEVEL,
+    REQUESTS_PER_SLOT,
+    SECONDS_OF_ARRIVALS,
+    URL_DEFAULTS,
+)
 from triage.cli_support import OptionSpec, format_option, json_option
 from triage.core.report import ReportKind
 
@@ -47,16 +54,20 @@ TARGET_OPTIONS: OptionSpec = {
 }
 LOAD_OPTIONS: OptionSpec = {
     "concurrency": (str, typer.Option(None, "--concurrency", help="Closed-loop levels: requests kept in flight "
-                    "(default 1,4,16,64; embedded: 1,4).", rich_help_panel=LOAD)),
+                    f"(default {URL_DEFAULTS['concurrency']}; without --url: {EMBEDDED_DEFAULTS['concurrency']}).",
+                    rich_help_panel=LOAD)),
     "rate": (str, typer.Option(None, "--rate", help="Open-loop levels in requests/s (Poisson), e.g. 1,2,4.",
              rich_help_panel=LOAD)),
     "burstiness": (float, typer.Option(1.0, "--burstiness", help="Gamma shape of arrival gaps: 1 Poisson, <1 "
                    "burstier.", rich_help_panel=LOAD)),
-    "num_requests": (int, typer.Option(None, "--num-requests", help="Requests per level (default 4 x concurrency, "
-                     "10 s of arrivals for a rate; embedded: 8).", rich_help_panel=LOAD)),
+    "num_requests": (int, typer.Option(None, "--num-requests", help="Requests per level (default: the larger of "
+                     f"{MIN_REQUESTS_PER_LEVEL} and {REQUESTS_PER_SLOT} x concurrency, or of {MIN_REQUESTS_PER_LEVEL} and "
+                     f"{SECONDS_OF_ARRIVALS} s of arrivals for a rate; without --url: "
+                     f"{EMBEDDED_DEFAULTS['num_requests']}).", rich_help_panel=LOAD)),
     "duration_s": (float, typer.Option(None, "--duration", help="Seconds per level instead of a request count.",
                    rich_help_panel=LOAD)),
-    "warmup": (int, typer.Option(None, "--warmup", help="Requests sent first and left out of the stats (default 2).",
+    "warmup": (int, typer.Option(None, "--warmup", help="Requests sent first and left out of the stats "
+               f"(default {URL_DEFAULTS['warmup']}).",
                rich_help_panel=LOAD)),
     "repeat": (int, typer.Option(1, "--repeat", help="Run each level K times, in rounds (level 1, level 2, ..., then "
                "again), so each level's repeats spread over the run; compare uses them as independent samples and "
@@ -72,10 +83,12 @@ LOAD_OPTIONS: OptionSpec = {
                rich_help_panel=LOAD)),
 }
 WORKLOAD_OPTIONS: OptionSpec = {
-    "input_len": (str, typer.Option(None, "--input-len", help="Prompt tokens (default 512; embedded: 32). A comma "
+    "input_len": (str, typer.Option(None, "--input-len", help="Prompt tokens (default "
+                  f"{URL_DEFAULTS['input_len']}; without --url: {EMBEDDED_DEFAULTS['input_len']}). A comma "
                   "list, e.g. 512,2048,8192, sweeps it: every level runs once per length, shortest first (TTFT vs "
                   "context, rule SCHED006).", rich_help_panel=WORKLOAD)),
-    "output_len": (int, typer.Option(None, "--output-len", help="Output tokens asked for (default 256; embedded: 16).",
+    "output_len": (int, typer.Option(None, "--output-len", help="Output tokens asked for (default "
+                   f"{URL_DEFAULTS['output_len']}; without --url: {EMBEDDED_DEFAULTS['output_len']}).",
                    rich_help_panel=WORKLOAD)),
     "len_dist": (str, typer.Option("fixed", "--len-dist", help="fixed, uniform, normal or lognormal.",
                  rich_help_panel=WORKLOAD)),

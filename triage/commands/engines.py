@@ -9,11 +9,12 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from triage.cli_help import TriageCommand, TriageGroup
 from triage.cli_support import console, funnel, manual
 from triage.core.errors import UsageError
 
 app = typer.Typer(help="The engines triage knows: `list` them with their tabled versions, or `show ENGINE`.",
-                  no_args_is_help=True)
+                  no_args_is_help=True, cls=TriageGroup)
 
 
 def _provenance(engine: str, version: str) -> dict:
@@ -25,7 +26,7 @@ def _provenance(engine: str, version: str) -> dict:
             "files": len(prov.get("files", {}))}
 
 
-@app.command("list", help=manual(
+@app.command("list", cls=TriageCommand, help=manual(
     "Every engine triage recognises, and the versions whose flags, defaults and metrics are tabled.",
     "triage engines list",
     "triage engines list --format json"))
@@ -55,7 +56,7 @@ def list_engines(fmt: str = typer.Option("text", "--format", help="Output: text 
     return 0
 
 
-@app.command("show", help=manual(
+@app.command("show", cls=TriageCommand, help=manual(
     "One engine: its knobs at a version (flag, default, or why there is none), what it turns on by default, "
     "and the claims, each cited to the engine's source.",
     "triage engines show tgi --version 3.3.6",

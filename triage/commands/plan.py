@@ -8,6 +8,7 @@ import typer
 from triage.cli_support import OptionSpec, emit, format_option, funnel, json_option, option_groups
 from triage.core.report import ReportKind
 from triage.core.specs import spec_keys
+from triage.plan import assumptions as A
 from triage.plan.inputs import KV_CACHE_DTYPES, WEIGHT_DTYPES, RawOptions
 from triage.plan.presets import PRESETS
 
@@ -35,15 +36,19 @@ PLAN_OPTIONS: OptionSpec = {
     "max_model_len": (int, typer.Option(None, "--max-model-len", help="Context length to plan for (default: the "
         "model's, lowered to what the KV cache holds).", rich_help_panel=_SERVER)),
     "gpu_memory_utilization": (float, typer.Option(None, "--gpu-memory-utilization", help="Share of GPU memory the server may use "
-        "(default 0.9).",
+        f"(default {A.DEFAULT_GPU_MEMORY_UTILIZATION:g}, vLLM {A.PLAN_VLLM_VERSION}'s).",
         rich_help_panel=_SERVER)),
-    "max_num_seqs": (int, typer.Option(None, "--max-num-seqs", help="Cap on the batch (default 256).",
+    "max_num_seqs": (int, typer.Option(None, "--max-num-seqs", help="Cap on the batch (default: vLLM "
+        f"{A.PLAN_VLLM_VERSION}'s own for the GPU, 1024 on GPUs of 70 GiB or more other than the A100 and GB10, "
+        "256 on the rest).",
         rich_help_panel=_SERVER)),
     "qps": (float, typer.Option(None, "--qps", help="Target requests per second, for the fleet size.",
         rich_help_panel=_TRAFFIC)),
-    "input_len": (int, typer.Option(None, "--input-len", help="Prompt tokens per request (default 1024).",
+    "input_len": (int, typer.Option(None, "--input-len", help="Prompt tokens per request (default "
+        f"{A.DEFAULT_INPUT_LEN}).",
         rich_help_panel=_TRAFFIC)),
-    "output_len": (int, typer.Option(None, "--output-len", help="Output tokens per request (default 256).",
+    "output_len": (int, typer.Option(None, "--output-len", help="Output tokens per request (default "
+        f"{A.DEFAULT_OUTPUT_LEN}).",
         rich_help_panel=_TRAFFIC)),
     "concurrency": (int, typer.Option(None, "--concurrency", help="Requests in flight across the fleet.",
         rich_help_panel=_TRAFFIC)),
@@ -51,8 +56,10 @@ PLAN_OPTIONS: OptionSpec = {
         "per token.", rich_help_panel=_TRAFFIC)),
     "api_price_per_mtok": (float, typer.Option(None, "--api-price-per-mtok", help="USD per 1M output tokens of "
         "a hosted API, for the break-even.", rich_help_panel=_TRAFFIC)),
-    "mbu": (float, typer.Option(None, "--mbu", help="Share of spec bandwidth decode reaches (default 0.7).")),
-    "mfu": (float, typer.Option(None, "--mfu", help="Share of spec FLOP/s prefill reaches (default 0.5).")),
+    "mbu": (float, typer.Option(None, "--mbu", help="Share of spec bandwidth decode reaches "
+        f"(default {A.DEFAULT_MBU:g}).")),
+    "mfu": (float, typer.Option(None, "--mfu", help="Share of spec FLOP/s prefill reaches "
+        f"(default {A.DEFAULT_MFU:g}).")),
     "from_diagnose": (Path, typer.Option(None, "--from-diagnose", help="Fill GPU and server settings from a "
         "diagnose report; flags given here win.")),
 }

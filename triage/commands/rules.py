@@ -8,11 +8,12 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from triage.cli_help import TriageCommand, TriageGroup
 from triage.cli_support import console, funnel, manual
 from triage.core.errors import UsageError
 
 app = typer.Typer(help="The rule registry: list the rules, or explain one (`triage rules explain KV001`).",
-                  no_args_is_help=True)
+                  no_args_is_help=True, cls=TriageGroup)
 
 CONFIG_OPT = typer.Option(None, "--config", envvar="TRIAGE_CONFIG", exists=False, dir_okay=False,
                           help="triage.toml with [rules] disable=[...] and [thresholds] overrides.")
@@ -29,20 +30,23 @@ def _config(config: Path | None, disable: list[str]):
     return cfg
 
 
-@app.command("list", help=manual(
+@app.command("list", cls=TriageCommand, help=manual(
     "List every rule: code, name, default severity, inputs, and whether it is enabled.",
-    "triage rules list", "triage rules list --disable GPU007,CPU002", "triage rules list --json > rules.json"))
+    "triage rules list", "triage rules list --disable GPU007,CPU002", "triage rules list --format json > rules.json"))
 @funnel
 def list_rules(
-    as_json: bool = typer.Option(False, "--json", help="Print the registry as JSON on stdout."),
+    fmt: str = typer.Option("text", "--format", help="Output: text or json (as `triage engines list` takes it)."),
+    as_json: bool = typer.Option(False, "--json", help="The same as --format json."),
     config: Path | None = CONFIG_OPT,
     disable: list[str] = DISABLE_OPT,
 ) -> int:
     """List every rule: code, name, default severity, inputs, and whether it is enabled."""
     from triage.rules import REGISTRY, THRESHOLDS
 
+    if fmt not in ("text", "json"):
+        raise UsageError(f"--format {fmt!r}: choose text or json")
     cfg = _config(config, disable)
-    if as_json:
+    if as_json or fmt == "json":
         rows = [{"code": r.code, "name": r.name, "severity": r.severity.value, "inputs": list(r.inputs),
                  "enabled": cfg.is_enabled(r.code), "summary": r.summary, "references": list(r.doc.references),
                  "thresholds": {k: {"value": cfg.threshold(k), "default": THRESHOLDS[k].value,
@@ -65,7 +69,7 @@ def list_rules(
     return 0
 
 
-@app.command("explain", help=manual(
+@app.command("explain", cls=TriageCommand, help=manual(
     "Print one rule's doc: what it checks, why it slows inference, example evidence, fix, references.",
     "triage rules explain KV001", "triage rules explain kv-cache-saturated"))
 @funnel

@@ -16,9 +16,6 @@ GIB = 2**30
 PLAN_ENGINE = assumed()
 PLAN_VLLM_VERSION = engine_truth.newest(PLAN_ENGINE.name)
 DEFAULT_GPU_MEMORY_UTILIZATION = float(engine_truth.default(PLAN_ENGINE.name, "gpu_memory_utilization")[0] or 0.9)
-# vLLM's default --max-num-seqs on GPUs under 70 GiB (and A100s); larger GPUs get 1024 (plan/inputs.py asks
-# triage.engines.vllm.default_max_num_seqs). The planned batch never exceeds it unless --concurrency says so.
-DEFAULT_MAX_NUM_SEQS = 256
 # Tokens one scheduler step may carry (--max-num-batched-tokens); vLLM sizes its activation
 # profile with it. The plan puts the same value in the suggested command so both agree.
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
@@ -36,7 +33,7 @@ DEFAULT_OUTPUT_LEN = 256
 # (or --concurrency sequences when it is given).
 DEFAULT_MIN_CONCURRENT_SEQS = 16
 # Fraction of spec bandwidth decode reaches in practice (--mbu), and of spec FLOP/s prefill
-# reaches (--mfu). Seed 001: inference MFU sits at 10-30% overall because decode is memory-bound;
+# reaches (--mfu). "Why Your LLM Inference Is Slow: vLLM, KV Cache, and GPU Fit": inference MFU sits at 10-30% overall because decode is memory-bound;
 # a long prefill alone runs far higher. These turn the roofline bound into an expected figure.
 DEFAULT_MBU = 0.7
 DEFAULT_MFU = 0.5

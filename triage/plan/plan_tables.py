@@ -118,7 +118,8 @@ def _fleet_table(p: dict[str, Any]) -> dict[str, Any]:
         ["replica throughput", f"{f['replica_requests_per_s']:,.2f} req/s, "
                                f"{f['replica_output_tokens_per_s']:,.0f} output tok/s"],
         ["E2E at full load (Little's law)", _num(f["e2e_s_at_full_load"], 2, " s")
-         + f", TPOT {_num(f['tpot_ms_at_full_load'], 1, ' ms')}, {f['limited_by']}-bound"],
+         + f", TPOT {_num(f['tpot_ms_at_full_load'], 1, ' ms')} with the arriving prompts' prefill in each step"
+         + f" (decode alone: {_num(f['tpot_ms_at_batch'], 2, ' ms')}); the replica is {f['limited_by']}-bound"],
     ]
     if f["target_qps"] is not None:
         rows.append(["target", f"{f['target_qps']:g} req/s"])

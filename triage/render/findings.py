@@ -55,20 +55,27 @@ def topology_lines(report: Report) -> list[str]:
     return lines
 
 
-def header_console(report: Report, out: Console) -> None:
+def _where(report: Report, quote: str = "") -> str:
+    """The machine a report is about: this host, or for a plan the GPU it plans for (not where it ran)."""
     h = report.host
+    name = f"{quote}{h.hostname}{quote}"
+    planned = (report.plan or {}).get("gpu") or {}
+    if planned.get("name"):
+        return f"for {planned['name']} (planned on {name})"
     gpus = ", ".join(g.name for g in h.gpus) or "no GPU seen"
-    out.print(f"[bold]triage {report.kind.value}[/] — {h.hostname} ({h.cpu_model or 'unknown CPU'}, {gpus})")
+    return f"{name} ({h.cpu_model or 'unknown CPU'}, {gpus})"
+
+
+def header_console(report: Report, out: Console) -> None:
+    out.print(f"[bold]triage {report.kind.value}[/] — {escape(_where(report))}")
     out.print(f"target: {_target_line(report)}", markup=False)
     for line in topology_lines(report):
         out.print(line, markup=False)
 
 
 def header_markdown(report: Report) -> str:
-    h = report.host
-    gpus = ", ".join(g.name for g in h.gpus) or "no GPU seen"
     return (f"## triage {report.kind.value}\n\n"
-            f"- host: `{h.hostname}` ({h.cpu_model or 'unknown CPU'}, {gpus})\n"
+            f"- {'planned' if (report.plan or {}).get('gpu') else 'host'}: {_where(report, '`')}\n"
             f"- target: {_target_line(report)}\n- created: {report.created_at}"
             + "".join(f"\n- {line}" for line in topology_lines(report)))
 
