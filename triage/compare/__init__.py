@@ -47,6 +47,8 @@ class CompareResult:
     # Levels whose first and last repeats differ beyond the noise within a repeat (triage.core.drift), in
     # either report: {"report": "base"|"candidate", "level": ..., **drift_check(...)}.
     drift: tuple[dict, ...] = ()
+    # Every level of both reports is in the other, with the same measurements (the same report twice, say).
+    same_data: bool = False
 
     def failed(self, m: MetricComparison) -> bool:
         return m.verdict is Verdict.REGRESSION or (
@@ -78,6 +80,8 @@ def compare_reports(base: Report, cand: Report, rules: tuple[MetricRule, ...],
         return CompareResult(ReportKind.DIAGNOSE, findings=compare_findings(base, cand), fail_on=fail_on)
     changed = check_comparable(base, cand, allow)
     rows, only = compare_bench(base, cand, rules, seed)
+    same = not only and any(m.same_data for m in rows) and all(
+        m.same_data or m.verdict is Verdict.NOT_MEASURED for m in rows)
     notes = []
     if only:
         notes.append(f"levels in one report only, not compared: {', '.join(only)}")
@@ -90,11 +94,11 @@ def compare_reports(base: Report, cand: Report, rules: tuple[MetricRule, ...],
         notes.append(f"inconclusive: the interval straddles the limit; --inconclusive {policy.value} "
                      f"{'fails' if policy is InconclusivePolicy.FAIL else 'passes'} them.")
     drift = _drift(base, cand)
-    for d in drift:
+    for d in () if same else drift:          # one report's drift, twice over, says nothing about a change
         notes.append(describe(f"in the {d['report']} at {d['level']}", d) + "; intervals from its repeats carry "
                      "that spread (rerun on a quiet host, or keep --repeat-order rounds)")
     return CompareResult(ReportKind.BENCH, metrics=tuple(rows), fail_on=fail_on, notes=tuple(notes),
-                         changed=tuple(changed), policy=policy, drift=drift)
+                         changed=tuple(changed), policy=policy, drift=drift, same_data=same)
 
 
 def _drift(base: Report, cand: Report) -> tuple[dict, ...]:

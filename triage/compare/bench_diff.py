@@ -9,10 +9,14 @@ For each metric × level, the 95% interval of the relative change decides, again
 The interval comes from the repeats when both reports have them (run-to-run noise), else from the
 per-request samples of each run (within-run noise only: the note says so). With neither there is no
 interval: the point change is judged against L alone and the row is marked "threshold only" (NO_INTERVAL_RULE);
---inconclusive has no say over it."""
+--inconclusive has no say over it.
+
+A level whose measurements are the same on both sides (the same report twice, say) is not judged at all: the
+change is exactly zero, every row passes as "no change (same data)" (SAME_DATA)."""
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass
 
 from triage.compare.significance import (
@@ -23,11 +27,14 @@ from triage.compare.significance import (
     welch_change_pct,
 )
 from triage.compare.thresholds import LATENCY_FAMILIES, Direction, MetricRule, repeat_key
+from triage.core.convert import to_dict
 from triage.core.errors import ReportError
 from triage.core.report import BenchLevel, Report, level_name
 
 WITHIN_RUN = "per-request samples of one run: within-run noise only (use --repeat 3 for run-to-run noise)"
 THRESHOLD_ONLY = "threshold only"
+SAME_DATA = "same data"                 # the source of a row whose two levels hold the same measurements
+SAME_DATA_NOTE = "no change (same data)"
 # The one rule for a metric without an interval, and what --inconclusive governs. README.md, docs/COMPARE.md and
 # `triage compare --help` quote these sentences word for word (tests/test_compare_threshold_only.py checks).
 NO_INTERVAL_RULE = ("A metric with neither repeats nor per-request samples is judged on its point change against "
@@ -59,10 +66,15 @@ class MetricComparison:
     p_value_worse: float | None = None     # for the record only; the interval decides
     source: str | None = None              # "repeats", "samples", "e2e samples (Little's law)", "threshold only"
     settle: str | None = None              # for inconclusive rows: what would settle it
+    settle_n: int | None = None            # … and the values a side that would (None: no number would)
 
     @property
     def threshold_only(self) -> bool:
         return self.source == THRESHOLD_ONLY
+
+    @property
+    def same_data(self) -> bool:
+        return self.source == SAME_DATA
 
     @property
     def worse_pct(self) -> float | None:
@@ -126,19 +138,24 @@ def _interval(base_lv: BenchLevel, cand_lv: BenchLevel, metric: str, change: flo
     interval = bootstrap_change_pct(b, c, "mean", seed, transform=implied)
     if interval is None or not b or not c:
         return None, None, None
-    shift = change - implied(sum(b) / len(b), sum(c) / len(c))
+    # Shifted on the ratio scale (a factor, not an offset in points), so that the low end of a rate's change
+    # stays above −100% as the rate itself stays above zero.
+    factor = (1.0 + change / 100.0) / (1.0 + implied(sum(b) / len(b), sum(c) / len(c)) / 100.0)
+
+    def shifted(pct_value: float) -> float:
+        return 100.0 * ((1.0 + pct_value / 100.0) * factor - 1.0)
+
     p_lower = mann_whitney_p_greater(b, c)            # candidate's E2E larger = its rate lower
-    return (Interval(interval.low_pct + shift, interval.high_pct + shift, interval.method, interval.n_base,
+    return (Interval(shifted(interval.low_pct), shifted(interval.high_pct), interval.method, interval.n_base,
                      interval.n_cand), None if p_lower is None else 1.0 - p_lower, "e2e samples (Little's law)")
 
 
-def _settle(interval: Interval, source: str, low_w: float, high_w: float, limit: float) -> str:
-    n = needed_to_settle(interval, low_w, high_w, limit)
+def settle_text(n: int | None, source: str | None, have: int, what: str = "it") -> str:
+    """What would settle an inconclusive row (or several: `what`), in words."""
     if n is None:
-        return "the change sits on the limit: no sample size settles it"
+        return f"the change sits on the limit: no sample size settles {what}"
     unit = "repeats" if source == "repeats" else "requests"
-    have = max(interval.n_base, interval.n_cand)
-    return f"about {n} {unit} a side would settle it (have {have})" + (
+    return f"about {n} {unit} a side would settle {what} (have {have})" + (
         "; or run both with --repeat 3" if source != "repeats" else "")
 
 
@@ -164,17 +181,33 @@ def judge(level: str, rule: MetricRule, base_lv: BenchLevel, cand_lv: BenchLevel
                                 THRESHOLD_ONLY_NOTE, None, THRESHOLD_ONLY, None)
     low_w, high_w = ((interval.low_pct, interval.high_pct) if lower_better
                      else (-interval.high_pct, -interval.low_pct))
-    settle = None
+    settle = settle_n = None
     if low_w > limit:
         verdict = Verdict.REGRESSION
     elif high_w <= limit:
         verdict = Verdict.PASS
     else:
         verdict = Verdict.INCONCLUSIVE
-        settle = _settle(interval, source, low_w, high_w, limit)
+        settle_n = needed_to_settle(interval, low_w, high_w, limit)
+        settle = settle_text(settle_n, source, max(interval.n_base, interval.n_cand))
     note = WITHIN_RUN if source != "repeats" else None
     return MetricComparison(level, rule.metric, rule.direction, base, cand, change, limit, interval, verdict,
-                            note, p_worse, source, settle)
+                            note, p_worse, source, settle, settle_n)
+
+
+def same_measurements(base_lv: BenchLevel, cand_lv: BenchLevel) -> bool:
+    """Whether two levels hold the same measurements: every value, sample and repeat alike."""
+    return json.dumps(to_dict(base_lv), sort_keys=True) == json.dumps(to_dict(cand_lv), sort_keys=True)
+
+
+def unchanged(level: str, rule: MetricRule, lv: BenchLevel) -> MetricComparison:
+    """A metric of a level whose two sides hold the same measurements: no change, nothing to estimate."""
+    value = _value(lv, rule.metric)
+    if value is None:
+        return MetricComparison(level, rule.metric, rule.direction, None, None, None, rule.max_regression_pct,
+                                None, Verdict.NOT_MEASURED, "missing in base and candidate")
+    return MetricComparison(level, rule.metric, rule.direction, value, value, 0.0, rule.max_regression_pct, None,
+                            Verdict.PASS, SAME_DATA_NOTE, None, SAME_DATA)
 
 
 def _levels_by_key(report: Report, which: str) -> dict[LevelKey, BenchLevel]:
@@ -202,7 +235,8 @@ def compare_bench(base: Report, cand: Report, rules: tuple[MetricRule, ...],
     only += [f"{level_name(lv)} (candidate only)" for k, lv in cand_levels.items() if k not in base_levels]
     rows = []
     for key in shared:
-        name = level_name(base_levels[key])
+        name, base_lv, cand_lv = level_name(base_levels[key]), base_levels[key], cand_levels[key]
+        same = same_measurements(base_lv, cand_lv)
         for rule in rules:
-            rows.append(judge(name, rule, base_levels[key], cand_levels[key], seed))
+            rows.append(unchanged(name, rule, base_lv) if same else judge(name, rule, base_lv, cand_lv, seed))
     return rows, only

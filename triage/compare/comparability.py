@@ -45,16 +45,44 @@ class Difference:
     base: Any
     cand: Any
 
+    def shown(self) -> tuple[str, str]:
+        """The base and candidate values as a person reads them (see _show)."""
+        return _show(self.base, self.key), _show(self.cand, self.key)
+
     def describe(self) -> str:
-        return f"{self.key}: {_show(self.base)} -> {_show(self.cand)}"
+        base, cand = self.shown()
+        return f"{self.key}: {base} → {cand}"
 
 
-def _show(value: Any) -> str:
+_SHARE_SUFFIXES = ("_frac", "_fraction", "_share")
+
+
+def _show(value: Any, key: str = "") -> str:
+    """A config value for a person: unset, a list as a comma list, a whole number as an integer, a share
+    (a key ending in _frac, _fraction or _share) as a percentage, a key ending in _pct with its %."""
     if value is None:
         return "unset"
     if isinstance(value, (list, tuple)):
-        return ",".join(map(str, value)) or "[]"
-    return str(value)
+        return ",".join(_show(v) for v in value) or "[]"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_show(v, str(k))}" for k, v in value.items()) or "{}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if key.endswith(_SHARE_SUFFIXES):
+        return f"{100.0 * value:g}%"
+    text = str(int(value)) if float(value).is_integer() else f"{value:g}"
+    return text + "%" if key.endswith("_pct") else text
+
+
+def _flat(key: str, base: Any, cand: Any) -> list[tuple[str, Any, Any]]:
+    """(field, base, cand) for every field that differs, a nested mapping opened into dotted fields, so that
+    only what differs is named (and no mapping is printed whole)."""
+    if not (isinstance(base, dict) or isinstance(cand, dict)):
+        return [] if base == cand else [(key, base, cand)]
+    if any(v is not None and not isinstance(v, dict) for v in (base, cand)):     # a mapping against a value
+        return [(key, base, cand)]
+    b, c = base or {}, cand or {}
+    return [d for k in sorted(set(b) | set(c), key=str) for d in _flat(f"{key}.{k}", b.get(k), c.get(k))]
 
 
 def parse_allow(spec: str | None) -> frozenset[str]:
@@ -79,8 +107,7 @@ def _workload(base: dict[str, Any], cand: dict[str, Any]) -> list[Difference]:
         b, c = base.get(key), cand.get(key)
         if key == "input_len" and (isinstance(b, list) or isinstance(c, list)):
             continue                  # an --input-len sweep: its lengths are levels, matched one by one
-        if b != c:
-            out.append(Difference("workload", key, b, c))
+        out += [Difference("workload", field, fb, fc) for field, fb, fc in _flat(key, b, c)]
     return out
 
 
@@ -127,7 +154,7 @@ def check_comparable(base: Report, cand: Report, allow: frozenset[str] = frozens
     refused = [d for d in diffs if d.category in BLOCKING and d.category not in allow]
     if refused:
         cats = sorted({d.category for d in refused})
-        what = "; ".join(f"{d.category} {d.describe()}" for d in refused)
-        raise ReportError(f"the reports measure a different {' and '.join(cats)} ({what}); compare like with like, "
-                          f"or pass --allow-different {','.join(cats)} if this is intended")
+        what = "".join(f"\n  {d.describe()}" for d in refused)
+        raise ReportError(f"the reports measure a different {' and '.join(cats)}; compare like with like, or pass "
+                          f"--allow-different {','.join(cats)} if this is intended (base → candidate):{what}")
     return diffs

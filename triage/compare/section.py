@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from triage.compare import CompareResult
-from triage.compare.bench_diff import THRESHOLD_ONLY, MetricComparison, Verdict
+from triage.compare.bench_diff import SAME_DATA, THRESHOLD_ONLY, MetricComparison, Verdict, settle_text
 from triage.core.report import Finding, ReportKind
 
 
@@ -23,13 +23,17 @@ def interval_text(m: MetricComparison) -> str:
     if m.verdict is Verdict.NOT_MEASURED:
         return "-"
     if m.interval is None:
-        return THRESHOLD_ONLY if m.threshold_only else "no interval"
+        return _no_interval(m, "no interval")
     return f"[{m.interval.low_pct:+.1f}%, {m.interval.high_pct:+.1f}%]"
+
+
+def _no_interval(m: MetricComparison, otherwise: str) -> str:
+    return THRESHOLD_ONLY if m.threshold_only else SAME_DATA if m.same_data else otherwise
 
 
 def evidence(m: MetricComparison) -> str:
     if m.interval is None:
-        return THRESHOLD_ONLY if m.threshold_only else "none"
+        return _no_interval(m, "none")
     n = f"{m.interval.n_base}+{m.interval.n_cand}"
     return {"repeats": f"{n} repeats", "samples": f"{n} requests"}.get(m.source or "", f"{n} requests (E2E)")
 
@@ -53,6 +57,8 @@ def headline(result: CompareResult) -> str:
     if result.kind is not ReportKind.BENCH:
         return f"compare: {'FAIL' if result.failures else 'PASS'} ({result.failures} new finding(s) at or " \
                f"above {result.fail_on.value})"
+    if result.same_data:
+        return f"compare: PASS ({SAME_MEASUREMENTS})"
     reg, inc = result.count(Verdict.REGRESSION), result.count(Verdict.INCONCLUSIVE)
     thr = sum(1 for m in result.metrics if m.threshold_only)
     only = f", {thr} {THRESHOLD_ONLY}" if thr else ""
@@ -60,9 +66,29 @@ def headline(result: CompareResult) -> str:
             f"--inconclusive {result.policy.value})")
 
 
+SAME_MEASUREMENTS = "the two reports hold the same measurements: no change"
+
+
 def settle_lines(result: CompareResult) -> list[str]:
-    return [f"{m.level} {m.metric}: {m.settle}" for m in result.metrics
-            if m.verdict is Verdict.INCONCLUSIVE and m.settle]
+    """What would settle the inconclusive rows: the row's own line when there is one; for several, one line
+    per kind of evidence (requests, repeats) with the most that any of them needs, and one naming the rows
+    whose change sits on the limit."""
+    rows = [m for m in result.metrics if m.verdict is Verdict.INCONCLUSIVE and m.settle]
+    if len(rows) <= 1:
+        return [f"{m.level} {m.metric}: {m.settle}" for m in rows]
+    lines = []
+    for repeats in (True, False):
+        group = [m for m in rows if (m.source == "repeats") is repeats and m.settle_n is not None]
+        if group:
+            n = max(m.settle_n for m in group)
+            have = max(max(m.interval.n_base, m.interval.n_cand) for m in group)
+            label, what = ((f"{group[0].level} {group[0].metric}", "it") if len(group) == 1
+                           else (f"{len(group)} inconclusive rows", "all of them"))
+            lines.append(f"{label}: {settle_text(n, group[0].source, have, what)}")
+    stuck = [f"{m.level} {m.metric}" for m in rows if m.settle_n is None]
+    if stuck:
+        lines.append(f"{', '.join(stuck)}: {settle_text(None, None, 0, 'it' if len(stuck) == 1 else 'them')}")
+    return lines
 
 
 def metric_row(result: CompareResult, m: MetricComparison) -> list[Any]:
@@ -98,7 +124,7 @@ def section(result: CompareResult) -> dict[str, Any]:
         tables = []
         if result.changed:
             tables.append({"title": "what changed", "columns": ["what", "key", "base", "candidate"],
-                           "rows": [[d.category, d.key, str(d.base), str(d.cand)] for d in result.changed]})
+                           "rows": [[d.category, d.key, *d.shown()] for d in result.changed]})
         tables.append({"title": headline(result),
                        "columns": ["level", "metric", "base", "cand", "change", "limit", "95% CI of change",
                                    "interval from", "verdict"],
@@ -167,7 +193,7 @@ def junit(result: CompareResult) -> str:
             cases += 1
     else:
         cases = _finding_cases(suite, result)
-    if result.drift:        # said once for the suite: it is about a report, not one metric
+    if result.drift and not result.same_data:        # said once for the suite: it is about a report, not one metric
         ET.SubElement(suite, "system-out").text = "\n".join(n for n in result.notes if n.startswith("drift "))
     suite.set("tests", str(cases))
     suite.set("failures", str(result.failures))

@@ -2,8 +2,12 @@
 
 - Per-request samples (many values a side): a two-sample bootstrap (`scipy.stats.bootstrap`, percentile
   method) of 100·(stat(cand) − stat(base)) / stat(base), the statistic itself (p99 of TTFT, say).
-- Repeats (`--repeat K`, a few values a side): Welch's t interval of the difference of the means
-  (`scipy.stats.ttest_ind(equal_var=False)`), divided by the base mean.
+- Repeats (`--repeat K`, a few values a side): Welch's t interval on the ratio scale: `scipy.stats.ttest_ind(
+  equal_var=False)` of the logs of the per-repeat values gives an interval of log(cand / base), mapped back to
+  a relative change. A relative change of a positive quantity cannot be below −100%, and this interval never
+  is (an interval of the difference of the means divided by the base mean could be, with 2 or 3 repeats).
+  With a zero or negative value on a side there is no log: the interval of the difference of the means is
+  used, and for values that cannot be negative its low end is clipped at −100% (method "welch-t, clipped").
 
 A one-sided p-value (Mann–Whitney U for samples, Welch's t for repeats) is kept for the record; it does not
 decide anything: the interval alone does (see bench_diff).
@@ -83,23 +87,33 @@ def mann_whitney_p_greater(base: Sequence[float], cand: Sequence[float]) -> floa
 
 
 def welch_change_pct(base: Sequence[float], cand: Sequence[float]) -> tuple[Interval, float] | None:
-    """(95% CI of 100·(mean(cand) − mean(base)) / mean(base), one-sided p that cand's mean is larger), from
-    Welch's t. None with fewer than MIN_REPEATS finite values a side or a zero base mean."""
+    """(95% CI of the relative change of cand against base in %, one-sided p that cand is larger), from Welch's
+    t: on the logs of the values (a ratio, so the low end stays above −100%) when every value is positive,
+    else on the difference of the means divided by the base mean. None with fewer than MIN_REPEATS finite
+    values a side or a zero base mean."""
     b, c = _finite(base), _finite(cand)
-    if b.size < MIN_REPEATS or c.size < MIN_REPEATS:
+    if b.size < MIN_REPEATS or c.size < MIN_REPEATS or float(b.mean()) == 0:
         return None
-    mb = float(b.mean())
-    if mb == 0:
-        return None
-    diff = float(c.mean()) - mb
     if float(b.var(ddof=1)) == 0 and float(c.var(ddof=1)) == 0:
-        pct = 100.0 * diff / abs(mb)
+        diff = float(c.mean() - b.mean())
+        pct = 100.0 * diff / abs(float(b.mean()))
         return Interval(pct, pct, "welch-t", b.size, c.size), (0.0 if diff > 0 else 1.0)
-    two_sided = stats.ttest_ind(c, b, equal_var=False)
-    ci = two_sided.confidence_interval(CONFIDENCE)
+    if b.min() > 0 and c.min() > 0:
+        low, high, p_greater = _welch(np.log(b), np.log(c))
+        return Interval(100.0 * math.expm1(low), 100.0 * math.expm1(high), "welch-t", b.size, c.size), p_greater
+    low, high, p_greater = _welch(b, c)
+    mb = abs(float(b.mean()))
+    low_pct, high_pct, method = 100.0 * low / mb, 100.0 * high / mb, "welch-t"
+    if b.min() >= 0 and c.min() >= 0 and low_pct < -100.0:     # a count or a rate cannot fall below zero
+        low_pct, method = -100.0, "welch-t, clipped"
+    return Interval(low_pct, high_pct, method, b.size, c.size), p_greater
+
+
+def _welch(b: np.ndarray, c: np.ndarray) -> tuple[float, float, float]:
+    """(95% CI of mean(c) − mean(b), one-sided p that c's mean is larger), Welch's t."""
+    ci = stats.ttest_ind(c, b, equal_var=False).confidence_interval(CONFIDENCE)
     p_greater = float(stats.ttest_ind(c, b, equal_var=False, alternative="greater").pvalue)
-    return Interval(100.0 * float(ci.low) / abs(mb), 100.0 * float(ci.high) / abs(mb), "welch-t",
-                    b.size, c.size), p_greater
+    return float(ci.low), float(ci.high), p_greater
 
 
 def needed_to_settle(interval: Interval, worse_low: float, worse_high: float, limit_pct: float) -> int | None:

@@ -64,6 +64,17 @@ def _compact(result: CompareResult, width: int) -> list[str]:
     return out
 
 
+def _bench_lines(result: CompareResult, width: int) -> list[str]:
+    if result.same_data:        # the headline says so: the difference is exactly zero on every metric
+        return []
+    full = _full(result)
+    lines = [""] + (full if max(len(ln) for ln in full) <= width else _compact(result, width))
+    if any(m.interval is not None for m in result.metrics):
+        sources = sorted({m.source or "" for m in result.metrics if m.interval})
+        lines += _wrap(f"intervals: 95%, from {', '.join(sources)}", width)
+    return lines
+
+
 def render_text(result: CompareResult, width: int, base: str, cand: str) -> str:
     lines = _wrap(headline(result), width)
     lines += _wrap(f"base {base} vs candidate {cand}", width)
@@ -72,12 +83,7 @@ def render_text(result: CompareResult, width: int, base: str, cand: str) -> str:
             lines.append("what changed:")
             for d in result.changed:
                 lines += _wrap(f"{d.category} {d.describe()}", width, indent="  ")
-        lines.append("")
-        full = _full(result)
-        lines += full if max(len(ln) for ln in full) <= width else _compact(result, width)
-        if any(m.interval is not None for m in result.metrics):
-            sources = sorted({m.source or "" for m in result.metrics if m.interval})
-            lines += _wrap(f"intervals: 95%, from {', '.join(sources)}", width)
+        lines += _bench_lines(result, width)
     else:
         diff = result.findings
         lines.append("")
