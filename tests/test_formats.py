@@ -18,6 +18,7 @@ KIND_OF = {
     ("triage", "compare"): ReportKind.COMPARE,
     ("triage", "plan"): ReportKind.PLAN,
     ("triage", "baseline"): ReportKind.BASELINE,
+    ("triage", "coldstart"): "coldstart",
 }
 # `triage engines list|show --format text|json` print engine facts, not a report: no kind of report to look up.
 NOT_REPORTS = {("triage", "engines", "list"), ("triage", "engines", "show"), ("triage", "rules", "list")}

@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import httpx
+from rich.console import Console
 
+from triage.coldstart.progress import Progress
 from triage.core.errors import UsageError
 from triage.core.redact import redact_argv, redact_text
 from triage.engines import get, launched_by, names
@@ -113,32 +115,42 @@ def _first_token_s(client: httpx.Client, url: str, timeout_s: float) -> float | 
     return None
 
 
+def _wait_ready(server: _Server, client: httpx.Client, run: Run, url: str | None, health: str, deadline: float,
+                poll_s: float, progress: Progress) -> float | None:
+    """Seconds from the launch to the health route's first 200, or None (`run.outcome` says why)."""
+    while True:
+        progress.tick(time.monotonic() - server.t0, server.lines)
+        if server.proc.poll() is not None:
+            run.outcome, run.exit_code = "exited", server.proc.returncode
+            return None
+        if time.monotonic() > deadline:
+            run.outcome = "timeout"
+            return None
+        target = url or _url_from_log(server.lines)
+        if target:
+            with contextlib.suppress(httpx.HTTPError):
+                if client.get(target + health, timeout=1.0).status_code == 200:
+                    return time.monotonic() - server.t0
+        time.sleep(poll_s if time.monotonic() - server.t0 > 2 else min(poll_s, 0.02))
+
+
 def start_once(argv: Sequence[str], n: int, url: str | None, timeout_s: float, engine: Engine | None,
-               poll_s: float = 0.1) -> Run:
+               poll_s: float = 0.1, progress: Progress | None = None) -> Run:
     """One start: launch, wait for the health route, time the first token, stop. Ctrl-C stops the server and
-    re-raises with the run (phases reached, last lines) attached as `exc.coldstart_run`."""
+    re-raises with the run (phases reached, last lines) attached as `exc.coldstart_run`. `progress` hears of the
+    launch, the phases as the log shows them and the wait (triage/coldstart/progress.py)."""
     run = Run(n)
+    progress = progress or Progress(None, engine, timeout_s)
     server = _Server(argv)
     health = engine.identity.health_path if engine is not None else "/health"
+    progress.started(server.proc.pid, url, health)
     ready_at: float | None = None
     try:
         with httpx.Client(trust_env=False) as client:
             deadline = server.t0 + timeout_s
-            while ready_at is None:
-                if server.proc.poll() is not None:
-                    run.outcome, run.exit_code = "exited", server.proc.returncode
-                    break
-                if time.monotonic() > deadline:
-                    run.outcome = "timeout"
-                    break
-                target = url or _url_from_log(server.lines)
-                if target:
-                    with contextlib.suppress(httpx.HTTPError):
-                        if client.get(target + health, timeout=1.0).status_code == 200:
-                            ready_at = time.monotonic() - server.t0
-                            break
-                time.sleep(poll_s if time.monotonic() - server.t0 > 2 else min(poll_s, 0.02))
+            ready_at = _wait_ready(server, client, run, url, health, deadline, poll_s, progress)
             if ready_at is not None:
+                progress.ready(ready_at)
                 run.outcome, run.ready_s = "ready", round(ready_at, 3)
                 target = url or _url_from_log(server.lines)
                 try:
@@ -153,6 +165,7 @@ def start_once(argv: Sequence[str], n: int, url: str | None, timeout_s: float, e
         e.coldstart_run = run  # type: ignore[attr-defined]   (filled in below, before it propagates)
         raise
     finally:
+        progress.close()
         try:
             _finish(run, server, engine, ready_at)
         finally:
@@ -204,8 +217,9 @@ def _url_from_log(lines: list[tuple[float, str]]) -> str | None:
 
 
 def coldstart(argv: Sequence[str], repeat: int = 1, url: str | None = None, timeout_s: float = 600.0,
-              engine_name: str | None = None) -> dict:
-    """K starts of the same command; the report as a dict (runs, the first against the warm ones)."""
+              engine_name: str | None = None, progress_to: Console | None = None) -> dict:
+    """K starts of the same command; the report as a dict (runs, the first against the warm ones). Each start
+    over 2 s tells `progress_to` (stderr) how it is going; None: silent."""
     if not argv:
         raise UsageError("give the launch command after `--`: triage coldstart -- vllm serve MODEL")
     if repeat < 1:
@@ -220,7 +234,9 @@ def coldstart(argv: Sequence[str], repeat: int = 1, url: str | None = None, time
               "url": target, "repeat": repeat, "timeout_s": timeout_s, "runs": [], "interrupted": False}
     try:
         for n in range(1, repeat + 1):
-            run = start_once(argv, n, target, timeout_s, engine)
+            prefix = "coldstart: " if repeat == 1 else f"coldstart, start {n} of {repeat}: "
+            run = start_once(argv, n, target, timeout_s, engine,
+                             progress=Progress(progress_to, engine, timeout_s, prefix=prefix))
             report["runs"].append(run.__dict__)
             if run.outcome != "ready":
                 break

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 
+from triage.coldstart.writers import COLDSTART, write_json
 from triage.core.report import ReportKind
 from triage.core.report_io import dumps
 from triage.formats import Format, Output, register
@@ -12,4 +13,4 @@ def _write(out: Output) -> None:
     sys.stdout.write(dumps(out.report))
 
 
-register(Format("json", {kind: _write for kind in ReportKind}, rank=1))
+register(Format("json", {**{kind: _write for kind in ReportKind}, COLDSTART: write_json}, rank=1))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 
 from triage import render
+from triage.coldstart.writers import COLDSTART, write_markdown
 from triage.core.report import ReportKind
 from triage.formats import Format, Output, register
 
@@ -13,4 +14,5 @@ def _write(out: Output) -> None:
 
 
 # compare lists markdown before json: its verdict goes on pull requests and CI summaries.
-register(Format("markdown", {kind: _write for kind in ReportKind}, rank=2, rank_for={ReportKind.COMPARE: 0.5}))
+register(Format("markdown", {**{kind: _write for kind in ReportKind}, COLDSTART: write_markdown}, rank=2,
+                rank_for={ReportKind.COMPARE: 0.5}))

@@ -1,9 +1,10 @@
-"""`--format text`: the rich view for people (compare: its compact verdict table)."""
+"""`--format text`: the rich view for people (compare: its compact verdict table; coldstart: its phase table)."""
 from __future__ import annotations
 
 import sys
 
 from triage import render
+from triage.coldstart.writers import COLDSTART, write_text
 from triage.core.report import ReportKind
 from triage.formats import Format, Output, register
 
@@ -19,4 +20,5 @@ def _compare(out: Output) -> None:
     sys.stdout.write(render_text(view.result, out.screen.width, view.base, view.cand))
 
 
-register(Format("text", {**{kind: _view for kind in ReportKind}, ReportKind.COMPARE: _compare}, human=True, rank=0))
+register(Format("text", {**{kind: _view for kind in ReportKind}, ReportKind.COMPARE: _compare,
+                         COLDSTART: write_text}, human=True, rank=0))
