@@ -19,6 +19,9 @@ def discovery_lines(result: DiagnoseResult) -> list[str]:
         lines.append("no server to diagnose: host and GPU probes only")
     if found.note:
         lines.append(f"note: {found.note}")
+    if result.not_rederived:
+        lines.append(f"not re-derived: {len(result.not_rederived)} of the saved report's findings, and why:")
+        lines += [f"  {line}" for line in result.not_rederived]
     return lines
 
 

@@ -83,6 +83,7 @@ class DiagnoseResult:
     snapshot: Snapshot
     discovery: Discovery
     interrupted: bool = False           # Ctrl-C during the probes: the report holds what was measured
+    not_rederived: tuple[str, ...] = ()  # a replay: each saved finding it did not find again, and why
 
 
 # --------------------------------------------------------------------------------------------
@@ -332,10 +333,30 @@ def replay(path: str | os.PathLike[str], bench: BenchSection | None = None,
     from triage.core.report import new_report
 
     snapshot, old = load_snapshot(path)
+    if bench is None and old is not None:
+        bench = old.bench                 # the bench the saved diagnosis judged, unless --bench gives another
     findings, skipped = run_rules(snapshot, bench, rules_config, baseline)
     host = old.host if old is not None else host_info(gpus_of(snapshot))
     target = old.target if old is not None else Target()
     report = new_report(ReportKind.DIAGNOSE, host, target, probes=snapshot.probes, findings=findings,
                         skipped_rules=skipped, bench=bench)
     found = Discovery(url=target.url, engine=target.engine, how="replay", note=f"replayed from {path}")
-    return DiagnoseResult(report=report, snapshot=snapshot, discovery=found)
+    return DiagnoseResult(report=report, snapshot=snapshot, discovery=found,
+                          not_rederived=_not_rederived(old, report, rules_config))
+
+
+def _not_rederived(old: Report | None, new: Report, rules_config: RulesConfig | None) -> tuple[str, ...]:
+    """Each finding of the saved report that the replay did not find again, with why."""
+    if old is None:
+        return ()
+    found = {f.code for f in new.findings}
+    skipped = {s.code: s.reason for s in new.skipped_rules}
+    out = []
+    for f in old.findings:
+        if f.code in found:
+            continue
+        off = rules_config is not None and not rules_config.is_enabled(f.code)
+        why = "turned off (--disable or triage.toml)" if off else skipped.get(f.code) or (f"the rules of this triage ({new.triage_version}) do not find it in the "
+                                      f"saved probes (saved by triage {old.triage_version})")
+        out.append(f"{f.code} {f.name}: {why}")
+    return tuple(out)

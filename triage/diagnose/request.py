@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triage.core.errors import EXIT_GATE, EXIT_INTERRUPTED, EXIT_OK, TriageError, UsageError
-from triage.core.report import BenchSection, Report, Severity
+from triage.core.report import BenchSection, Report, ReportKind, Severity
 
 if TYPE_CHECKING:
     from triage.diagnose.pipeline import DiagnoseResult
@@ -78,32 +78,48 @@ def _rules_config(req: DiagnoseRequest) -> RulesConfig:
     return load_rules_config(config_path).with_disabled((req.disable or "").split(","))
 
 
-def _bench(req: DiagnoseRequest) -> BenchSection | None:
-    """The input files exist; --bench's report read (its bench section)."""
+def _bench(req: DiagnoseRequest) -> Report | None:
+    """The input files exist; --bench's report read: a bench report, with its bench section."""
     from triage.core.report_io import read_report
+    from triage.diagnose.provenance import check_kind
 
     for path, flag in ((req.log, "--log"), (req.kernel_log, "--kernel-log"), (req.bench_path, "--bench")):
         if path is not None and not path.is_file():
             raise UsageError(f"{flag} {path}: " + ("not a file" if path.exists() else "no such file"))
     if req.bench_path is None:
         return None
-    bench = read_report(req.bench_path).bench
-    if bench is None:
-        raise UsageError(f"--bench {req.bench_path}: not a bench report (it has no bench section)")
-    return bench
+    report = check_kind(read_report(req.bench_path), "--bench", req.bench_path, (ReportKind.BENCH,))
+    if report.bench is None:
+        raise UsageError(f"--bench {req.bench_path}: a bench report with no bench section (no level ran)")
+    return report
 
 
 def _baseline(req: DiagnoseRequest) -> Report | None:
     """--baseline's earlier report: a bench report (ENG006 compares throughput with it) or a `triage plan`
     report (its model weight bytes price the roofline rules)."""
     from triage.core.report_io import read_report
+    from triage.diagnose.provenance import check_kind
 
     if req.baseline_path is None:
         return None
     if not req.baseline_path.is_file():
         raise UsageError(f"--baseline {req.baseline_path}: " + ("not a file" if req.baseline_path.exists()
                                                                else "no such file"))
-    return read_report(req.baseline_path)
+    return check_kind(read_report(req.baseline_path), "--baseline", req.baseline_path,
+                      (ReportKind.BENCH, ReportKind.PLAN))
+
+
+def _of_this_server(result: DiagnoseResult, bench: Report | None, baseline: Report | None) -> DiagnoseResult:
+    """Findings resting on a bench or baseline of another server say so, one step down to "possible"."""
+    import dataclasses
+
+    from triage.diagnose.provenance import weigh
+
+    report = result.report
+    findings = weigh(report.findings, bench, report.target, "bench", "bench report")
+    if baseline is not None and baseline.kind is ReportKind.BENCH:
+        findings = weigh(findings, baseline, report.target, "baseline", "baseline report")
+    return dataclasses.replace(result, report=dataclasses.replace(report, findings=findings))
 
 
 def _from_history(req: DiagnoseRequest, rules_config: RulesConfig) -> DiagnoseResult:
@@ -143,7 +159,9 @@ def run_diagnose(req: DiagnoseRequest, notice: Callable[[str], None]) -> Diagnos
 
     threshold = _fail_on(req.fail_on)
     rules_config = _rules_config(req)
-    bench = _bench(req)
+    bench_report = _bench(req)
+    bench = bench_report.bench if bench_report is not None else None
+    baseline = _baseline(req)
     if req.active:
         if req.from_path:
             raise UsageError("--active measures this host now; it cannot be combined with --from")
@@ -155,11 +173,11 @@ def run_diagnose(req: DiagnoseRequest, notice: Callable[[str], None]) -> Diagnos
             raise UsageError("--from diagnoses from files alone (a saved report, snapshot or bundle, or what a ticket "
                              "carries); it cannot be combined with --url, --log or --kernel-log")
         with tempfile.TemporaryDirectory(prefix="triage-from-") as workdir:
-            result = diagnose_from(req.from_path, bench, rules_config, _baseline(req), Path(workdir),
+            result = diagnose_from(req.from_path, bench, rules_config, baseline, Path(workdir),
                                    req.dumps_apart_s, req.redact_hosts)
     else:
-        result = _live(req, bench, _baseline(req), rules_config, notice)
-    return DiagnoseRun(result, rules_config, threshold)
+        result = _live(req, bench, baseline, rules_config, notice)
+    return DiagnoseRun(_of_this_server(result, bench_report, baseline), rules_config, threshold)
 
 
 def check_history(run: DiagnoseRun) -> None:
@@ -172,6 +190,7 @@ def check_history(run: DiagnoseRun) -> None:
 def exit_code(run: DiagnoseRun, replayed: bool) -> int:
     """130 interrupted; an error when the --url target never answered; 1 on a finding at or above --fail-on."""
     from triage.diagnose.pipeline import unreachable_target
+    from triage.diagnose.provenance import not_inference_server
 
     if run.result.interrupted:
         return EXIT_INTERRUPTED
@@ -179,6 +198,9 @@ def exit_code(run: DiagnoseRun, replayed: bool) -> int:
     if unreachable is not None:
         raise DiagnoseFailed(f"{run.result.discovery.url} did not answer ({unreachable}): is the server up and "
                              "the URL right? The host checks above still stand.")
+    wrong = not_inference_server(run.result.snapshot, run.result.discovery.url) if not replayed else None
+    if wrong is not None:
+        raise DiagnoseFailed(f"{wrong}. The host checks above still stand.")
     if run.threshold is not None and any(f.severity.at_least(run.threshold) for f in run.result.report.findings):
         return EXIT_GATE
     return EXIT_OK
