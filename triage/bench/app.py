@@ -155,10 +155,7 @@ def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_consol
         runner, interrupted = _run(cfg, sink, observer, nvml, find_max, progress)
     section = runner.section()
     if interrupted:
-        section = dataclasses.replace(section, config={
-            **section.config, "interrupted": True,
-            "notes": [*section.config.get("notes", []),
-                      f"interrupted: {len(section.levels)} of {len(cfg.levels)} levels finished"]})
+        section = mark_interrupted(section, runner.interrupted_in, None if find_max else len(cfg.levels))
     findings, skipped = evaluate_rules(section)
     server_engines = [lv.server.engine for lv in section.levels if lv.server and lv.server.engine]
     target = Target(url=redact_text(cfg.url), urls=tuple(redact_text(u) for u in cfg.urls) if len(cfg.urls) > 1 else None,
@@ -175,6 +172,23 @@ def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_consol
         return Outcome(report=report, exit_code=EXIT_INTERRUPTED)
     problem = all_failed(section)
     return Outcome(report=report, exit_code=EXIT_CANNOT if problem else 0, problem=problem)
+
+
+def mark_interrupted(section: BenchSection, cut: str | None, num_levels: int | None) -> BenchSection:
+    """Ctrl-C: `config.interrupted`, and `config.partial_level`, the level it cut, when that level was kept with
+    the requests that finished before it (its notes say so too); a note says how far the run got. `num_levels`:
+    how many the run would have had (None: a --find-max search, which has no fixed count)."""
+    partial = next((lv for lv in reversed(section.levels) if cut is not None and level_name(lv) == cut), None)
+    done = len(section.levels) - (partial is not None)
+    done_text = f"{done} of {num_levels}" if num_levels is not None else f"{done}"
+    if partial is not None:
+        note = (f"interrupted during {cut}: {partial.requests.completed + partial.requests.failed} requests "
+                f"finished; that level is partial ({done_text} levels finished before it)")
+    else:
+        note = f"interrupted: {done_text} levels finished"
+    return dataclasses.replace(section, config={**section.config, "interrupted": True,
+                                                "partial_level": cut if partial is not None else None,
+                                                "notes": [*section.config.get("notes", []), note]})
 
 
 def all_failed(section: BenchSection) -> str | None:

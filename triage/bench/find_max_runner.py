@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import time
 from collections.abc import Callable
 
 import httpx
 
+from triage.bench.aio import cancel_all
 from triage.bench.client import RequestOptions
 from triage.bench.find_max import FindMaxResult, FindMaxSpec, Measured, Probe, search
 from triage.bench.level_runner import BenchRunner
@@ -35,6 +37,8 @@ class FindMaxRunner(BenchRunner):
         self.find_max = find_max
         self.progress = progress or (lambda probe, result: None)
         self.result: FindMaxResult | None = None
+        self.stopping = threading.Event()  # Ctrl-C: the search thread asks for no further level
+        self.measuring: list[asyncio.Task] = []
 
     def section(self) -> BenchSection:
         section = super().section()
@@ -66,6 +70,8 @@ class FindMaxRunner(BenchRunner):
 
         # search() is synchronous; it runs in a worker thread and asks this event loop for each level.
         def measure(load: float) -> Measured:
+            if self.stopping.is_set():
+                raise asyncio.CancelledError
             future = asyncio.run_coroutine_threadsafe(self._measure(pool, scraper, opts, info, load, gpu), loop)
             return future.result()
 
@@ -76,17 +82,27 @@ class FindMaxRunner(BenchRunner):
             return base.requests_for(self._spec(load)) or 0
 
         task = loop.run_in_executor(None, lambda: search(measure, self.find_max, report, requests_at))
+        try:
+            await self._follow(task, queue)
+        except asyncio.CancelledError:  # Ctrl-C: the level in flight is kept (partial), as in a sweep
+            self.stopping.set()
+            await cancel_all(t for t in self.measuring if not t.done())
+            await asyncio.gather(task, return_exceptions=True)  # the search thread ends at its next level
+            raise
+        while not queue.empty():
+            self.progress(*queue.get_nowait())
+        self.result = await task
+        self.cfg = dataclasses.replace(base, levels=tuple(self._spec_of(lv) for lv in self.levels))
+        return self.section()
+
+    async def _follow(self, task: asyncio.Future, queue: asyncio.Queue) -> None:
+        """Print the search's progress until it is done."""
         while not task.done():
             try:
                 probe, result = await asyncio.wait_for(queue.get(), timeout=0.2)
                 self.progress(probe, result)
             except asyncio.TimeoutError:
                 continue
-        while not queue.empty():
-            self.progress(*queue.get_nowait())
-        self.result = await task
-        self.cfg = dataclasses.replace(base, levels=tuple(self._spec_of(lv) for lv in self.levels))
-        return self.section()
 
     def _spec(self, load: float) -> LevelSpec:
         if self.find_max.mode == "concurrency":
@@ -98,6 +114,9 @@ class FindMaxRunner(BenchRunner):
         return LevelSpec(concurrency=level.concurrency, request_rate=level.request_rate, input_len=level.input_len)
 
     async def _measure(self, pool, scraper, opts, info, load: float, gpu) -> Measured:
+        if self.stopping.is_set():
+            raise asyncio.CancelledError
+        self.measuring.append(asyncio.current_task())  # type: ignore[arg-type]
         spec = self._spec(load)
         # Fresh prompts per level (seeded by its position), as a sweep would draw them.
         self.cfg = dataclasses.replace(self.cfg, levels=(spec,), warmup=0, seed=self.cfg.seed + 1)

@@ -2,6 +2,7 @@
 the client, and keep every finished level so that an interrupted run still reports what it measured."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import math
@@ -18,7 +19,7 @@ from triage.bench.fleet import FleetPool, fleet_summary, replica_stats
 from triage.bench.level_extras import connection_stats, reasoning_stats, stopped_reason
 from triage.bench.levels import LevelContext, LevelRun, run_closed, run_open
 from triage.bench.pool import ConnectEvent, ConnectionPool
-from triage.bench.preflight import ServerInfo, check_sweep_fits, preflight
+from triage.bench.preflight import ServerInfo, check_sweep_fits, check_turns_fit, preflight
 from triage.bench.prompts import PromptItem, build, from_trace, synthetic
 from triage.bench.ramp import run_linear, window_specs
 from triage.bench.records import RecordSink, RequestRecord
@@ -29,7 +30,6 @@ from triage.bench.server_scrape import GpuSampler, ServerScraper
 from triage.bench.stats import duration_s, summarize
 from triage.bench.validity import ClientMeasurements, CpuMeter, LoopLagMonitor, verdict
 from triage.core.drift import describe, drift_check
-from triage.core.errors import UsageError
 from triage.core.report import BenchLevel, BenchSection, level_name
 
 SWEEP_SEED_STRIDE = 1_000_003  # seed offset between the prompt pools of an --input-len sweep's lengths
@@ -51,17 +51,6 @@ class NullObserver:
 
     def level_finished(self, level: BenchLevel) -> None:
         pass
-
-
-def check_turns_fit(cfg: BenchConfig, max_model_len: int | None) -> None:
-    """A conversation's last turn carries every earlier prompt and reply: it must fit the server's context."""
-    if cfg.turns <= 1 or max_model_len is None:
-        return
-    needed = cfg.turns * (cfg.input_len + cfg.output_len)
-    if needed > max_model_len:
-        raise UsageError(f"--turns {cfg.turns} with --input-len {cfg.input_len} and --output-len {cfg.output_len} "
-                         f"grows a conversation to about {needed} tokens, past the server's max_model_len "
-                         f"{max_model_len}: lower --turns, --input-len or --output-len")
 
 
 def _mean_ttft_ms(records: list[RequestRecord]) -> float | None:
@@ -87,6 +76,8 @@ class BenchRunner:
         self.epoch = time.perf_counter()
         self.idle_connects: list[ConnectEvent] = []
         self.scrapers: list[httpx.AsyncClient] = []
+        self.finished: list[RequestRecord] = []  # the repeat in progress: its requests that have finished
+        self.interrupted_in: str | None = None  # Ctrl-C in a level: its name (kept, partial, if any request finished)
 
     # ---- what was measured so far, as the report's bench section
 
@@ -216,12 +207,19 @@ class BenchRunner:
     def _on_record(self, record: RequestRecord) -> None:
         self.sink.write(record)
         self.observer.record(record)
+        self.finished.append(record)
 
     async def _level(self, pool: ConnectionPool, scraper: httpx.AsyncClient, opts: RequestOptions,
                      spec: LevelSpec, slices: list[list[PromptItem]], gpu: GpuSampler | None) -> BenchLevel:
-        """Every repeat of one level back to back, in one server and GPU window."""
+        """Every repeat of one level back to back, in one server and GPU window. Ctrl-C in it: the level is
+        kept (partial) with the requests that finished, and the interrupt goes on (CancelledError)."""
         parts = await self._repeats(pool, scraper, opts, spec, list(enumerate(slices)), gpu)
-        return self._finish(spec, [parts])
+        if self.interrupted_in is None:
+            return self._finish(spec, [parts])
+        if parts.records:
+            self.levels.append(level := self._finish(spec, [parts]))
+            self.observer.level_finished(level)
+        raise asyncio.CancelledError  # asyncio.run turns it into KeyboardInterrupt: the run ends there
 
     async def _interleaved(self, pool: ConnectionPool, scraper: httpx.AsyncClient, opts: RequestOptions,
                            level_slices: list[list[list[PromptItem]]], gpu: GpuSampler | None) -> list[BenchLevel]:
@@ -234,7 +232,11 @@ class BenchRunner:
         try:
             for rep in range(cfg.repeat):
                 for i, (spec, slices) in enumerate(zip(cfg.levels, level_slices, strict=True)):
-                    done[i].append(await self._repeats(pool, scraper, opts, spec, [(rep, slices[rep])], gpu))
+                    parts = await self._repeats(pool, scraper, opts, spec, [(rep, slices[rep])], gpu)
+                    if parts.records:
+                        done[i].append(parts)
+                    if self.interrupted_in is not None:
+                        raise asyncio.CancelledError
         finally:
             self.levels.extend(self._finish(spec, parts) for spec, parts in zip(cfg.levels, done, strict=True)
                                if parts)
@@ -252,32 +254,8 @@ class BenchRunner:
         parts = _Parts(scrapers=replica_scrapers)
         try:
             for rep, items in slices:
-                warm = await self._warm(pool, spec)
-                self.observer.level_started(spec, rep, cfg.requests_for(spec))
-                ctx = LevelContext(pool, opts, items, self.epoch, self._on_record, repeat=rep,
-                                   timeout_s=cfg.timeout_s, wall_epoch_s=self.wall_start_s)
-                started_s, load_1m = time.time(), host_load_1m()
-                lag, cpu = LoopLagMonitor(), CpuMeter()
-                lag.start()
-                cpu.start()
-                try:
-                    run = await self._dispatch(ctx, spec, items, rep)
-                finally:
-                    await lag.stop()
-                cpu_pct, _ = cpu.stop()
-                stats = verdict(spec, run.records, ClientMeasurements(
-                    cpu_pct=cpu_pct, loop_lag_ms_p99=lag.p99_ms(), send_lag_ms=run.send_lag_ms,
-                    num_slot_waits=run.num_slot_waits))
-                parts.client_stats.append(stats)
-                if cfg.repeat > 1:
-                    one = summarize(spec, run.records, cfg.slo, stats, keep_samples=False)
-                    parts.repeats.append(repeat_record(one, rep, started_s, load_1m))
-                parts.durations_s.append(duration_s([r for r in run.records if not r.warmup]))
-                parts.records.extend(run.records)
-                parts.warm_events.extend(warm)
-                parts.notes.extend(self._load_notes(spec, run))
-                if run.stopped is not None:
-                    parts.notes.append(self._stopped_note(run))
+                if not await self._repeat(pool, opts, spec, rep, items, parts):
+                    break
         finally:
             for i, w in enumerate(replica_scrapers):
                 await w.stop(expected_finished=sum(1 for r in parts.records
@@ -285,6 +263,52 @@ class BenchRunner:
             if gpu is not None:
                 parts.gpu = gpu.stop()
         return parts
+
+    async def _repeat(self, pool: ConnectionPool, opts: RequestOptions, spec: LevelSpec, rep: int,
+                      items: list[PromptItem], parts: _Parts) -> bool:
+        """Run one repeat into `parts`; False when Ctrl-C cut it. The requests that finished before it are kept
+        (the level is partial); those in flight were cancelled and are not counted, not even as failures."""
+        cfg = self.cfg
+        self.finished = []
+        started_s, load_1m = time.time(), host_load_1m()
+        lag, cpu = LoopLagMonitor(), CpuMeter()
+        warm: list[ConnectEvent] = []
+        try:
+            warm = await self._warm(pool, spec)
+            self.observer.level_started(spec, rep, cfg.requests_for(spec))
+            ctx = LevelContext(pool, opts, items, self.epoch, self._on_record, repeat=rep,
+                               timeout_s=cfg.timeout_s, wall_epoch_s=self.wall_start_s)
+            started_s, load_1m = time.time(), host_load_1m()
+            lag.start()
+            cpu.start()
+            run = await self._dispatch(ctx, spec, items, rep)
+        except asyncio.CancelledError:
+            run = LevelRun(records=[r for r in self.finished if not r.warmup])
+            self.interrupted_in = level_name(spec)
+        finally:
+            await lag.stop()
+        cpu_pct, _ = cpu.stop()
+        cut = self.interrupted_in is not None
+        if cut and not run.records:
+            return False
+        if cut:
+            parts.notes.append(f"interrupted (Ctrl-C) after {len(run.records)} requests of repeat {rep + 1}: this "
+                               "level is partial; the requests then in flight were cut and are not counted")
+        # Cut: the requests in flight then have no record, so the achieved concurrency is reported, not judged.
+        stats = verdict(spec, run.records, ClientMeasurements(
+            cpu_pct=cpu_pct, loop_lag_ms_p99=lag.p99_ms(), send_lag_ms=run.send_lag_ms,
+            num_slot_waits=run.num_slot_waits), holds_concurrency=not cut)
+        parts.client_stats.append(stats)
+        if cfg.repeat > 1:
+            one = summarize(spec, run.records, cfg.slo, stats, keep_samples=False)
+            parts.repeats.append(repeat_record(one, rep, started_s, load_1m))
+        parts.durations_s.append(duration_s([r for r in run.records if not r.warmup]))
+        parts.records.extend(run.records)
+        parts.warm_events.extend(warm)
+        parts.notes.extend(self._load_notes(spec, run))
+        if run.stopped is not None:
+            parts.notes.append(self._stopped_note(run))
+        return not cut
 
     def _finish(self, spec: LevelSpec, windows: list[_Parts]) -> BenchLevel:
         """One level from its repeats (one window back to back, or one window per repeat when interleaved)."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from triage.bench.aio import cancel_all
 from triage.bench.client import RequestOptions, send
 from triage.bench.pool import ConnectionPool
 from triage.bench.prompts import PromptItem
@@ -142,6 +143,5 @@ async def run_open(ctx: LevelContext, spec: LevelSpec, num_requests: int | None,
             tasks.append(loop.create_task(one(i)))
         await asyncio.gather(*tasks)
     finally:
-        for task in tasks:
-            task.cancel()
+        await cancel_all(tasks)  # Ctrl-C: the requests in flight are cut, and awaited
     return run

@@ -203,7 +203,7 @@ class ConnectionPool:
                 try:
                     response = await self._exchange(conn, request, read_timeout_s, on_piece)
                 except HttpError as e:
-                    conn.transport.close()  # type: ignore[union-attr]
+                    _abandon(conn)
                     if reused and not retried and e.kind in RETRYABLE_KINDS and conn.response_bytes == 0:
                         # The server closed this idle connection as it was reused and never answered: send the
                         # request again, once, on a fresh connection.
@@ -220,7 +220,7 @@ class ConnectionPool:
                         self._stamp(e.response, conn, begin, reused, retried)
                     raise
                 except BaseException:
-                    conn.transport.close()  # type: ignore[union-attr]  # cancelled mid-response: never reuse
+                    _abandon(conn)  # cancelled mid-response (Ctrl-C): never reuse
                     raise
                 break
             self._stamp(response, conn, begin, reused, retried)
@@ -242,3 +242,15 @@ class ConnectionPool:
             conn = self._idle.pop()
             if conn.transport is not None:
                 conn.transport.close()
+
+
+def _abandon(conn: Conn) -> None:
+    """Close a connection whose exchange ended early (an error, a timeout, a cancelled request). Its pending
+    response future is cancelled first: the close would otherwise fail it with nobody left to read the error
+    ("Future exception was never retrieved" on stderr)."""
+    done = conn.done
+    if done is not None:
+        if done.done() and not done.cancelled():
+            done.exception()  # already failed: mark its error as read
+        done.cancel()
+    conn.transport.close()  # type: ignore[union-attr]

@@ -189,3 +189,14 @@ def check_sweep_fits(cfg: BenchConfig, max_model_len: int | None) -> None:
         raise UsageError(f"--input-len {', '.join(map(str, too_long))}: the server's max_model_len is {max_model_len}, "
                          f"so with --output-len {cfg.output_len} a prompt can be at most {longest_ok} tokens: drop or "
                          "lower those lengths, or lower --output-len")
+
+
+def check_turns_fit(cfg: BenchConfig, max_model_len: int | None) -> None:
+    """A conversation's last turn carries every earlier prompt and reply: it must fit the server's context."""
+    if cfg.turns <= 1 or max_model_len is None:
+        return
+    needed = cfg.turns * (cfg.input_len + cfg.output_len)
+    if needed > max_model_len:
+        raise UsageError(f"--turns {cfg.turns} with --input-len {cfg.input_len} and --output-len {cfg.output_len} "
+                         f"grows a conversation to about {needed} tokens, past the server's max_model_len "
+                         f"{max_model_len}: lower --turns, --input-len or --output-len")

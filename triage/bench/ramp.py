@@ -7,6 +7,7 @@ import asyncio
 import itertools
 import time
 
+from triage.bench.aio import cancel_all
 from triage.bench.client import send
 from triage.bench.levels import FAIL_FAST_MIN, LevelContext, LevelRun, _item
 from triage.bench.run_config import LevelSpec
@@ -56,6 +57,5 @@ async def run_linear(ctx: LevelContext, ramp: Ramp, window_s: float) -> LevelRun
             await asyncio.sleep(SPAWN_TICK_S)
         await asyncio.gather(*tasks)
     finally:
-        for task in tasks:
-            task.cancel()
+        await cancel_all(tasks)  # Ctrl-C: the requests in flight are cut, and awaited
     return run
