@@ -2,6 +2,7 @@
 MissingInput with a reason a person can act on; nothing silently defaults to 0 or False."""
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -17,8 +18,10 @@ from triage.core.probe_data import (
     ServerMetricsData,
     ServerProcessData,
 )
+from triage.core.model_presets import preset_key
 from triage.core.report import BenchLevel, BenchSection, Report, plan_weight_bytes
 from triage.core.snapshot import Snapshot
+from triage.core.specs import match_nvml_name
 from triage.engines import get
 from triage.rules.base import MissingInput
 from triage.rules.engine_info import EngineInfo, normalise_engine, parse_version
@@ -174,6 +177,34 @@ class Context:
         v0 = bool(legacy and legacy(v, str(metrics_engine)))
         exported = str(cfg.metrics_engine or metrics.engine or "").lower()
         return EngineInfo(engine, version, v0, v1_metrics=legacy is not None and not v0 and exported == engine)
+
+    def launch_argv(self) -> tuple[str, ...] | None:
+        """The server's own command line (redacted), or the engine's launcher with the model, or None: what a
+        fix's flags are set on to give a command that runs as printed."""
+        proc = self.seen(ServerProcessData)
+        engine = self.engine()
+        if proc.cmdline and (engine.name is None or proc.engine in (None, engine.name)):
+            return tuple(proc.cmdline)
+        cfg = self.seen(ServerConfigData)
+        model = cfg.model or cfg.served_model_name
+        module = engine.module
+        command = module.launch_command(model) if module is not None and model else None
+        return tuple(shlex.split(command)) if command else None
+
+    def plan_command(self) -> str | None:
+        """`triage plan --model M --gpu G` for the served model on the serving GPU, when both are ones `triage plan`
+        knows (a model preset, by its name or Hugging Face id; a GPU of the spec table); else None."""
+        cfg = self.seen(ServerConfigData)
+        model = next((m for m in (cfg.model, cfg.served_model_name) if m and preset_key(m)), None)
+        try:
+            gpus = self.serving_gpus()
+        except MissingInput:
+            gpus = []
+        spec = match_nvml_name(gpus[0].name, gpus[0].memory_total_bytes) if gpus and gpus[0].name else None
+        if model is None or spec is None:
+            return None
+        tp = cfg.tensor_parallel_size
+        return f"triage plan --model {preset_key(model)} --gpu {spec.key}" + (f" --tp {tp}" if tp and tp > 1 else "")
 
     def identified_engine(self) -> EngineInfo:
         """engine(), or MissingInput when no probe, bench or triage.toml named the engine."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import triage.engines.truth as engine_truth
-from triage.engines import Knob, NoEquivalent, get, with_flag_tables
+from triage.engines import GENERIC, Knob, NoEquivalent, get, with_flag_tables
 
 __all__ = ["DISABLING_FLAGS", "DISABLING_OTHER", "KNOBS", "LAUNCHERS", "PRETTY", "Knob", "NoEquivalent", "Rendered",
            "checked_versions", "engine_flags", "render"]
@@ -87,46 +87,57 @@ def _which_table(r: Rendered, pretty: str, version: str | None) -> str:
 
 
 def engine_flags(knobs: dict[str, object], engine: Any) -> tuple[tuple[str, ...], str]:
-    """Commands plus a sentence with the other engines' equivalents and what was assumed.
+    """The flags that set `knobs` on the server's engine, plus a sentence with the other engines' equivalents
+    and what was assumed.
 
     `engine`: an EngineInfo (name and version: pass it whole, so the fix is checked at the server's version) or
-    an engine name. A known engine gets its flags as the commands, checked against its version (the newest
-    tabled one when unknown, which the note names). An unknown engine gets a line per engine with a flag table.
+    an engine name. A known engine gets its flags, checked against its version (the newest tabled one when
+    unknown, which the note names); an engine that takes another's flag names (the reference engine: vLLM's)
+    gets that engine's. An unidentified engine gets no flag: the note names each engine's equivalent.
+    The flags become one complete command where the server's own command line is known (rules/fix_commands.py).
     """
     name, version = _engine_of(engine)
-    if name in LAUNCHERS:
-        rendered = [render(k, name, v, version) for k, v in knobs.items()]
-        cmds = tuple(r.text for r in rendered if r.text)
-        notes = [r.note for r in rendered if r.note]
-        others = []
-        for other in LAUNCHERS:
-            if other == name:
-                continue
-            flags = [r.text for r in (render(k, other, v)
-                                      for k, v in _comparable(knobs, get(name).memory_share, other).items()) if r.text]
-            if flags:
-                others.append(f"{PRETTY[other]}: {' '.join(flags)}")
-        note = ""
-        if notes:
-            note += f" {PRETTY[name]}: {'; '.join(notes)}."
-        if cmds and rendered:
-            note += _which_table(rendered[0], PRETTY[name], version)
-        if others:
-            note += f" Equivalents: {'; '.join(others)}."
-        return cmds, note
-    cmds_list, checked = [], []
-    for eng, launcher in LAUNCHERS.items():
+    module = get(name)
+    like = module.flags_like if module is not None and name not in LAUNCHERS else None
+    if name in LAUNCHERS or like in LAUNCHERS:
+        return _known(knobs, name if like is None else like, version if like is None else None,
+                      None if like is None else module.display)
+    equivalents, checked = [], []
+    for eng in LAUNCHERS:
         rs = [render(k, eng, v) for k, v in _comparable(knobs, RULES_SCALE, eng).items()]
         flags = [r.text for r in rs if r.text]
         if flags:
-            cmds_list.append(f"{launcher} ... {' '.join(flags)}")
+            equivalents.append(f"{PRETTY[eng]} {' '.join(flags)}")
             checked.append(f"{PRETTY[eng]} {rs[0].version}")
-    module = get(name)
-    why = "engine unknown" if not name else (
-        f"{module.display}, whose command takes {PRETTY.get(module.flags_like, module.flags_like)}'s flag names"
-        if module is not None and module.flags_like else f"no flag table for {name}")
-    note = f" Flags as of {', '.join(checked)} ({why})." if checked else ""
-    return tuple(cmds_list), note
+    why = "the engine is not identified" if not name or name == GENERIC else f"{name} has no flag table"
+    note = (f" No flag is offered: {why}. Its equivalents in the engines triage knows: {'; '.join(equivalents)} "
+            f"(as of {', '.join(checked)}).") if equivalents else ""
+    return (), note
+
+
+def _known(knobs: dict[str, object], name: str, version: str | None, taken_by: str | None) -> tuple[tuple[str, ...], str]:
+    """Flags for a tabled engine at `version`; `taken_by`: the engine that takes them as its own (reference)."""
+    rendered = [render(k, name, v, version) for k, v in knobs.items()]
+    cmds = tuple(r.text for r in rendered if r.text)
+    notes = [r.note for r in rendered if r.note]
+    others = []
+    for other in LAUNCHERS:
+        if other == name or taken_by is not None:
+            continue
+        flags = [r.text for r in (render(k, other, v)
+                                  for k, v in _comparable(knobs, get(name).memory_share, other).items()) if r.text]
+        if flags:
+            others.append(f"{PRETTY[other]}: {' '.join(flags)}")
+    note = ""
+    if notes:
+        note += f" {PRETTY[name]}: {'; '.join(notes)}."
+    if taken_by is not None and cmds:
+        note += f" The {taken_by} takes {PRETTY[name]}'s flag names (as of {PRETTY[name]} {rendered[0].version})."
+    elif cmds and rendered:
+        note += _which_table(rendered[0], PRETTY[name], version)
+    if others:
+        note += f" Equivalents: {'; '.join(others)}."
+    return cmds, note
 
 
 def _comparable(knobs: dict[str, object], share: str, target: str) -> dict[str, object]:

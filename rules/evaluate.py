@@ -8,6 +8,7 @@ from triage.core.report import BenchSection, Finding, FindingKind, Report, Sever
 from triage.core.snapshot import Snapshot
 from triage.rules.base import Hit, MissingInput, Rule
 from triage.rules.context import Context
+from triage.rules.fix_commands import complete
 from triage.rules.registry import REGISTRY
 from triage.rules.rules_config import RulesConfig
 
@@ -17,6 +18,7 @@ CAUSES: dict[str, tuple[str, ...]] = {
     "TOPO002": ("BENCH003", "ENG002"),
     "TOPO003": ("BENCH003",),
     "TOPO004": ("KV001", "KV002", "SCHED003", "BENCH003"),
+    "KV008": ("KV001", "KV002", "KV006", "SCHED003", "BENCH003"),
     "KV001": ("SCHED003", "BENCH003", "KV002"),
     "KV002": ("SCHED003", "BENCH003", "ENG006", "SCHED001"),
     "KV003": ("KV001", "KV002"),
@@ -122,7 +124,9 @@ def evaluate(snapshot: Snapshot, bench: BenchSection | None = None, baseline: Re
     fired = {r.code for r, _ in hits}
     ranked = sorted(hits, key=lambda rh: (severity_of(*rh).rank, rh[1].certainty.rank,
                                           -rh[1].impact, rh[0].code))
-    findings = tuple(_finding(r, h, fired) for r, h in ranked)
+    launch = ctx.launch_argv()
+    findings = tuple(_finding(r, replace(h, fix=complete(h.fix, launch) if h.fix else h.fix), fired)
+                     for r, h in ranked)
     return Evaluation(findings=findings, skipped=tuple(skipped))
 
 

@@ -43,8 +43,11 @@ def problems_in(command: str, engine: str, version: str | None) -> list[str]:
     if not _is_engine_command(text):
         return []
     for marker, eng in _LAUNCHER_OF.items():
-        if marker in text.split("...")[0]:
-            engine, version = eng, None
+        head, found, rest = text.partition(marker)
+        if found and "..." not in head:
+            if eng != engine:              # another engine's line: checked at that engine's newest table
+                engine, version = eng, None
+            text = rest                    # the launcher itself (`python -m ...`) is no flag of the engine
     t = et.table(engine, version)
     try:
         tokens = shlex.split(text.replace("...", " "))
@@ -127,7 +130,7 @@ def _fix_commands(result) -> tuple[list[str], list[str]]:
     for f in result.findings:
         if f.fix is None:
             continue
-        cmds += list(f.fix.commands)
+        cmds += list(f.fix.lines)
         quoted += re.findall(r"`(--[a-z0-9-]+)", f.fix.text)
     return cmds, quoted
 

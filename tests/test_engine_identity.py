@@ -164,6 +164,6 @@ def test_live_transformers_serve_under_load_is_named_as_not_batching(transformer
     assert "ENG001" in by, [f["code"] for f in report["findings"]]
     eng = by["ENG001"]
     assert "transformers" in eng["title"] and "does not batch" in eng["title"]
-    assert any("--continuous-batching" in c for c in eng["fix"]["commands"])
+    assert any("--continuous-batching" in c for c in eng["fix"]["commands"] + eng["fix"].get("flags", []))
     if "SCHED003" in by:
         assert "add replicas" not in by["SCHED003"]["fix"]["text"].split(";")[0]

@@ -170,8 +170,8 @@ def test_an_sglang_0_5_4_server_is_checked_against_0_5_4_never_an_unknown_versio
     result = evaluate(Snapshot(probes=tuple(from_dict(ProbeResult, p) for p in snap["probes"])),
                       bench=from_dict(BenchSection, b))
     kv = next(f for f in result.findings if f.code == "KV001")
-    assert "server version unknown" not in kv.fix.text and "--mem-fraction-static 0.84" in kv.fix.commands
-    assert "--mem-fraction-static 0.92" not in " ".join(kv.fix.commands)
+    assert "server version unknown" not in kv.fix.text and kv.fix.offers("--mem-fraction-static 0.84")
+    assert "--mem-fraction-static 0.92" not in " ".join(kv.fix.lines)
 
 
 # -- TGI saturation, seen and fixed in TGI's own terms --------------------------------------------------------
@@ -209,9 +209,9 @@ def test_a_saturated_tgi_is_named_with_tgis_own_flags_only():
     assert {"KV001", "SCHED003"} <= set(codes), sorted(codes)
     assert codes["SCHED003"].evidence["server_metrics.histograms.queue_time_s.mean_s"] == pytest.approx(3.0)
     for f in result.findings:
-        text = " ".join(f.fix.commands) + " " + f.fix.text if f.fix else ""
-        assert "--max-batch-size" not in " ".join(f.fix.commands if f.fix else ()), (f.code, text)
-        assert "--gpu-memory-utilization" not in " ".join(f.fix.commands if f.fix else ()), f.code
+        text = " ".join(f.fix.lines) + " " + f.fix.text if f.fix else ""
+        assert "--max-batch-size" not in " ".join(f.fix.lines if f.fix else ()), (f.code, text)
+        assert "--gpu-memory-utilization" not in " ".join(f.fix.lines if f.fix else ()), f.code
     skipped = {s.code for s in result.skipped}
     assert "KV001" not in skipped
 

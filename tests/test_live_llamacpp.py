@@ -39,7 +39,7 @@ def test_live_llamacpp_one_slot_under_load(llama_server_parallel1, tmp_path):
     assert all(lv["requests"]["failed"] == 0 for lv in levels), levels
     assert report["target"]["engine"] == "llama.cpp"
     eng = {f["code"]: f for f in report["findings"]}.get("ENG001")
-    assert eng is not None and any("--parallel" in c for c in eng["fix"]["commands"]), report["findings"]
+    assert eng is not None and any("--parallel" in c for c in eng["fix"]["commands"] + eng["fix"].get("flags", [])), report["findings"]
 
 
 @pytest.mark.parametrize("server, silent", [("llama_server_parallel1", False), ("llama_server_parallel4", False),

@@ -39,7 +39,7 @@ def test_the_fixture_files_are_built_from_the_cases():
 
 
 def _text(finding) -> str:
-    parts = [finding.title, finding.message, finding.fix.text, *finding.fix.commands,
+    parts = [finding.title, finding.message, finding.fix.text, *finding.fix.lines,
              *(f"{k} {v}" for k, v in finding.evidence.items())]
     return " ".join(str(p) for p in parts).lower()
 
@@ -56,7 +56,7 @@ def test_a_log_alone_names_the_cause(incident):
     finding = found[incident.code]
     text = _text(finding)
     for want in incident.fix_contains:
-        assert want.lower() in " ".join((finding.fix.text, *finding.fix.commands)).lower(), (want, finding.fix)
+        assert want.lower() in " ".join((finding.fix.text, *finding.fix.lines)).lower(), (want, finding.fix)
     for want in incident.text_contains:
         assert want.lower() in text, (want, text)
     if incident.severity is not None:

@@ -6,7 +6,7 @@ import pytest
 
 from triage.core.errors import UsageError
 from triage.plan.model_shape import resolve_model, shape_from_hf_config
-from triage.plan.presets import PRESETS
+from triage.core.model_presets import PRESETS
 
 
 @pytest.mark.parametrize(("preset", "num_params"), [

@@ -106,13 +106,13 @@ def test_small_kv_cache_below_90pct_explains_queueing_not_seq_cap():
     assert kv.evidence["server_metrics.cache_config.num_gpu_blocks*block_size"] == 640.0
     assert kv.evidence["bench.c16.input_tokens_mean+output_tokens_mean"] == 464.0
     assert "SCHED003" in kv.explains and "This likely explains SCHED003" in kv.message
-    assert "--gpu-memory-utilization 0.92" in kv.fix.commands   # 0.9 in the snapshot: the share sizes the cache
+    assert kv.fix.offers("--gpu-memory-utilization 0.92")   # 0.9 in the snapshot: the share sizes the cache
     # With the block count pinned by hand, the memory share changes nothing: the fix says to lift the pin.
     pinned = snapshot({"server_metrics.cache_config.num_gpu_blocks": 40,
                        "server_metrics.cache_config.num_gpu_blocks_override": 40}, drop=("logs",))
     kv = {f.code: f for f in evaluate(_snap(pinned), bench=_bench(bench(level))).findings}["KV001"]
     assert "pins the cache at 40 blocks" in kv.fix.text
-    assert not any("gpu-memory-utilization" in c for c in kv.fix.commands)
+    assert not any("gpu-memory-utilization" in c for c in kv.fix.lines)
     assert kv.evidence["server_metrics.cache_config.num_gpu_blocks_override"] == 40
     # The same load on a cache ten times larger leaves room for the next request: no KV001.
     roomy = snapshot({"server_metrics.cache_config.num_gpu_blocks": 400}, drop=("logs",))
@@ -192,7 +192,7 @@ def test_never_advise_enabling_what_the_version_already_enables():
         checked += 1
         result = evaluate(snap, b, base, RulesConfig(model_weight_bytes=config.model_weight_bytes))
         for f in result.findings:
-            for text in f.fix.commands + (f.fix.text,):
+            for text in f.fix.lines + (f.fix.text,):
                 assert "--enable-chunked-prefill" not in text and "--enable-prefix-caching" not in text, \
                     (path.name, f.code, text)
     assert checked >= 80
@@ -201,8 +201,9 @@ def test_never_advise_enabling_what_the_version_already_enables():
 def test_v0_engine_is_told_to_enable_them():
     snap = _snap(snapshot({"server_config.engine_version": "0.6.3", "server_config.enable_chunked_prefill": False,
                            "server_config.enable_prefix_caching": False}))
-    cmds = [c for f in evaluate(snap, _bench(bench())).findings for c in f.fix.commands]
-    assert "--enable-chunked-prefill" in cmds and "--enable-prefix-caching" in cmds
+    fixes = [f.fix for f in evaluate(snap, _bench(bench())).findings]
+    assert any(fix.offers("--enable-chunked-prefill") for fix in fixes)
+    assert any(fix.offers("--enable-prefix-caching") for fix in fixes)
 
 
 def test_version_parsing_and_defaults():
@@ -224,12 +225,14 @@ def test_version_parsing_and_defaults():
     assert EngineInfo("sglang", "0.4").default_on("prefix_caching") is True
 
 
-def test_unknown_engine_gets_a_line_per_engine():
-    cmds, note = engine_flags({"max_model_len": 5120}, None)
-    assert cmds == ("vllm serve ... --max-model-len 5120",
-                    "python -m sglang.launch_server ... --context-length 5120",
-                    "text-generation-launcher ... --max-total-tokens 5120")
-    assert note == " Flags as of vLLM 0.33.0, SGLang 0.5.23, TGI 3.3.7 (engine unknown)."
+def test_an_unidentified_engine_gets_no_flag_only_the_equivalents_in_words():
+    """An unknown OpenAI-compatible server: no engine's flag is offered as its fix (a `vllm serve ...` line
+    would be a guess), and the note names each engine's equivalent."""
+    for engine in (None, "openai-compatible"):
+        cmds, note = engine_flags({"max_model_len": 5120}, engine)
+        assert cmds == ()
+        assert note.startswith(" No flag is offered: the engine is not identified.")
+        assert "vLLM --max-model-len 5120; SGLang --context-length 5120; TGI --max-total-tokens 5120" in note
     cmds, note = engine_flags({"max_model_len": 5120}, "tgi")
     assert cmds == ("--max-total-tokens 5120",) and "vLLM: --max-model-len 5120" in note
 

@@ -130,7 +130,7 @@ def test_docs_rules_md_is_generated_from_the_registry():
 
 
 # --- purity: rules/ reads nothing from the system ---------------------------------------------------
-ALLOWED_IMPORTS = {"__future__", "collections", "dataclasses", "difflib", "json", "math", "re", "typing",
+ALLOWED_IMPORTS = {"__future__", "collections", "dataclasses", "difflib", "json", "math", "re", "shlex", "typing",
                    "pathlib", "sys", "tomllib", "tomli", "triage"}
 FORBIDDEN_CALLS = {"open", "urlopen", "system", "popen", "run", "read_bytes", "write_text", "write_bytes"}
 

@@ -76,6 +76,7 @@ def gpu001(ctx: Context) -> Hit | None:
     native = ctx.fp8_native()[0] if any(g.compute_capability for g, _ in full) else False
     knob = "quantization_fp8" if native else "quantization_int4"
     cmds, note = engine_flags({knob: None}, ctx.engine())
+    plan = ctx.plan_command()
     certainty = Certainty.CONFIRMED if "server_process.cmdline.cpu_offload_gb" in evidence else Certainty.LIKELY
     return Hit(
         title="The model spills out of VRAM into host memory",
@@ -83,6 +84,7 @@ def gpu001(ctx: Context) -> Hit | None:
         evidence=evidence, certainty=certainty, impact=0.95,
         fix=Fix(("Make the model fit: quantize it " + ("to FP8 (this GPU supports it)" if knob == "quantization_fp8"
                  else "to INT4 (AWQ or GPTQ checkpoint)") + ", shard it with more tensor parallelism, or move to a "
-                 "bigger GPU; drop any --cpu-offload-gb. `triage plan` gives the numbers." + note),
-                cmds + ("triage plan",)),
+                 "bigger GPU; drop any --cpu-offload-gb. "
+                 + (f"`{plan}` gives the numbers." if plan else "`triage plan --model M --gpu G` gives the numbers.")
+                 + note), cmds + ((plan,) if plan else ())),
     )

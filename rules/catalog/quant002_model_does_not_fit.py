@@ -24,9 +24,12 @@ def quant002(ctx: Context) -> Hit | None:
     capacity, where = ctx.kv_capacity_tokens()
     if capacity >= max_len:
         return None
+    if ctx.setting(None, "num_gpu_blocks_override")[0] is not None:
+        return None     # the cache's size is set by hand, not what the memory left: KV008 names that
     engine = ctx.engine()
     fit_len = max(256, (int(capacity) // 256) * 256)
     cmds, note = engine_flags({"max_model_len": fit_len}, engine)
+    plan = ctx.plan_command()
     return Hit(
         title="The model does not fit with room for one full-length request",
         message=f"After the weights, the KV cache holds {capacity:.0f} tokens, less than max_model_len={max_len}: "
@@ -34,6 +37,7 @@ def quant002(ctx: Context) -> Hit | None:
         evidence={"server_config.max_model_len": max_len, where: capacity,
                   "server_config.tensor_parallel_size": ctx.seen(ServerConfigData).tensor_parallel_size},
         certainty=Certainty.CONFIRMED, impact=1.0,
-        fix=Fix(f"Quantize the weights, add tensor parallelism, or cap the context at {fit_len} tokens; `triage "
-                "plan` computes the fit." + note, cmds + ("triage plan",)),
+        fix=Fix(f"Quantize the weights, add tensor parallelism, or cap the context at {fit_len} tokens; "
+                + (f"`{plan}` computes the fit." if plan else "`triage plan --model M --gpu G` computes the fit.")
+                + note, cmds + ((plan,) if plan else ())),
     )

@@ -18,8 +18,14 @@ CODE = "QUANT002"
 def cases() -> list[Case]:
     return [
         case("positive_kv_smaller_than_context", "KV holds 9120 tokens, max_model_len 32768",
-             {**FIRES, "severity": "critical", "commands": ["--max-model-len 8960", "triage plan"]},
+             {**FIRES, "severity": "critical",
+              "commands": ["vllm serve meta-llama/Llama-3.1-8B-Instruct --quantization fp8 --kv-cache-dtype fp8 "
+                           "--max-model-len 8960", "triage plan --model llama-3.1-8b --gpu h100-sxm"]},
              snapshot(cfg(max_model_len=32768), logs(kv_cache_tokens=9120))),
+        case("negative_pinned_by_override", "500 blocks pinned by --num-gpu-blocks-override under a 32K context: "
+             "the size was set by hand, not left by the weights (KV008 names it)", PASSES,
+             snapshot(cfg(max_model_len=32768),
+                      metrics("cache_config", num_gpu_blocks=500, num_gpu_blocks_override=500), drop=("logs",))),
         case("positive_from_cache_config", "No log; cache_config says 500 blocks x 16 = 8000 tokens",
              {**FIRES, "evidence_keys": ["server_metrics.cache_config.num_gpu_blocks*block_size"]},
              snapshot(metrics("cache_config", num_gpu_blocks=500), drop=("logs",))),

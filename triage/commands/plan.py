@@ -10,7 +10,7 @@ from triage.core.report import ReportKind
 from triage.core.specs import spec_keys
 from triage.plan import assumptions as A
 from triage.plan.inputs import KV_CACHE_DTYPES, WEIGHT_DTYPES, RawOptions
-from triage.plan.presets import PRESETS
+from triage.core.model_presets import PRESETS
 
 _TRAFFIC = "Traffic"
 _GPU = "GPU"

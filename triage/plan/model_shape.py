@@ -15,7 +15,7 @@ from typing import Any
 
 from triage.core import roofline
 from triage.core.errors import UsageError
-from triage.plan.presets import PRESETS
+from triage.core.model_presets import PRESETS
 from triage.reference_engine.models.model_config import PRESETS as ENGINE_PRESETS
 
 # config.json spells the same thing in several ways across model families.

@@ -105,3 +105,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "moe_intermediate_size": 2048, "first_k_dense_replace": 3, "moe_layer_freq": 1,
         "vocab_size": 129280, "tie_word_embeddings": False, "max_position_embeddings": 163840},
 }
+
+
+def preset_key(name: str) -> str | None:
+    """The preset a model name means: a preset's own name or its Hugging Face id (case as published); None."""
+    if name in PRESETS:
+        return name
+    return next((key for key, shape in PRESETS.items() if shape.get("_hf_id") == name), None)
