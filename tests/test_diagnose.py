@@ -363,7 +363,7 @@ def test_layer_summary_never_calls_an_unmeasured_layer_clean():
     rows = {r["layer"]: r for r in layer_summary(result.report)}
     assert rows["server & config"]["verdict"] == "not checked"          # no server: nothing measured
     assert rows["CPU"]["verdict"] == "no findings (partly checked)"     # cpu ok, server_process unsupported
-    out = cli("diagnose", "--no-discover", "--window-s", "0", "--skip", "storage,kernel_log,memory").output
+    out = cli("diagnose", "--no-discover", "--window-s", "0", "--skip", "storage,kernel_log,memory", "-v").output
     assert "By layer:" in out and "not checked" in out
 
 

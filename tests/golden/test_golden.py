@@ -38,8 +38,8 @@ def test_kv_saturated_story():
     assert codes[:2] == ["KV002", "KV001"]
     assert {"KV003", "KV004", "KV006", "SCHED003", "BENCH003"} <= set(codes)
     assert set(by["KV001"].explains) >= {"SCHED003", "BENCH003", "KV002"}
-    assert "--max-model-len 5120" in by["KV003"].fix.commands
-    assert "--gpu-memory-utilization 0.92" in by["KV006"].fix.commands
+    assert by["KV003"].fix.offers("--max-model-len 5120")
+    assert by["KV006"].fix.offers("--gpu-memory-utilization 0.92")
     assert by["KV003"].explains == ("KV001", "KV002")
 
 

@@ -9,6 +9,7 @@ from triage.cli_support import OptionSpec, console, emit, format_option, funnel,
 from triage.core.report import ReportKind
 from triage.diagnose.request import DiagnoseRequest
 from triage.formats import get as get_format
+from triage.render import ViewOptions
 
 DIAGNOSE_OPTIONS: OptionSpec = {
     "url": (list[str], typer.Option(None, "--url", envvar="TRIAGE_URL", metavar="<url>", help="The server to diagnose (e.g. "
@@ -70,7 +71,9 @@ DIAGNOSE_OPTIONS: OptionSpec = {
 
 @funnel
 @option_groups(req=(DiagnoseRequest, DIAGNOSE_OPTIONS))
-def diagnose(req: DiagnoseRequest) -> int:
+def diagnose(req: DiagnoseRequest, verbose: bool = typer.Option(False, "--verbose", "-v", help="Show the probe "
+             "table (every probe, its status, time and note) and the layer verdicts instead of the one-line "
+             "summary of what triage looked at.")) -> int:
     from triage.diagnose.bundle import write_bundle
     from triage.diagnose.notes import change_lines, discovery_lines, layer_lines, measured_lines
     from triage.diagnose.request import check_history, exit_code, run_diagnose
@@ -79,9 +82,10 @@ def diagnose(req: DiagnoseRequest) -> int:
     says = notes(req.format)
     for line in discovery_lines(run.result):
         says.print(line, markup=False)
-    emit(run.result.report, req.json_path, req.format)
+    emit(run.result.report, req.json_path, req.format, detail=ViewOptions(verbose=verbose))
     if get_format(req.format).human:
-        for line in layer_lines(run.result) + measured_lines(run.result, run.rules_config.model_weight_bytes):
+        layers = layer_lines(run.result) if verbose else []   # without --verbose: the view's "looked at" line
+        for line in layers + measured_lines(run.result, run.rules_config.model_weight_bytes):
             says.print(line, markup=False, soft_wrap=True)
         for line in change_lines(run.result) if req.prometheus is not None else []:
             says.print(line, markup=False)

@@ -10,7 +10,8 @@ from triage.formats import Format, Output, register
 
 
 def _view(out: Output) -> None:
-    render.console_view(out.report, out.screen)
+    options = out.detail if isinstance(out.detail, render.ViewOptions) else render.ViewOptions()
+    render.console_view(out.report, out.screen, verbose=options.verbose)
 
 
 def _compare(out: Output) -> None:

@@ -4,11 +4,14 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from triage.core.probe_data import ServerMetricsData, TopologyData
 from triage.core.report import Finding, FindingKind, Report, Severity
 from triage.core.snapshot import Snapshot
-from triage.render.fmt import md_table, num
+from triage.render.coverage import layer_words, not_applicable, skipped_summary
+from triage.render.fmt import evidence_value, md_table
+from triage.render.hang import hang
 
 _SEVERITY_STYLE = {
     Severity.CRITICAL: "bold white on red",
@@ -81,15 +84,31 @@ def header_markdown(report: Report) -> str:
 
 
 def probes_console(report: Report, out: Console) -> None:
+    """Every probe, its status, time and note (--verbose); a probe that does not apply here reads n/a."""
     table = Table(title="What triage looked at", title_justify="left")
     table.add_column("probe")
     table.add_column("status")
     table.add_column("took")
     table.add_column("note", overflow="fold")
     for p in report.probes:
-        style = "green" if p.status.value == "ok" else "yellow"
-        table.add_row(p.name, f"[{style}]{p.status.value}[/]", f"{p.duration_s:.2f}s", p.reason or "")
+        why_not = not_applicable(p)
+        status = "n/a" if why_not else p.status.value
+        style = "green" if p.status.value == "ok" else "dim" if why_not else "yellow"
+        table.add_row(p.name, f"[{style}]{status}[/]", f"{p.duration_s:.2f}s", escape(why_not or p.reason or ""))
     out.print(table)
+
+
+def coverage_console(report: Report, out: Console, layers: bool = True) -> None:
+    """The end of the view: the skipped rules by what would let them run, and (unless the probe table is
+    shown) one phrase per probe layer."""
+    summary = skipped_summary(report)
+    if summary:
+        out.print()
+        hang(out, Text(summary, style="dim"), indent=2)
+    phrases = layer_words(report) if layers else []
+    if phrases:
+        out.print()
+        hang(out, Text(" · ".join(phrases) + " (--verbose: each probe)"), Text("looked at: ", style="bold"))
 
 
 def _split(report: Report) -> tuple[list[Finding], list[Finding]]:
@@ -97,35 +116,69 @@ def _split(report: Report) -> tuple[list[Finding], list[Finding]]:
     return problems, [f for f in report.findings if f.kind is FindingKind.OPPORTUNITY]
 
 
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def verdict_text(report: Report) -> Text:
+    """The verdict, first thing after the header: how many problems, the most severe, or none."""
+    problems, opportunities = _split(report)
+    if problems:
+        worst = min(problems, key=lambda f: f.severity.rank)
+        text = Text.assemble((_plural(len(problems), "problem", "problems") + " found", "bold"),
+                             ", most severe " if len(problems) > 1 else ", ",
+                             (worst.severity.value.upper(), _SEVERITY_STYLE[worst.severity]),
+                             f": {worst.code} {worst.title}.")
+    else:
+        text = Text.assemble(("No problems found.", "green"),
+                             " Nothing triage checks looks wrong on what it could see.")
+    if opportunities:
+        text.append(f" {_plural(len(opportunities), 'opportunity', 'opportunities')} below.")
+    return text
+
+
 def findings_console(report: Report, out: Console) -> None:
     problems, opportunities = _split(report)
-    if not problems:
-        out.print("[green]No problems found.[/] Nothing triage checks looks wrong on what it could see.")
+    out.print()
+    hang(out, verdict_text(report), indent=2)
     _findings_block(problems, out)
     if opportunities:
         out.print("\n[bold]Opportunities[/] [dim](a better configuration; no symptom seen on this deployment)[/]")
         _findings_block(opportunities, out)
-    errored = [r for r in report.skipped_rules if r.reason.startswith("errored")]
-    for r in errored:
-        out.print(f"\n[bold red]{r.code} errored[/] (the other rules ran): {escape(r.reason)}", highlight=False)
-    if len(report.skipped_rules) > len(errored):
-        out.print(f"\n[dim]{len(report.skipped_rules) - len(errored)} rules skipped for missing inputs "
-                  "(see the JSON report's skipped_rules).[/]")
+    for r in report.skipped_rules:
+        if r.reason.startswith("errored"):
+            out.print()
+            hang(out, r.reason, Text.assemble((f"{r.code} errored", "bold red"), " (the other rules ran): "),
+                 indent=2)
 
 
 def _findings_block(findings: list[Finding], out: Console) -> None:
     for f in findings:
-        style = _SEVERITY_STYLE[f.severity]
-        out.print(f"\n[{style}]{f.severity.value.upper()}[/] [bold]{f.code}[/] {f.title} "
-                  f"[dim]({f.certainty.value})[/]")
-        out.print(f"  {f.message}", markup=False)
+        out.print()
+        head = Text.assemble((f.severity.value.upper(), _SEVERITY_STYLE[f.severity]), " ", (f.code, "bold"), " ")
+        hang(out, Text.assemble(f.title, " ", (f"({f.certainty.value})", "dim")), head)
+        hang(out, f.message, "  ")
         for key, value in f.evidence.items():
-            out.print(f"    {key} = {num(value, 2)}", markup=False)
-        out.print(f"  [bold]fix:[/] {f.fix.text}")
-        for cmd in f.fix.commands:
-            out.print(f"    $ {cmd}", markup=False)
+            hang(out, f"{key} = {evidence_value(key, value)}", "    ", indent=6)
+        hang(out, f.fix.text, Text.assemble("  ", ("fix:", "bold"), " "))
+        for cmd in f.fix.commands:      # one line, never wrapped: it is copied, not read
+            out.print(Text.assemble("    $ ", cmd), soft_wrap=True)
+        if f.fix.flags:
+            hang(out, "  ".join(f.fix.flags), "    set: ")
         if f.explains:
-            out.print(f"  explains: {', '.join(f.explains)}", markup=False)
+            hang(out, ", ".join(f.explains), "  explains: ")
+
+
+def verdict_markdown(report: Report) -> str:
+    return f"**{verdict_text(report).plain}**"
+
+
+def coverage_markdown(report: Report) -> str:
+    lines = [f"- {line}" for line in (skipped_summary(report),) if line]
+    layers = layer_words(report)
+    if layers:
+        lines.append("- looked at: " + " · ".join(layers))
+    return "\n".join(lines)
 
 
 def findings_markdown(report: Report) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 from triage.core.report import BenchSection, Finding, FindingKind, Report, level_name
 from triage.render.bench import COLUMNS, detail_lines, row_cells
-from triage.render.fmt import num
+from triage.render.fmt import evidence_value, num
 from triage.render.html_page import bullets, engine_label, esc, kv, section, table
 
 # What a probe's error text means to someone reading the report: (text it contains, what to say). Matched in
@@ -178,20 +178,12 @@ def results(section_: BenchSection) -> str:
     return section("Results", table(COLUMNS, [row_cells(lv) for lv in section_.levels]) + note, "results")
 
 
-def _value(v: Any) -> str:
-    """An evidence value: a number as the text report prints it, a mapping or list as its items."""
-    if isinstance(v, dict):
-        return ", ".join(f"{k}: {num(x, 2)}" for k, x in v.items()) or "none"
-    if isinstance(v, (list, tuple)):
-        return ", ".join(num(x, 2) for x in v) or "none"
-    return num(v, 2)
-
-
 def _finding(f: Finding) -> str:
     kind = "<span class='badge opportunity'>opportunity</span> " if f.kind is FindingKind.OPPORTUNITY else ""
-    evidence = "".join(f"<tr><td><code>{esc(k)}</code></td><td>{esc(_value(v))}</td></tr>"
+    evidence = "".join(f"<tr><td><code>{esc(k)}</code></td><td>{esc(evidence_value(k, v))}</td></tr>"
                        for k, v in f.evidence.items())
-    commands = f"<pre>{esc(chr(10).join('$ ' + c for c in f.fix.commands))}</pre>" if f.fix.commands else ""
+    lines = ["$ " + c for c in f.fix.commands] + (["set: " + "  ".join(f.fix.flags)] if f.fix.flags else [])
+    commands = f"<pre>{esc(chr(10).join(lines))}</pre>" if lines else ""
     explains = (f"<p class=muted>Explains: {esc(', '.join(f.explains))}</p>" if f.explains else "")
     refs = "".join(f"<li><code>{esc(r)}</code></li>" for r in f.references)
     return (f"<div class=finding><h3><span class='badge sev-{f.severity.value}'>{esc(f.severity.value)}</span> {kind}"
