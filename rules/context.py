@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from triage.core.bench_data import BenchRunConfig, LevelServer
+from triage.core.model_presets import preset_key
 from triage.core.probe_data import (
     EngineIdentityData,
     GpuData,
@@ -18,7 +19,6 @@ from triage.core.probe_data import (
     ServerMetricsData,
     ServerProcessData,
 )
-from triage.core.model_presets import preset_key
 from triage.core.report import BenchLevel, BenchSection, Report, plan_weight_bytes
 from triage.core.snapshot import Snapshot
 from triage.core.specs import match_nvml_name

@@ -2,8 +2,6 @@
 `triage bench --help` groups its options in panels."""
 from __future__ import annotations
 
-import re
-
 import pytest
 import typer
 from typer.testing import CliRunner

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 import pytest
 
 from triage.core.errors import UsageError
-from triage.plan.model_shape import resolve_model, shape_from_hf_config
 from triage.core.model_presets import PRESETS
+from triage.plan.model_shape import resolve_model, shape_from_hf_config
 
 
 @pytest.mark.parametrize(("preset", "num_params"), [

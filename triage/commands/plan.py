@@ -6,11 +6,11 @@ from pathlib import Path
 import typer
 
 from triage.cli_support import OptionSpec, emit, format_option, funnel, json_option, option_groups
+from triage.core.model_presets import PRESETS
 from triage.core.report import ReportKind
 from triage.core.specs import spec_keys
 from triage.plan import assumptions as A
 from triage.plan.inputs import KV_CACHE_DTYPES, WEIGHT_DTYPES, RawOptions
-from triage.core.model_presets import PRESETS
 
 _TRAFFIC = "Traffic"
 _GPU = "GPU"
