@@ -112,6 +112,20 @@ def _from_metrics(metric_names: Iterable[str]) -> list[tuple[str, str | None, st
     return out
 
 
+def describe(sig: HttpSignals) -> str | None:
+    """What a server says of itself, in words: its Server header, /v1/models owned_by, /version's version."""
+    bits = [f"Server: {sig.server_header}"] if sig.server_header else []
+    models = sig.json_by_path.get("/v1/models")
+    data = models.get("data") if isinstance(models, Mapping) else None
+    owners = sorted({str(m["owned_by"]) for m in data if isinstance(m, Mapping) and m.get("owned_by")}) \
+        if isinstance(data, list) else []
+    bits += [f"owned_by {o}" for o in owners[:3]]
+    version = _version_of(sig.json_by_path.get("/version"))
+    if version:
+        bits.append(f"/version {version}")
+    return "; ".join(bits) or None
+
+
 def identify(cmdline_engine: str | None = None, http: HttpSignals | None = None,
              metric_names: Iterable[str] = ()) -> EngineIdentity:
     """The engine the signals agree on. The command line wins (it is what was launched); then the
@@ -160,7 +174,7 @@ def probe_engine_identity(url: str | None, cmdline_engine: str | None = None, ar
             pass
     who = identify(cmdline_engine, signals, names)
     data: dict[str, Any] = {"engine": who.engine, "version": who.version, "evidence": list(who.evidence),
-                            "server_header": signals.server_header}
+                            "server_header": signals.server_header, "says": describe(signals)}
     batching = read_batching(who.engine, argv or [], env or {})
     data["batching"] = {"slots": batching.slots, "continuous": batching.continuous,
                         "ctx_tokens": batching.ctx_tokens, "max_queue": batching.max_queue,

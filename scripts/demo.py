@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -45,6 +46,13 @@ def run(*args: str) -> int:
     return subprocess.call([sys.executable, "-m", "triage", *args], cwd=REPO)
 
 
+def closing_hint() -> str:
+    """The next step, with the command as it runs here: .venv/bin/triage is not on a fresh shell's PATH."""
+    triage = Path(sys.executable).parent / "triage"
+    shown = os.path.relpath(triage) if triage.is_file() else f"{sys.executable} -m triage"
+    return f"gate a change in CI with: {shown} compare BASE.json CAND.json   (exit 1 on a regression)"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="out", help="where the reports go (default: out/)")
@@ -67,7 +75,7 @@ def main() -> int:
         return code
     print(f"\nreports in {out}/: bench/ (the embedded default: bench.json, report.html, requests.jsonl, "
           "levels.csv), undersized/bench.json, diagnose.json, coldstart.json, coldstart.html", flush=True)
-    print("gate a change in CI with: triage compare BASE.json CAND.json   (exit 1 on a regression)")
+    print(closing_hint())
     return 0
 
 

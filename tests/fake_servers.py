@@ -56,6 +56,7 @@ class FakeState:
     authorizations: list[str | None] = field(default_factory=list)  # the Authorization header of each POST
     reject_fields: tuple[str, ...] = ()  # a POST whose body or stream_options has one of these gets a 400
     require_api_key: str | None = None  # POSTs without "Bearer <this>" get a 401 (/v1/models stays open)
+    metrics: bool = True                # False: no /metrics (an OpenAI-compatible server that is no known engine)
     stop_event: threading.Event = field(default_factory=threading.Event)
 
     def next_behaviour(self, probe: bool) -> str:
@@ -102,7 +103,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/v1/models":
             self._json(200, {"object": "list", "data": [
                 {"id": st.model, "object": "model", "owned_by": "fake", "max_model_len": st.max_model_len}]})
-        elif self.path == "/metrics":
+        elif self.path == "/metrics" and st.metrics:
             with st.lock:
                 text = (
                     "# TYPE vllm:num_requests_running gauge\n"
@@ -225,6 +226,12 @@ class _Handler(BaseHTTPRequestHandler):
             if i == 1 and behaviour == "bad_json":
                 self._chunk(b'data: {"choices": [\n\n')
                 self._chunk(b"")
+                return
+            if i == 2 and behaviour == "done_early":     # [DONE] with no finish_reason, then the socket closes
+                self._event("[DONE]")
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
                 return
             if i == 2 and behaviour == "drop":
                 self.wfile.flush()

@@ -23,9 +23,12 @@ from triage.cli import app
 from triage.core.report_io import read_report
 
 REPO = Path(__file__).resolve().parent.parent
-MISBEHAVIOURS = ["http_500", "http_429", "drop", "reset", "garbage", "bad_json", "error_event", "stall"]
+MISBEHAVIOURS = ["http_500", "http_429", "drop", "reset", "garbage", "bad_json", "error_event", "stall",
+                 "done_early"]
+# A server that sends [DONE] with no finish_reason and closes is "ended_early", told apart from a dropped
+# connection ("disconnected").
 KINDS = {"http_500": 1, "http_429": 1, "disconnected": 1, "connection_reset": 1, "malformed_sse": 1,
-         "malformed_json": 1, "server_error_event": 1, "timeout": 1}
+         "malformed_json": 1, "server_error_event": 1, "timeout": 1, "ended_early": 1}
 
 
 def invoke(args: list[str], monkeypatch: pytest.MonkeyPatch | None = None):
@@ -39,14 +42,14 @@ def invoke(args: list[str], monkeypatch: pytest.MonkeyPatch | None = None):
 @pytest.mark.slow
 def test_every_error_kind_is_counted_and_the_report_is_written(tmp_path, report_validator):
     with FakeOpenAIServer(schedule=list(MISBEHAVIOURS), stall_s=5.0) as srv:
-        result = invoke(["--url", srv.url, "--concurrency", "2", "--num-requests", "12", "--warmup", "0",
+        result = invoke(["--url", srv.url, "--concurrency", "2", "--num-requests", "13", "--warmup", "0",
                          "--input-len", "16", "--output-len", "8", "--timeout", "0.5", "--slo", "ttft_ms=10000",
                          "--output-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     data = report_validator(json.loads((tmp_path / "bench.json").read_text()))
     (lv,) = data["bench"]["levels"]
-    assert lv["requests"] == {"completed": 4, "failed": 8, "errors_by_kind": KINDS, "completed_no_text": 0}
-    assert lv["slo_attainment_pct"] == pytest.approx(100 * 4 / 12)  # the 8 failures are misses
+    assert lv["requests"] == {"completed": 4, "failed": 9, "errors_by_kind": KINDS, "completed_no_text": 0}
+    assert lv["slo_attainment_pct"] == pytest.approx(100 * 4 / 13)  # the 9 failures are misses
     records = read_records(tmp_path / "requests.jsonl")
     assert sorted(r.error_kind for r in records if not r.ok) == sorted(KINDS)
     assert (tmp_path / "levels.csv").read_text().count("\n") == 2

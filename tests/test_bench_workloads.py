@@ -160,7 +160,7 @@ def test_a_malformed_trace_line_exits_2_with_its_line_number_before_any_load(tmp
     (["--ramp", "linear:4:1:10s"], "START <= END"),
     (["--ramp", "linear:1:2:10s", "--window", "2s"], "same concurrency"),
     (["--ramp", "step:1,2:5parsecs"], "expected a duration"),
-    (["--window", "5s"], "--window sets the report windows"),
+    (["--window", "5s"], "--ramp-window sets the report windows"),
     (["--think-time-ms", "10"], "add --turns"),
     (["--turns", "2", "--trace", str(EXAMPLE_TRACE)], "pick one"),
     (["--prefix-groups", "2"], "go together"),

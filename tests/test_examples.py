@@ -43,3 +43,18 @@ def test_the_bench_examples_cover_every_workload_users_ask_about():
     found = [read_report(p) for p in FILES if read_report(p).kind is ReportKind.BENCH
              and (read_report(p).bench.summary or {}).get("find_max")]
     assert found and found[0].bench.summary["find_max"]["answer"] is not None
+
+
+def test_the_demo_closing_hint_names_a_command_that_runs_here():
+    """After `make demo`, `triage` is not on PATH: the hint names .venv/bin/triage (or python -m triage)."""
+    import importlib.util
+    import shlex
+    import subprocess
+
+    spec = importlib.util.spec_from_file_location("demo", Path(__file__).resolve().parents[1] / "scripts" / "demo.py")
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    hint = demo.closing_hint()
+    command = shlex.split(hint.split(": ", 1)[1].split(" compare ")[0])
+    assert command != ["triage"], hint
+    assert subprocess.run([*command, "--version"], capture_output=True, timeout=60).returncode == 0, hint

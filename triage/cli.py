@@ -58,7 +58,7 @@ app.command("diagnose", cls=TriageCommand, help=manual(
     "Run every probe and the rules; print ranked findings with evidence and exact flags.",
     "triage diagnose --url http://127.0.0.1:8000",
     "triage diagnose --url http://127.0.0.1:8000 --bench bench.json --format markdown",
-    "triage diagnose --prometheus http://127.0.0.1:9090 --window 1h"))(_diagnose.diagnose)
+    "triage diagnose --prometheus http://127.0.0.1:9090 --history-window 1h"))(_diagnose.diagnose)
 bench_app = typer.Typer(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]},
                         cls=TriageGroup)
 bench_app.callback(help=manual(

@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Console
 
 from triage.bench.extra_files import write_csv, write_html
+from triage.bench.identity import identity, server_snapshot
 from triage.bench.level_runner import BenchRunner, Observer
 from triage.bench.records import RecordSink
 from triage.bench.run_config import BenchConfig
@@ -24,7 +25,6 @@ from triage.core.errors import EXIT_CANNOT, EXIT_INTERRUPTED, EngineError, Usage
 from triage.core.redact import redact_text
 from triage.core.report import BenchSection, Finding, ReportKind, SkippedRule, Target, level_name
 from triage.core.snapshot import Snapshot
-from triage.engines import GENERIC
 from triage.engines.reference import REFERENCE
 from triage.rules import RulesConfig, bench_rule_codes, evaluate
 
@@ -102,10 +102,12 @@ def embedded_server(model: str = EMBEDDED_MODEL) -> Iterator[Any]:
         handle.stop()
 
 
-def evaluate_rules(section: BenchSection) -> tuple[tuple[Finding, ...], tuple[SkippedRule, ...]]:
-    """The rules a bench report alone can satisfy (BENCH*, SCHED*, ...), on an empty probe snapshot.
-    `triage diagnose --bench REPORT.json` runs every rule with the probes as well."""
-    result = evaluate(Snapshot(), bench=section, config=RulesConfig(enabled_only=bench_rule_codes()))
+def evaluate_rules(section: BenchSection, server: Snapshot | None = None) -> tuple[tuple[Finding, ...],
+                                                                                   tuple[SkippedRule, ...]]:
+    """The rules a bench report alone can satisfy (BENCH*, SCHED*, ...), with what the server's passive probes
+    read after the run (`server`: its engine and settings). `triage diagnose --bench REPORT.json` runs every
+    rule with all the probes."""
+    result = evaluate(server or Snapshot(), bench=section, config=RulesConfig(enabled_only=bench_rule_codes()))
     return tuple(result.findings), tuple(result.skipped)
 
 
@@ -153,15 +155,16 @@ def execute(cfg: BenchConfig, paths: OutputPaths, *, embedded: bool, live_consol
 
             observer = stack.enter_context(LiveView(live_console))
         runner, interrupted = _run(cfg, sink, observer, nvml, find_max, progress)
+        server = Snapshot() if interrupted else server_snapshot(cfg.url)   # while the server still runs
     section = runner.section()
     if interrupted:
         section = mark_interrupted(section, runner.interrupted_in, None if find_max else len(cfg.levels))
-    findings, skipped = evaluate_rules(section)
-    server_engines = [lv.server.engine for lv in section.levels if lv.server and lv.server.engine]
+    findings, skipped = evaluate_rules(section, server)
+    metrics_engine = next((lv.server.engine for lv in section.levels if lv.server and lv.server.engine), None)
+    who = identity(server, engine or metrics_engine, runner.info.engine_version if runner.info else None)
     target = Target(url=redact_text(cfg.url), urls=tuple(redact_text(u) for u in cfg.urls) if len(cfg.urls) > 1 else None,
-                    engine=engine or (server_engines[0] if server_engines else GENERIC),
-                    engine_version=runner.info.engine_version if runner.info else None,
-                    model=runner.info.model if runner.info else cfg.model)
+                    engine=engine or who.engine, engine_version=who.version,
+                    model=runner.info.model if runner.info else cfg.model, says=who.says)
     report = new_report(ReportKind.BENCH, host_info(), target, bench=section, findings=findings,
                         skipped_rules=skipped)
     if paths.csv is not None:

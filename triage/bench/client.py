@@ -1,5 +1,5 @@
 """One streaming request in, one RequestRecord out. It never raises for what the server does; every failure
-becomes an error kind (http_500, timeout, disconnected, connection_reset, malformed_sse, ...).
+becomes an error kind (http_500, timeout, disconnected, connection_reset, malformed_sse, ended_early, ...).
 
 Timestamps: `t0` is taken after the body is encoded, just before the request is written. Each network read is
 stamped with perf_counter() in the protocol's data_received (http.py) and only then handed to the incremental
@@ -99,7 +99,12 @@ def _stream_error(result: StreamResult, exc_kind: str | None,
                   exc_text: str | None) -> tuple[str | None, str | None, bool]:
     """(error kind, error, whether the server finished with no text at all) of a 200 response's stream."""
     error_kind, error = result.error_kind, result.error
-    if exc_kind is not None and error_kind in (None, "truncated"):
+    if exc_kind is not None and result.done and error_kind is None:
+        # The server itself ended the stream ([DONE]) and then closed the connection: not a dropped connection.
+        if result.finish_reason is None:
+            error_kind, error = "ended_early", (f"the server ended the stream ([DONE]) after {len(result.chunk_times)} "
+                                                "content chunk(s) with no finish_reason, then closed the connection")
+    elif exc_kind is not None and error_kind in (None, "truncated"):
         error_kind, error = exc_kind, exc_text  # the transport's reason beats "the stream ended early"
     no_text = error_kind is None and not result.chunk_times and completed_without_text(result)
     if error_kind is None and not result.chunk_times and not no_text:

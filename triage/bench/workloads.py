@@ -190,7 +190,7 @@ def _check_combinations(cfg: BenchConfig, w: WorkloadOptions, load: LoadOptions,
         raise UsageError("--time-scale scales a trace's timestamps: add --trace FILE")
     _check_prefix_groups(cfg, w)
     if load.window is not None and (load.ramp is None or not load.ramp.strip().lower().startswith("linear")):
-        raise UsageError("--window sets the report windows of a linear ramp: add --ramp linear:START:END:DURATION")
+        raise UsageError("--ramp-window sets the report windows of a linear ramp: add --ramp linear:START:END:DURATION")
 
 
 def _check_prefix_groups(cfg: BenchConfig, w: WorkloadOptions) -> None:
@@ -228,11 +228,11 @@ def _with_ramp(cfg: BenchConfig, load: LoadOptions) -> BenchConfig:
     if parsed.shape == "step":
         return dataclasses.replace(cfg, ramp=parsed, levels=tuple(LevelSpec(concurrency=c) for c in parsed.steps),
                                    duration_s=parsed.duration_s, num_requests=None)
-    window_s = parse_duration_s(load.window, "--window") if load.window is not None else min(10.0, parsed.duration_s)
+    window_s = parse_duration_s(load.window, "--ramp-window") if load.window is not None else min(10.0, parsed.duration_s)
     concs = [c for _, _, c in parsed.windows(window_s)]
     if len(set(concs)) != len(concs):
-        raise UsageError(f"--ramp {load.ramp} with --window {window_s:g}s gives two windows the same concurrency "
-                         f"({', '.join(map(str, concs))}): use a longer --window or a steeper ramp")
+        raise UsageError(f"--ramp {load.ramp} with --ramp-window {window_s:g}s gives two windows the same concurrency "
+                         f"({', '.join(map(str, concs))}): use a longer --ramp-window or a steeper ramp")
     return dataclasses.replace(cfg, ramp=parsed, window_s=window_s, num_requests=None, duration_s=parsed.duration_s,
                                levels=tuple(LevelSpec(concurrency=c) for c in concs))
 

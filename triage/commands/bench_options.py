@@ -78,9 +78,9 @@ LOAD_OPTIONS: OptionSpec = {
     "max_in_flight": (int, typer.Option(512, "--max-in-flight", help="Open loop: most requests in flight at once.",
                       rich_help_panel=LOAD)),
     "ramp": (str, typer.Option(None, "--ramp", help="step:2,4,8:20s (each step a level) or linear:1:20:60s "
-             "(reported in --window windows).", rich_help_panel=LOAD)),
-    "window": (str, typer.Option(None, "--window", help="Linear ramp: report window, e.g. 10s (default 10s).",
-               rich_help_panel=LOAD)),
+             "(reported in --ramp-window windows).", rich_help_panel=LOAD)),
+    "window": (str, typer.Option(None, "--ramp-window", "--window", help="Linear ramp: the stretch each reported "
+               "window covers, e.g. 10s (default 10s; --window is the older name).", rich_help_panel=LOAD)),
 }
 WORKLOAD_OPTIONS: OptionSpec = {
     "input_len": (str, typer.Option(None, "--input-len", help="Prompt tokens (default "

@@ -53,8 +53,9 @@ DIAGNOSE_OPTIONS: OptionSpec = {
                     "disable=[...] and [thresholds] overrides. Default: ./triage.toml when it exists.")),
     "prometheus": (str, typer.Option(None, "--prometheus", envvar="TRIAGE_PROMETHEUS", help="Diagnose from the "
                    "engine's metrics history in this Prometheus (its base URL) instead of the live server; with "
-                   "--window and --against.")),
-    "window": (str, typer.Option("1h", "--window", help="--prometheus: the window judged, ending at --at.")),
+                   "--history-window and --against.")),
+    "window": (str, typer.Option("1h", "--history-window", "--window", help="--prometheus: the stretch of history "
+               "judged, ending at --at (--window is the older name).")),
     "against": (str, typer.Option("7d", "--against", help="--prometheus: compare with the same window this much "
                 "earlier.")),
     "at": (str, typer.Option(None, "--at", help="--prometheus: the end of the window (Unix seconds or ISO 8601; "

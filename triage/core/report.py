@@ -76,6 +76,7 @@ class Target:
     engine_version: str | None = None
     model: str | None = None
     urls: tuple[str, ...] | None = None  # bench with several --url: all of them (url is the first)
+    says: str | None = None            # an unidentified server: what it says of itself (Server header, owned_by, /version)
 
 
 @dataclass(frozen=True, slots=True)

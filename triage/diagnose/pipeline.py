@@ -217,7 +217,8 @@ def target_of(snapshot: Snapshot, found: Discovery) -> Target:
         engine = GENERIC
     model = cfg.served_model_name or cfg.model or metrics.model_name
     return Target(url=redact_text(found.url) if found.url else None, engine=engine,
-                  engine_version=cfg.engine_version or ident.version, model=model)
+                  engine_version=cfg.engine_version or ident.version, model=model,
+                  says=ident.says if engine == GENERIC else None)
 
 
 def diagnose(opts: DiagnoseOptions, bench: BenchSection | None = None,

@@ -130,7 +130,7 @@ def _from_history(req: DiagnoseRequest, rules_config: RulesConfig) -> DiagnoseRe
         raise UsageError("--prometheus reads history; it cannot be combined with --url, --from, --active, "
                          "--log, --kernel-log or --bench")
     assert req.prometheus is not None
-    return diagnose_history(req.prometheus, parse_duration_s(req.window, "--window"),
+    return diagnose_history(req.prometheus, parse_duration_s(req.window, "--history-window"),
                             parse_duration_s(req.against, "--against"), parse_at(req.at), req.selector,
                             req.gpu_selector, rules_config)
 

@@ -9,6 +9,7 @@ from rich.text import Text
 from triage.core.probe_data import ServerMetricsData, TopologyData
 from triage.core.report import Finding, FindingKind, Report, Severity
 from triage.core.snapshot import Snapshot
+from triage.engines import GENERIC
 from triage.render.coverage import layer_words, not_applicable, skipped_summary
 from triage.render.fmt import evidence_value, md_table
 from triage.render.hang import hang
@@ -24,7 +25,8 @@ _SEVERITY_STYLE = {
 
 def _target_line(report: Report) -> str:
     t = report.target
-    bits = [b for b in (t.engine, t.engine_version, t.model, t.url) if b]
+    engine = f"{t.engine} ({t.says})" if t.engine == GENERIC and t.says else t.engine
+    bits = [b for b in (engine, t.engine_version, t.model, t.url) if b]
     return " · ".join(bits) if bits else "no server target"
 
 

@@ -232,5 +232,6 @@ class EngineIdentityData(Payload):
     version: str | None = None
     evidence: tuple[str, ...] = ()
     server_header: str | None = None
+    says: str | None = None                          # what the server says of itself (Server header, owned_by, /version)
     batching: BatchingSettings | None = None
     llamacpp: LlamaCppSlotsData | None = None
