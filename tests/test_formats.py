@@ -62,3 +62,18 @@ def test_the_registry_keeps_the_public_names_and_their_order():
     assert names_for(ReportKind.COMPARE) == ("text", "markdown", "json", "junit")
     for kind in (ReportKind.DIAGNOSE, ReportKind.BENCH, ReportKind.PLAN, ReportKind.BASELINE):
         assert names_for(kind) == ("text", "json", "markdown")
+
+
+def test_every_report_writing_command_takes_json_and_format_as_the_readme_says():
+    """The README names the commands that write a report; each takes --json FILE and --format."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    said = re.search(r"Every command that writes a report \(([^)]*)\)", readme.replace("\n", " ")).group(1)
+    named = [tuple(("triage " + c.strip(" `")).split()) for c in said.split(",")]
+    assert len(named) >= 8, named
+    by_path = {path: cmd for path, cmd in _commands()}
+    for path in named:
+        opts = {o for p in by_path[path].params for o in getattr(p, "opts", ())}
+        assert {"--json", "--format"} <= opts, path
