@@ -1,7 +1,4 @@
 """triage: why is my LLM inference slow, and what do I change?"""
-from importlib.metadata import PackageNotFoundError, version
 
-try:
-    __version__ = version("triage-llm")
-except PackageNotFoundError:  # running from a checkout without an install
-    __version__ = "0.1.0"
+# The one place the version is written: pyproject.toml reads it from here (dynamic version).
+__version__ = "0.1.0"

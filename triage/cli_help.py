@@ -9,16 +9,19 @@ terminal's (COLUMNS honoured), at most 120.
 A usage error is one line on stderr, as every other error is: "triage: error: ... (see: triage X --help)"."""
 from __future__ import annotations
 
+import importlib
 import shutil
 import sys
 import textwrap
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
 import typer
 import typer.core
+import typer.main
 
 # The click that typer's commands are made of: typer 0.2x vendors its own copy (typer._click), older
 # releases use the click package. Exceptions and parameter classes must come from that one.
@@ -26,9 +29,24 @@ click: Any = getattr(typer.core, "_click", None)
 if click is None:  # pragma: no cover - typer without a vendored click
     import click
 
+@dataclass
+class Settings:
+    """The root options every command honours (--debug, --no-color)."""
+    debug: bool = False
+    no_color: bool = False
+
+
+SETTINGS = Settings()
+
 MAX_WIDTH = 120
 NAME_COLUMN = 30          # option names longer than this put their help on the next line
 USAGE_ERROR = 2
+
+
+def manual(summary: str, *examples: str) -> str:
+    """A command's help as a manual page ends: the summary (paragraphs split by a blank line), then
+    `Examples:` and two or three command lines, one a line (tests/test_cli_help.py checks every command)."""
+    return summary + "\n\nExamples:\n\n" + "\n".join(f"  {e}" for e in examples)
 
 
 def width() -> int:
@@ -150,11 +168,20 @@ def _is_group(cmd: Any) -> bool:
     return hasattr(cmd, "list_commands")
 
 
-def _summary(cmd: Any) -> str:
-    """A command's first sentence, for the list of commands."""
-    first = " ".join((cmd.help or "").split("\n\n")[0].split())
+def _first_sentence(text: str) -> str:
+    first = " ".join((text or "").split("\n\n")[0].split())
     end = first.find(". ")
     return first if end < 0 else first[:end + 1]
+
+
+def _summary(group: Any, ctx: Any, name: str) -> str | None:
+    """A command's first sentence, for the list of commands (a lazy one's without importing it)."""
+    commands = getattr(group, "commands", None)
+    said = commands.summary(name) if isinstance(commands, LazyCommands) else None
+    if said is not None:
+        return said
+    sub = group.get_command(ctx, name)
+    return None if sub is None or sub.hidden else _first_sentence(sub.help or "")
 
 
 def _usage(cmd: Any, ctx: Any) -> list[str]:
@@ -195,9 +222,9 @@ def render(cmd: Any, ctx: Any, cols: int | None = None) -> str:
         _rows(rows, out, cols)
         out.append("")
     if _is_group(cmd):
-        listed = [(name, cmd.get_command(ctx, name)) for name in cmd.list_commands(ctx)]
+        listed = [(name, _summary(cmd, ctx, name)) for name in cmd.list_commands(ctx)]
         out.append("Commands:")
-        _rows(((name, _summary(sub)) for name, sub in listed if sub and not sub.hidden), out, cols)
+        _rows(((name, said) for name, said in listed if said is not None), out, cols)
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
@@ -209,23 +236,75 @@ def usage_error(e: Any) -> str:
     return f"triage: error: {e.format_message()}{where}"
 
 
+@dataclass(frozen=True)
+class Lazy:
+    """A command registered by where it lives ("triage.commands.plan:plan", a function or a typer app) and its
+    help; imported only when it runs or its own help is asked for."""
+    target: str
+    help: str
+    context_settings: dict[str, Any] | None = None
+
+    def load(self, name: str) -> Any:
+        module, _, attr = self.target.partition(":")
+        obj = getattr(importlib.import_module(module), attr)
+        if isinstance(obj, typer.Typer):
+            command = typer.main.get_command(obj)
+        else:
+            single = typer.Typer()
+            single.command(name, cls=TriageCommand, context_settings=self.context_settings)(obj)
+            command = typer.main.get_command(single)
+        command.name, command.help = name, self.help
+        return command
+
+
+class LazyCommands(MutableMapping):
+    """A group's commands: those loaded so far, and the rest loaded on first access by name."""
+
+    def __init__(self, loaded: dict[str, Any], lazy: dict[str, Lazy]):
+        self._loaded, self._lazy = dict(loaded), lazy
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._loaded and name in self._lazy:
+            self._loaded[name] = self._lazy[name].load(name)
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        self._loaded.pop(name, None)
+
+    def __iter__(self):
+        return iter(dict.fromkeys([*self._lazy, *self._loaded]))
+
+    def __len__(self) -> int:
+        return len(set(self._lazy) | set(self._loaded))
+
+    def summary(self, name: str) -> str | None:
+        """A command's first sentence without loading it (for the list of commands)."""
+        return _first_sentence(self._lazy[name].help) if name in self._lazy and name not in self._loaded else None
+
+
 class TriageCommand(typer.core.TyperCommand):
     def format_help(self, ctx: Any, formatter: Any) -> None:
         formatter.write(render(self, ctx))
 
 
 class TriageGroup(typer.core.TyperGroup):
-    """A group: help from `render`, commands listed in the order they were registered in (`order`)."""
+    """A group: help from `render`; `lazy` commands imported only when used, listed first, in their order."""
 
-    order: tuple[str, ...] = ()
+    lazy: dict[str, Lazy] = {}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.lazy:
+            self.commands = LazyCommands(self.commands, self.lazy)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         formatter.write(render(self, ctx))
 
     def list_commands(self, ctx: Any) -> list[str]:
-        names = super().list_commands(ctx)
-        rank = {name: i for i, name in enumerate(self.order)}
-        return sorted(names, key=lambda n: rank.get(n, len(rank)))
+        return list(self.commands)
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         """click's main, with a usage error said in one line (exit 2) and Ctrl-C as 130."""
@@ -234,7 +313,8 @@ class TriageGroup(typer.core.TyperGroup):
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
         except click.ClickException as e:
-            typer.echo(usage_error(e), err=True)
+            no_args = type(e).__name__ == "NoArgsIsHelpError"     # `triage` alone: the help, as click shows it
+            typer.echo(e.format_message() if no_args else usage_error(e), err=True)
             sys.exit(e.exit_code or USAGE_ERROR)
         except (typer.Abort, KeyboardInterrupt):
             typer.echo("triage: interrupted", err=True)

@@ -9,7 +9,6 @@ import functools
 import inspect
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +16,11 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from triage.cli_help import click
+from triage.cli_help import SETTINGS, click, manual  # noqa: F401 - manual: the commands' import
 from triage.core.errors import EXIT_CANNOT, EXIT_INTERRUPTED, TriageError
 from triage.core.redact import redact_text
 from triage.core.report import Report, ReportKind
 from triage.formats import Output, get, names_for, write
-
-
-@dataclass
-class Settings:
-    debug: bool = False
-    no_color: bool = False
-
-
-SETTINGS = Settings()
 
 
 def console(stderr: bool = False, width: int | None = None) -> Console:
@@ -144,12 +134,6 @@ def format_option(kind: ReportKind, panel: str | None = None) -> Any:
 
     return typer.Option("text", "--format", callback=check, help=f"Output on stdout: {', '.join(formats)}.",
                         rich_help_panel=panel)
-
-
-def manual(summary: str, *examples: str) -> str:
-    """A command's help as a manual page ends: the summary (paragraphs split by a blank line), then
-    `Examples:` and two or three command lines, one a line (tests/test_cli_help.py checks every command)."""
-    return summary + "\n\nExamples:\n\n" + "\n".join(f"  {e}" for e in examples)
 
 
 def emit(report: Report, json_path: Path | None, fmt: str = "text",

@@ -14,19 +14,22 @@ from triage.bench.options import (
     TargetOptions,
     WorkloadOptions,
 )
+from triage.cli_help import TriageCommand, TriageGroup, manual
 from triage.cli_support import console, emit, format_option, funnel, json_option, option_groups
 from triage.commands.bench_options import BENCH_GROUPS
 from triage.core.report import ReportKind
 from triage.formats import get as get_format
 
+# `triage bench` runs without a subcommand; `triage bench merge` is its one subcommand. Its help is cli.py's.
+app = typer.Typer(invoke_without_command=True, add_completion=False, cls=TriageGroup,
+                  context_settings={"help_option_names": ["-h", "--help"]})
 
+
+@app.callback()
 @funnel
 @option_groups(**BENCH_GROUPS)
 def bench(ctx: typer.Context, target: TargetOptions, load: LoadOptions, workload: WorkloadOptions,
           slo: SloOptions, scale: ScaleOptions, output: OutputOptions) -> int | None:
-    """Load-test a server: closed-loop concurrency and open-loop rate levels, with goodput, server and GPU
-    state per level, and a verdict on whether the client itself was the bottleneck.
-    `triage bench merge DIR...` builds one report from shard outputs (--shard, --workers)."""
     if ctx.invoked_subcommand is not None:
         return None
     from triage.bench.session import run_bench
@@ -40,11 +43,14 @@ def bench(ctx: typer.Context, target: TargetOptions, load: LoadOptions, workload
     return run.exit_code
 
 
+@app.command("merge", cls=TriageCommand, help=manual(
+    "One report from the per-request records of several shards or workers (percentiles from all records).",
+    "triage bench merge out/shard-0 out/shard-1 --json bench.json",
+    "triage bench merge out/shard-* --format markdown"))
 @funnel
 def merge(dirs: list[Path] = typer.Argument(..., help="Shard output directories (each with bench.json and "
                                                          "requests.jsonl)."),
           json_path: Path = json_option(), fmt: str = format_option(ReportKind.BENCH)) -> int:
-    """One report from several shards' per-request records: every percentile from all the records."""
     from triage.bench.merge import merged_report
 
     report = merged_report(list(dirs))

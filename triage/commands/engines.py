@@ -9,12 +9,11 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from triage.cli_help import TriageCommand, TriageGroup
-from triage.cli_support import console, funnel, manual
+from triage.cli_help import TriageCommand, TriageGroup, manual
+from triage.cli_support import console, funnel
 from triage.core.errors import UsageError
 
-app = typer.Typer(help="The engines triage knows: `list` them with their tabled versions, or `show ENGINE`.",
-                  no_args_is_help=True, cls=TriageGroup)
+app = typer.Typer(no_args_is_help=True, add_completion=False, cls=TriageGroup)   # its help: triage/cli.py
 
 
 def _provenance(engine: str, version: str) -> dict:

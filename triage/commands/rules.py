@@ -8,12 +8,11 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from triage.cli_help import TriageCommand, TriageGroup
-from triage.cli_support import console, funnel, manual
+from triage.cli_help import TriageCommand, TriageGroup, manual
+from triage.cli_support import console, funnel
 from triage.core.errors import UsageError
 
-app = typer.Typer(help="The rule registry: list the rules, or explain one (`triage rules explain KV001`).",
-                  no_args_is_help=True, cls=TriageGroup)
+app = typer.Typer(no_args_is_help=True, add_completion=False, cls=TriageGroup)   # its help: triage/cli.py
 
 CONFIG_OPT = typer.Option(None, "--config", envvar="TRIAGE_CONFIG", exists=False, dir_okay=False,
                           help="triage.toml with [rules] disable=[...] and [thresholds] overrides.")
