@@ -25,10 +25,6 @@ GPU_QUERIES = {   # dcgm-exporter; {sel} here is the --gpu-selector
     "gpu_clock_event_reasons_max": pq.peak("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"),
 }
 
-# Signals that measure the traffic (what users send), apart from how the server copes with it.
-TRAFFIC_SIGNALS = ("requests_per_s", "prompt_tokens_per_request")
-LATENCY_SIGNALS = ("ttft_p99_s", "ttft_p90_s", "ttft_p50_s", "queue_time_p99_s", "e2e_p99_s", "tpot_p99_s")
-
 
 def render(template: str, selector: str, window: str) -> str:
     sel = "{" + selector.strip().strip("{}") + "}" if selector and selector.strip().strip("{}") else ""

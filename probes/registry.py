@@ -20,13 +20,12 @@ disturb the window nor measure each other.
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from triage.core.probe_data import Payload
+from triage.core.registry import Registry
 from triage.core.snapshot import ProbeResult
 
 P = TypeVar("P", bound=Payload)
@@ -75,40 +74,33 @@ class ProbeEntry:
     extra: str | None = None                    # the pip extra it needs (`engine`: torch)
 
 
-_REGISTRY: dict[str, ProbeEntry] = {}
+# Each module of probes/ and probes/active/ registers its probe by being imported (triage.core.registry).
+PROBES: Registry[ProbeEntry] = Registry("probe", lambda entry: entry.name,
+                                        packages=("triage.probes", "triage.probes.active"))
+
+
+def _same_probe(old: ProbeEntry, new: ProbeEntry) -> bool:
+    """A module imported a second time (under another name) registers its probe again: not a clash."""
+    return old.run.__module__ == new.run.__module__
 
 
 def register(name: str, *, phase: int, order: int, timeout_s: Callable[[ProbeRun], float], active: bool = False,
              budget_s: float | None = None, extra: str | None = None
              ) -> Callable[[Callable[[ProbeRun], ProbeResult]], Callable[[ProbeRun], ProbeResult]]:
     def deco(fn: Callable[[ProbeRun], ProbeResult]) -> Callable[[ProbeRun], ProbeResult]:
-        if name in _REGISTRY and _REGISTRY[name].run.__module__ != fn.__module__:
-            raise ValueError(f"probe {name} is registered twice ({_REGISTRY[name].run.__module__}, {fn.__module__})")
-        _REGISTRY[name] = ProbeEntry(name, phase, order, timeout_s, fn, active, budget_s, extra)
+        PROBES.add(ProbeEntry(name, phase, order, timeout_s, fn, active, budget_s, extra), same=_same_probe)
         return fn
     return deco
 
 
-def _load_all() -> None:
-    """Import each module of this package and of probes/active once: importing registers."""
-    import triage.probes as package
-    import triage.probes.active as active
-
-    for pkg in (package, active):
-        for info in pkgutil.iter_modules(pkg.__path__):
-            importlib.import_module(f"{pkg.__name__}.{info.name}")
-
-
 def probes() -> tuple[ProbeEntry, ...]:
     """Every registered passive probe, in report order."""
-    _load_all()
-    return tuple(sorted((e for e in _REGISTRY.values() if not e.active), key=lambda e: e.order))
+    return tuple(sorted((e for e in PROBES if not e.active), key=lambda e: e.order))
 
 
 def active_probes() -> tuple[ProbeEntry, ...]:
     """The `diagnose --active` probes, in the order they run (and appear in the report)."""
-    _load_all()
-    return tuple(sorted((e for e in _REGISTRY.values() if e.active), key=lambda e: e.order))
+    return tuple(sorted((e for e in PROBES if e.active), key=lambda e: e.order))
 
 
 def probe_names() -> tuple[str, ...]:

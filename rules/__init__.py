@@ -17,8 +17,6 @@ if __name__ != "triage.rules":  # one package, one import name: `rules` from the
     raise ImportError(f"import triage.rules, not {__name__}: this folder installs as triage.rules, and a second "
                       "name would load a second copy (a second registry)")
 
-# Importing the rule modules registers their rules.
-from triage.rules import catalog  # noqa: F401
 from triage.rules.base import Hit, MissingInput, Rule, RuleDoc
 from triage.rules.evaluate import CAUSES, Evaluation, bench_rule_codes, evaluate
 from triage.rules.registry import REGISTRY, rule

@@ -4,13 +4,11 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Iterator
 
+from triage.core.registry import Registry as BaseRegistry
+from triage.core.registry import RegistryError
 from triage.core.report import Severity
 from triage.rules.base import CODE_RE, DOC_SECTIONS, KNOWN_INPUTS, NAME_RE, Check, Rule, RuleDoc
 from triage.rules.thresholds import THRESHOLDS
-
-
-class RegistryError(ValueError):
-    """A malformed rule declaration: a programming error caught at import time and by the meta-test."""
 
 
 def _shape_problems(r: Rule) -> list[str]:
@@ -42,41 +40,36 @@ def declaration_problems(r: Rule) -> list[str]:
     return problems
 
 
-class Registry:
-    def __init__(self) -> None:
-        self._rules: dict[str, Rule] = {}
+class Registry(BaseRegistry[Rule]):
+    """Every rule, by code: each module of `packages` (rules/catalog/) declares its rule by being imported."""
 
-    def add(self, r: Rule) -> Rule:
+    def __init__(self, packages: tuple[str, ...] = ()) -> None:
+        super().__init__("rule", lambda r: r.code, packages)
+
+    def add(self, r: Rule, *, same: Callable[[Rule, Rule], bool] | None = None) -> Rule:
         problems = declaration_problems(r)
-        if r.code in self._rules:
-            problems.append(f"duplicate rule code {r.code} ({self._rules[r.code].name} and {r.name})")
-        if any(existing.name == r.name for existing in self._rules.values()):
+        if r.code in self._items:
+            problems.append(f"duplicate rule code {r.code} ({self._items[r.code].name} and {r.name})")
+        if any(existing.name == r.name for existing in self._items.values()):
             problems.append(f"duplicate rule name {r.name}")
         if problems:
             raise RegistryError("; ".join(problems))
-        self._rules[r.code] = r
-        return r
+        return super().add(r)
 
     def __iter__(self) -> Iterator[Rule]:
-        return iter(sorted(self._rules.values(), key=lambda r: r.code))
-
-    def __len__(self) -> int:
-        return len(self._rules)
-
-    def __contains__(self, code: object) -> bool:
-        return code in self._rules
+        return iter(sorted(super().__iter__(), key=lambda r: r.code))
 
     def get(self, code: str) -> Rule | None:
-        return self._rules.get(code.upper())
+        return super().get(code.upper())
 
     def codes(self) -> list[str]:
-        return sorted(self._rules)
+        return sorted(self.keys())
 
     def close_matches(self, text: str, n: int = 5) -> list[str]:
         """Codes and names near `text`, for 'unknown code' messages."""
         text = text.strip()
         by_code = difflib.get_close_matches(text.upper(), self.codes(), n=n, cutoff=0.5)
-        names = {r.name: r.code for r in self._rules.values()}
+        names = {r.name: r.code for r in self}
         by_name = [names[m] for m in difflib.get_close_matches(text.lower(), list(names), n=n, cutoff=0.5)]
         prefix = [c for c in self.codes() if c.startswith(text.upper().rstrip("0123456789")) and text]
         out: list[str] = []
@@ -86,7 +79,7 @@ class Registry:
         return out[:n]
 
 
-REGISTRY = Registry()
+REGISTRY = Registry(packages=("triage.rules.catalog",))
 
 
 def rule(code: str, name: str, severity: Severity, inputs: tuple[str, ...], doc: RuleDoc,

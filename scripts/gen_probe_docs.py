@@ -134,6 +134,16 @@ def build_schema() -> dict[str, Any]:
         "client_valid": {"type": "boolean"}, "client_invalid_reason": {"type": "string"}}}}
     level["drift"] = {"type": ["object", "null"], "properties": {
         "drifted": {"type": "boolean"}, "metrics": {"type": "object"}}}
+    # Additive target fields of 1.1: every engine the registry knows (not 1.0's hand-written list), and what an
+    # unidentified server says of itself; a fix's flags beside its complete commands.
+    from triage.engines import GENERIC, names
+
+    target = schema["$defs"]["target"]["properties"]
+    target["engine"] = {"enum": [*names(), GENERIC, None]}
+    target["urls"] = {"type": ["array", "null"], "items": {"type": "string"}}
+    target["says"] = {"type": ["string", "null"]}
+    fix = schema["$defs"]["finding"]["properties"]["fix"]["properties"]
+    fix["flags"] = {"type": "array", "items": {"type": "string"}}
     probe = schema["$defs"]["probe"]
     probe["allOf"] = [
         {"if": {"properties": {"name": {"const": name}, "data": {"minProperties": 1}}},

@@ -87,10 +87,10 @@ def fake_cuda(scenario: str = "h100_x2_healthy_nvlink.json", failing: tuple[int,
     error when the probe starts on them, as a GPU that falls over mid-measurement does."""
     import torch
 
-    from triage.probes.active import cuda, hbm, matmul, pcie
+    from triage.probes.active import cuda, matmul
     nvml = load_nvml(scenario)
     fake = FakeCudaTorch(torch, nvml.s["gpus"], failing=failing)
-    modules = (cuda, hbm, matmul, pcie)
+    modules = (cuda, matmul)      # hbm and pcie reach torch_cuda through cuda.probe_each_gpu
     saved = ([m.torch_cuda for m in modules], torch.Tensor.pin_memory, sys.modules.get("pynvml"))
     for m in modules:
         m.torch_cuda = lambda: (fake, None)

@@ -79,3 +79,23 @@ def test_missing_extra_names_the_pip_line(monkeypatch):
     with pytest.raises(MissingExtra, match=r"\(torch not installed\): pip install (-e )?'" + re.escape(root) + r"\[engine\]'"):
         require_extra("engine", "triage serve")
     assert any(r.startswith("torch") for r in requirements("engine"))
+
+
+def test_one_registry_type_serves_rules_probes_formats_and_engines():
+    """Each plug-in registers by being a module in its folder; one Registry type finds them and refuses a
+    second item under one key (the 'registered twice' check is written once)."""
+    from triage.core.registry import Registry, RegistryError
+    from triage.engines.registry import ENGINES
+    from triage.formats import FORMATS
+    from triage.probes.registry import PROBES
+    from triage.rules import REGISTRY
+
+    for registry, some in ((REGISTRY, "KV001"), (PROBES, "gpu"), (FORMATS, "json"), (ENGINES, "vllm")):
+        assert isinstance(registry, Registry) and some in registry, registry.what
+    root = Path(__file__).resolve().parents[1]
+    by_hand = [str(p.relative_to(root)) for folder in ("triage", "probes", "rules") for p in (root / folder).rglob("*.py")
+               if "pkgutil" in p.read_text() and p.name != "registry.py" or "registered twice" in p.read_text()
+               and p.relative_to(root) != Path("triage/core/registry.py")]
+    assert by_hand == [], by_hand
+    with pytest.raises(RegistryError, match="format json is registered twice"):
+        FORMATS.add(FORMATS["json"])

@@ -8,7 +8,6 @@ from triage.reference_engine import EngineConfig, LLMEngine
 from triage.reference_engine.host.dtype_choice import (
     allowed_dtypes,
     choose_dtype,
-    resolve_dtype,
     time_matmul_s,
 )
 from triage.reference_engine.models.model_config import PRESETS
@@ -69,8 +68,8 @@ def test_an_unusable_candidate_is_skipped_and_named():
 @pytest.mark.parametrize("forced", ["float32", "bfloat16", "float16"])
 def test_dtype_flag_forces_without_measuring(forced):
     m = timings(float32=0.001, bfloat16=0.001, float16=0.001)
-    dtype, note = resolve_dtype(forced, "bfloat16", "cpu", measure=m)
-    assert dtype is getattr(torch, forced) and m.calls == [] and "forced" in note
+    choice = choose_dtype(forced, "bfloat16", "cpu", measure=m)
+    assert choice.dtype is getattr(torch, forced) and m.calls == [] and "forced" in choice.note
 
 
 def test_allowed_dtypes_are_lossless_for_the_checkpoint():

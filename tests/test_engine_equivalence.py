@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from tests.engine_helpers import one_torch_thread  # noqa: F401  (autouse fixture)
+from tests.engine_helpers import fork_request, one_torch_thread  # noqa: F401  (autouse fixture)
 from triage.reference_engine import EngineConfig, LLMEngine, SamplingParams
 
 MAX_TOKENS = 12
@@ -141,7 +141,7 @@ def test_fork_copies_on_write_and_both_branches_continue_correctly(layout):
     while len(got["p"]) < 3:
         for out in engine.step():
             got[out.request_id].extend(out.new_token_ids)
-    engine.fork_request("p", "c")                   # 16 tokens, 15 with KV: block 3 is shared and 3/4 full
+    fork_request(engine, "p", "c")                   # 16 tokens, 15 with KV: block 3 is shared and 3/4 full
     parent, child = engine._seqs["p"], engine._seqs["c"]
     got["c"] = list(got["p"])
     if layout == "paged":
@@ -167,7 +167,7 @@ def test_forked_branches_sample_independently():
     base = SamplingParams(max_tokens=16, temperature=1.0, seed=5, ignore_eos=True)
     engine.add_request("p", [256, 10, 20, 30, 40, 50], base)
     engine.step()
-    engine.fork_request("p", "c", SamplingParams(max_tokens=16, temperature=1.0, seed=6, ignore_eos=True))
+    fork_request(engine, "p", "c", SamplingParams(max_tokens=16, temperature=1.0, seed=6, ignore_eos=True))
     texts: dict[str, list[int]] = {}
     while engine.has_unfinished():
         for out in engine.step():
@@ -175,4 +175,4 @@ def test_forked_branches_sample_independently():
     assert len(texts["p"]) == 15 and len(texts["c"]) == 15
     assert texts["p"] != texts["c"]
     with pytest.raises(Exception, match="no such"):
-        engine.fork_request("p", "again")
+        fork_request(engine, "p", "again")

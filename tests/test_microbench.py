@@ -5,7 +5,18 @@ import pytest
 import torch
 
 from triage.reference_engine.host import microbench
-from triage.reference_engine.host.microbench import MIB, measure_bandwidth, measure_matmul, run_microbench
+from triage.reference_engine.host.microbench import (
+    MIB,
+    MatmulResult,
+    MicrobenchResult,
+    measure_bandwidth,
+    measure_matmul,
+    run_microbench,
+)
+
+
+def matmul_for(r: MicrobenchResult, device: str, dtype: str) -> MatmulResult | None:
+    return next((m for m in r.matmul if m.device == device and m.dtype == dtype), None)
 
 
 @pytest.fixture
@@ -38,9 +49,9 @@ def test_real_quick_run_on_this_host_reports_positive_rates():
     bw = r.bandwidth_for("cpu")
     assert bw is not None and bw.best_bytes_per_s >= bw.median_bytes_per_s > 1e8  # > 0.1 GB/s
     for dtype in ("fp32", "bf16"):
-        mm = r.matmul_for("cpu", dtype)
+        mm = matmul_for(r, "cpu", dtype)
         assert mm is not None and mm.supported and mm.best_flops_per_s > 1e8
-    assert r.matmul_for("cpu", "fp8") is not None
+    assert matmul_for(r, "cpu", "fp8") is not None
     assert r.bandwidth_for("cuda") is None
 
 
@@ -56,6 +67,6 @@ def test_gpu_bandwidth_and_fp8_support_are_measured():
     r = run_microbench(["cuda"], quick=True)
     bw = r.bandwidth_for("cuda")
     assert bw is not None and bw.best_bytes_per_s > 1e11  # any datacenter GPU copies > 100 GB/s
-    fp8 = r.matmul_for("cuda", "fp8")
+    fp8 = matmul_for(r, "cuda", "fp8")
     major, minor = torch.cuda.get_device_capability()
     assert fp8 is not None and fp8.supported == ((major, minor) >= (8, 9))

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from tests.quant_helpers import load_quantized_engine, pack_awq, pack_gptq
 from triage.reference_engine.layers.quant import (
     Fp8Linear,
     Int4Linear,
@@ -23,8 +24,6 @@ from triage.reference_engine.layers.quant.awq_gptq import (
     convert_awq,
     convert_gptq,
     load_quantized_checkpoint,
-    pack_awq,
-    pack_gptq,
 )
 from triage.reference_engine.layers.quant.int4 import int4pack_cpu_available
 from triage.reference_engine.layers.quant.kv_fp8 import dequantize_kv, quantize_kv
@@ -295,7 +294,6 @@ def test_engine_serves_a_local_awq_checkpoint_like_its_dequantized_dense_twin(tm
 
     from triage.reference_engine import EngineConfig, SamplingParams
     from triage.reference_engine.engine.llm_engine import LLMEngine
-    from triage.reference_engine.engine.quantized_engine import load_quantized_engine
     from triage.reference_engine.models.loader import build_model
     from triage.reference_engine.models.model_config import PRESETS
 

@@ -1,5 +1,5 @@
-"""What the GPU active probes share: whether CUDA is there (and why not), CUDA-event timing, the
-spec-sheet entry of a device, and NVML's view of a device's PCIe link while it is loaded."""
+"""What the GPU active probes share: whether CUDA is there (and why not), the run over every GPU,
+CUDA-event timing, the spec-sheet entry of a device, and NVML's view of a device's PCIe link while it is loaded."""
 from __future__ import annotations
 
 import time
@@ -30,6 +30,25 @@ def torch_cuda() -> tuple[Any, str | None]:
 
 def unsupported(name: str, reason: str, start: float) -> ProbeResult:
     return ProbeResult(name, ProbeStatus.UNSUPPORTED, time.perf_counter() - start, reason, {})
+
+
+def probe_each_gpu(name: str, budget_s: float, one_gpu: Callable[[Any, int, float], dict[str, Any]],
+                   failed_fields: list[str], build: Callable[[list[dict[str, Any]]], Any]) -> ProbeResult:
+    """Probe `name` on every GPU torch sees: `one_gpu(torch, index, budget_s / count)` gives a GPU's entry; a
+    GPU that raises a CUDA error (or runs out of memory) gets an error entry with `failed_fields` unsupported.
+    `build(gpus)` makes the probe's data. UNSUPPORTED, with the reason, when there is no CUDA GPU."""
+    start = time.perf_counter()
+    torch, why = torch_cuda()
+    if why is not None:
+        return unsupported(name, why, start)
+    n = torch.cuda.device_count()
+    gpus = []
+    for i in range(n):
+        try:
+            gpus.append(one_gpu(torch, i, budget_s / n))
+        except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
+            gpus.append({"index": i, "error": f"{type(e).__name__}: {e}"[:300], "unsupported_fields": list(failed_fields)})
+    return ProbeResult(name, ProbeStatus.OK, time.perf_counter() - start, None, build(gpus))
 
 
 def device_info(torch: Any, i: int) -> dict[str, Any]:

@@ -4,12 +4,11 @@ spec-sheet memory bandwidth of that GPU (triage/core/specs.py) and its share. Ke
 from __future__ import annotations
 
 import statistics
-import time
 from typing import Any
 
 from triage.core.probe_data.active import HbmData
-from triage.core.snapshot import ProbeResult, ProbeStatus
-from triage.probes.active.cuda import device_info, gbps, share, spec_of, time_cuda, torch_cuda, unsupported
+from triage.core.snapshot import ProbeResult
+from triage.probes.active.cuda import device_info, gbps, probe_each_gpu, share, spec_of, time_cuda
 from triage.probes.registry import ProbeRun, register
 
 MIB = 2**20
@@ -38,21 +37,11 @@ def _one_gpu(torch: Any, i: int, buffer_bytes: int, budget_s: float) -> dict[str
 
 
 def probe_hbm(budget_s: float = DEFAULT_BUDGET_S, buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> ProbeResult:
-    start = time.perf_counter()
-    torch, why = torch_cuda()
-    if why is not None:
-        return unsupported("hbm", why, start)
-    n = torch.cuda.device_count()
-    gpus = []
-    for i in range(n):
-        try:
-            gpus.append(_one_gpu(torch, i, buffer_bytes, budget_s / n))
-        except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
-            gpus.append({"index": i, "error": f"{type(e).__name__}: {e}"[:300],
-                         "unsupported_fields": ["copy_bandwidth_gbps"]})
-    return ProbeResult("hbm", ProbeStatus.OK, time.perf_counter() - start, None,
-                       HbmData.build({"gpus": gpus, "method": "torch device copy, read + write counted, CUDA "
-                                                              "events; best of the repeats; GB/s = 1e9 bytes/s"}))
+    return probe_each_gpu(
+        "hbm", budget_s, lambda torch, i, per_gpu_s: _one_gpu(torch, i, buffer_bytes, per_gpu_s),
+        ["copy_bandwidth_gbps"],
+        lambda gpus: HbmData.build({"gpus": gpus, "method": "torch device copy, read + write counted, CUDA "
+                                                            "events; best of the repeats; GB/s = 1e9 bytes/s"}))
 
 
 BUDGET_S = 2.0

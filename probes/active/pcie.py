@@ -9,13 +9,12 @@ Keys: docs/SNAPSHOT.md, `pcie`.
 from __future__ import annotations
 
 import statistics
-import time
 from typing import Any
 
 from triage.core.probe_data.active import PcieData
-from triage.core.snapshot import ProbeResult, ProbeStatus
+from triage.core.snapshot import ProbeResult
 from triage.core.specs import pcie_bytes_per_s
-from triage.probes.active.cuda import device_info, gbps, nvml_link, share, time_cuda, torch_cuda, unsupported
+from triage.probes.active.cuda import device_info, gbps, nvml_link, probe_each_gpu, share, time_cuda
 from triage.probes.registry import ProbeRun, register
 
 MIB = 2**20
@@ -67,23 +66,12 @@ def _one_gpu(torch: Any, i: int, buffer_bytes: int, budget_s: float) -> dict[str
 
 
 def probe_pcie(budget_s: float = DEFAULT_BUDGET_S, buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> ProbeResult:
-    start = time.perf_counter()
-    torch, why = torch_cuda()
-    if why is not None:
-        return unsupported("pcie", why, start)
-    n = torch.cuda.device_count()
-    gpus = []
-    for i in range(n):
-        try:
-            gpus.append(_one_gpu(torch, i, buffer_bytes, budget_s / n))
-        except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
-            gpus.append({"index": i, "error": f"{type(e).__name__}: {e}"[:300],
-                         "unsupported_fields": ["h2d_pinned_gbps", "d2h_pinned_gbps", "h2d_pageable_gbps",
-                                                "d2h_pageable_gbps"]})
-    data = {"gpus": gpus, "budget_s": budget_s,
-            "method": "torch copies of a uint8 buffer, CUDA events; best of up to 10; GB/s = 1e9 bytes/s; "
-                      "link rate = PCIe max generation x width, one direction, before packet overhead"}
-    return ProbeResult("pcie", ProbeStatus.OK, time.perf_counter() - start, None, PcieData.build(data))
+    method = ("torch copies of a uint8 buffer, CUDA events; best of up to 10; GB/s = 1e9 bytes/s; "
+              "link rate = PCIe max generation x width, one direction, before packet overhead")
+    return probe_each_gpu(
+        "pcie", budget_s, lambda torch, i, per_gpu_s: _one_gpu(torch, i, buffer_bytes, per_gpu_s),
+        ["h2d_pinned_gbps", "d2h_pinned_gbps", "h2d_pageable_gbps", "d2h_pageable_gbps"],
+        lambda gpus: PcieData.build({"gpus": gpus, "budget_s": budget_s, "method": method}))
 
 
 BUDGET_S = 5.0

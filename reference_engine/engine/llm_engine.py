@@ -244,30 +244,6 @@ class LLMEngine:
         self._seqs[request_id] = seq
         self.scheduler.add(seq)
 
-    def fork_request(self, parent_id: str, child_id: str, params: SamplingParams | None = None) -> None:
-        """Start ``child_id`` as a copy of a live request (parallel sampling, beam-style branching).
-        The child shares the parent's KV blocks; the first write into a shared, partly filled block
-        copies it (copy-on-write), so neither branch ever sees the other's tokens."""
-        parent = self._seqs.get(parent_id)
-        if parent is None:
-            raise EngineError(f"cannot fork {parent_id!r}: no such unfinished request")
-        if child_id in self._seqs:
-            raise EngineError(f"request id {child_id!r} is already in use")
-        params = parent.params if params is None else params
-        params.validate()
-        child = Sequence(child_id, parent.prompt_token_ids, params, time.monotonic())
-        child.token_ids = list(parent.token_ids)
-        child.detok = parent.detok.clone()
-        child.num_cached_tokens = parent.num_cached_tokens
-        if params.seed is not None:
-            self._generators[child_id] = torch.Generator().manual_seed(params.seed)
-        self._seqs[child_id] = child
-        if parent in self.scheduler.running and parent.block_table:
-            self.allocator.fork(parent, child)
-            self.scheduler.adopt_running(child)
-        else:
-            self.scheduler.add(child)
-
     def abort(self, request_id: str) -> bool:
         seq = self._seqs.pop(request_id, None)
         if seq is None:
@@ -286,14 +262,29 @@ class LLMEngine:
         if batch.is_empty:
             self.last_step = StepStats(0, 0, 0, 0, len(batch.preempted), time.perf_counter() - t0, 0)
             return []
+        ready, tokens = self._run(batch)
+        outputs = self._postprocess(ready, tokens)
+        self._record_step(batch, time.perf_counter() - t0)
+        return outputs
+
+    def _run(self, batch) -> tuple[list[Sequence], list[int]]:
+        """One forward pass over the batch, then one sampled token for each sequence it completes."""
         logits, ready = self.runner.execute(batch, self.allocator.take_pending_copies())
         ready_after = self.scheduler.update_after_step(batch)
         if [s.request_id for s in ready] != [s.request_id for s in ready_after]:
             raise RuntimeError("runner and scheduler disagree on which sequences are complete")
+        return ready, self._sample(logits, ready)
+
+    def _sample(self, logits, ready: list[Sequence]) -> list[int]:
+        """EOS is banned until a sequence reaches min_tokens; a seeded request draws from its own generator."""
+        if not ready:
+            return []
         banned = [self.eos_token_ids if s.num_output_tokens < s.params.min_tokens and not s.is_finished else ()
                   for s in ready]
         generators = [self._generators.get(s.request_id, self._default_generator) for s in ready]
-        tokens = self.runner.sample(logits, ready, generators, banned) if ready else []
+        return self.runner.sample(logits, ready, generators, banned)
+
+    def _postprocess(self, ready: list[Sequence], tokens: list[int]) -> list[RequestOutput]:
         now = time.monotonic()
         outputs = []
         for seq, token in zip(ready, tokens, strict=True):
@@ -306,11 +297,13 @@ class LLMEngine:
             seq.append_token(token)
             self._generation_tokens_total += 1
             outputs.append(self._process_token(seq, token))
+        return outputs
+
+    def _record_step(self, batch, duration_s: float) -> None:
         self._num_steps += 1
         self.last_step = StepStats(batch.num_prefill_tokens, batch.num_decode_tokens, batch.num_tokens,
-                                   len(batch.entries), len(batch.preempted), time.perf_counter() - t0,
+                                   len(batch.entries), len(batch.preempted), duration_s,
                                    batch.num_padding_tokens)
-        return outputs
 
     def _process_token(self, seq: Sequence, token: int) -> RequestOutput:
         p = seq.params

@@ -137,9 +137,3 @@ def choose_dtype(requested: str, checkpoint_dtype: str | None, device: str,
 def _gflops(seconds: float) -> str:
     return f"{2 * PROBE_M * PROBE_K * PROBE_N / seconds / 1e9:.1f} GFLOP/s"
 
-
-def resolve_dtype(requested: str, checkpoint_dtype: str | None, device: str,
-                  measure: MeasureFn | None = None) -> tuple[torch.dtype, str]:
-    """``choose_dtype`` as (dtype, note)."""
-    choice = choose_dtype(requested, checkpoint_dtype, device, measure)
-    return choice.dtype, choice.note

@@ -54,9 +54,6 @@ class MicrobenchResult:
     def bandwidth_for(self, device: str) -> BandwidthResult | None:
         return next((b for b in self.bandwidth if b.device == device), None)
 
-    def matmul_for(self, device: str, dtype: str) -> MatmulResult | None:
-        return next((m for m in self.matmul if m.device == device and m.dtype == dtype), None)
-
 
 def _timer(device: torch.device) -> Callable[[Callable[[], object]], float]:
     """Returns a function that runs ``fn`` once and gives its wall time in seconds."""

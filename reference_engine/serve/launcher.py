@@ -53,9 +53,6 @@ class ServerHandle:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def log_tail(self, num_lines: int = 40) -> str:
-        return _tail(self.log_path, num_lines)
-
     def stop(self, timeout_s: float = 15.0) -> int | None:
         """Stop the server (SIGTERM to its process group, SIGKILL after timeout_s); returns its exit code."""
         if self._stopped:

@@ -12,7 +12,7 @@ from typing import Any
 
 from triage.core.bench_data import BenchRunConfig
 from triage.core.probe_data import ServerMetricsData, ServerProcessData
-from triage.core.report import Certainty, Fix, Report, Severity
+from triage.core.report import BenchLevel, Certainty, Fix, Report, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
 from triage.rules.fmt import pct
@@ -36,6 +36,20 @@ from triage.rules.registry import rule
 ), thresholds=("ENG006.min_drop_frac", "ENG006.long_uptime_s", "ENG006.idle_kv_usage_frac",
                "ENG006.rss_growth_frac"))
 def eng006(ctx: Context) -> Hit | None:
+    worst = _worst_drop(ctx)
+    if worst[2] < ctx.th("ENG006.min_drop_frac"):
+        return None
+    growing = _growing_preemptions(ctx)
+    if not growing:
+        return None
+    uptime = ctx.seen(ServerProcessData).uptime_s
+    if uptime is not None and uptime < ctx.th("ENG006.long_uptime_s"):
+        return None
+    return _degraded(ctx, worst, growing, uptime)
+
+
+def _baseline_tps(ctx: Context) -> dict[int | None, float | None]:
+    """The baseline's output tokens/s by concurrency, or MissingInput when the two benches cannot be compared."""
     base_bench = ctx.baseline.bench if ctx.baseline is not None else None
     if base_bench is None or not base_bench.levels:
         raise MissingInput("the baseline report has no bench levels to compare with")
@@ -44,8 +58,13 @@ def eng006(ctx: Context) -> Hit | None:
     cur_model = ctx.bench_config().model
     if base_model and cur_model and base_model != cur_model:
         raise MissingInput(f"the baseline ran model {base_model!r}, this bench {cur_model!r}: not comparable")
-    base_tps = {lv.concurrency: lv.output_tokens_per_s for lv in base_bench.levels
-                if lv.concurrency and lv.output_tokens_per_s and lv.client.valid}
+    return {lv.concurrency: lv.output_tokens_per_s for lv in base_bench.levels
+            if lv.concurrency and lv.output_tokens_per_s and lv.client.valid}
+
+
+def _worst_drop(ctx: Context) -> tuple[BenchLevel, float, float]:
+    """(level, baseline tokens/s, drop fraction) of the level whose throughput fell most against the baseline."""
+    base_tps = _baseline_tps(ctx)
     drops = []
     for lv in ctx.levels():
         before = base_tps.get(lv.concurrency)
@@ -53,18 +72,19 @@ def eng006(ctx: Context) -> Hit | None:
             drops.append((lv, before, 1 - lv.output_tokens_per_s / before))
     if not drops:
         raise MissingInput("no concurrency level appears in both this bench and the baseline")
-    worst = max(drops, key=lambda d: d[2])
-    if worst[2] < ctx.th("ENG006.min_drop_frac"):
-        return None
+    return max(drops, key=lambda d: d[2])
+
+
+def _growing_preemptions(ctx: Context) -> list[tuple[BenchLevel, float]]:
+    """The levels whose preemption counter grew; MissingInput when no level measured it."""
     preempt = [(lv, s.num_preemptions_delta) for lv, s in ctx.level_server() if s.num_preemptions_delta is not None]
     if not preempt:
         raise MissingInput("throughput fell, but preemptions were not measured to tell degradation from other causes")
-    growing = [(lv, n) for lv, n in preempt if n > 0]
-    if not growing:
-        return None
-    uptime = ctx.seen(ServerProcessData).uptime_s
-    if uptime is not None and uptime < ctx.th("ENG006.long_uptime_s"):
-        return None
+    return [(lv, n) for lv, n in preempt if n > 0]
+
+
+def _degraded(ctx: Context, worst: tuple[BenchLevel, float, float], growing: list[tuple[BenchLevel, float]],
+              uptime: float | None) -> Hit:
     lv, before, drop = worst
     evidence: dict[str, Any] = {f"baseline.{level_label(lv)}.output_tokens_per_s": before,
                                 f"{level_label(lv)}.output_tokens_per_s": lv.output_tokens_per_s,
@@ -75,11 +95,7 @@ def eng006(ctx: Context) -> Hit | None:
         evidence["server_process.uptime_s"] = uptime
     leaks = _leak_evidence(ctx)
     evidence.update(leaks)
-    seen = []
-    if "server_metrics.kv_cache_usage_frac" in leaks:
-        seen.append(f"KV usage stays at {pct(leaks['server_metrics.kv_cache_usage_frac'])} with no request running")
-    if "derived.rss_growth_frac" in leaks:
-        seen.append(f"the server's RSS grew {pct(leaks['derived.rss_growth_frac'])} since the earlier report")
+    seen = _leaks_seen(leaks)
     return Hit(
         title="Throughput has degraded since the earlier report",
         message=f"Throughput at {level_label(lv)} fell {pct(drop)} against this host's earlier report "
@@ -95,6 +111,16 @@ def eng006(ctx: Context) -> Hit | None:
                 "workaround until then, not a fix; gate throughput week over week with `triage compare`.",
                 ("triage compare BASE.json CAND.json --max-regression output_tokens_per_s=15",)),
     )
+
+
+def _leaks_seen(leaks: dict[str, Any]) -> list[str]:
+    """The leaks found, in words."""
+    seen = []
+    if "server_metrics.kv_cache_usage_frac" in leaks:
+        seen.append(f"KV usage stays at {pct(leaks['server_metrics.kv_cache_usage_frac'])} with no request running")
+    if "derived.rss_growth_frac" in leaks:
+        seen.append(f"the server's RSS grew {pct(leaks['derived.rss_growth_frac'])} since the earlier report")
+    return seen
 
 
 def _leak_evidence(ctx: Context) -> dict[str, Any]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from triage.core.probe_data import ServerProcessData
+from triage.core.probe_data import GpuDevice, ServerProcessData
 from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.catalog._gpu_shared import gpu_key
@@ -28,6 +28,22 @@ from triage.rules.registry import rule
                 "claim:vllm.quantization-needs-config"),
 ), thresholds=("GPU001.vram_used_frac", "GPU001.rss_growth_bytes", "GPU001.cpu_busy_pct", "GPU001.gpu_starved_util_pct"))
 def gpu001(ctx: Context) -> Hit | None:
+    full = _full_gpus(ctx)
+    if not full:
+        return None
+    proc = ctx.need(ServerProcessData)
+    evidence: dict[str, Any] = {f"{gpu_key(g)}.memory_used_frac": round(f, 3) for g, f in full}
+    signals = _offload_signals(ctx, proc, full, evidence)
+    if not signals:
+        if proc.rss_bytes_start is None and proc.max_thread_cpu_pct is None and not proc.cmdline:
+            raise MissingInput("VRAM is full but server_process has no RSS, thread CPU or command line to tell "
+                               "offload from a healthy, preallocated KV pool")
+        return None
+    return _spillover(ctx, full, evidence, signals)
+
+
+def _full_gpus(ctx: Context) -> list[tuple[GpuDevice, float]]:
+    """The serving GPUs whose VRAM is (nearly) full, with the used fraction; MissingInput when none measured it."""
     full = []
     measured = False
     for g in ctx.serving_gpus():
@@ -39,22 +55,13 @@ def gpu001(ctx: Context) -> Hit | None:
             full.append((g, used / total))
     if not measured:
         raise MissingInput("gpu memory_used_bytes/memory_total_bytes were not measured")
-    if not full:
-        return None
-    proc = ctx.need(ServerProcessData)
-    evidence: dict[str, Any] = {f"{gpu_key(g)}.memory_used_frac": round(f, 3) for g, f in full}
-    signals = []
-    cmdline = [str(a) for a in proc.cmdline or []]
-    for i, arg in enumerate(cmdline):
-        value = arg.split("=", 1)[1] if arg.startswith("--cpu-offload-gb=") else (
-            cmdline[i + 1] if arg == "--cpu-offload-gb" and i + 1 < len(cmdline) else None)
-        if value is not None:
-            try:
-                if float(value) > 0:
-                    evidence["server_process.cmdline.cpu_offload_gb"] = float(value)
-                    signals.append(f"--cpu-offload-gb {value}")
-            except ValueError:
-                pass
+    return full
+
+
+def _offload_signals(ctx: Context, proc: ServerProcessData, full: list[tuple[GpuDevice, float]],
+                     evidence: dict[str, Any]) -> list[str]:
+    """The signs that the server offloads to the CPU, in words; their values are added to `evidence`."""
+    signals = _cpu_offload_flag(proc, evidence)
     start, end = proc.rss_bytes_start, proc.rss_bytes_end
     if start is not None and end is not None:
         growth = end - start
@@ -68,11 +75,28 @@ def gpu001(ctx: Context) -> Hit | None:
         evidence["server_process.max_thread_cpu_pct"] = thread
         evidence["gpu.utilization_gpu_pct_max"] = max(utils)
         signals.append(f"a server thread at {thread:.0f}% CPU while the GPU runs at {max(utils):.0f}%")
-    if not signals:
-        if start is None and thread is None and not cmdline:
-            raise MissingInput("VRAM is full but server_process has no RSS, thread CPU or command line to tell "
-                               "offload from a healthy, preallocated KV pool")
-        return None
+    return signals
+
+
+def _cpu_offload_flag(proc: ServerProcessData, evidence: dict[str, Any]) -> list[str]:
+    """A positive `--cpu-offload-gb` on the server's command line."""
+    signals = []
+    cmdline = [str(a) for a in proc.cmdline or []]
+    for i, arg in enumerate(cmdline):
+        value = arg.split("=", 1)[1] if arg.startswith("--cpu-offload-gb=") else (
+            cmdline[i + 1] if arg == "--cpu-offload-gb" and i + 1 < len(cmdline) else None)
+        if value is not None:
+            try:
+                if float(value) > 0:
+                    evidence["server_process.cmdline.cpu_offload_gb"] = float(value)
+                    signals.append(f"--cpu-offload-gb {value}")
+            except ValueError:
+                pass
+    return signals
+
+
+def _spillover(ctx: Context, full: list[tuple[GpuDevice, float]], evidence: dict[str, Any],
+               signals: list[str]) -> Hit:
     native = ctx.fp8_native()[0] if any(g.compute_capability for g, _ in full) else False
     knob = "quantization_fp8" if native else "quantization_int4"
     cmds, note = engine_flags({knob: None}, ctx.engine())

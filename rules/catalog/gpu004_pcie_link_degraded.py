@@ -1,8 +1,10 @@
 """GPU004 (pcie-link-degraded): one rule, its doc and thresholds; fixtures in tests/fixtures/rules/GPU004/."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from triage.core.probe_data import GpuDevice
 from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.catalog._active_shared import NOT_MEASURED, pcie_measured
@@ -29,39 +31,75 @@ def gpu004(ctx: Context) -> Hit | None:
     measured = pcie_measured(ctx)          # --active: a measurement settles it either way
     if measured is not NOT_MEASURED:
         return measured  # type: ignore[return-value]
-    busy = ctx.th("common.gpu_busy_util_pct")
+    links = _busy_links(ctx)
+    if not links:
+        raise MissingInput("no GPU was busy when its PCIe link was read (an idle link downshifts on purpose); "
+                           "run diagnose while the server is under load, e.g. during `triage bench`")
     evidence: dict[str, Any] = {}
     severity = None
     certainty = Certainty.CONFIRMED
-    judged = False
+    for link in links:
+        verdict = _judge_link(link, evidence)
+        if verdict is _DEGRADED:
+            severity = Severity.HIGH
+        elif verdict is _PLATFORM:
+            severity = severity or Severity.MEDIUM
+            certainty = Certainty.LIKELY if severity is Severity.MEDIUM else certainty
+    if not evidence:
+        return None
+    return _degraded(ctx, evidence, severity, certainty)
+
+
+_DEGRADED = "degraded"     # the link trained below what the slot and card negotiate
+_PLATFORM = "platform"     # the link runs at the slot's maximum, below the card's
+
+
+@dataclass(frozen=True, slots=True)
+class _Link:
+    """One busy GPU's PCIe link as read, with the utilization that shows it was busy."""
+    gpu: GpuDevice
+    gen: int
+    gen_max: int
+    width: int
+    width_max: int
+    util: float
+    util_key: str
+
+
+def _busy_links(ctx: Context) -> list[_Link]:
+    """The serving GPUs whose link was read while busy (an idle link downshifts legitimately)."""
+    busy = ctx.th("common.gpu_busy_util_pct")
+    links = []
     for g in ctx.serving_gpus():
-        gen, gen_max, width, width_max = (g.pcie_link_gen_current, g.pcie_link_gen_max,
-                                          g.pcie_link_width_current, g.pcie_link_width_max)
         util = g.pcie_read_utilization_gpu_pct
         util_key = "pcie_read_utilization_gpu_pct"
         if util is None:
             util, util_key = g.utilization_gpu_pct, "utilization_gpu_pct"
-        if None in (gen, gen_max, width, width_max) or util is None:
+        gen, gen_max, width, width_max = (g.pcie_link_gen_current, g.pcie_link_gen_max,
+                                          g.pcie_link_width_current, g.pcie_link_width_max)
+        if gen is None or gen_max is None or width is None or width_max is None or util is None or util < busy:
             continue
-        if util < busy:
-            continue  # idle links downshift legitimately: nothing can be judged from this GPU now
-        judged = True
-        card_gen = max(gen_max, g.pcie_link_gen_gpu_max or gen_max)
-        if gen < gen_max or width < width_max:
-            evidence.update({f"{gpu_key(g)}.pcie_link_gen_current": gen, f"{gpu_key(g)}.pcie_link_gen_max": gen_max,
-                             f"{gpu_key(g)}.pcie_link_width_current": width, f"{gpu_key(g)}.pcie_link_width_max": width_max,
-                             f"{gpu_key(g)}.{util_key}": util})
-            severity = Severity.HIGH
-        elif gen < card_gen:
-            evidence.update({f"{gpu_key(g)}.pcie_link_gen_current": gen, f"{gpu_key(g)}.pcie_link_gen_gpu_max": card_gen,
-                             f"{gpu_key(g)}.{util_key}": util})
-            severity = severity or Severity.MEDIUM
-            certainty = Certainty.LIKELY if severity is Severity.MEDIUM else certainty
-    if not judged and not evidence:
-        raise MissingInput("no GPU was busy when its PCIe link was read (an idle link downshifts on purpose); "
-                           "run diagnose while the server is under load, e.g. during `triage bench`")
-    if not evidence:
-        return None
+        links.append(_Link(g, gen, gen_max, width, width_max, util, util_key))
+    return links
+
+
+def _judge_link(link: _Link, evidence: dict[str, Any]) -> str | None:
+    """_DEGRADED, _PLATFORM or None for one busy link; the readings that show it are added to `evidence`."""
+    g, key = link.gpu, gpu_key(link.gpu)
+    card_gen = max(link.gen_max, g.pcie_link_gen_gpu_max or link.gen_max)
+    if link.gen < link.gen_max or link.width < link.width_max:
+        evidence.update({f"{key}.pcie_link_gen_current": link.gen, f"{key}.pcie_link_gen_max": link.gen_max,
+                         f"{key}.pcie_link_width_current": link.width, f"{key}.pcie_link_width_max": link.width_max,
+                         f"{key}.{link.util_key}": link.util})
+        return _DEGRADED
+    if link.gen < card_gen:
+        evidence.update({f"{key}.pcie_link_gen_current": link.gen, f"{key}.pcie_link_gen_gpu_max": card_gen,
+                         f"{key}.{link.util_key}": link.util})
+        return _PLATFORM
+    return None
+
+
+def _degraded(ctx: Context, evidence: dict[str, Any], severity: Severity | None, certainty: Certainty) -> Hit:
     platform_only = severity is Severity.MEDIUM
     links = []
     for g in ctx.serving_gpus():

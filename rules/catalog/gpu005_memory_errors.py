@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from triage.core.probe_data import GpuDevice
 from triage.core.report import Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.catalog._gpu_shared import gpu_key
@@ -22,47 +23,18 @@ from triage.rules.registry import rule
                 "NVIDIA GPU memory error management guide"),
 ), thresholds=("GPU005.retired_pages_total", "GPU005.retired_pages_dbe"))
 def gpu005(ctx: Context) -> Hit | None:
-    evidence: dict[str, Any] = {}
-    severity = None
-    measured = False
-    cmds = []
-
-    def bump(sev: Severity) -> None:
-        nonlocal severity
-        severity = sev if severity is None or sev.rank < severity.rank else severity
-
-    for g in ctx.gpus():
-        gid = gpu_key(g)
-        values = (g.ecc_uncorrected_volatile, g.retired_pages_sbe, g.retired_pages_dbe, g.retired_pages_pending,
-                  g.remapped_rows_pending, g.remapped_rows_failure)
-        if all(v is None for v in values):
-            continue
-        measured = True
-        hit = False
-        if (g.ecc_uncorrected_volatile or 0) > 0:
-            evidence[f"{gid}.ecc_uncorrected_volatile"] = g.ecc_uncorrected_volatile
-            bump(Severity.CRITICAL)
-            hit = True
-        if g.remapped_rows_failure:
-            evidence[f"{gid}.remapped_rows_failure"] = True
-            bump(Severity.CRITICAL)
-            hit = True
-        sbe, dbe = g.retired_pages_sbe or 0, g.retired_pages_dbe or 0
-        if sbe + dbe >= ctx.th("GPU005.retired_pages_total") or dbe > ctx.th("GPU005.retired_pages_dbe"):
-            evidence[f"{gid}.retired_pages_sbe"] = sbe
-            evidence[f"{gid}.retired_pages_dbe"] = dbe
-            bump(Severity.HIGH)
-            hit = True
-        for key, pending in (("retired_pages_pending", g.retired_pages_pending),
-                             ("remapped_rows_pending", g.remapped_rows_pending)):
-            if pending:
-                evidence[f"{gid}.{key}"] = True
-                bump(Severity.HIGH)
-                hit = True
-        if hit:
-            cmds.append(f"sudo nvidia-smi -r -i {g.index}")
+    measured = [(g, _memory_errors(ctx, g)) for g in ctx.gpus() if _counts_errors(g)]
     if not measured:
         raise MissingInput("no ECC, page retirement or row remapping counters (ECC off or unsupported on this GPU)")
+    evidence: dict[str, Any] = {}
+    severity = None
+    cmds = []
+    for g, errors in measured:
+        for key, value, sev in errors:
+            evidence[key] = value
+            severity = sev if severity is None or sev.rank < severity.rank else severity
+        if errors:
+            cmds.append(f"sudo nvidia-smi -r -i {g.index}")
     if not evidence:
         return None
     return Hit(
@@ -73,3 +45,29 @@ def gpu005(ctx: Context) -> Hit | None:
         fix=Fix("Drain the node, stop the server, then reset the GPU; RMA it if errors come back or a row remap "
                 "failed.", tuple(cmds)),
     )
+
+
+def _counts_errors(g: GpuDevice) -> bool:
+    """Does the GPU report any ECC, page retirement or row remapping counter?"""
+    values = (g.ecc_uncorrected_volatile, g.retired_pages_sbe, g.retired_pages_dbe, g.retired_pages_pending,
+              g.remapped_rows_pending, g.remapped_rows_failure)
+    return any(v is not None for v in values)
+
+
+def _memory_errors(ctx: Context, g: GpuDevice) -> list[tuple[str, Any, Severity]]:
+    """(evidence key, value, severity) of each memory error the GPU reports."""
+    gid = gpu_key(g)
+    errors: list[tuple[str, Any, Severity]] = []
+    if (g.ecc_uncorrected_volatile or 0) > 0:
+        errors.append((f"{gid}.ecc_uncorrected_volatile", g.ecc_uncorrected_volatile, Severity.CRITICAL))
+    if g.remapped_rows_failure:
+        errors.append((f"{gid}.remapped_rows_failure", True, Severity.CRITICAL))
+    sbe, dbe = g.retired_pages_sbe or 0, g.retired_pages_dbe or 0
+    if sbe + dbe >= ctx.th("GPU005.retired_pages_total") or dbe > ctx.th("GPU005.retired_pages_dbe"):
+        errors.append((f"{gid}.retired_pages_sbe", sbe, Severity.HIGH))
+        errors.append((f"{gid}.retired_pages_dbe", dbe, Severity.HIGH))
+    for key, pending in (("retired_pages_pending", g.retired_pages_pending),
+                         ("remapped_rows_pending", g.remapped_rows_pending)):
+        if pending:
+            errors.append((f"{gid}.{key}", True, Severity.HIGH))
+    return errors

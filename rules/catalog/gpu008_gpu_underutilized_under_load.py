@@ -1,6 +1,7 @@
 """GPU008 (gpu-underutilized-under-load): one rule, its doc and thresholds; fixtures in tests/fixtures/rules/GPU008/."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from triage.core.bench_data import LevelGpu, LevelServer
@@ -8,7 +9,7 @@ from triage.core.probe_data import (
     ServerConfigData,
     ServerMetricsData,
 )
-from triage.core.report import Certainty, Fix, Severity
+from triage.core.report import BenchLevel, Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
 from triage.rules.engine_info import engine_flags
@@ -27,44 +28,78 @@ from triage.rules.registry import rule
                 "claim:vllm.max-num-seqs-meaning"),
 ), thresholds=("GPU008.low_util_pct", "GPU008.min_in_flight"))
 def gpu008(ctx: Context) -> Hit | None:
-    low, min_load = ctx.th("GPU008.low_util_pct"), ctx.th("GPU008.min_in_flight")
-    evidence: dict[str, Any] = {}
-    loaded = False
-    running_max = None
+    load = _Load()
     if ctx.bench is not None:
-        for lv in ctx.levels():
-            gpu, server = lv.gpu or LevelGpu(), lv.server or LevelServer()
-            util = gpu.utilization_gpu_pct_mean
-            in_flight = lv.client.achieved_concurrency or lv.concurrency
-            if util is None or in_flight is None or in_flight < min_load:
-                continue
-            loaded = True
-            if util < low:
-                p = level_label(lv)
-                evidence[f"{p}.gpu.utilization_gpu_pct_mean"] = util
-                evidence[f"{p}.client.achieved_concurrency"] = in_flight
-                if server.num_requests_running_mean is not None:
-                    evidence[f"{p}.server.num_requests_running_mean"] = server.num_requests_running_mean
-                if server.num_requests_running_max is not None:
-                    running_max = server.num_requests_running_max
-    metrics = ctx.snapshot.payload(ServerMetricsData)
-    if ctx.has("gpu") and metrics is not None:
-        running, waiting = metrics.num_requests_running, metrics.num_requests_waiting
-        if running is not None:
-            in_flight = running + (waiting or 0)
-            utils = [g.utilization_gpu_pct for g in ctx.serving_gpus() if g.utilization_gpu_pct is not None]
-            if utils and in_flight >= min_load:
-                loaded = True
-                if max(utils) < low:
-                    evidence["gpu.utilization_gpu_pct_max_over_serving_gpus"] = max(utils)
-                    evidence["server_metrics.num_requests_running"] = running
-                    evidence["server_metrics.num_requests_waiting"] = waiting
-                    running_max = running
-    if not loaded:
-        raise MissingInput(f"never saw >= {min_load:.0f} requests in flight together with GPU utilization "
-                           "(run `triage bench --concurrency 1,4,16`)" + ctx.probe_note("gpu"))
-    if not evidence:
+        _bench_load(ctx, load)
+    _live_load(ctx, load)
+    if not load.loaded:
+        raise MissingInput(f"never saw >= {ctx.th('GPU008.min_in_flight'):.0f} requests in flight together with GPU "
+                           "utilization (run `triage bench --concurrency 1,4,16`)" + ctx.probe_note("gpu"))
+    if not load.evidence:
         return None
+    text, cmds, note = _fix(ctx, load.running_max)
+    return Hit(
+        title="The GPU idles while requests are in flight",
+        message="GPU utilization stays low although several requests are in flight: they are not being batched "
+                "together, or something upstream starves the GPU.",
+        evidence=load.evidence, certainty=Certainty.LIKELY, impact=0.8,
+        fix=Fix(text + "or an engine without continuous batching (use vLLM, SGLang or TGI)." + note, cmds),
+    )
+
+
+@dataclass(slots=True)
+class _Load:
+    """What GPU008 gathers: whether enough requests were ever in flight, the evidence of a low GPU
+    utilization then, and how many requests ran at once."""
+    loaded: bool = False
+    evidence: dict[str, Any] = field(default_factory=dict)
+    running_max: float | None = None
+
+
+def _bench_load(ctx: Context, load: _Load) -> None:
+    """The bench levels with enough requests in flight, and their GPU utilization."""
+    low, min_load = ctx.th("GPU008.low_util_pct"), ctx.th("GPU008.min_in_flight")
+    for lv in ctx.levels():
+        gpu, server = lv.gpu or LevelGpu(), lv.server or LevelServer()
+        util = gpu.utilization_gpu_pct_mean
+        in_flight = lv.client.achieved_concurrency or lv.concurrency
+        if util is None or in_flight is None or in_flight < min_load:
+            continue
+        load.loaded = True
+        if util < low:
+            _idle_level(lv, util, in_flight, server, load)
+
+
+def _idle_level(lv: BenchLevel, util: float, in_flight: float, server: LevelServer, load: _Load) -> None:
+    p = level_label(lv)
+    load.evidence[f"{p}.gpu.utilization_gpu_pct_mean"] = util
+    load.evidence[f"{p}.client.achieved_concurrency"] = in_flight
+    if server.num_requests_running_mean is not None:
+        load.evidence[f"{p}.server.num_requests_running_mean"] = server.num_requests_running_mean
+    if server.num_requests_running_max is not None:
+        load.running_max = server.num_requests_running_max
+
+
+def _live_load(ctx: Context, load: _Load) -> None:
+    """The live /metrics queue together with the serving GPUs' utilization."""
+    metrics = ctx.snapshot.payload(ServerMetricsData)
+    if not ctx.has("gpu") or metrics is None or metrics.num_requests_running is None:
+        return
+    running, waiting = metrics.num_requests_running, metrics.num_requests_waiting
+    in_flight = running + (waiting or 0)
+    utils = [g.utilization_gpu_pct for g in ctx.serving_gpus() if g.utilization_gpu_pct is not None]
+    if not (utils and in_flight >= ctx.th("GPU008.min_in_flight")):
+        return
+    load.loaded = True
+    if max(utils) < ctx.th("GPU008.low_util_pct"):
+        load.evidence["gpu.utilization_gpu_pct_max_over_serving_gpus"] = max(utils)
+        load.evidence["server_metrics.num_requests_running"] = running
+        load.evidence["server_metrics.num_requests_waiting"] = waiting
+        load.running_max = running
+
+
+def _fix(ctx: Context, running_max: float | None) -> tuple[str, tuple[str, ...], str]:
+    """The fix's text, commands and note: raise max_num_seqs when the batch ran at its cap."""
     engine = ctx.engine()
     cfg_seqs = ctx.seen(ServerConfigData).max_num_seqs
     knobs = {}
@@ -74,10 +109,4 @@ def gpu008(ctx: Context) -> Hit | None:
         knobs.update(max_num_seqs=max(256, int(cfg_seqs) * 2))
         text = f"The batch is capped at max_num_seqs={cfg_seqs}: raise it. Then check " + text[len("Check "):]
     cmds, note = engine_flags(knobs, engine) if knobs else ((), "")
-    return Hit(
-        title="The GPU idles while requests are in flight",
-        message="GPU utilization stays low although several requests are in flight: they are not being batched "
-                "together, or something upstream starves the GPU.",
-        evidence=evidence, certainty=Certainty.LIKELY, impact=0.8,
-        fix=Fix(text + "or an engine without continuous batching (use vLLM, SGLang or TGI)." + note, cmds),
-    )
+    return text, cmds, note

@@ -6,15 +6,16 @@ from typing import Any
 
 from triage.core.probe_data import MatmulData, ServerConfigData
 from triage.core.report import Certainty, Fix, Severity
+from triage.core.roofline import DTYPE_BYTES
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.catalog._active_shared import NO_WEIGHTS, measured_gpus
 from triage.rules.context import Context
 from triage.rules.fmt import pct
 from triage.rules.registry import rule
 
-# Bytes per parameter of a quantized checkpoint, to turn the served weight bytes back into parameters.
-_QUANT_BYTES = {"fp8": 1.0, "int8": 1.0, "awq": 0.5, "gptq": 0.5, "int4": 0.5, "marlin": 0.5}
-
+# The weight dtype a quantization method stores (its bytes per parameter are roofline's DTYPE_BYTES), to turn
+# the served weight bytes back into parameters; no (or another) method counts as bf16.
+_QUANT_DTYPE = {"fp8": "fp8", "int8": "int8", "int4": "int4", "awq": "int4", "gptq": "int4", "marlin": "int4"}
 
 
 @rule("GPU015", "matmul-throughput-low", Severity.MEDIUM, ("matmul",), RuleDoc(
@@ -51,7 +52,7 @@ def gpu015(ctx: Context) -> Hit | None:
     w = ctx.weight_bytes()
     if w is not None:
         quant = str(ctx.seen(ServerConfigData).quantization or "").lower()
-        params = w[0] / _QUANT_BYTES.get(quant, 2.0)
+        params = w[0] / DTYPE_BYTES[_QUANT_DTYPE.get(quant, "bf16")]
         at_spec, at_meas = worst[1] * 1e12 / (2 * params), worst[0] * 1e12 / (2 * params)
         message += (f" For the served model (~{params / 1e9:.1f} B parameters) the prefill ceiling per GPU falls from "
                     f"{at_spec:,.0f} to {at_meas:,.0f} tokens/s; decode loses as much once the batch makes it "

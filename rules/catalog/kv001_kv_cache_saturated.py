@@ -1,7 +1,7 @@
 """KV001 (kv-cache-saturated): one rule, its doc and thresholds; fixtures in tests/fixtures/rules/KV001/."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from triage.core.probe_data import LogsData, ServerMetricsData
@@ -63,74 +63,101 @@ def _from_log_stats(logs: LogsData, limit: float, min_wait: float, evidence: dic
 ), thresholds=("KV001.kv_usage_frac", "KV001.min_waiting", "KV001.min_free_requests",
                "KV001.gpu_memory_utilization_target"))
 def kv001(ctx: Context) -> Hit | None:
-    limit, min_wait = ctx.th("KV001.kv_usage_frac"), ctx.th("KV001.min_waiting")
-    evidence: dict[str, Any] = {}
-    seen = False
-    peak = 0.0
-    no_room: list[_NoRoom] = []
+    found = _Saturation()
     room = _RoomCheck.build(ctx)
     metrics = ctx.snapshot.payload(ServerMetricsData)
     if metrics is not None:
-        usage, usage_key = metrics_kv_usage(metrics)
-        waiting, waiting_key = metrics.num_requests_waiting, "server_metrics.num_requests_waiting"
-        peak_waiting = metrics.num_requests_waiting_max
-        if peak_waiting is not None and (waiting is None or peak_waiting > waiting):
-            waiting, waiting_key = peak_waiting, "server_metrics.num_requests_waiting_max"
-        if usage is not None and waiting is not None:
-            seen = True
-            if usage >= limit and waiting >= min_wait and _most_ranks_full(metrics, limit):
-                evidence[usage_key] = usage
-                evidence[waiting_key] = waiting
-                peak = max(peak, usage)
-            elif room is not None:
-                # The last scrape's usage and queue, read together: the snapshot's typical moment.
-                last = _Sample(metrics.kv_cache_usage_frac, "server_metrics.kv_cache_usage_frac",
-                               metrics.num_requests_waiting, "server_metrics.num_requests_waiting")
-                hit = room.check("server_metrics", _Sample(usage, usage_key, waiting, waiting_key), last,
-                                 room.smallest)
-                if hit is not None:
-                    no_room.append(hit)
-    for lv, s in (ctx.level_server() if ctx.bench is not None else ()):
+        _from_metrics(ctx, metrics, room, found)
+    if ctx.bench is not None:
+        _from_levels(ctx, room, found)
+    if not found.seen:
+        found.seen, found.peak = _from_log_stats(ctx.seen(LogsData), ctx.th("KV001.kv_usage_frac"),
+                                                 ctx.th("KV001.min_waiting"), found.evidence)
+    if not found.seen:
+        raise MissingInput("KV cache usage and the waiting queue were not measured (no server_metrics from a live /metrics, and no "
+                           "stats lines in a server log)")
+    if not found.evidence and not found.no_room:
+        return None
+    return _saturated(ctx, found)
+
+
+@dataclass(slots=True)
+class _Saturation:
+    """What KV001 gathers: whether usage and queue were measured together, the evidence of a full cache (usage
+    at the limit with requests waiting) and its peak, and the moments too little KV was free to admit a request."""
+    seen: bool = False
+    evidence: dict[str, Any] = field(default_factory=dict)
+    peak: float = 0.0
+    no_room: list[_NoRoom] = field(default_factory=list)
+
+    def full(self, usage: float, evidence: dict[str, Any]) -> None:
+        self.evidence.update(evidence)
+        self.peak = max(self.peak, usage)
+
+    def add(self, no_room: _NoRoom | None) -> None:
+        if no_room is not None:
+            self.no_room.append(no_room)
+
+
+def _from_metrics(ctx: Context, metrics: ServerMetricsData, room: _RoomCheck | None, found: _Saturation) -> None:
+    """The live /metrics window: its peak usage with the queue (its peak when that is larger)."""
+    limit, min_wait = ctx.th("KV001.kv_usage_frac"), ctx.th("KV001.min_waiting")
+    usage, usage_key = metrics_kv_usage(metrics)
+    waiting, waiting_key = metrics.num_requests_waiting, "server_metrics.num_requests_waiting"
+    peak_waiting = metrics.num_requests_waiting_max
+    if peak_waiting is not None and (waiting is None or peak_waiting > waiting):
+        waiting, waiting_key = peak_waiting, "server_metrics.num_requests_waiting_max"
+    if usage is None or waiting is None:
+        return
+    found.seen = True
+    if usage >= limit and waiting >= min_wait and _most_ranks_full(metrics, limit):
+        found.full(usage, {usage_key: usage, waiting_key: waiting})
+    elif room is not None:
+        # The last scrape's usage and queue, read together: the snapshot's typical moment.
+        last = _Sample(metrics.kv_cache_usage_frac, "server_metrics.kv_cache_usage_frac",
+                       metrics.num_requests_waiting, "server_metrics.num_requests_waiting")
+        found.add(room.check("server_metrics", _Sample(usage, usage_key, waiting, waiting_key), last, room.smallest))
+
+
+def _from_levels(ctx: Context, room: _RoomCheck | None, found: _Saturation) -> None:
+    """Each bench level's peak usage and queue, with its means as the typical moment."""
+    limit, min_wait = ctx.th("KV001.kv_usage_frac"), ctx.th("KV001.min_waiting")
+    for lv, s in ctx.level_server():
         usage, waiting = s.kv_cache_usage_frac_max, s.num_requests_waiting_max
         if usage is None or waiting is None:
             continue
-        seen = True
+        found.seen = True
         p = level_label(lv)
         if usage >= limit and waiting >= min_wait:
-            evidence[f"{p}.server.kv_cache_usage_frac_max"] = usage
-            evidence[f"{p}.server.num_requests_waiting_max"] = waiting
+            evidence: dict[str, Any] = {f"{p}.server.kv_cache_usage_frac_max": usage,
+                                        f"{p}.server.num_requests_waiting_max": waiting}
             if s.num_requests_waiting_mean is not None:
                 evidence[f"{p}.server.num_requests_waiting_mean"] = s.num_requests_waiting_mean
-            peak = max(peak, usage)
+            found.full(usage, evidence)
         elif room is not None and (request := _request_of(lv)) is not None:
-            hit = room.check(p, _Sample(usage, f"{p}.server.kv_cache_usage_frac_max", waiting,
-                                        f"{p}.server.num_requests_waiting_max"),
-                             _Sample(s.kv_cache_usage_frac_mean, f"{p}.server.kv_cache_usage_frac_mean",
-                                     s.num_requests_waiting_mean, f"{p}.server.num_requests_waiting_mean"),
-                             request)
-            if hit is not None:
-                no_room.append(hit)
-    if not seen:
-        seen, peak = _from_log_stats(ctx.seen(LogsData), limit, min_wait, evidence)
-    if not seen:
-        raise MissingInput("KV cache usage and the waiting queue were not measured (no server_metrics from a live /metrics, and no "
-                           "stats lines in a server log)")
-    if not evidence and not no_room:
-        return None
+            found.add(room.check(p, _Sample(usage, f"{p}.server.kv_cache_usage_frac_max", waiting,
+                                            f"{p}.server.num_requests_waiting_max"),
+                                 _Sample(s.kv_cache_usage_frac_mean, f"{p}.server.kv_cache_usage_frac_mean",
+                                         s.num_requests_waiting_mean, f"{p}.server.num_requests_waiting_mean"),
+                                 request))
+
+
+def _saturated(ctx: Context, found: _Saturation) -> Hit:
+    evidence = found.evidence
     certainty = Certainty.CONFIRMED
     if evidence:
-        message = (f"KV cache usage reached {pct(peak)} with requests waiting: the scheduler cannot admit more "
+        message = (f"KV cache usage reached {pct(found.peak)} with requests waiting: the scheduler cannot admit more "
                    "sequences, so new requests queue.")
     else:
-        worst = min(no_room, key=lambda n: n.free_tokens / n.request_tokens)
+        worst = min(found.no_room, key=lambda n: n.free_tokens / n.request_tokens)
         message = (f"Requests waited while only {worst.free_tokens:.0f} of the KV cache's "
                    f"{worst.capacity_tokens:.0f} tokens were free (usage {pct(worst.usage)} at {worst.where}), "
                    f"less than one typical request needs ({worst.request_tokens:.0f} tokens): the cache, not "
                    "compute, limits admission although usage stayed below "
-                   f"{pct(limit)}.")
-        if not any(n.certain for n in no_room):
+                   f"{pct(ctx.th('KV001.kv_usage_frac'))}.")
+        if not any(n.certain for n in found.no_room):
             certainty = Certainty.LIKELY
-    for n in no_room:
+    for n in found.no_room:
         evidence.update(n.evidence)
     engine = ctx.engine()
     knobs, why = kv_relief(ctx, engine, evidence)

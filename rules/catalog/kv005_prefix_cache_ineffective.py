@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from triage.core.report import Certainty, Fix, Severity
+from triage.core.report import BenchLevel, Certainty, Fix, Severity
 from triage.engines import Feature
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
-from triage.rules.engine_info import DISABLING_FLAGS, engine_flags
+from triage.rules.engine_info import DISABLING_FLAGS, EngineInfo, engine_flags
 from triage.rules.fmt import pct
 from triage.rules.registry import rule
 
@@ -35,62 +35,83 @@ _PER_MODEL = ("vLLM 0.12 and later decide the default per model at startup (off 
 ), thresholds=("KV005.min_hit_rate_frac", "KV005.min_shared_prefix_tokens"))
 def kv005(ctx: Context) -> Hit | None:
     engine = ctx.engine()
-    per_model = engine.module is not None and engine.module.prefix_caching_per_model
-    enabled, where = ctx.setting("enable_prefix_caching", "enable_prefix_caching")
-    if enabled is None or ctx.cfg_source("enable_prefix_caching") == "default":
-        default = engine.default_on("prefix_caching")  # version-aware: what this engine does when not told
-        if default is not None:
-            enabled, where = default, f"default for {engine.label}"
+    enabled, where = _prefix_caching(ctx, engine)
     shared = ctx.bench_config().shared_prefix_len
-    min_shared = ctx.th("KV005.min_shared_prefix_tokens")
     evidence: dict[str, Any] = {}
     if shared is not None:
         evidence["bench.config.shared_prefix_len"] = shared
     if enabled is False:
         evidence[where] = False
-        default_on = engine.default_on("prefix_caching")
-        off_flag = DISABLING_FLAGS[Feature.PREFIX_CACHING].get(engine.name or "")
-        if default_on and off_flag:
-            text = f"Remove `{off_flag}`: {engine.label} caches prefixes by default" + (
-                f" for attention models ({_PER_MODEL})."
-                if per_model else ".")
-            cmds: tuple[str, ...] = ()
-        else:
-            cmds, note = engine_flags({"enable_prefix_caching": None}, engine)
-            text = "Enable automatic prefix caching." + note
-        matters = shared is not None and shared >= min_shared
-        return Hit(
-            title="Prefix caching is turned off",
-            message="Prefix caching is disabled, so every request recomputes any prefix it shares with others"
-                    + (f" (this traffic shares {shared} tokens)." if matters else "."),
-            evidence=evidence, severity=Severity.MEDIUM if matters else Severity.LOW,
-            certainty=Certainty.CONFIRMED if matters else Certainty.POSSIBLE, impact=0.4 if matters else 0.1,
-            fix=Fix(text + " Put the shared system prompt first, identical across requests.", cmds),
-        )
+        return _turned_off(ctx, engine, shared, evidence)
     # Prefix caching is on (or unknown): judge its hit rate where the traffic shares a prefix.
     if shared is None:
         raise MissingInput("prefix caching is not off, and whether the prompts share a prefix is unknown "
                            "(bench.config.shared_prefix_len)")
-    if shared < min_shared:
+    if shared < ctx.th("KV005.min_shared_prefix_tokens"):
         return None
-    rates = []
-    for lv, s in ctx.level_server():
-        if s.prefix_cache_hit_rate is not None:
-            rates.append((lv, s.prefix_cache_hit_rate))
-    if not rates:
-        raise MissingInput("the prefix cache hit rate was not measured during the bench")
-    low = [(lv, r) for lv, r in rates if r < ctx.th("KV005.min_hit_rate_frac")]
+    low = _low_hit_rates(ctx)
     if not low:
         return None
     for lv, r in low:
         evidence[f"{level_label(lv)}.server.prefix_cache_hit_rate"] = r
-    assumed = enabled is not False and (where is None or where.startswith("default"))
-    if assumed and per_model:
+    assumed = where is None or where.startswith("default")
+    return _rarely_hits(engine, shared, min(r for _, r in low), evidence, assumed)
+
+
+def _per_model(engine: EngineInfo) -> bool:
+    """Does the engine decide prefix caching per model (vLLM 0.12 and later)?"""
+    return engine.module is not None and engine.module.prefix_caching_per_model
+
+
+def _prefix_caching(ctx: Context, engine: EngineInfo) -> tuple[Any, str | None]:
+    """Whether prefix caching is on, and where that was read: the server's setting, else the engine's
+    version-aware default when it was not told."""
+    enabled, where = ctx.setting("enable_prefix_caching", "enable_prefix_caching")
+    if enabled is None or ctx.cfg_source("enable_prefix_caching") == "default":
+        default = engine.default_on("prefix_caching")  # version-aware: what this engine does when not told
+        if default is not None:
+            enabled, where = default, f"default for {engine.label}"
+    return enabled, where
+
+
+def _low_hit_rates(ctx: Context) -> list[tuple[BenchLevel, float]]:
+    """The bench levels whose prefix cache hit rate is low; MissingInput when no level measured it."""
+    rates = [(lv, s.prefix_cache_hit_rate) for lv, s in ctx.level_server() if s.prefix_cache_hit_rate is not None]
+    if not rates:
+        raise MissingInput("the prefix cache hit rate was not measured during the bench")
+    return [(lv, r) for lv, r in rates if r < ctx.th("KV005.min_hit_rate_frac")]
+
+
+def _turned_off(ctx: Context, engine: EngineInfo, shared: Any, evidence: dict[str, Any]) -> Hit:
+    default_on = engine.default_on("prefix_caching")
+    off_flag = DISABLING_FLAGS[Feature.PREFIX_CACHING].get(engine.name or "")
+    if default_on and off_flag:
+        text = f"Remove `{off_flag}`: {engine.label} caches prefixes by default" + (
+            f" for attention models ({_PER_MODEL})."
+            if _per_model(engine) else ".")
+        cmds: tuple[str, ...] = ()
+    else:
+        cmds, note = engine_flags({"enable_prefix_caching": None}, engine)
+        text = "Enable automatic prefix caching." + note
+    matters = shared is not None and shared >= ctx.th("KV005.min_shared_prefix_tokens")
+    return Hit(
+        title="Prefix caching is turned off",
+        message="Prefix caching is disabled, so every request recomputes any prefix it shares with others"
+                + (f" (this traffic shares {shared} tokens)." if matters else "."),
+        evidence=evidence, severity=Severity.MEDIUM if matters else Severity.LOW,
+        certainty=Certainty.CONFIRMED if matters else Certainty.POSSIBLE, impact=0.4 if matters else 0.1,
+        fix=Fix(text + " Put the shared system prompt first, identical across requests.", cmds),
+    )
+
+
+def _rarely_hits(engine: EngineInfo, shared: Any, lowest: float, evidence: dict[str, Any], assumed: bool) -> Hit:
+    """`assumed`: only the engine's default says prefix caching is on."""
+    if assumed and _per_model(engine):
         # Only the default says it is on, and vLLM's default depends on the model: do not claim it is on.
         return Hit(
             title="The prefix cache rarely hits although prompts share a prefix",
             message=f"Prompts share a {shared}-token prefix but the prefix cache hit rate stays at "
-                    f"{pct(min(r for _, r in low))}. Whether prefix caching is on was not seen: {engine.label} "
+                    f"{pct(lowest)}. Whether prefix caching is on was not seen: {engine.label} "
                     f"turns it on by default for attention models, but {_PER_MODEL}.",
             evidence={**evidence, "derived.prefix_caching_state": "assumed default"},
             certainty=Certainty.POSSIBLE, impact=0.4,
@@ -102,7 +123,7 @@ def kv005(ctx: Context) -> Hit | None:
     return Hit(
         title="The prefix cache rarely hits although prompts share a prefix",
         message=f"Prompts share a {shared}-token prefix but the prefix cache hit rate stays at "
-                f"{pct(min(r for _, r in low))}: something before the shared part differs between requests.",
+                f"{pct(lowest)}: something before the shared part differs between requests.",
         evidence=evidence, certainty=Certainty.LIKELY, impact=0.4,
         fix=Fix("Put the shared system prompt (and few-shot examples) first, byte-identical across requests; move "
                 "anything that varies (timestamps, user ids, request ids) after it. Check that the cache is not "

@@ -32,32 +32,10 @@ def net003(ctx: Context) -> Hit | None:
         raise MissingInput("network.tcp_connect_ms_p50 and network.health_ttfb_ms_p50 were not measured")
     evidence: dict[str, Any] = {"network.url": data.url, "network.same_host": data.same_host,
                                 "network.tcp_connect_ms_p50": connect, "network.health_ttfb_ms_p50": ttfb}
-    ttft = None
-    if ctx.bench is not None:
-        lows = [lv for lv in ctx.bench.levels if lv.client.valid and lv.ttft_ms.p50 is not None]
-        if lows:
-            lv = min(lows, key=lambda x: x.concurrency or 0)
-            ttft = lv.ttft_ms.p50
-            evidence[f"{level_label(lv)}.ttft_ms.p50"] = ttft
-    if ttft is None:
-        hist = (ctx.seen(ServerMetricsData).histograms or {}).get("ttft_s") or HistogramWindow()
-        if hist.p50_s is not None:
-            ttft = hist.p50_s * 1000
-            evidence["server_metrics.histograms.ttft_s.p50_s"] = hist.p50_s
+    ttft = _ttft_ms(ctx, evidence)
     if not data.same_host and ttft is None:
         raise MissingInput("the server is remote and no TTFT was measured to compare the round trip with")
-
-    def too_slow(value: float | None) -> list[str]:
-        if value is None:
-            return []
-        out = []
-        if data.same_host and value >= ctx.th("NET003.same_host_ms"):
-            out.append(f"{ms(value)} on the same host, where loopback takes well under a millisecond")
-        if ttft and value / ttft >= ctx.th("NET003.ttft_share_frac"):
-            out.append(f"{value / ttft:.0%} of the TTFT")
-        return out
-
-    slow_connect, slow_ttfb = too_slow(connect), too_slow(ttfb)
+    slow_connect, slow_ttfb = _too_slow(ctx, data, ttft, connect), _too_slow(ctx, data, ttft, ttfb)
     if slow_connect:
         return Hit(
             title="The network round trip to the server is slow",
@@ -78,6 +56,34 @@ def net003(ctx: Context) -> Hit | None:
                     "compare with the command below while the server is idle.", (_curl(data),)),
         )
     return None
+
+
+def _ttft_ms(ctx: Context, evidence: dict[str, Any]) -> float | None:
+    """The TTFT p50 to weigh the round trip against: the bench's lowest concurrency level, else the server's
+    TTFT histogram; added to `evidence`."""
+    if ctx.bench is not None:
+        lows = [lv for lv in ctx.bench.levels if lv.client.valid and lv.ttft_ms.p50 is not None]
+        if lows:
+            lv = min(lows, key=lambda x: x.concurrency or 0)
+            evidence[f"{level_label(lv)}.ttft_ms.p50"] = lv.ttft_ms.p50
+            return lv.ttft_ms.p50
+    hist = (ctx.seen(ServerMetricsData).histograms or {}).get("ttft_s") or HistogramWindow()
+    if hist.p50_s is not None:
+        evidence["server_metrics.histograms.ttft_s.p50_s"] = hist.p50_s
+        return hist.p50_s * 1000
+    return None
+
+
+def _too_slow(ctx: Context, data: NetworkData, ttft: float | None, value: float | None) -> list[str]:
+    """Why a round trip of `value` ms is too slow, in words; [] when it is not."""
+    if value is None:
+        return []
+    out = []
+    if data.same_host and value >= ctx.th("NET003.same_host_ms"):
+        out.append(f"{ms(value)} on the same host, where loopback takes well under a millisecond")
+    if ttft and value / ttft >= ctx.th("NET003.ttft_share_frac"):
+        out.append(f"{value / ttft:.0%} of the TTFT")
+    return out
 
 
 def _curl(data: NetworkData) -> str:

@@ -8,7 +8,7 @@ from triage.core.report import BenchLevel, Certainty, FindingKind, Fix, Severity
 from triage.engines import Feature
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
-from triage.rules.engine_info import DISABLING_FLAGS, engine_flags
+from triage.rules.engine_info import DISABLING_FLAGS, EngineInfo, engine_flags
 from triage.rules.registry import rule
 
 
@@ -42,32 +42,9 @@ def _spikes(ctx: Context) -> list[BenchLevel]:
 ), thresholds=("SCHED001.tpot_spike_ratio", "SCHED001.long_prompt_tokens"))
 def sched001(ctx: Context) -> Hit | None:
     engine = ctx.engine()
-    enabled = ctx.seen(ServerConfigData).enable_chunked_prefill
-    source = ctx.cfg_source("enable_chunked_prefill")
-    if enabled is None or source == "default":
-        default = engine.default_on("chunked_prefill")  # version-aware: what this engine does when not told
-        if default is not None:
-            enabled = default
-    evidence: dict[str, Any] = {}
+    enabled = _chunked_prefill(ctx, engine)
     if enabled is False:
-        evidence["server_config.enable_chunked_prefill"] = False
-        default_on = engine.default_on("chunked_prefill")
-        off_flag = DISABLING_FLAGS[Feature.CHUNKED_PREFILL].get(engine.name or "")
-        if default_on and off_flag:
-            text, cmds = f"Remove `{off_flag}`: {engine.label} chunks prefills by default.", ()
-        else:
-            cmds, note = engine_flags({"enable_chunked_prefill": None}, engine)
-            text = "Enable chunked prefill so long prompts are split and interleaved with decode." + note
-        spikes = _spikes(ctx) if ctx.bench is not None else []
-        for lv in spikes:
-            evidence[f"{level_label(lv)}.tpot_ms.p99"] = lv.tpot_ms.p99
-        # Off with no stutter measured is a better configuration, not a symptom (docs/RULES.md, severity policy).
-        return Hit(
-            title="Chunked prefill is off",
-            message="Chunked prefill is disabled: each long prompt's prefill stalls every decoding request.",
-            evidence=evidence, certainty=Certainty.CONFIRMED, impact=0.4, fix=Fix(text, cmds),
-            kind=FindingKind.PROBLEM if spikes else FindingKind.OPPORTUNITY,
-        )
+        return _turned_off(ctx, engine)
     if ctx.bench is None:
         if enabled is None:
             raise MissingInput("whether chunked prefill is on is unknown (server_config.enable_chunked_prefill "
@@ -78,6 +55,44 @@ def sched001(ctx: Context) -> Hit | None:
         raise MissingInput(f"no bench level had prompts of >= {ctx.th('SCHED001.long_prompt_tokens'):.0f} tokens")
     if not spikes:
         return None
+    return _stutter(ctx, engine, enabled, spikes)
+
+
+def _chunked_prefill(ctx: Context, engine: EngineInfo) -> bool | None:
+    """Whether chunked prefill is on: the server's setting, else the engine's version-aware default when it was
+    not told; None when neither says."""
+    enabled = ctx.seen(ServerConfigData).enable_chunked_prefill
+    source = ctx.cfg_source("enable_chunked_prefill")
+    if enabled is None or source == "default":
+        default = engine.default_on("chunked_prefill")  # version-aware: what this engine does when not told
+        if default is not None:
+            enabled = default
+    return enabled
+
+
+def _turned_off(ctx: Context, engine: EngineInfo) -> Hit:
+    evidence: dict[str, Any] = {"server_config.enable_chunked_prefill": False}
+    default_on = engine.default_on("chunked_prefill")
+    off_flag = DISABLING_FLAGS[Feature.CHUNKED_PREFILL].get(engine.name or "")
+    if default_on and off_flag:
+        text, cmds = f"Remove `{off_flag}`: {engine.label} chunks prefills by default.", ()
+    else:
+        cmds, note = engine_flags({"enable_chunked_prefill": None}, engine)
+        text = "Enable chunked prefill so long prompts are split and interleaved with decode." + note
+    spikes = _spikes(ctx) if ctx.bench is not None else []
+    for lv in spikes:
+        evidence[f"{level_label(lv)}.tpot_ms.p99"] = lv.tpot_ms.p99
+    # Off with no stutter measured is a better configuration, not a symptom (docs/RULES.md, severity policy).
+    return Hit(
+        title="Chunked prefill is off",
+        message="Chunked prefill is disabled: each long prompt's prefill stalls every decoding request.",
+        evidence=evidence, certainty=Certainty.CONFIRMED, impact=0.4, fix=Fix(text, cmds),
+        kind=FindingKind.PROBLEM if spikes else FindingKind.OPPORTUNITY,
+    )
+
+
+def _stutter(ctx: Context, engine: EngineInfo, enabled: bool | None, spikes: list[BenchLevel]) -> Hit:
+    evidence: dict[str, Any] = {}
     for lv in spikes:
         p = level_label(lv)
         evidence[f"{p}.tpot_ms.p99"] = lv.tpot_ms.p99

@@ -2,21 +2,11 @@
 engine"): how to recognise it, its knobs per version checked against the truth tables, its defaults, its log
 markers, and the claims ledger that cites the engine's own source for every sentence about its behaviour.
 
-Outside this package no code compares engine names: it asks the engine.
+Outside this package no code compares engine names: it asks the engine. An engine module registers its Engine
+by being a file here (triage.core.registry loads them on first use).
 """
 from __future__ import annotations
 
-from triage.engines import (  # noqa: F401  (each module registers its engine)
-    llamacpp,
-    lmdeploy,
-    ollama,
-    reference,
-    sglang,
-    tgi,
-    transformers,
-    trtllm,
-    vllm,
-)
 from triage.engines.base import BatchingKnob, Engine, Feature, Identity, Knob, NoEquivalent, Since, Spec
 from triage.engines.claims import Claim, cite, claim, ledger
 from triage.engines.registry import (

@@ -8,9 +8,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from triage.core.registry import Registry
 from triage.engines.base import Engine
 
-_REGISTRY: dict[str, Engine] = {}
+# Each engine module of this package registers its Engine by being imported (triage.core.registry).
+ENGINES: Registry[Engine] = Registry("engine", lambda engine: engine.name, packages=("triage.engines",))
 
 # A server that answers the OpenAI API but that no engine module recognises.
 GENERIC = "openai-compatible"
@@ -21,20 +23,17 @@ _ASSUMED = "vllm"
 
 
 def register(engine: Engine) -> Engine:
-    if engine.name in _REGISTRY:
-        raise ValueError(f"engine {engine.name} is registered twice")
-    _REGISTRY[engine.name] = engine
-    return engine
+    return ENGINES.add(engine)
 
 
 def get(name: str | None) -> Engine | None:
     """The engine called `name` (any spelling `normalise` knows), or None."""
     key = normalise(name)
-    return _REGISTRY.get(key) if key else None
+    return ENGINES.get(key) if key else None
 
 
 def engines() -> tuple[Engine, ...]:
-    return tuple(sorted(_REGISTRY.values(), key=lambda e: (e.rank, e.name)))
+    return tuple(sorted(ENGINES, key=lambda e: (e.rank, e.name)))
 
 
 def names() -> tuple[str, ...]:
@@ -43,7 +42,7 @@ def names() -> tuple[str, ...]:
 
 def assumed() -> Engine:
     """The engine triage assumes when nothing names one (see _ASSUMED)."""
-    return _REGISTRY[_ASSUMED]
+    return ENGINES[_ASSUMED]
 
 
 def known_names() -> tuple[str, ...]:
@@ -63,10 +62,10 @@ def normalise(name: str | None) -> str | None:
     if not name:
         return None
     n = str(name).strip().lower()
-    for engine in _REGISTRY.values():
+    for engine in ENGINES:
         if n == engine.name or n in engine.aliases:
             return engine.name
-    for engine in _REGISTRY.values():
+    for engine in ENGINES:
         if any(n.startswith(a) for a in (engine.name, *engine.aliases) if len(a) >= 4):
             return engine.name
     return n

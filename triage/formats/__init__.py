@@ -7,13 +7,13 @@ writes through `write(name, Output(...))`; docs/ARCHITECTURE.md shows adding one
 """
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
 
+from triage.core.registry import Registry
 from triage.core.report import Report, ReportKind
 
 
@@ -42,32 +42,26 @@ class Format:
         return self.rank_for.get(kind, self.rank)
 
 
-_FORMATS: dict[str, Format] = {}
+# Each module of this package registers one format by being imported (triage.core.registry).
+FORMATS: Registry[Format] = Registry("format", lambda fmt: fmt.name, packages=(__name__,))
 
 
 def register(fmt: Format) -> Format:
-    if fmt.name in _FORMATS:
-        raise ValueError(f"format {fmt.name!r} is registered twice")
-    _FORMATS[fmt.name] = fmt
-    return fmt
+    return FORMATS.add(fmt)
 
 
 def names_for(kind: ReportKind) -> tuple[str, ...]:
     """The formats that render this kind, in the order `--format` lists them (by rank)."""
-    offered = [fmt for fmt in _FORMATS.values() if kind in fmt.writers]
+    offered = [fmt for fmt in FORMATS if kind in fmt.writers]
     return tuple(fmt.name for fmt in sorted(offered, key=lambda fmt: fmt.place(kind)))
 
 
 def get(name: str) -> Format:
-    return _FORMATS[name]
+    return FORMATS[name]
 
 
 def write(name: str, out: Output) -> Format:
     """Write `out` in format `name` (one `names_for(out.report.kind)` offers) and return the format."""
-    fmt = _FORMATS[name]
+    fmt = FORMATS[name]
     fmt.writers[out.report.kind](out)
     return fmt
-
-
-for _module in ("text", "json_doc", "markdown", "junit"):
-    importlib.import_module(f"{__name__}.{_module}")

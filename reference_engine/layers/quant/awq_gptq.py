@@ -28,7 +28,6 @@ from triage.reference_engine.layers.quant.int4 import SUPPORTED_GROUP_SIZES, Int
 
 AWQ_PACK_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
 _SHIFTS = torch.arange(0, 32, 4, dtype=torch.int32)  # nibble i lives at bits 4i..4i+3
-_SHIFTS64 = _SHIFTS.to(torch.int64)
 
 
 class QuantCheckpointError(EngineError):
@@ -46,19 +45,6 @@ def _unpack_int32(packed: torch.Tensor, dim: int) -> torch.Tensor:
     return nibbles.reshape(packed.shape[0], packed.shape[1] * 8)
 
 
-def _pack_int32(values: torch.Tensor, dim: int) -> torch.Tensor:
-    """Inverse of _unpack_int32 for values in 0..15."""
-    v = values.to(torch.int64) & 0xF
-    if dim == 0:
-        v = v.reshape(v.shape[0] // 8, 8, v.shape[1]).permute(0, 2, 1)  # [R, C, 8]
-    else:
-        v = v.reshape(v.shape[0], v.shape[1] // 8, 8)
-    words = (v << _SHIFTS64).sum(dim=-1)
-    # Reinterpret the unsigned 32-bit words as signed int32, as the checkpoints store them.
-    words = torch.where(words >= 2**31, words - 2**32, words)
-    return words.to(torch.int32)
-
-
 def _awq_unorder(cols: torch.Tensor) -> torch.Tensor:
     """Undo AWQ's interleave along the last dim (which is N, in blocks of 8)."""
     rows, n = cols.shape
@@ -66,22 +52,6 @@ def _awq_unorder(cols: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(blocks)
     out[..., list(AWQ_PACK_ORDER)] = blocks
     return out.reshape(rows, n)
-
-
-def _awq_order(cols: torch.Tensor) -> torch.Tensor:
-    rows, n = cols.shape
-    return cols.reshape(rows, n // 8, 8)[..., list(AWQ_PACK_ORDER)].reshape(rows, n)
-
-
-def pack_gptq(q_kn: torch.Tensor, zeros_gn: torch.Tensor, v2: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """q [K, N] and integer zeros [G, N] (0..15) -> (qweight [K/8, N], qzeros [G, N/8])."""
-    stored = zeros_gn if v2 else (zeros_gn - 1)
-    return _pack_int32(q_kn, dim=0), _pack_int32(stored, dim=1)
-
-
-def pack_awq(q_kn: torch.Tensor, zeros_gn: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """q [K, N] and integer zeros [G, N] -> (qweight [K, N/8], qzeros [G, N/8]) in AWQ's order."""
-    return _pack_int32(_awq_order(q_kn), dim=1), _pack_int32(_awq_order(zeros_gn), dim=1)
 
 
 # --- conversion --------------------------------------------------------------------------------
