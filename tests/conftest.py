@@ -10,7 +10,6 @@ import pytest
 from triage.core.report_io import load_schema, to_dict
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
 
 
 def _cuda_available() -> bool:

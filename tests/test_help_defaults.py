@@ -59,3 +59,59 @@ def test_bench_help_quotes_the_request_count_and_levels_a_run_uses():
     for levels, defaults in ((url_levels, URL_DEFAULTS), (embedded_levels, EMBEDDED_DEFAULTS)):
         cfg = base_config(BenchOptions(), "http://x", defaults)
         assert ",".join(str(lv.concurrency) for lv in cfg.levels) == levels
+
+
+def _option_group_specs():
+    import dataclasses
+
+    from triage.commands.bench_options import BENCH_GROUPS
+    from triage.commands.diagnose import DIAGNOSE_OPTIONS
+    from triage.commands.plan import PLAN_OPTIONS
+    from triage.commands.serve import SERVE_OPTIONS, ServeRequest
+    from triage.commands.watch import WATCH_OPTIONS, WatchRequest
+    from triage.diagnose.request import DiagnoseRequest
+    from triage.plan.inputs import RawOptions
+
+    groups = {**BENCH_GROUPS, "diagnose": (DiagnoseRequest, DIAGNOSE_OPTIONS), "plan": (RawOptions, PLAN_OPTIONS),
+              "serve": (ServeRequest, SERVE_OPTIONS), "watch": (WatchRequest, WATCH_OPTIONS)}
+    for group, (cls, spec) in groups.items():
+        fields = {f.name for f in dataclasses.fields(cls)}
+        for name, (_, option) in spec.items():
+            assert name in fields, (group, name)
+            yield group, cls, name, option
+
+
+def test_each_option_default_is_written_once_on_its_dataclass_field():
+    """An option-group spec says None: its default is the field's (the shared --format helper excepted)."""
+    doubled = [(group, name, option.default) for group, _, name, option in _option_group_specs()
+               if option.default is not None and name != "format"]
+    assert doubled == []
+
+
+def test_every_default_a_help_shows_is_the_value_the_command_receives():
+    """For every option of every command: the parsed default (what the command is called with when the option
+    is left out) is the one `--help` prints."""
+    from tests.test_cli_help import COMMANDS
+    from triage.cli_help import option_text
+
+    problems, checked = [], 0
+    for path, cmd in COMMANDS:
+        if not hasattr(cmd, "make_context") or getattr(cmd, "commands", None):
+            continue
+        ctx = cmd.make_context(path[-1], [], resilient_parsing=True)
+        for param in cmd.params:
+            if param.param_type_name != "option" or param.hidden:
+                continue
+            shown = re.search(r"\[default: ([^\]]*)\]", option_text(param)[1])
+            value = ctx.params.get(param.name)
+            if shown is None:
+                continue
+            want = shown.group(1)
+            got = (param.opts if value else param.secondary_opts)[0] if getattr(param, "is_flag", False) \
+                and param.secondary_opts else ",".join(map(str, value)) if isinstance(value, (list, tuple)) \
+                else str(getattr(value, "value", value))
+            checked += 1
+            if got != want:
+                problems.append(f"{' '.join(path)} {param.opts[0]}: help says {want}, the command gets {got}")
+    assert not problems, "\n".join(problems)
+    assert checked >= 40, checked

@@ -5,6 +5,8 @@ contract's exit codes; a traceback reaches the user only with --debug.
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
 import inspect
 import os
@@ -102,11 +104,28 @@ def option_groups(**groups: tuple[type, OptionSpec]) -> Callable[[Callable[..., 
 
 
 def _expanded(param: inspect.Parameter, groups: dict[str, tuple[type, OptionSpec]]) -> list[inspect.Parameter]:
-    """A group's parameter as one keyword parameter per field; any other parameter as it is."""
+    """A group's parameter as one keyword parameter per field; any other parameter as it is. Each option's
+    default is its dataclass field's: written once, there (the spec's typer.Option says None)."""
     if param.name not in groups:
         return [param]
-    return [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=option, annotation=kind)
-            for name, (kind, option) in groups[param.name][1].items()]
+    cls, spec = groups[param.name]
+    return [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                              default=_with_default(option, field_default(cls, name)), annotation=kind)
+            for name, (kind, option) in spec.items()]
+
+
+def field_default(cls: type, name: str) -> Any:
+    """A dataclass field's plain default (None for none, or for a factory: typer's lists start empty)."""
+    found = next(f for f in dataclasses.fields(cls) if f.name == name)
+    return None if found.default is dataclasses.MISSING else found.default
+
+
+def _with_default(option: Any, default: Any) -> Any:
+    if default is None or default == ():
+        return option
+    option = copy.copy(option)
+    option.default = default
+    return option
 
 
 def _frozen(value: Any) -> Any:

@@ -34,21 +34,21 @@ TARGET_OPTIONS: OptionSpec = {
              rich_help_panel=TARGET)),
     "urls_file": (Path, typer.Option(None, "--urls", help="A file of replica URLs, one per line (# comments).",
                   rich_help_panel=TARGET)),
-    "balance": (str, typer.Option("round-robin", "--balance", help="Several replicas: round-robin or "
+    "balance": (str, typer.Option(None, "--balance", help="Several replicas: round-robin or "
                 "least-in-flight.", rich_help_panel=TARGET)),
     "model": (str, typer.Option(None, "--model", help="Model name to request (default: the first of /v1/models). "
               "Without --url: the reference engine preset to start (default tiny).", rich_help_panel=TARGET)),
-    "endpoint": (str, typer.Option("completions", "--endpoint", help="completions or chat.", rich_help_panel=TARGET)),
+    "endpoint": (str, typer.Option(None, "--endpoint", help="completions or chat.", rich_help_panel=TARGET)),
     "api_key": (str, typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", show_default=False,
                 help="Bearer token (or OPENAI_API_KEY). Never written to any output.", rich_help_panel=TARGET)),
     "headers": (list[str], typer.Option(None, "--header", help="Extra header NAME:VALUE (repeatable).",
                 rich_help_panel=TARGET)),
-    "timeout_s": (float, typer.Option(60.0, "--timeout", help="Seconds without a byte before a request is a "
+    "timeout_s": (float, typer.Option(None, "--timeout", help="Seconds without a byte before a request is a "
                   "timeout.", rich_help_panel=TARGET)),
-    "warm_connections": (bool, typer.Option(True, "--warm-connections/--no-warm-connections",
+    "warm_connections": (bool, typer.Option(None, "--warm-connections/--no-warm-connections",
                          help="Open the connection pool to each level's load before its measured window (connect "
                               "time is reported apart from TTFT).", rich_help_panel=TARGET)),
-    "request_id_header": (str, typer.Option("X-Request-Id", "--request-id-header",
+    "request_id_header": (str, typer.Option(None, "--request-id-header",
                           help="Header carrying each request's id (recorded in the JSONL); '' sends none.",
                           rich_help_panel=TARGET)),
 }
@@ -58,7 +58,7 @@ LOAD_OPTIONS: OptionSpec = {
                     rich_help_panel=LOAD)),
     "rate": (str, typer.Option(None, "--rate", help="Open-loop levels in requests/s (Poisson), e.g. 1,2,4.",
              rich_help_panel=LOAD)),
-    "burstiness": (float, typer.Option(1.0, "--burstiness", help="Gamma shape of arrival gaps: 1 Poisson, <1 "
+    "burstiness": (float, typer.Option(None, "--burstiness", help="Gamma shape of arrival gaps: 1 Poisson, <1 "
                    "burstier.", rich_help_panel=LOAD)),
     "num_requests": (int, typer.Option(None, "--num-requests", help="Requests per level (default: the larger of "
                      f"{MIN_REQUESTS_PER_LEVEL} and {REQUESTS_PER_SLOT} x concurrency, or of {MIN_REQUESTS_PER_LEVEL} and "
@@ -69,13 +69,13 @@ LOAD_OPTIONS: OptionSpec = {
     "warmup": (int, typer.Option(None, "--warmup", help="Requests sent first and left out of the stats "
                f"(default {URL_DEFAULTS['warmup']}).",
                rich_help_panel=LOAD)),
-    "repeat": (int, typer.Option(1, "--repeat", help="Run each level K times, in rounds (level 1, level 2, ..., then "
+    "repeat": (int, typer.Option(None, "--repeat", help="Run each level K times, in rounds (level 1, level 2, ..., then "
                "again), so each level's repeats spread over the run; compare uses them as independent samples and "
                "checks them for drift.", rich_help_panel=LOAD)),
-    "repeat_order": (str, typer.Option("rounds", "--repeat-order", help="rounds (the default) or back-to-back: each "
+    "repeat_order": (str, typer.Option(None, "--repeat-order", help="rounds (the default) or back-to-back: each "
                      "level's K repeats one after the other.", rich_help_panel=LOAD)),
-    "seed": (int, typer.Option(0, "--seed", help="Seed for prompts, lengths and arrival times.", rich_help_panel=LOAD)),
-    "max_in_flight": (int, typer.Option(512, "--max-in-flight", help="Open loop: most requests in flight at once.",
+    "seed": (int, typer.Option(None, "--seed", help="Seed for prompts, lengths and arrival times.", rich_help_panel=LOAD)),
+    "max_in_flight": (int, typer.Option(None, "--max-in-flight", help="Open loop: most requests in flight at once.",
                       rich_help_panel=LOAD)),
     "ramp": (str, typer.Option(None, "--ramp", help="step:2,4,8:20s (each step a level) or linear:1:20:60s "
              "(reported in --ramp-window windows).", rich_help_panel=LOAD)),
@@ -90,23 +90,23 @@ WORKLOAD_OPTIONS: OptionSpec = {
     "output_len": (int, typer.Option(None, "--output-len", help="Output tokens asked for (default "
                    f"{URL_DEFAULTS['output_len']}; without --url: {EMBEDDED_DEFAULTS['output_len']}).",
                    rich_help_panel=WORKLOAD)),
-    "len_dist": (str, typer.Option("fixed", "--len-dist", help="fixed, uniform, normal or lognormal.",
+    "len_dist": (str, typer.Option(None, "--len-dist", help="fixed, uniform, normal or lognormal.",
                  rich_help_panel=WORKLOAD)),
-    "shared_prefix_len": (int, typer.Option(0, "--shared-prefix-len", help="Leading prompt tokens shared by all.",
+    "shared_prefix_len": (int, typer.Option(None, "--shared-prefix-len", help="Leading prompt tokens shared by all.",
                           rich_help_panel=WORKLOAD)),
     "dataset": (Path, typer.Option(None, "--dataset", help="ShareGPT JSON or JSONL prompts instead of synthetic.",
                 rich_help_panel=WORKLOAD)),
-    "turns": (int, typer.Option(1, "--turns", help="Multi-turn chat: turns per conversation (history grows; TTFT "
+    "turns": (int, typer.Option(None, "--turns", help="Multi-turn chat: turns per conversation (history grows; TTFT "
               "per turn). --num-requests counts requests (whole conversations).", rich_help_panel=WORKLOAD)),
-    "think_time_ms": (float, typer.Option(0.0, "--think-time-ms", help="Multi-turn: pause between turns.",
+    "think_time_ms": (float, typer.Option(None, "--think-time-ms", help="Multi-turn: pause between turns.",
                       rich_help_panel=WORKLOAD)),
     "trace": (Path, typer.Option(None, "--trace", help="Replay a Mooncake-format JSONL trace (timestamp ms, "
               "input_length, output_length, hash_ids); --num-requests cuts it.", rich_help_panel=WORKLOAD)),
-    "time_scale": (str, typer.Option("1", "--time-scale", help="Trace replay: multiply the trace's gaps (0.5 = twice "
+    "time_scale": (str, typer.Option(None, "--time-scale", help="Trace replay: multiply the trace's gaps (0.5 = twice "
                    "as fast); a comma list, e.g. 1,0.5, replays once per scale.", rich_help_panel=WORKLOAD)),
-    "prefix_groups": (int, typer.Option(0, "--prefix-groups", help="G different shared prefixes across requests "
+    "prefix_groups": (int, typer.Option(None, "--prefix-groups", help="G different shared prefixes across requests "
                       "(with --prefix-len).", rich_help_panel=WORKLOAD)),
-    "prefix_len": (int, typer.Option(0, "--prefix-len", help="Tokens of each --prefix-groups prefix.",
+    "prefix_len": (int, typer.Option(None, "--prefix-len", help="Tokens of each --prefix-groups prefix.",
                    rich_help_panel=WORKLOAD)),
 }
 SLO_OPTIONS: OptionSpec = {
@@ -114,7 +114,7 @@ SLO_OPTIONS: OptionSpec = {
             rich_help_panel=SLO)),
     "find_max": (str, typer.Option(None, "--find-max", help="Search for the highest load (concurrency or rate) "
                  "whose SLO attainment meets --attainment: needs --slo; replaces the level list.", rich_help_panel=SLO)),
-    "attainment": (float, typer.Option(0.99, "--attainment", help="--find-max: share of requests that must meet the "
+    "attainment": (float, typer.Option(None, "--attainment", help="--find-max: share of requests that must meet the "
                    "SLO (failed requests count as misses).", rich_help_panel=SLO)),
     "max_requests": (int, typer.Option(None, "--max-requests", help="--find-max: stop after this many requests.",
                      rich_help_panel=SLO)),
@@ -122,7 +122,7 @@ SLO_OPTIONS: OptionSpec = {
                      rich_help_panel=SLO)),
 }
 SCALE_OPTIONS: OptionSpec = {
-    "workers": (int, typer.Option(1, "--workers", help="Run the load from N processes on this host, each with its own "
+    "workers": (int, typer.Option(None, "--workers", help="Run the load from N processes on this host, each with its own "
                 "event loop and a 1/N share, merged into one report (exact percentiles).", rich_help_panel=SCALE)),
     "shard": (str, typer.Option(None, "--shard", help="Run share INDEX/COUNT of the load (one machine of several; "
               "`env`: from JOB_COMPLETION_INDEX and TRIAGE_SHARDS). Needs --url and --output-dir; `triage bench "

@@ -26,7 +26,7 @@ DIAGNOSE_OPTIONS: OptionSpec = {
                   "The kind is told by the content (docs/TICKETS.md).")),
     "dumps_apart_s": (float, typer.Option(None, "--dumps-apart-s", min=0.001, help="With two /metrics dumps in "
                       "--from whose samples carry no timestamps: the seconds between them, so rates can be judged.")),
-    "redact_hosts": (bool, typer.Option(False, "--redact-hosts", help="With --from: also replace host names and "
+    "redact_hosts": (bool, typer.Option(None, "--redact-hosts", help="With --from: also replace host names and "
                      "addresses (URLs, --host, IPv4, NCCL's host prefix) with host-1, host-2 ... before reading.")),
     "fail_on": (str, typer.Option(None, "--fail-on", help="Exit 1 when a finding is at or above this severity "
                 "(critical, high, medium, low, info).")),
@@ -39,13 +39,13 @@ DIAGNOSE_OPTIONS: OptionSpec = {
     "baseline_path": (Path, typer.Option(None, "--baseline", help="An earlier report of this deployment: a bench "
                       "report (with --bench, ENG006 compares throughput against it) or a `triage plan` report (its "
                       "model weight bytes price the roofline rules).")),
-    "window_s": (float, typer.Option(2.0, "--window-s", envvar="TRIAGE_WINDOW_S", help="Seconds over which rates, "
+    "window_s": (float, typer.Option(None, "--window-s", envvar="TRIAGE_WINDOW_S", help="Seconds over which rates, "
                  "utilization and metric deltas are measured.")),
     "model": (str, typer.Option(None, "--model", help="The model path or hub id, when the server does not say "
               "(used to time the storage read).")),
     "bundle": (Path, typer.Option(None, "--bundle", help="Write report, snapshot and redacted log to this .tar.gz.")),
     "skip": (str, typer.Option(None, "--skip", help="Probes not to run, comma-separated (e.g. storage,kernel_log).")),
-    "no_discover": (bool, typer.Option(False, "--no-discover", envvar="TRIAGE_NO_DISCOVERY", help="Without --url, "
+    "no_discover": (bool, typer.Option(None, "--no-discover", envvar="TRIAGE_NO_DISCOVERY", help="Without --url, "
                     "do not look for a local server: host and GPU only.")),
     "disable": (str, typer.Option(None, "--disable", help="Rule codes to turn off, comma-separated (e.g. "
                 "CPU002,GPU007).")),
@@ -54,17 +54,17 @@ DIAGNOSE_OPTIONS: OptionSpec = {
     "prometheus": (str, typer.Option(None, "--prometheus", envvar="TRIAGE_PROMETHEUS", help="Diagnose from the "
                    "engine's metrics history in this Prometheus (its base URL) instead of the live server; with "
                    "--history-window and --against.")),
-    "window": (str, typer.Option("1h", "--history-window", "--window", help="--prometheus: the stretch of history "
+    "window": (str, typer.Option(None, "--history-window", "--window", help="--prometheus: the stretch of history "
                "judged, ending at --at (--window is the older name).")),
-    "against": (str, typer.Option("7d", "--against", help="--prometheus: compare with the same window this much "
+    "against": (str, typer.Option(None, "--against", help="--prometheus: compare with the same window this much "
                 "earlier.")),
     "at": (str, typer.Option(None, "--at", help="--prometheus: the end of the window (Unix seconds or ISO 8601; "
            "default now).")),
-    "selector": (str, typer.Option("", "--selector", help="--prometheus: label matcher for the engine's series, "
+    "selector": (str, typer.Option(None, "--selector", help="--prometheus: label matcher for the engine's series, "
                  "e.g. 'instance=\"10.0.0.5:8000\"'.")),
-    "gpu_selector": (str, typer.Option("", "--gpu-selector", help="--prometheus: label matcher for dcgm-exporter's "
+    "gpu_selector": (str, typer.Option(None, "--gpu-selector", help="--prometheus: label matcher for dcgm-exporter's "
                      "GPU series, e.g. 'Hostname=\"node-3\"'.")),
-    "active": (bool, typer.Option(False, "--active", help="Also measure what the host moves: host memory (per NUMA "
+    "active": (bool, typer.Option(None, "--active", help="Also measure what the host moves: host memory (per NUMA "
                "node), PCIe both ways, GPU memory, bf16/fp8 matmul and all-reduce bandwidth, against the spec. "
                "Loads the CPU and GPUs for up to ~30 s. Needs the engine extra.")),
 }
