@@ -86,3 +86,10 @@ def test_a_usage_error_is_one_line_with_where_the_help_is():
     assert len(lines) == 1, out.output
     assert lines[0].startswith("triage: error: No such option: --no-such-flag")
     assert "triage serve --help" in lines[0] and "╭" not in out.output
+
+
+def test_only_the_root_offers_shell_completion():
+    """A command imported on demand is built as its own typer app: it must not grow completion options."""
+    offered = [" ".join(path) for path, cmd in COMMANDS if len(path) > 1
+               and any("--install-completion" in getattr(p, "opts", ()) for p in cmd.params)]
+    assert offered == []

@@ -250,7 +250,7 @@ class Lazy:
         if isinstance(obj, typer.Typer):
             command = typer.main.get_command(obj)
         else:
-            single = typer.Typer()
+            single = typer.Typer(add_completion=False)
             single.command(name, cls=TriageCommand, context_settings=self.context_settings)(obj)
             command = typer.main.get_command(single)
         command.name, command.help = name, self.help
