@@ -19,26 +19,14 @@ PATHS = ("triage", "probes", "rules", "reference_engine", "scripts", "benchmarks
 MAX_COMPLEXITY = 10
 
 # file -> the functions in it still over the limit. May only shrink.
-ALLOWED: dict[str, set[str]] = {
-    "rules/catalog/_kv_sched_shared.py": {"kv_relief"},
-    "rules/catalog/eng006_long_uptime_degradation.py": {"eng006"},
-    "rules/catalog/gpu001_vram_spillover.py": {"gpu001"},
-    "rules/catalog/gpu002_clock_throttling.py": {"gpu002"},
-    "rules/catalog/gpu004_pcie_link_degraded.py": {"gpu004"},
-    "rules/catalog/gpu005_memory_errors.py": {"gpu005"},
-    "rules/catalog/gpu008_gpu_underutilized_under_load.py": {"gpu008"},
-    "rules/catalog/kv001_kv_cache_saturated.py": {"kv001"},
-    "rules/catalog/kv005_prefix_cache_ineffective.py": {"kv005"},
-    "rules/catalog/net003_high_client_rtt.py": {"net003"},
-    "rules/catalog/sched001_chunked_prefill_off.py": {"sched001"},
-    "rules/catalog/sched003_queueing_dominates_ttft.py": {"sched003"},
-}
+ALLOWED: dict[str, set[str]] = {}
 
 
 def _ruff() -> list[str]:
     exe = shutil.which("ruff") or shutil.which("ruff", path=str(Path(sys.executable).parent))
     if exe is None:
-        pytest.skip("ruff is not installed (pip install -e '.[dev]')")
+        # Not a skip: CI installs ruff (the dev extra), and a skipped ratchet would let any function grow.
+        pytest.fail("ruff is not installed, so the complexity limit cannot be checked: pip install -e '.[dev]'")
     return [exe]
 
 
