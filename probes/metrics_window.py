@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from triage.core.probe_data import HistogramWindow, ServerMetricsData
-from triage.probes.prom import HISTOGRAM_KEYS, EngineMetrics, Histogram
+from triage.core.probe_data import Histograms, HistogramWindow, ServerMetricsData
+from triage.probes.prom import EngineMetrics, Histogram
 
 
 def _counter_delta(before: float | None, after: float | None) -> tuple[float | None, bool]:
@@ -119,11 +119,9 @@ def window_delta(before: EngineMetrics, after: EngineMetrics, window_s: float,
     else:
         acceptance = after.spec_decode_acceptance_rate_gauge
 
-    histograms = {}
-    for key in HISTOGRAM_KEYS:
-        summary = _histogram_summary(histogram_delta(before.histograms.get(key), after.histograms.get(key)))
-        if summary is not None:
-            histograms[key] = summary
+    histograms = Histograms(**{key: _histogram_summary(histogram_delta(before.histograms.get(key),
+                                                                        after.histograms.get(key)))
+                               for key in Histograms.names()})
 
     from triage.probes.topology_window import topology_window
     shape = topology_window(before.topology, after.topology, [m.topology for m in seen], window_s)

@@ -24,8 +24,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from triage.engines import engines
 from triage.engines import get as engine_by_name
 
-HISTOGRAM_KEYS = ("ttft_s", "itl_s", "e2e_s", "queue_time_s", "prefill_time_s", "decode_time_s")
-
 # Labels that say *where* a value came from, not *what* it is: dropped from cache_config.
 _ORIGIN_LABELS = frozenset({"model_name", "engine", "name", "pid", "tp_rank", "dp_rank", "pp_rank"})
 

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from triage.core.errors import UsageError
-from triage.core.probe_data import HistogramWindow, PromHistoryData, ServerMetricsData
+from triage.core.probe_data import Histograms, HistogramWindow, PromHistoryData, ServerMetricsData
 from triage.core.redact import redact_text
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.probes.history_queries import ENGINE_MARKERS, ENGINE_QUERIES, GPU_QUERIES, render
@@ -79,12 +79,10 @@ def server_metrics_from(now: dict[str, float | None], engine: str, window_s: flo
     def per_window(rate: float | None) -> float | None:
         return rate * window_s if rate is not None else None
 
-    histograms = {}
-    if now.get("ttft_p99_s") is not None:
-        histograms["ttft_s"] = HistogramWindow(p50_s=now.get("ttft_p50_s"), p90_s=now.get("ttft_p90_s"),
-                                               p99_s=now.get("ttft_p99_s"))
-    if now.get("queue_time_p99_s") is not None:
-        histograms["queue_time_s"] = HistogramWindow(p99_s=now.get("queue_time_p99_s"))
+    ttft = HistogramWindow(p50_s=now.get("ttft_p50_s"), p90_s=now.get("ttft_p90_s"), p99_s=now.get("ttft_p99_s")) \
+        if now.get("ttft_p99_s") is not None else None
+    queue = HistogramWindow(p99_s=now.get("queue_time_p99_s")) if now.get("queue_time_p99_s") is not None else None
+    histograms = Histograms(ttft_s=ttft, queue_time_s=queue) if ttft or queue else None
     return ServerMetricsData(
         engine=engine, window_s=window_s, url=url,
         kv_cache_usage_frac=now.get("kv_cache_usage_mean"), kv_cache_usage_frac_max=now.get("kv_cache_usage_max"),
@@ -97,7 +95,7 @@ def server_metrics_from(now: dict[str, float | None], engine: str, window_s: flo
         prompt_tokens_delta=per_window(now.get("prompt_tokens_per_s")),
         generation_tokens_delta=per_window(now.get("generation_tokens_per_s")),
         num_requests_finished_delta=per_window(now.get("requests_per_s")),
-        histograms=histograms or None)
+        histograms=histograms)
 
 
 def probe_history(url: str, window_s: float, against_s: float, at_epoch_s: float | None = None,

@@ -325,3 +325,13 @@ def test_engines_show_refuses_a_name_it_only_prefixes():
     res = CliRunner().invoke(app, ["engines", "show", "vllm2"], env={"COLUMNS": "200"})
     assert res.exit_code == 2 and "unknown engine 'vllm2'" in res.output and "did you mean vllm" in res.output
     assert CliRunner().invoke(app, ["engines", "show", "llama-server"]).exit_code == 0     # an alias is a name
+
+
+def test_every_metric_map_keys_its_histograms_by_the_typed_record():
+    """ServerMetricsData.histograms is a Histograms record: an engine's map may only name its fields."""
+    from triage.core.probe_data import Histograms
+
+    mapped = [e for e in engines() if e.metrics is not None and e.metrics.histograms]
+    assert len(mapped) >= 3
+    for e in mapped:
+        assert set(e.metrics.histograms) <= set(Histograms.names()), (e.name, sorted(e.metrics.histograms))

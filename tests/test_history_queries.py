@@ -50,5 +50,5 @@ def test_the_window_becomes_the_server_metrics_payload_and_the_comparison():
     assert history.data.engine == "vllm" and "secret" not in history.data.url
     assert history.data.now["prompt_tokens_per_request"] == 1000.0
     assert history.data.then["ttft_p99_s"] == pytest.approx(0.6)
-    assert metrics.data.kv_cache_usage_frac_max == 0.97 and metrics.data.histograms["ttft_s"].p99_s == 1.2
+    assert metrics.data.kv_cache_usage_frac_max == 0.97 and metrics.data.histograms.ttft_s.p99_s == 1.2
     assert metrics.data.num_requests_finished_delta == 20.0 * 3600

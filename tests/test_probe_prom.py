@@ -67,14 +67,14 @@ def test_v1_two_engines_are_summed_and_fractions_maxed():
     assert d.spec_decode_acceptance_rate == pytest.approx(90 / 300)
     assert d.counter_resets == ()
 
-    ttft = d.histograms["ttft_s"]
+    ttft = d.histograms.ttft_s
     # Window deltas: 100 new requests: 0 in (0,0.1], 0 in (0.1,0.5], 50 in (0.5,1], 50 above 1 s.
     assert ttft.count_delta == 100.0
     assert ttft.sum_delta_s == pytest.approx(120.0)
     assert ttft.mean_s == pytest.approx(1.2)
     assert ttft.p50_s == pytest.approx(1.0)     # rank 50 falls at the top of the (0.5, 1] bucket
     assert ttft.p99_s == pytest.approx(1.0)     # in +Inf: the largest finite bound
-    itl = d.histograms["itl_s"]
+    itl = d.histograms.itl_s
     assert itl.count_delta == 2500.0
     # rank 1250 of 2500: 2000 in (0.01, 0.05] after 0 below -> 0.01 + 0.04 * 1250/2000
     assert itl.p50_s == pytest.approx(0.035)
@@ -94,9 +94,9 @@ def test_v0_detected_and_normalised():
     assert d.prefix_cache_hit_rate == 0.25            # V0 only has the gauge
     assert d.prefix_cache_hit_rate_source == "gauge"
     assert d.spec_decode_acceptance_rate == 0.62
-    assert d.histograms["itl_s"].count_delta == 0.0
-    assert d.histograms["itl_s"].mean_s is None    # no requests in the window
-    assert d.histograms["itl_s"].p50_s is None
+    assert d.histograms.itl_s.count_delta == 0.0
+    assert d.histograms.itl_s.mean_s is None    # no requests in the window
+    assert d.histograms.itl_s.p50_s is None
 
 
 def test_sglang_normalised():
@@ -201,5 +201,5 @@ def test_real_capture_of_the_reference_engine():
     d = window_delta(idle, m, 4.0)
     assert d.prefix_cache_hit_rate == pytest.approx(288 / 392)
     assert d.generation_tokens_per_s == pytest.approx(24 / 4.0)
-    assert d.histograms["e2e_s"].count_delta == 4.0
-    assert d.histograms["e2e_s"].p50_s is not None
+    assert d.histograms.e2e_s.count_delta == 4.0
+    assert d.histograms.e2e_s.p50_s is not None

@@ -64,7 +64,7 @@ def test_server_metrics_window_from_two_scrapes():
     assert d.num_scrapes == 3
     assert d.preemptions_per_s == pytest.approx(3.0)
     assert d.prefix_cache_hit_rate == pytest.approx(0.25)
-    assert d.histograms["ttft_s"].count_delta == 100.0
+    assert d.histograms.ttft_s.count_delta == 100.0
 
 
 def test_a_failed_in_between_scrape_is_counted_not_fatal():

@@ -163,10 +163,6 @@ def test_rules_package_is_pure(path):
 STRING_KEY_READS = {
     ("rules/catalog/eng003_spec_decode_low_acceptance.py", "num_speculative_tokens"):
         "vLLM's --speculative-config JSON object",
-    ("rules/catalog/net003_high_client_rtt.py", "ttft_s"): "server_metrics.histograms, keyed by HISTOGRAM_KEYS",
-    ("rules/catalog/sched003_queueing_dominates_ttft.py", "ttft_s"): "server_metrics.histograms",
-    ("rules/catalog/sched003_queueing_dominates_ttft.py", "queue_time_s"): "server_metrics.histograms",
-    ("rules/catalog/sched003_queueing_dominates_ttft.py", "e2e_s"): "server_metrics.histograms",
     ("rules/catalog/sched006_ttft_superlinear_in_context.py", "attention_backend"):
         "an engine module's notes, keyed by fact id (triage/engines/<engine>.py)",
     ("rules/context.py", "num_gpu_blocks"): "vLLM's cache_config_info labels (server_metrics.cache_config)",

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from triage.core.probe_data import (
+    Histograms,
     HistogramWindow,
     NetworkData,
     ServerMetricsData,
@@ -67,7 +68,7 @@ def _ttft_ms(ctx: Context, evidence: dict[str, Any]) -> float | None:
             lv = min(lows, key=lambda x: x.concurrency or 0)
             evidence[f"{level_label(lv)}.ttft_ms.p50"] = lv.ttft_ms.p50
             return lv.ttft_ms.p50
-    hist = (ctx.seen(ServerMetricsData).histograms or {}).get("ttft_s") or HistogramWindow()
+    hist = (ctx.seen(ServerMetricsData).histograms or Histograms()).ttft_s or HistogramWindow()
     if hist.p50_s is not None:
         evidence["server_metrics.histograms.ttft_s.p50_s"] = hist.p50_s
         return hist.p50_s * 1000

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from triage.core.probe_data import HistogramWindow, ServerMetricsData
+from triage.core.probe_data import Histograms, HistogramWindow, ServerMetricsData
 from triage.core.report import BenchLevel, Certainty, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context, level_label
@@ -112,11 +112,11 @@ def _ttft_sweep(ctx: Context, found: _Queueing) -> None:
 def _histogram_queue_share(ctx: Context, found: _Queueing) -> None:
     """The server's queue-time histogram against its TTFT histogram (or, without one, its request duration)."""
     share_min, min_queue = ctx.th("SCHED003.queue_share_frac"), ctx.th("SCHED003.min_queue_ms")
-    hist = ctx.seen(ServerMetricsData).histograms or {}
-    queue_h, ttft_h = hist.get("queue_time_s") or HistogramWindow(), hist.get("ttft_s") or HistogramWindow()
+    hist = ctx.seen(ServerMetricsData).histograms or Histograms()
+    queue_h, ttft_h = hist.queue_time_s or HistogramWindow(), hist.ttft_s or HistogramWindow()
     # Without a TTFT histogram (TGI) the request's whole duration bounds TTFT from above: queue / e2e is a
     # share of TTFT no larger than the true one.
-    bound_key, bound_h = ("ttft_s", ttft_h) if ttft_h.mean_s else ("e2e_s", hist.get("e2e_s") or HistogramWindow())
+    bound_key, bound_h = ("ttft_s", ttft_h) if ttft_h.mean_s else ("e2e_s", hist.e2e_s or HistogramWindow())
     if queue_h.mean_s is None or not bound_h.mean_s:
         return
     found.seen = True

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from triage.core.probe_data import KvTransferWindow, ServerMetricsData, ServerPeersData
+from triage.core.probe_data import (
+    Histograms,
+    HistogramWindow,
+    KvTransferWindow,
+    ServerMetricsData,
+    ServerPeersData,
+)
 from triage.core.report import Certainty, FindingKind, Fix, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
 from triage.rules.context import Context
@@ -26,9 +32,12 @@ def _instances(ctx: Context) -> list[tuple[str, ServerMetricsData]]:
     return out
 
 
-def _mean_s(m: ServerMetricsData, key: str) -> float | None:
-    h = (m.histograms or {}).get(key)
+def _mean_s(h: HistogramWindow | None) -> float | None:
     return h.mean_s if h is not None else None
+
+
+def _hists(m: ServerMetricsData) -> Histograms:
+    return m.histograms or Histograms()
 
 
 def _fix(ctx: Context, t: KvTransferWindow) -> Fix:
@@ -59,7 +68,7 @@ def topo003(ctx: Context) -> Hit | None:
     if transfer is None:
         raise MissingInput("no KV connector transfer metrics on this instance or its peers (not disaggregated, "
                            "or the connector exports none)")
-    ttft = next(((k, v) for k, m in instances if (v := _mean_s(m, "ttft_s")) is not None and m.role != "prefill"),
+    ttft = next(((k, v) for k, m in instances if (v := _mean_s(_hists(m).ttft_s)) is not None and m.role != "prefill"),
                 None)
     if ttft is None:
         raise MissingInput("no TTFT histogram over the window on a decode or unified instance")
@@ -67,7 +76,7 @@ def topo003(ctx: Context) -> Hit | None:
     share = t.time_mean_s / ttft[1] if ttft[1] > 0 else 0.0
     if share < ctx.th("TOPO003.min_share_of_ttft") or t.time_mean_s * 1000 < ctx.th("TOPO003.min_transfer_ms"):
         return None
-    prefill = next(((k, v) for k, m in instances if (v := _mean_s(m, "prefill_time_s")) is not None), None)
+    prefill = next(((k, v) for k, m in instances if (v := _mean_s(_hists(m).prefill_time_s)) is not None), None)
     evidence: dict[str, Any] = {f"{key}.kv_transfer.connector": t.connector,
                                 f"{key}.kv_transfer.time_mean_s": round(t.time_mean_s, 4),
                                 f"{key}.kv_transfer.time_p90_s": t.time_p90_s,

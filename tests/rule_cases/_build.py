@@ -4,7 +4,7 @@
 An edit is a function from the healthy objects to changed ones, made by `dataclasses.replace` through
 `replace_path`: its path and keywords are the types' real attribute names, so a renamed field fails when
 the fixtures are generated (AttributeError for a path step, TypeError for a keyword) instead of silently
-writing a key no rule reads. A step into a dict-typed field (cache_config, sources, histograms) is a key.
+writing a key no rule reads. A step into a dict-typed field (cache_config, sources) is a key.
 
     snapshot(gpu0(utilization_gpu_pct=12.0), cfg(max_num_seqs=4), drop=("logs",))
     bench(level(2, "server", num_requests_running_mean=1.0), run_config(shared_prefix_len=0))

@@ -14,6 +14,7 @@ from triage.core.probe_data import (
     GpuData,
     GpuDevice,
     GpuProcess,
+    Histograms,
     HistogramWindow,
     KernelLogData,
     LogsData,
@@ -61,14 +62,14 @@ def healthy_gpu0() -> GpuDevice:
         nvlink=(), numa_node=0, numa_node_source="nvml", unsupported_fields=(), lost=False)
 
 
-def _histograms() -> dict[str, HistogramWindow]:
+def _histograms() -> Histograms:
     h = HistogramWindow
-    return {"ttft_s": h(count_delta=110, sum_delta_s=9.4, mean_s=0.085, p50_s=0.07, p99_s=0.24),
-            "itl_s": h(count_delta=7200, sum_delta_s=61.0, mean_s=0.0085, p50_s=0.008, p99_s=0.012),
-            "e2e_s": h(count_delta=110, sum_delta_s=128.0, mean_s=1.16, p50_s=1.1, p99_s=1.6),
-            "queue_time_s": h(count_delta=110, sum_delta_s=0.44, mean_s=0.004, p50_s=0.002, p99_s=0.02),
-            "prefill_time_s": h(count_delta=110, sum_delta_s=8.0, mean_s=0.072, p50_s=0.06, p99_s=0.2),
-            "decode_time_s": h(count_delta=110, sum_delta_s=118.0, mean_s=1.07, p50_s=1.0, p99_s=1.5)}
+    return Histograms(ttft_s=h(count_delta=110, sum_delta_s=9.4, mean_s=0.085, p50_s=0.07, p99_s=0.24),
+                      itl_s=h(count_delta=7200, sum_delta_s=61.0, mean_s=0.0085, p50_s=0.008, p99_s=0.012),
+                      e2e_s=h(count_delta=110, sum_delta_s=128.0, mean_s=1.16, p50_s=1.1, p99_s=1.6),
+                      queue_time_s=h(count_delta=110, sum_delta_s=0.44, mean_s=0.004, p50_s=0.002, p99_s=0.02),
+                      prefill_time_s=h(count_delta=110, sum_delta_s=8.0, mean_s=0.072, p50_s=0.06, p99_s=0.2),
+                      decode_time_s=h(count_delta=110, sum_delta_s=118.0, mean_s=1.07, p50_s=1.0, p99_s=1.5))
 
 
 def _server_metrics() -> ServerMetricsData:

@@ -17,6 +17,7 @@ import httpx
 
 from triage.bench.aio import cancel_and_wait
 from triage.core.bench_data import LevelGpu, LevelServer
+from triage.core.probe_data import Histograms, HistogramWindow
 from triage.probes.metrics_window import window_delta
 from triage.probes.nvml import (
     GpuLost,
@@ -140,13 +141,13 @@ def summarize_scrapes(times_s: list[float], scrapes: list[EngineMetrics], client
     def gauge(attr: str) -> list[float]:
         return [v for v in (getattr(m, attr) for m in during) if v is not None]
 
-    hist = delta.histograms or {}
+    hist = delta.histograms or Histograms()
 
-    def mean_s(key: str) -> float | None:
-        return hist[key].mean_s if key in hist else None
+    def mean_s(h: HistogramWindow | None) -> float | None:
+        return h.mean_s if h is not None else None
 
-    ttft_h = hist.get("ttft_s")
-    server_ttft_ms = _ms(mean_s("ttft_s"))
+    ttft_h = hist.ttft_s
+    server_ttft_ms = _ms(mean_s(hist.ttft_s))
     transfer = delta.kv_transfer
     return LevelServer(
         engine=after.engine, role=delta.role,
@@ -161,11 +162,11 @@ def summarize_scrapes(times_s: list[float], scrapes: list[EngineMetrics], client
         server_ttft_ms_mean=server_ttft_ms,
         server_ttft_ms_p50=_ms(ttft_h.p50_s if ttft_h else None),
         server_ttft_ms_p99=_ms(ttft_h.p99_s if ttft_h else None),
-        server_queue_time_ms_mean=_ms(mean_s("queue_time_s")),
-        server_prefill_time_ms_mean=_ms(mean_s("prefill_time_s")),
-        server_decode_time_ms_mean=_ms(mean_s("decode_time_s")),
-        server_itl_ms_mean=_ms(mean_s("itl_s")),
-        server_e2e_ms_mean=_ms(mean_s("e2e_s")),
+        server_queue_time_ms_mean=_ms(mean_s(hist.queue_time_s)),
+        server_prefill_time_ms_mean=_ms(mean_s(hist.prefill_time_s)),
+        server_decode_time_ms_mean=_ms(mean_s(hist.decode_time_s)),
+        server_itl_ms_mean=_ms(mean_s(hist.itl_s)),
+        server_e2e_ms_mean=_ms(mean_s(hist.e2e_s)),
         kv_transfer_ms_mean=_ms(transfer.time_mean_s if transfer is not None else None),
         client_minus_server_ttft_ms=(client_ttft_ms_mean - server_ttft_ms
                                      if client_ttft_ms_mean is not None and server_ttft_ms is not None else None),

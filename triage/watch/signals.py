@@ -79,7 +79,7 @@ def server_families(snapshot: Snapshot) -> list[Family]:
         value = getattr(metrics, attr)
         if value is not None:
             out.append(Family(name, help_text, (), (((), float(value)),)))
-    ttft = (metrics.histograms or {}).get("ttft_s")
+    ttft = metrics.histograms.ttft_s if metrics.histograms is not None else None
     if ttft is not None and ttft.p99_s is not None:
         out.append(Family("triage_ttft_p99_seconds", "TTFT p99 from the server's histogram over the window", (),
                           (((), float(ttft.p99_s)),)))

@@ -43,6 +43,7 @@ from triage.core.probe_data.logs import (
 from triage.core.probe_data.serving import (
     BatchingSettings,
     EngineIdentityData,
+    Histograms,
     HistogramWindow,
     KvOffloadWindow,
     KvTransferWindow,
@@ -79,7 +80,7 @@ __all__ = [
     "GpuData", "GpuDevice", "GpuPair", "GpuProcess", "NvLink", "NvLinkErrors", "ThrottleTimes",
     "CpuData", "MemoryData", "NetworkData", "NumaNode", "StorageData",
     "KernelLogData", "LogEvent", "LogStatsSample", "LogsData", "StartupData", "StartupPhase", "XidEvent", "PromHistoryData",
-    "BatchingSettings", "EngineIdentityData", "HistogramWindow", "LlamaCppSlotsData", "ProcessInfo", "ServerConfigData", "ServerMetricsData", "ServerProcessData",
+    "BatchingSettings", "EngineIdentityData", "Histograms", "HistogramWindow", "LlamaCppSlotsData", "ProcessInfo", "ServerConfigData", "ServerMetricsData", "ServerProcessData",
     "KvOffloadWindow", "KvTransferWindow", "RankWindow", "PeerWindow", "ServerPeersData", "TopologyData",
     "AllreduceData", "AllreduceRun", "CudaDevice", "HbmData", "HbmGpu", "HostMemoryData", "MatmulData", "MatmulGpu",
     "NodeBandwidth", "PcieData", "PcieGpu",

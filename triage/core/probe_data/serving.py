@@ -2,6 +2,7 @@
 (probes/server_config.py) and `server_process` (probes/server_process.py)."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from triage.core.probe_data.base import Payload, payload
@@ -17,6 +18,23 @@ class HistogramWindow:
     p50_s: float | None = None
     p90_s: float | None = None
     p99_s: float | None = None
+
+
+@payload
+class Histograms:
+    """The serving latency histograms over the window, by name: the one list of them. Each engine's metric map
+    keys its histogram names by these fields (triage/engines/metrics.py); absent where the engine has none."""
+
+    ttft_s: HistogramWindow | None = None
+    itl_s: HistogramWindow | None = None
+    e2e_s: HistogramWindow | None = None
+    queue_time_s: HistogramWindow | None = None
+    prefill_time_s: HistogramWindow | None = None
+    decode_time_s: HistogramWindow | None = None
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
 
 
 @payload
@@ -92,7 +110,7 @@ class ServerMetricsData(Payload):
     prompt_tokens_per_s: float | None = None
     generation_tokens_per_s: float | None = None
     num_requests_finished_delta: float | None = None
-    histograms: dict[str, HistogramWindow] | None = None
+    histograms: Histograms | None = None
     cache_config: dict[str, Any] | None = None       # vllm:cache_config_info labels, typed; {} when absent
     kv_cache_capacity_tokens: float | None = None    # SGLang max_total_num_tokens
     spec_decode_accepted_tokens_delta: float | None = None
