@@ -67,3 +67,18 @@ def python_sigint_handler():
         yield
     finally:
         signal.signal(signal.SIGINT, old)
+
+
+@pytest.fixture()
+def torch_not_installed(monkeypatch):
+    """As if the `engine` extra's torch were not installed (what triage.core.extras asks: its distribution)."""
+    from importlib import metadata
+
+    real = metadata.version
+
+    def version(name):
+        if name == "torch":
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(metadata, "version", version)

@@ -238,17 +238,7 @@ def test_diagnose_active_end_to_end_here(tmp_path, report_validator):
             assert probes[name]["status"] == "unsupported" and probes[name]["reason"]
 
 
-def test_diagnose_active_needs_the_engine_extra(monkeypatch):
-    from importlib import metadata
-
-    real = metadata.version
-
-    def version(name):
-        if name == "torch":
-            raise metadata.PackageNotFoundError(name)
-        return real(name)
-
-    monkeypatch.setattr(metadata, "version", version)
+def test_diagnose_active_needs_the_engine_extra(torch_not_installed):
     res = cli("diagnose", "--active", "--no-discover")
     assert res.exit_code == 2
     assert "needs the 'engine' extra (torch not installed): pip install" in res.output

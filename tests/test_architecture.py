@@ -60,21 +60,11 @@ def test_core_install_resolves_without_torch(tmp_path):
     assert not names & {"torch", "fastapi", "uvicorn", "matplotlib", "tokenizers", "safetensors"}, sorted(names)
 
 
-def test_missing_extra_names_the_pip_line(monkeypatch):
+def test_missing_extra_names_the_pip_line(torch_not_installed):
     """The message names the missing package and installs the extra from this checkout (pyproject's list)."""
-    from importlib import metadata
-
     from triage.core.errors import MissingExtra, require_extra
     from triage.core.extras import requirements
 
-    real = metadata.version
-
-    def version(name):
-        if name == "torch":
-            raise metadata.PackageNotFoundError(name)
-        return real(name)
-
-    monkeypatch.setattr(metadata, "version", version)
     root = str(Path(__file__).resolve().parents[1])
     with pytest.raises(MissingExtra, match=r"\(torch not installed\): pip install (-e )?'" + re.escape(root) + r"\[engine\]'"):
         require_extra("engine", "triage serve")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
+from triage.render.fmt import size_text
+
 BAR_WIDTH = 30
 DEFAULT_WIDTH = 80
 LABEL_MIN, LABEL_MAX = 12, 32
@@ -12,22 +14,13 @@ UNFINISHED = "(reached, not finished)"
 COLUMNS = (("at s", 7), ("seconds", 8), ("bytes", 10), ("MB/s", 8))
 
 
-def _fmt_bytes(n: int | None) -> str:
-    if not n:
-        return ""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
-
-
 def _fmt_s(x: float | None) -> str:
     return "" if x is None else f"{x:.3f}" if x < 1 else f"{x:.2f}"
 
 
 def _cells(p: dict) -> list[str]:
     bw = f"{p['bandwidth_bytes_per_s'] / 1e6:.1f}" if p.get("bandwidth_bytes_per_s") else ""
-    return [_fmt_s(p["started_at_s"]), _fmt_s(p["seconds"]), _fmt_bytes(p["bytes"]), bw]
+    return [_fmt_s(p["started_at_s"]), _fmt_s(p["seconds"]), size_text(p["bytes"]), bw]
 
 
 def _head(run: dict) -> str:

@@ -8,6 +8,7 @@ import platform
 from datetime import datetime, timezone
 
 from triage.engines.startup import LABELS, PHASES
+from triage.render.fmt import size_text
 from triage.render.html_page import engine_label, esc, kv, page, section, table
 
 COLOURS = {"process": "#9aa5b1", "download": "#e15759", "weight_load": "#4e79a7", "compile": "#f28e2b",
@@ -42,15 +43,6 @@ STYLE = """
 
 def _fmt_s(x: float) -> str:
     return f"{x:.2f} s" if x < 10 else f"{x:.1f} s"
-
-
-def _fmt_bytes(n: int | None) -> str:
-    if not n:
-        return ""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
 
 
 def _step(span: float) -> float:
@@ -102,7 +94,7 @@ def _bar(p: dict, scale: float) -> str:
 
 
 def _lane_label(p: dict) -> str:
-    extra = [b for b in (_fmt_bytes(p.get("bytes")),
+    extra = [b for b in (size_text(p.get("bytes")),
                          f"{p['bandwidth_bytes_per_s'] / 1e6:,.0f} MB/s" if p.get("bandwidth_bytes_per_s") else "")
              if b]
     small = f"<small>{esc(' at '.join(extra))}</small>" if extra else ""
