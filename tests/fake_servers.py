@@ -57,7 +57,13 @@ class FakeState:
     reject_fields: tuple[str, ...] = ()  # a POST whose body or stream_options has one of these gets a 400
     require_api_key: str | None = None  # POSTs without "Bearer <this>" get a 401 (/v1/models stays open)
     metrics: bool = True                # False: no /metrics (an OpenAI-compatible server that is no known engine)
+    max_running: int | None = None      # at most this many streams at once; the rest wait for a slot (a queue)
+    slots: threading.Semaphore | None = None
     stop_event: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        if self.max_running is not None and self.slots is None:
+            self.slots = threading.Semaphore(self.max_running)
 
     def next_behaviour(self, probe: bool) -> str:
         with self.lock:
@@ -156,6 +162,8 @@ class _Handler(BaseHTTPRequestHandler):
         if behaviour == "http_429":
             self._json(429, {"error": {"message": "rate limited (on purpose)"}}, {"retry-after": "1"})
             return
+        if st.slots is not None:
+            st.slots.acquire()          # queued: no byte is sent until a slot frees, as an engine at its cap
         with st.lock:
             st.num_running += 1
         try:
@@ -165,6 +173,8 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             with st.lock:
                 st.num_running -= 1
+            if st.slots is not None:
+                st.slots.release()
 
     def _stream(self, st: FakeState, behaviour: str, chat: bool, max_tokens: int, prompt_tokens: int,
                 body: dict) -> None:

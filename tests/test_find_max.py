@@ -8,6 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from tests.fake_servers import FakeOpenAIServer
 from triage.bench.find_max import FindMaxSpec, Measured, search, wilson_ci95
 from triage.cli import app
 
@@ -75,18 +76,17 @@ def test_find_max_flag_errors_are_clear(args, message):
 
 
 @pytest.mark.slow
-def test_find_max_answer_lies_in_the_bracket_a_sweep_shows_on_a_kv_capped_server(tmp_path):
-    launcher = pytest.importorskip("triage.reference_engine.serve.launcher")
-    # 24 blocks of 16 tokens for requests that grow to 152 tokens (10 blocks): a few run at once, and at c=8 most
-    # wait for a whole request to finish (~128 decode steps), far past the 60 ms SLO even on a fast CPU (~1 ms
-    # a step with AMX: 25% met there, 100% up to c=4), while an admitted request's TTFT stays far below it. The
-    # boundary is the KV cap, not a latency that the host's speed or load could move.
-    common = ["--input-len", "24", "--output-len", "128", "--slo", "ttft_ms=60", "--warmup", "2"]
-    with launcher.start_reference_server("tiny", extra_args=("--num-kv-blocks", "24", "--block-size", "16",
-                                                             "--max-num-seqs", "16")) as server:
+def test_find_max_answer_lies_in_the_bracket_a_sweep_shows_on_a_capacity_capped_server(tmp_path):
+    # A real HTTP server that streams two requests at a time and queues the rest (as an engine at its KV or batch
+    # cap does): each stream lasts 64 tokens x 5 ms, so a queued request waits >= 320 ms for its first byte,
+    # far past the 150 ms SLO, while an admitted one answers in a few ms. The boundary (c=2 meets it, c=4 does
+    # not) is the server's capacity in sleeps, not a latency that this host's speed or load could move.
+    common = ["--input-len", "24", "--output-len", "64", "--slo", "ttft_ms=150", "--warmup", "2", "--endpoint",
+              "completions"]
+    with FakeOpenAIServer(max_running=2, token_delay_s=0.005) as server:
         sweep_json, found_json = tmp_path / "sweep.json", tmp_path / "found.json"
         sweep = CliRunner().invoke(app, ["bench", "--url", server.url, "--concurrency", "1,2,4,8",
-                                         "--num-requests", "32", *common, "--json", str(sweep_json)])
+                                         "--num-requests", "16", *common, "--json", str(sweep_json)])
         assert sweep.exit_code == 0, sweep.output
         found = CliRunner().invoke(app, ["bench", "--url", server.url, "--find-max", "concurrency",
                                          "--attainment", "0.9", "--max-requests", "600", *common,
