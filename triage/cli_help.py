@@ -24,10 +24,11 @@ import typer.core
 import typer.main
 
 # The click that typer's commands are made of: typer 0.2x vendors its own copy (typer._click), older
-# releases use the click package. Exceptions and parameter classes must come from that one.
+# releases use the click package. Its exceptions must come from that one; parameters are read by duck typing.
 click: Any = getattr(typer.core, "_click", None)
 if click is None:  # pragma: no cover - typer without a vendored click
     import click
+
 
 @dataclass
 class Settings:
