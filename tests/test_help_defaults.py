@@ -64,16 +64,23 @@ def test_bench_help_quotes_the_request_count_and_levels_a_run_uses():
 def _option_group_specs():
     import dataclasses
 
+    from triage.baseline.config import BaselineOptions
+    from triage.commands.baseline import BASELINE_OPTIONS
     from triage.commands.bench_options import BENCH_GROUPS
+    from triage.commands.coldstart import COLDSTART_OPTIONS, ColdstartOptions
+    from triage.commands.compare import COMPARE_OPTIONS
     from triage.commands.diagnose import DIAGNOSE_OPTIONS
     from triage.commands.plan import PLAN_OPTIONS
     from triage.commands.serve import SERVE_OPTIONS, ServeRequest
     from triage.commands.watch import WATCH_OPTIONS, WatchRequest
+    from triage.compare.gate import CompareOptions
     from triage.diagnose.request import DiagnoseRequest
     from triage.plan.inputs import RawOptions
 
     groups = {**BENCH_GROUPS, "diagnose": (DiagnoseRequest, DIAGNOSE_OPTIONS), "plan": (RawOptions, PLAN_OPTIONS),
-              "serve": (ServeRequest, SERVE_OPTIONS), "watch": (WatchRequest, WATCH_OPTIONS)}
+              "serve": (ServeRequest, SERVE_OPTIONS), "watch": (WatchRequest, WATCH_OPTIONS),
+              "compare": (CompareOptions, COMPARE_OPTIONS), "baseline": (BaselineOptions, BASELINE_OPTIONS),
+              "coldstart": (ColdstartOptions, COLDSTART_OPTIONS)}
     for group, (cls, spec) in groups.items():
         fields = {f.name for f in dataclasses.fields(cls)}
         for name, (_, option) in spec.items():
@@ -84,7 +91,7 @@ def _option_group_specs():
 def test_each_option_default_is_written_once_on_its_dataclass_field():
     """An option-group spec says None: its default is the field's (the shared --format helper excepted)."""
     doubled = [(group, name, option.default) for group, _, name, option in _option_group_specs()
-               if option.default is not None and name != "format"]
+               if option.default not in (None, ...) and name != "format"]
     assert doubled == []
 
 

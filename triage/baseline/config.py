@@ -9,6 +9,17 @@ ROW_KEYS = ("offload", "batching", "kv-layout", "attention", "weights", "kv-fp8"
 
 
 @dataclass(frozen=True, slots=True)
+class BaselineOptions:
+    """`triage baseline`'s command line, as given (each default written here once)."""
+    quick: bool = False
+    model: str = "small"
+    device: str = "cpu"
+    dtype: str = "auto"
+    threads: int | None = None
+    rows: str = "all"
+
+
+@dataclass(frozen=True, slots=True)
 class BaselineConfig:
     model: str = "small"
     device: str = "cpu"
