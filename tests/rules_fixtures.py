@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 from tests.rule_cases import all_cases
-from tests.rule_cases._dotted import bench, healthy_probes, patched, snapshot  # noqa: F401  (older tests import them)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "rules"
 CASES = all_cases()

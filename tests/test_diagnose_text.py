@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from tests.golden.scenarios import SCENARIOS, build
 from triage import render
 from triage.cli import app
+from triage.core.convert import to_dict
 from triage.core.report import Certainty, Finding, Fix, Report, Severity, SkippedRule
 from triage.core.snapshot import ProbeResult, ProbeStatus
 from triage.formats import Output, write
@@ -147,7 +148,7 @@ def test_a_single_server_gets_no_advice_to_name_other_instances(monkeypatch):
 def test_the_command_prints_the_probe_table_only_with_verbose(tmp_path):
     snap, _, _ = SCENARIOS["kv_saturated_vllm"]()
     path = tmp_path / "snapshot.json"
-    path.write_text(json.dumps(snap))
+    path.write_text(json.dumps({"probes": [to_dict(p) for p in snap.probes]}))
     runner = CliRunner()
     short = runner.invoke(app, ["--no-color", "diagnose", "--from", str(path)], env={"COLUMNS": str(WIDTH)})
     assert short.exit_code == 0, short.output

@@ -97,7 +97,7 @@ def test_10_sglang_eager_is_read_from_every_spelling_the_source_has():
 
 
 def test_11_sglang_spec_accept_rate_is_read_and_reaches_eng003():
-    from tests.rules_fixtures import snapshot
+    from tests.rule_cases._build import cfg, metrics, snapshot
     from triage.probes.metrics_window import window_delta
     from triage.probes.prom import normalise, parse_metrics
 
@@ -107,13 +107,9 @@ def test_11_sglang_spec_accept_rate_is_read_and_reaches_eng003():
     before = normalise(parse_metrics(text))
     data = window_delta(before, before, 5.0)
     assert data.spec_decode_acceptance_rate == 0.31
-    from triage.core.report_io import from_dict
-    from triage.core.snapshot import ProbeResult, Snapshot
     from triage.rules import RulesConfig, evaluate
 
-    body = snapshot({"server_config.engine": "sglang", "server_config.engine_version": "0.5.10",
-                     "server_config.speculative_config": "EAGLE", "server_metrics.engine": "sglang",
-                     "server_metrics.spec_decode_acceptance_rate": data.spec_decode_acceptance_rate})
-    snap = Snapshot(probes=tuple(from_dict(ProbeResult, p, "probe") for p in body["probes"]))
+    snap = snapshot(cfg(engine="sglang", engine_version="0.5.10", speculative_config="EAGLE"),
+                    metrics(engine="sglang", spec_decode_acceptance_rate=data.spec_decode_acceptance_rate))
     result = evaluate(snap, config=RulesConfig(enabled_only=frozenset({"ENG003"})))
     assert [f.code for f in result.findings] == ["ENG003"], result.skipped

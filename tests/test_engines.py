@@ -14,12 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 import triage.engines.truth as truth
-from tests.rules_fixtures import bench, snapshot
+from tests.rule_cases._build import bench, cfg, identity, level, process, snapshot
 from triage.cli import app
 from triage.core.errors import UsageError
-from triage.core.report import BenchSection
-from triage.core.report_io import from_dict
-from triage.core.snapshot import ProbeResult, Snapshot
+from triage.core.snapshot import Snapshot
 from triage.engines import claim, engines, get, known_names, ledger, with_flag_tables
 from triage.engines.claims import line_hash
 from triage.engines.runtime_log import RUNTIME
@@ -164,11 +162,10 @@ def test_a_version_between_tables_is_a_gap_not_a_silent_match():
 
 
 def test_an_sglang_0_5_4_server_is_checked_against_0_5_4_never_an_unknown_version():
-    snap = snapshot({"server_config.engine": "sglang", "server_config.engine_version": "0.5.4",
-                     "server_config.gpu_memory_utilization": 0.8}, drop=("server_metrics",))
-    b = bench({"levels.3.server.kv_cache_usage_frac_max": 0.98, "levels.3.server.num_requests_waiting_max": 30})
-    result = evaluate(Snapshot(probes=tuple(from_dict(ProbeResult, p) for p in snap["probes"])),
-                      bench=from_dict(BenchSection, b))
+    snap = snapshot(cfg(engine="sglang", engine_version="0.5.4", gpu_memory_utilization=0.8),
+                    drop=("server_metrics",))
+    b = bench(level(3, "server", kv_cache_usage_frac_max=0.98, num_requests_waiting_max=30))
+    result = evaluate(snap, bench=b)
     kv = next(f for f in result.findings if f.code == "KV001")
     assert "server version unknown" not in kv.fix.text and kv.fix.offers("--mem-fraction-static 0.84")
     assert "--mem-fraction-static 0.92" not in " ".join(kv.fix.lines)
@@ -191,14 +188,10 @@ def _tgi_snapshot(capture: str, version: str = "3.3.7") -> Snapshot:
                                    get=lambda url, timeout_s: HttpResponse(200, answers.pop(0) if len(answers) > 1
                                                                            else answers[0]),
                                    sleep=lambda s: None)
-    base = snapshot({"server_config.engine": "tgi", "server_config.engine_version": version,
-                     "engine_identity.engine": "tgi", "engine_identity.version": version,
-                     "server_process.engine": "tgi", "server_config.gpu_memory_utilization": 1.0,
-                     "server_config.enable_prefix_caching": None, "server_config.enable_chunked_prefill": None,
-                     "server_config.max_num_seqs": None, "server_config.kv_cache_dtype": "fp8_e4m3fn"},
-                    drop=("server_metrics",))
-    probes = [from_dict(ProbeResult, p) for p in base["probes"]]
-    return Snapshot(probes=(*probes, metrics))
+    base = snapshot(cfg(engine="tgi", engine_version=version, gpu_memory_utilization=1.0, enable_prefix_caching=None,
+                        enable_chunked_prefill=None, max_num_seqs=None, kv_cache_dtype="fp8_e4m3fn"),
+                    identity(engine="tgi", version=version), process(engine="tgi"), drop=("server_metrics",))
+    return Snapshot(probes=(*base.probes, metrics))
 
 
 def test_a_saturated_tgi_is_named_with_tgis_own_flags_only():

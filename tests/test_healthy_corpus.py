@@ -8,31 +8,27 @@ from pathlib import Path
 
 import pytest
 
-from tests.rules_fixtures import bench, snapshot
+from tests.rule_cases._build import Edit, bench, cfg, gpu0, identity, metrics, process, snapshot
 from triage.core.report import BenchSection, FindingKind, Severity
-from triage.core.report_io import from_dict
-from triage.core.snapshot import ProbeResult, Snapshot
+from triage.core.snapshot import Snapshot
 from triage.rules import RulesConfig, evaluate
 
 LCPP = Path(__file__).parent / "fixtures" / "llamacpp"
-G = "gpu.gpus.0."
 GPUS = {  # name, compute capability, memory
-    "h100": ("NVIDIA H100 80GB HBM3", [9, 0], 80),
-    "a100": ("NVIDIA A100-SXM4-80GB", [8, 0], 80),
-    "l4": ("NVIDIA L4", [8, 9], 24),
+    "h100": ("NVIDIA H100 80GB HBM3", (9, 0), 80),
+    "a100": ("NVIDIA A100-SXM4-80GB", (8, 0), 80),
+    "l4": ("NVIDIA L4", (8, 9), 24),
 }
 
 
-def _run(snap: dict, bench_: dict | None, config: RulesConfig | None = None):
-    s = Snapshot(probes=tuple(from_dict(ProbeResult, p, "probe") for p in snap["probes"]))
-    b = from_dict(BenchSection, bench_, "bench") if bench_ else None
-    return evaluate(s, bench=b, config=config or RulesConfig(model_weight_bytes=16.06e9))
+def _run(snap: Snapshot, bench_: BenchSection | None, config: RulesConfig | None = None):
+    return evaluate(snap, bench=bench_, config=config or RulesConfig(model_weight_bytes=16.06e9))
 
 
-def _gpu(which: str) -> dict:
+def _gpu(which: str) -> Edit:
     name, cc, gib = GPUS[which]
-    return {G + "name": name, G + "compute_capability": cc, G + "memory_total_bytes": gib * 2**30,
-            G + "memory_used_bytes": int(gib * 0.9) * 2**30, G + "memory_free_bytes": int(gib * 0.1) * 2**30}
+    return gpu0(name=name, compute_capability=cc, memory_total_bytes=gib * 2**30,
+                memory_used_bytes=int(gib * 0.9) * 2**30, memory_free_bytes=int(gib * 0.1) * 2**30)
 
 
 def _quiet(result) -> None:
@@ -50,33 +46,33 @@ def test_healthy_vllm_v1_is_quiet(gpu):
 
 
 def test_healthy_sglang_is_quiet():
-    sg = {"server_config.engine": "sglang", "server_config.engine_version": "0.5.10", "engine_identity.engine": "sglang",
-          "engine_identity.version": "0.5.10", "server_metrics.engine": "sglang", "server_process.engine": "sglang"}
-    _quiet(_run(snapshot(sg), bench()))
+    sg = (cfg(engine="sglang", engine_version="0.5.10"), identity(engine="sglang", version="0.5.10"),
+          metrics(engine="sglang"), process(engine="sglang"))
+    _quiet(_run(snapshot(*sg), bench()))
 
 
 def test_healthy_tgi_is_quiet():
-    tgi = {"server_config.engine": "tgi", "server_config.engine_version": "3.3.7", "engine_identity.engine": "tgi",
-           "engine_identity.version": "3.3.7", "server_metrics.engine": "tgi", "server_process.engine": "tgi"}
-    _quiet(_run(snapshot(tgi), bench()))
+    tgi = (cfg(engine="tgi", engine_version="3.3.7"), identity(engine="tgi", version="3.3.7"),
+           metrics(engine="tgi"), process(engine="tgi"))
+    _quiet(_run(snapshot(*tgi), bench()))
 
 
-def _llamacpp(total_slots: int, waiting: float) -> dict:
+def _llamacpp(total_slots: int, waiting: float) -> tuple[Edit, ...]:
     props = json.loads((LCPP / "props_parallel1.json").read_text())
-    return {"engine_identity.engine": "llama.cpp", "engine_identity.version": props["build_info"],
-            "engine_identity.llamacpp": {"total_slots": total_slots, "busy_slots": 0,
-                                         "ctx_per_slot_tokens": props["default_generation_settings"]["n_ctx"],
-                                         "build_info": props["build_info"]},
-            "server_config.engine": None, "server_config.engine_version": None, "server_config.model": "tiny.gguf",
-            "server_metrics.engine": "llama.cpp", "server_metrics.num_requests_waiting_max": waiting,
-            "server_metrics.kv_cache_usage_frac_max": None, "server_metrics.kv_cache_usage_frac": None}
+    return (identity(engine="llama.cpp", version=props["build_info"],
+                     llamacpp={"total_slots": total_slots, "busy_slots": 0,
+                               "ctx_per_slot_tokens": props["default_generation_settings"]["n_ctx"],
+                               "build_info": props["build_info"]}),
+            cfg(engine=None, engine_version=None, model="tiny.gguf"),
+            metrics(engine="llama.cpp", num_requests_waiting_max=waiting, kv_cache_usage_frac_max=None,
+                    kv_cache_usage_frac=None))
 
 
 def test_llamacpp_one_slot_at_rest_is_at_most_an_opportunity():
     # The real capture at rest: --parallel 1, requests_deferred 0.
     idle = (LCPP / "metrics_parallel1_idle.txt").read_text()
     assert "llamacpp:requests_deferred 0" in idle
-    result = _run(snapshot(_llamacpp(1, 0.0), drop=("logs",)), None)
+    result = _run(snapshot(*_llamacpp(1, 0.0), drop=("logs",)), None)
     _quiet(result)
     eng = [f for f in result.findings if f.code == "ENG001"]
     assert eng and eng[0].kind is FindingKind.OPPORTUNITY and "--parallel" in eng[0].fix.text
@@ -86,22 +82,22 @@ def test_llamacpp_one_slot_under_load_is_a_problem_with_parallel_in_the_fix():
     busy = (LCPP / "metrics_parallel1_under_load.txt").read_text()
     deferred = next(float(ln.split()[-1]) for ln in busy.splitlines() if ln.startswith("llamacpp:requests_deferred "))
     assert deferred >= 1
-    result = _run(snapshot(_llamacpp(1, deferred), drop=("logs",)), None)
+    result = _run(snapshot(*_llamacpp(1, deferred), drop=("logs",)), None)
     eng = [f for f in result.findings if f.code == "ENG001"]
     assert eng and eng[0].kind is FindingKind.PROBLEM and eng[0].severity.rank <= Severity.MEDIUM.rank
     assert eng[0].fix.offers("--parallel 4")
 
 
 def test_healthy_multi_slot_llamacpp_is_quiet():
-    result = _run(snapshot(_llamacpp(4, 0.0), drop=("logs",)), None)
+    result = _run(snapshot(*_llamacpp(4, 0.0), drop=("logs",)), None)
     _quiet(result)
     assert not [f for f in result.findings if f.code == "ENG001"]
 
 
 def test_transformers_like_server_at_rest_is_quiet():
-    tfs = {"engine_identity.engine": "transformers", "engine_identity.batching.continuous": False,
-           "server_config.engine": None, "server_config.engine_version": None}
-    _quiet(_run(snapshot(tfs, drop=("server_metrics", "logs")), None))
+    tfs = (identity(engine="transformers"), identity("batching", continuous=False),
+           cfg(engine=None, engine_version=None))
+    _quiet(_run(snapshot(*tfs, drop=("server_metrics", "logs")), None))
 
 
 def test_the_live_reference_server_is_quiet(reference_server, tmp_path):

@@ -28,8 +28,6 @@ from tests.fixtures.nvml.fake_pynvml import load as load_nvml
 from tests.golden.scenarios import SCENARIOS
 from tests.rules_fixtures import load_case
 from triage.core.probe_data import PAYLOAD_TYPES, Payload
-from triage.core.report import BenchSection
-from triage.core.report_io import from_dict
 from triage.core.snapshot import ProbeResult, ProbeStatus, Snapshot
 from triage.probes.cpu_numa import probe_cpu
 from triage.probes.gpu import probe_gpu
@@ -329,9 +327,8 @@ def _snapshots():
         snap, bench, baseline, config, _ = load_case(path)
         yield path.parent.name + "/" + path.stem, snap, bench, baseline, config
     for name, make in SCENARIOS.items():
-        snap_d, bench_d, config = make()
-        snap = Snapshot(probes=tuple(from_dict(ProbeResult, p) for p in snap_d["probes"]))
-        yield f"golden/{name}", snap, from_dict(BenchSection, bench_d), None, config
+        snap, bench, config = make()
+        yield f"golden/{name}", snap, bench, None, config
 
 
 def rule_reads() -> tuple[set[str], list[str]]:

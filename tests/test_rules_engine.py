@@ -6,26 +6,19 @@ import json
 import pytest
 
 from tests.factories import HOST
-from tests.rules_fixtures import FIXTURES, bench, load_case, snapshot
+from tests.rule_cases._build import bench, cfg, cpu, gpu0, level, levels, metrics, process, snapshot
+from tests.rules_fixtures import FIXTURES, load_case
 from triage.core.errors import UsageError
 from triage.core.probe_data import ServerConfigData
-from triage.core.report import BenchSection, Report, ReportKind, Severity
+from triage.core.report import Report, ReportKind, Severity
 from triage.core.report_io import from_dict
 from triage.core.snapshot import ProbeResult, ProbeStatus, Snapshot
 from triage.rules import REGISTRY, RulesConfig, bench_rule_codes, evaluate, load_rules_config
 from triage.rules.engine_info import EngineInfo, engine_flags, parse_version
 
 
-def _snap(d) -> Snapshot:
-    return Snapshot(probes=tuple(from_dict(ProbeResult, p) for p in d["probes"]))
-
-
-def _bench(d) -> BenchSection:
-    return from_dict(BenchSection, d)
-
-
 def test_healthy_host_gives_nothing_above_low():
-    result = evaluate(_snap(snapshot()), bench=_bench(bench()))
+    result = evaluate(snapshot(), bench=bench())
     loud = [(f.code, f.severity.value, f.message) for f in result.findings if f.severity.rank < Severity.LOW.rank]
     assert not loud
     assert not any("internal error" in s.reason for s in result.skipped)
@@ -41,7 +34,7 @@ def test_healthy_host_gives_nothing_above_low():
 
 
 def test_healthy_snapshot_without_bench_skips_bench_rules_with_reasons():
-    result = evaluate(_snap(snapshot()))
+    result = evaluate(snapshot())
     skipped = {s.code: s.reason for s in result.skipped}
     for code in ("SCHED004", "BENCH001", "BENCH002", "BENCH003", "ENG002", "KV003"):
         assert "bench" in skipped[code]
@@ -62,12 +55,11 @@ def test_unsupported_probe_reason_reaches_the_skip():
 
 
 def test_ranking_by_severity_then_certainty_then_impact():
-    g = "gpu.gpus.0."
-    snap = snapshot({g + "ecc_uncorrected_volatile": 2, g + "persistence_mode_enabled": False,
-                     "server_metrics.kv_cache_usage_frac_max": 0.99, "server_metrics.num_requests_waiting": 9,
-                     "server_process.debug_env": {"CUDA_LAUNCH_BLOCKING": "1"}, "cpu.governor": "powersave",
-                     "cpu.governors": {"powersave": 112}, "server_config.quantization": None})
-    findings = evaluate(_snap(snap)).findings
+    snap = snapshot(gpu0(ecc_uncorrected_volatile=2, persistence_mode_enabled=False),
+                    metrics(kv_cache_usage_frac_max=0.99, num_requests_waiting=9),
+                    process(debug_env={"CUDA_LAUNCH_BLOCKING": "1"}),
+                    cpu(governor="powersave", governors={"powersave": 112}), cfg(quantization=None))
+    findings = evaluate(snap).findings
     codes = [f.code for f in findings]
     assert codes[0] == "GPU005" and codes[-1] == "GPU007"
     keys = [(f.severity.rank, f.certainty.rank) for f in findings]
@@ -77,10 +69,10 @@ def test_ranking_by_severity_then_certainty_then_impact():
 
 
 def test_kv_saturation_explains_queueing_and_slo():
-    b = bench({"levels.3.server.kv_cache_usage_frac_max": 0.99, "levels.3.server.num_requests_waiting_max": 40,
-               "levels.3.server.server_queue_time_ms_mean": 900.0, "levels.3.server.server_ttft_ms_mean": 1100.0,
-               "levels.3.ttft_ms.p99": 2500.0})
-    result = evaluate(_snap(snapshot()), bench=_bench(b))
+    b = bench(level(3, "server", kv_cache_usage_frac_max=0.99, num_requests_waiting_max=40,
+                    server_queue_time_ms_mean=900.0, server_ttft_ms_mean=1100.0),
+              level(3, "ttft_ms", p99=2500.0))
+    result = evaluate(snapshot(), bench=b)
     by_code = {f.code: f for f in result.findings}
     assert {"KV001", "SCHED003", "BENCH003"} <= set(by_code)
     assert by_code["KV001"].explains == ("SCHED003", "BENCH003")
@@ -92,13 +84,13 @@ def test_kv_saturation_explains_queueing_and_slo():
 def test_small_kv_cache_below_90pct_explains_queueing_not_seq_cap():
     """The real undersized run: 40 blocks x 16 = 640 tokens at 62-77% usage, 15 waiting, one running.
     KV001 fires on the free room, SCHED002 stays quiet (one running of 256), and KV001 explains SCHED003."""
-    level = {"levels.2.input_tokens_mean": 400.0, "levels.2.output_tokens_mean": 64.0,
-             "levels.2.server.kv_cache_usage_frac_max": 0.66, "levels.2.server.kv_cache_usage_frac_mean": 0.62,
-             "levels.2.server.num_requests_waiting_max": 15, "levels.2.server.num_requests_waiting_mean": 12.5,
-             "levels.2.server.num_requests_running_max": 1, "levels.2.server.num_requests_running_mean": 1.0,
-             "levels.2.server.server_queue_time_ms_mean": 1660.0, "levels.2.server.server_ttft_ms_mean": 1670.0}
-    snap = snapshot({"server_metrics.cache_config.num_gpu_blocks": 40}, drop=("logs",))
-    by_code = {f.code: f for f in evaluate(_snap(snap), bench=_bench(bench(level))).findings}
+    load = bench(level(2, input_tokens_mean=400.0, output_tokens_mean=64.0),
+                 level(2, "server", kv_cache_usage_frac_max=0.66, kv_cache_usage_frac_mean=0.62,
+                       num_requests_waiting_max=15, num_requests_waiting_mean=12.5, num_requests_running_max=1,
+                       num_requests_running_mean=1.0, server_queue_time_ms_mean=1660.0,
+                       server_ttft_ms_mean=1670.0))
+    snap = snapshot(metrics("cache_config", num_gpu_blocks=40), drop=("logs",))
+    by_code = {f.code: f for f in evaluate(snap, bench=load).findings}
     assert {"KV001", "SCHED003"} <= set(by_code) and "SCHED002" not in by_code
     kv = by_code["KV001"]
     assert kv.certainty.value == "confirmed"   # at the mean (62%) 243 free tokens cannot hold a 400-token prompt
@@ -108,35 +100,33 @@ def test_small_kv_cache_below_90pct_explains_queueing_not_seq_cap():
     assert "SCHED003" in kv.explains and "This likely explains SCHED003" in kv.message
     assert kv.fix.offers("--gpu-memory-utilization 0.92")   # 0.9 in the snapshot: the share sizes the cache
     # With the block count pinned by hand, the memory share changes nothing: the fix says to lift the pin.
-    pinned = snapshot({"server_metrics.cache_config.num_gpu_blocks": 40,
-                       "server_metrics.cache_config.num_gpu_blocks_override": 40}, drop=("logs",))
-    kv = {f.code: f for f in evaluate(_snap(pinned), bench=_bench(bench(level))).findings}["KV001"]
+    pinned = snapshot(metrics("cache_config", num_gpu_blocks=40, num_gpu_blocks_override=40), drop=("logs",))
+    kv = {f.code: f for f in evaluate(pinned, bench=load).findings}["KV001"]
     assert "pins the cache at 40 blocks" in kv.fix.text
     assert not any("gpu-memory-utilization" in c for c in kv.fix.lines)
     assert kv.evidence["server_metrics.cache_config.num_gpu_blocks_override"] == 40
     # The same load on a cache ten times larger leaves room for the next request: no KV001.
-    roomy = snapshot({"server_metrics.cache_config.num_gpu_blocks": 400}, drop=("logs",))
-    assert "KV001" not in evaluate(_snap(roomy), bench=_bench(bench(level))).codes()
+    roomy = snapshot(metrics("cache_config", num_gpu_blocks=400), drop=("logs",))
+    assert "KV001" not in evaluate(roomy, bench=load).codes()
 
 
 def test_free_room_trigger_reads_the_snapshot_metrics_with_a_bench():
     """diagnose on a loaded server: the scrape's usage and queue, and the bench's smallest typical request."""
-    snap = snapshot({"server_metrics.cache_config.num_gpu_blocks": 40, "server_metrics.kv_cache_usage_frac": 0.7,
-                     "server_metrics.kv_cache_usage_frac_max": 0.75, "server_metrics.num_requests_waiting": 6,
-                     "server_metrics.num_requests_waiting_max": 8}, drop=("logs",))
-    small = bench({f"levels.{i}.input_tokens_mean": 400.0 for i in range(4)}
-                  | {f"levels.{i}.output_tokens_mean": 64.0 for i in range(4)})
-    kv = {f.code: f for f in evaluate(_snap(snap), bench=_bench(small)).findings}["KV001"]
+    snap = snapshot(metrics("cache_config", num_gpu_blocks=40),
+                    metrics(kv_cache_usage_frac=0.7, kv_cache_usage_frac_max=0.75, num_requests_waiting=6,
+                            num_requests_waiting_max=8), drop=("logs",))
+    small = bench(levels(input_tokens_mean=400.0, output_tokens_mean=64.0))
+    kv = {f.code: f for f in evaluate(snap, bench=small).findings}["KV001"]
     assert kv.certainty.value == "confirmed"
     assert kv.evidence["derived.server_metrics.kv_free_tokens"] == 160.0
     assert kv.evidence["derived.server_metrics.kv_free_tokens_typical"] == 192.0
     assert kv.evidence["server_metrics.num_requests_waiting_max"] == 8
     # Without a bench the request size is unknown: only the >= 90% trigger can judge, and 75% is below it.
-    assert "KV001" not in evaluate(_snap(snap)).codes()
+    assert "KV001" not in evaluate(snap).codes()
 
 
 def test_disable_and_enable_only():
-    snap = _snap(snapshot({"gpu.gpus.0.persistence_mode_enabled": False}))
+    snap = snapshot(gpu0(persistence_mode_enabled=False))
     assert "GPU007" in [f.code for f in evaluate(snap).findings]
     off = evaluate(snap, config=RulesConfig().with_disabled(["gpu007"]))
     assert "GPU007" not in [f.code for f in off.findings] + [s.code for s in off.skipped]
@@ -152,7 +142,8 @@ def test_unknown_disabled_code_is_a_usage_error_with_close_matches():
 def test_malformed_probe_data_is_skipped_not_raised():
     bad = {"probes": [{"name": "gpu", "status": "ok", "duration_s": 0.1, "reason": None,
                        "data": {"gpus": [{"index": 0, "power_limit_enforced_w": "300W", "power_limit_default_w": 700}]}}]}
-    skipped = {s.code: s.reason for s in evaluate(_snap(bad)).skipped}
+    skipped = {s.code: s.reason for s in evaluate(Snapshot(probes=tuple(from_dict(ProbeResult, p)
+                                                                         for p in bad["probes"]))).skipped}
     assert "internal error" in skipped["GPU003"] and "TypeError" in skipped["GPU003"]
 
 
@@ -199,9 +190,8 @@ def test_never_advise_enabling_what_the_version_already_enables():
 
 
 def test_v0_engine_is_told_to_enable_them():
-    snap = _snap(snapshot({"server_config.engine_version": "0.6.3", "server_config.enable_chunked_prefill": False,
-                           "server_config.enable_prefix_caching": False}))
-    fixes = [f.fix for f in evaluate(snap, _bench(bench())).findings]
+    snap = snapshot(cfg(engine_version="0.6.3", enable_chunked_prefill=False, enable_prefix_caching=False))
+    fixes = [f.fix for f in evaluate(snap, bench()).findings]
     assert any(fix.offers("--enable-chunked-prefill") for fix in fixes)
     assert any(fix.offers("--enable-prefix-caching") for fix in fixes)
 
@@ -282,9 +272,9 @@ def test_bench_only_evaluation_runs_the_bench_rules_without_probes():
     assert {"SCHED003", "SCHED004", "SCHED006", "BENCH001", "BENCH002", "BENCH003", "ENG002", "KV001",
             "KV002"} <= codes
     assert not codes & {"GPU004", "KV003", "ENG006"}
-    b = bench({"levels.0.output_tokens_per_s": 41.0, "levels.2.output_tokens_per_s": 55.0,
-               "levels.3.output_tokens_per_s": 56.0})
-    result = evaluate(Snapshot(), bench=_bench(b), config=RulesConfig(enabled_only=codes))
+    b = bench(level(0, output_tokens_per_s=41.0), level(2, output_tokens_per_s=55.0),
+              level(3, output_tokens_per_s=56.0))
+    result = evaluate(Snapshot(), bench=b, config=RulesConfig(enabled_only=codes))
     assert "SCHED004" in [f.code for f in result.findings]
     assert {s.code for s in result.skipped} <= codes
 
@@ -292,13 +282,10 @@ def test_bench_only_evaluation_runs_the_bench_rules_without_probes():
 def test_a_rule_that_raises_anything_is_reported_as_errored_and_the_others_still_run():
     """Issue: an infinite running-requests peak crashed KV002 with OverflowError, and the bench ended with no
     report. Every rule now runs behind a guard that catches any exception."""
-    from tests.rules_fixtures import snapshot
-    from triage.core.report_io import from_dict
-    from triage.core.snapshot import ProbeResult, Snapshot
     from triage.rules import RulesConfig, evaluate
     from triage.rules.registry import REGISTRY
 
-    snap = Snapshot(probes=tuple(from_dict(ProbeResult, p, "probe") for p in snapshot()["probes"]))
+    snap = snapshot()
     rule_ = REGISTRY.get("KV002")
     original = rule_.check
 

@@ -171,6 +171,13 @@ def levels(path: str = "", /, **changes: Any) -> Edit:
     return apply
 
 
+def config_keys(**keys: Any) -> Edit:
+    """Set keys of the bench report's config as written (the keys a report carries beyond BenchRunConfig's)."""
+    def apply(section: BenchSection) -> BenchSection:
+        return dataclasses.replace(section, config={**section.config, **keys})
+    return apply
+
+
 def run_config(**changes: Any) -> Edit:
     """Change the bench config's keys that rules read (BenchRunConfig's fields)."""
     def apply(section: BenchSection) -> BenchSection:
