@@ -59,7 +59,7 @@ def with_settings(argv: Sequence[str], settings: Sequence[str]) -> str:
         else:
             args = without(args, name)
         args += tokens
-    return shlex.join([*env, *args]) if not env else " ".join(env) + " " + shlex.join(args)
+    return "".join(f"{e} " for e in env) + shlex.join(args)
 
 
 def complete(fix: Fix, launch: Sequence[str] | None) -> Fix:
