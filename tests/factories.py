@@ -59,3 +59,13 @@ def data_of(result) -> dict:
     from triage.core.convert import to_dict
 
     return to_dict(result.data) if result.data is not None else {}
+
+
+def fix_lines(fix) -> tuple[str, ...]:
+    """Every command and flag a fix prints."""
+    return fix.commands + fix.flags
+
+
+def offers(fix, setting: str) -> bool:
+    """Whether a fix sets `setting` (`--max-model-len 512`): as a flag, or within a complete command."""
+    return setting in fix.flags or any(setting in c for c in fix.commands)

@@ -15,6 +15,7 @@ import shlex
 import pytest
 
 import triage.engines.truth as et
+from tests.factories import fix_lines
 from tests.rules_fixtures import FIXTURES, load_case
 from triage.engines import get
 from triage.engines.truth import version_key
@@ -130,7 +131,7 @@ def _fix_commands(result) -> tuple[list[str], list[str]]:
     for f in result.findings:
         if f.fix is None:
             continue
-        cmds += list(f.fix.lines)
+        cmds += list(fix_lines(f.fix))
         quoted += re.findall(r"`(--[a-z0-9-]+)", f.fix.text)
     return cmds, quoted
 

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 import triage.engines.truth as truth
+from tests.factories import fix_lines, offers
 from tests.rule_cases._build import bench, cfg, identity, level, process, snapshot
 from triage.cli import app
 from triage.core.errors import UsageError
@@ -167,8 +168,8 @@ def test_an_sglang_0_5_4_server_is_checked_against_0_5_4_never_an_unknown_versio
     b = bench(level(3, "server", kv_cache_usage_frac_max=0.98, num_requests_waiting_max=30))
     result = evaluate(snap, bench=b)
     kv = next(f for f in result.findings if f.code == "KV001")
-    assert "server version unknown" not in kv.fix.text and kv.fix.offers("--mem-fraction-static 0.84")
-    assert "--mem-fraction-static 0.92" not in " ".join(kv.fix.lines)
+    assert "server version unknown" not in kv.fix.text and offers(kv.fix, "--mem-fraction-static 0.84")
+    assert "--mem-fraction-static 0.92" not in " ".join(fix_lines(kv.fix))
 
 
 # -- TGI saturation, seen and fixed in TGI's own terms --------------------------------------------------------
@@ -202,9 +203,9 @@ def test_a_saturated_tgi_is_named_with_tgis_own_flags_only():
     assert {"KV001", "SCHED003"} <= set(codes), sorted(codes)
     assert codes["SCHED003"].evidence["server_metrics.histograms.queue_time_s.mean_s"] == pytest.approx(3.0)
     for f in result.findings:
-        text = " ".join(f.fix.lines) + " " + f.fix.text if f.fix else ""
-        assert "--max-batch-size" not in " ".join(f.fix.lines if f.fix else ()), (f.code, text)
-        assert "--gpu-memory-utilization" not in " ".join(f.fix.lines if f.fix else ()), f.code
+        text = " ".join(fix_lines(f.fix)) + " " + f.fix.text if f.fix else ""
+        assert "--max-batch-size" not in " ".join(fix_lines(f.fix) if f.fix else ()), (f.code, text)
+        assert "--gpu-memory-utilization" not in " ".join(fix_lines(f.fix) if f.fix else ()), f.code
     skipped = {s.code for s in result.skipped}
     assert "KV001" not in skipped
 

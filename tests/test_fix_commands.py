@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.factories import offers
 from tests.rule_cases._build import cfg, metrics, process, snapshot
 from tests.rules_fixtures import load_case
 from triage.core.report import Fix
@@ -30,7 +31,7 @@ def test_flags_become_one_command_where_the_command_is_known_and_stay_flags_else
     assert known.commands == ("triage plan --model llama-3.1-8b --gpu h100-sxm", "vllm serve m --max-num-seqs 512")
     unknown = complete(fix, None)
     assert unknown.commands == ("triage plan --model llama-3.1-8b --gpu h100-sxm",)
-    assert unknown.flags == ("--max-num-seqs 512",) and unknown.offers("--max-num-seqs 512")
+    assert unknown.flags == ("--max-num-seqs 512",) and offers(unknown, "--max-num-seqs 512")
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=[f"{p.parent.name}/{p.stem}" for p in FIXTURES])

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.factories import offers
 from tests.rule_cases._build import Edit, bench, cfg, gpu0, identity, metrics, process, snapshot
 from triage.core.report import BenchSection, FindingKind, Severity
 from triage.core.snapshot import Snapshot
@@ -85,7 +86,7 @@ def test_llamacpp_one_slot_under_load_is_a_problem_with_parallel_in_the_fix():
     result = _run(snapshot(*_llamacpp(1, deferred), drop=("logs",)), None)
     eng = [f for f in result.findings if f.code == "ENG001"]
     assert eng and eng[0].kind is FindingKind.PROBLEM and eng[0].severity.rank <= Severity.MEDIUM.rank
-    assert eng[0].fix.offers("--parallel 4")
+    assert offers(eng[0].fix, "--parallel 4")
 
 
 def test_healthy_multi_slot_llamacpp_is_quiet():

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from tests.factories import offers
 from tests.incidents import FIXTURES, all_incidents
 from triage.core.log_text import plain_lines
 from triage.core.probe_data import LogsData
@@ -123,5 +124,5 @@ def test_a_rotated_log_given_in_parts_is_one_log(tmp_path):
     second.write_text("\n".join(lines[3:]) + "\n", encoding="utf-8")
     result = diagnose_logs([first, second], None, None, None)
     eng010 = next(f for f in result.report.findings if f.code == "ENG010")
-    assert eng010.fix.offers("--gpu-memory-utilization 0.75")
+    assert offers(eng010.fix, "--gpu-memory-utilization 0.75")
     assert eng010.evidence["logs.no_cache_memory.at"] == f"{second}:L{len(lines) - 3}"

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.factories import HOST
+from tests.factories import HOST, fix_lines, offers
 from tests.rule_cases._build import bench, cfg, cpu, gpu0, level, levels, metrics, process, snapshot
 from tests.rules_fixtures import FIXTURES, load_case
 from triage.core.errors import UsageError
@@ -98,12 +98,12 @@ def test_small_kv_cache_below_90pct_explains_queueing_not_seq_cap():
     assert kv.evidence["server_metrics.cache_config.num_gpu_blocks*block_size"] == 640.0
     assert kv.evidence["bench.c16.input_tokens_mean+output_tokens_mean"] == 464.0
     assert "SCHED003" in kv.explains and "This likely explains SCHED003" in kv.message
-    assert kv.fix.offers("--gpu-memory-utilization 0.92")   # 0.9 in the snapshot: the share sizes the cache
+    assert offers(kv.fix, "--gpu-memory-utilization 0.92")   # 0.9 in the snapshot: the share sizes the cache
     # With the block count pinned by hand, the memory share changes nothing: the fix says to lift the pin.
     pinned = snapshot(metrics("cache_config", num_gpu_blocks=40, num_gpu_blocks_override=40), drop=("logs",))
     kv = {f.code: f for f in evaluate(pinned, bench=load).findings}["KV001"]
     assert "pins the cache at 40 blocks" in kv.fix.text
-    assert not any("gpu-memory-utilization" in c for c in kv.fix.lines)
+    assert not any("gpu-memory-utilization" in c for c in fix_lines(kv.fix))
     assert kv.evidence["server_metrics.cache_config.num_gpu_blocks_override"] == 40
     # The same load on a cache ten times larger leaves room for the next request: no KV001.
     roomy = snapshot(metrics("cache_config", num_gpu_blocks=400), drop=("logs",))
@@ -183,7 +183,7 @@ def test_never_advise_enabling_what_the_version_already_enables():
         checked += 1
         result = evaluate(snap, b, base, RulesConfig(model_weight_bytes=config.model_weight_bytes))
         for f in result.findings:
-            for text in f.fix.lines + (f.fix.text,):
+            for text in fix_lines(f.fix) + (f.fix.text,):
                 assert "--enable-chunked-prefill" not in text and "--enable-prefix-caching" not in text, \
                     (path.name, f.code, text)
     assert checked >= 80
@@ -192,8 +192,8 @@ def test_never_advise_enabling_what_the_version_already_enables():
 def test_v0_engine_is_told_to_enable_them():
     snap = snapshot(cfg(engine_version="0.6.3", enable_chunked_prefill=False, enable_prefix_caching=False))
     fixes = [f.fix for f in evaluate(snap, bench()).findings]
-    assert any(fix.offers("--enable-chunked-prefill") for fix in fixes)
-    assert any(fix.offers("--enable-prefix-caching") for fix in fixes)
+    assert any(offers(fix, "--enable-chunked-prefill") for fix in fixes)
+    assert any(offers(fix, "--enable-prefix-caching") for fix in fixes)
 
 
 def test_version_parsing_and_defaults():

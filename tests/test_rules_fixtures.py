@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from tests.factories import fix_lines, offers
 from tests.rules_fixtures import CASES, FIXTURES, load_case
 from triage.rules import evaluate
 
@@ -35,7 +36,7 @@ def test_rule_fixture(path):
         for key in expect.get("evidence_keys", []):
             assert key in f.evidence, f"evidence lacks {key}: {sorted(f.evidence)}"
         for cmd in expect.get("commands", []):
-            assert f.fix.offers(cmd), f"{cmd!r} not in {f.fix.lines}"
+            assert offers(f.fix, cmd), f"{cmd!r} not in {fix_lines(f.fix)}"
         for text in expect.get("text_contains", []):
             assert text in f.fix.text + " " + f.message, f"{text!r} not in the fix or message"
         assert f.title and f.message and f.fix.text

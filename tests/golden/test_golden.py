@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.factories import offers
 from tests.golden.scenarios import SCENARIOS, build, rendered
 
 HERE = Path(__file__).resolve().parent
@@ -38,8 +39,8 @@ def test_kv_saturated_story():
     assert codes[:2] == ["KV002", "KV001"]
     assert {"KV003", "KV004", "KV006", "SCHED003", "BENCH003"} <= set(codes)
     assert set(by["KV001"].explains) >= {"SCHED003", "BENCH003", "KV002"}
-    assert by["KV003"].fix.offers("--max-model-len 5120")
-    assert by["KV006"].fix.offers("--gpu-memory-utilization 0.92")
+    assert offers(by["KV003"].fix, "--max-model-len 5120")
+    assert offers(by["KV006"].fix, "--gpu-memory-utilization 0.92")
     assert by["KV003"].explains == ("KV001", "KV002")
 
 

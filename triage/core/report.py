@@ -85,15 +85,6 @@ class Fix:
     commands: tuple[str, ...] = ()     # complete commands, each runnable as printed
     flags: tuple[str, ...] = ()        # settings for the server's command line, where its command is not known
 
-    def offers(self, setting: str) -> bool:
-        """Whether the fix sets `setting` (`--max-model-len 512`): as a flag, or within a complete command."""
-        return setting in self.flags or any(setting in c for c in self.commands)
-
-    @property
-    def lines(self) -> tuple[str, ...]:
-        """Every command and flag the fix prints."""
-        return self.commands + self.flags
-
 
 class FindingKind(str, enum.Enum):
     """A problem has a symptom on this deployment (latency, throughput, queueing, memory pressure,
