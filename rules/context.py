@@ -244,8 +244,8 @@ class Context:
         return (planned, "baseline.plan.model.weight_bytes") if planned else None
 
     def bench_config(self) -> BenchRunConfig:
-        """The bench config's keys rules read, typed; every field None without a bench report."""
-        return BenchRunConfig.of(self.bench.config if self.bench is not None else None)
+        """The bench report's config; every field None without a bench report."""
+        return self.bench.config if self.bench is not None else BenchRunConfig()
 
     # --- shared judgements -----------------------------------------------------------------------
     def kv_pressure(self) -> tuple[bool, dict[str, Any]]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from triage.core.bench_data import BenchRunConfig
 from triage.core.report import (
     BenchLevel,
     BenchSection,
@@ -50,7 +51,7 @@ def bench_report(levels, model: str = "tiny") -> Report:
         kind=ReportKind.BENCH, triage_version="0.1.0", created_at="2026-11-21T12:00:00Z",
         command=("triage", "bench"), host=HOST,
         target=Target(url="http://127.0.0.1:8000", engine="reference", engine_version="0.1.0", model=model),
-        bench=BenchSection(config={"endpoint": "completions"}, levels=tuple(levels)),
+        bench=BenchSection(config=BenchRunConfig(endpoint="completions"), levels=tuple(levels)),
     )
 
 

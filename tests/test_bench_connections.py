@@ -41,7 +41,7 @@ def test_a_server_that_closes_after_every_stream_has_no_failed_requests():
         assert lv.requests.failed == 0, lv.requests.errors_by_kind
         assert lv.requests.completed == 8
         assert lv.connections.opened >= 8  # every request needed a new connection
-    assert section.config["warnings"] == []
+    assert section.config.warnings == ()
 
 
 def test_a_close_that_races_the_next_request_is_retried_once_and_reported(tmp_path):
@@ -98,7 +98,7 @@ def test_a_level_where_every_request_gets_the_same_400_stops_early_and_says_why(
     assert lv.requests.failed < 10 and num_posts < 10  # not 64
     note = next(n for n in lv.notes if n.startswith("stopped early"))
     assert "HTTP 400" in note and "lower --input-len" in note and "16 tokens asked" in note
-    assert any("stopped early" in w for w in section.config["warnings"])
+    assert any("stopped early" in w for w in section.config.warnings)
 
 
 def test_a_server_slow_to_accept_connections_shows_in_connect_time_not_ttft():
@@ -156,8 +156,8 @@ def test_the_request_id_header_name_is_configurable_and_the_run_start_is_recorde
     ids = [r.request_id for r in read_records(tmp_path / "r.jsonl") if r.level == "c=1"]
     assert seen[-2:] == ids
     first_send = min(r.send_epoch_s for r in read_records(tmp_path / "r.jsonl"))
-    assert section.config["started_epoch_s"] <= first_send
-    assert section.config["started_at"].endswith("Z")
+    assert section.config.started_epoch_s <= first_send
+    assert section.config.started_at.endswith("Z")
 
 
 def test_reasoning_models_report_first_reasoning_and_first_answer_token():

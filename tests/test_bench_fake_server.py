@@ -202,9 +202,9 @@ def test_optional_request_fields_a_server_refuses_are_dropped_and_noted(tmp_path
         section = run_runner(cfg, tmp_path)
     (lv,) = section.levels
     assert lv.requests.completed == 2 and lv.requests.failed == 0
-    assert section.config["continuous_usage_sent"] is continuous
-    assert section.config["ignore_eos_sent"] is ignore_eos
-    assert any("continuous_usage_stats, so it is not sent" in n for n in section.config["notes"])
+    assert section.config.continuous_usage_sent is continuous
+    assert section.config.ignore_eos_sent is ignore_eos
+    assert any("continuous_usage_stats, so it is not sent" in n for n in section.config.notes)
 
 
 def test_open_loop_rate_level_and_repeats(tmp_path):
@@ -218,7 +218,7 @@ def test_open_loop_rate_level_and_repeats(tmp_path):
     assert len(lv.repeats) == 2 and all(r["output_tokens_per_s"] > 0 for r in lv.repeats)
     assert any("achieved request rate" in n for n in lv.notes)
     assert len(lv.samples["ttft_ms"]) == 20
-    assert section.config["repeat"] == 2 and section.config["seed"] == 7
+    assert section.config.repeat == 2 and section.config.seed == 7
 
 
 def test_duration_mode_stops_issuing_at_the_deadline(tmp_path):

@@ -14,6 +14,7 @@ from triage.bench.live import LiveView
 from triage.bench.records import RequestRecord
 from triage.bench.run_config import LevelSpec
 from triage.bench.saturation import summary
+from triage.core.bench_data import BenchRunConfig
 from triage.core.report import BenchSection, ClientStats
 from triage.render import markdown
 from triage.render.fmt import num
@@ -25,7 +26,7 @@ def section() -> BenchSection:
     bad = ClientStats(cpu_pct=97.0, event_loop_lag_ms_p99=40.0, achieved_concurrency=10.0, valid=False,
                       invalid_reason="client CPU 97% of a core > 90%")
     levels.append(dataclasses.replace(level(16, [400.0, 450.0], [20.0, 22.0], [900.0, 990.0], 310.0), client=bad))
-    return BenchSection(config={"endpoint": "completions", "notes": ["NVML unavailable: test"]},
+    return BenchSection(config=BenchRunConfig(endpoint="completions", notes=("NVML unavailable: test",)),
                         levels=tuple(levels), summary=summary(levels))
 
 
@@ -91,7 +92,7 @@ def _render(sec: BenchSection, width: int) -> str:
 def test_the_levels_table_never_ellipsizes_a_number(width):
     # Wide numbers in every column: a 5-digit E2E p99, a 6-digit throughput.
     big = level(64, [900.0, 12000.0], [15.0, 19.5], [20000.0, 45678.9], 123456.7, failed=3)
-    sec = BenchSection(config={}, levels=(*section().levels, big), summary=None)
+    sec = BenchSection(config=BenchRunConfig(), levels=(*section().levels, big), summary=None)
     text = _render(sec, width)
     assert "…" not in text
     for whole in (num(big.e2e_ms.p99), num(big.ttft_ms.p99), "123,456.7", "2/3"):

@@ -8,6 +8,7 @@ import pytest
 
 from triage.bench.prompts import TokenCalibration, build, sample_lengths, synthetic
 from triage.bench.run_config import BenchConfig, LenDist, parse_headers, parse_slo
+from triage.core.convert import to_dict
 from triage.core.errors import UsageError
 
 
@@ -89,6 +90,6 @@ def test_slo_and_header_parsing():
 def test_config_never_carries_secrets():
     cfg = BenchConfig(url="http://x", api_key="sk-abcdefghijkl", headers={"Authorization": "Bearer zzz",
                                                                           "X-Team": "infra"})
-    text = json.dumps(cfg.to_report_dict())
+    text = json.dumps(to_dict(cfg.report_config()))
     assert "sk-abcdefghijkl" not in text and "zzz" not in text
-    assert cfg.to_report_dict()["headers"] == {"Authorization": "***", "X-Team": "infra"}
+    assert cfg.report_config().headers == {"Authorization": "***", "X-Team": "infra"}

@@ -47,10 +47,10 @@ def test_a_1_4_sweep_gives_valid_levels(sweep):
         assert lv.server.client_minus_server_ttft_ms is not None
     assert section.levels[1].client.achieved_concurrency > 3.0
     # continuous_usage_stats is accepted, so ITL is split by each chunk's real token count, never by a mean
-    assert section.config["continuous_usage_sent"] is True
+    assert section.config.continuous_usage_sent is True
     assert not any("without per-chunk usage" in n for lv in section.levels for n in lv.notes), \
         [lv.notes for lv in section.levels]
-    assert section.config["usage_reported"] is True and section.config["prompt_lengths_calibrated"] is True
+    assert section.config.usage_reported is True and section.config.prompt_lengths_calibrated is True
 
 
 def test_token_counts_equal_the_servers_usage(sweep):

@@ -44,12 +44,12 @@ def test_repeats_run_in_rounds_and_record_start_load_and_verdict(tmp_path, repor
                           num_requests=4, warmup=0, input_len=8, output_len=4, repeat=3)
         section, records = _run(cfg, tmp_path)
     assert _order(records) == [("c=1", 0), ("c=2", 0), ("c=1", 1), ("c=2", 1), ("c=1", 2), ("c=2", 2)]
-    assert section.config["repeat_order"] == "rounds"
+    assert section.config.repeat_order == "rounds"
     for lv in section.levels:
         assert lv.requests.completed == 12 and len(lv.samples["ttft_ms"]) == 12
         assert [r["repeat"] for r in lv.repeats] == [0, 1, 2]
         starts = [r["started_epoch_s"] for r in lv.repeats]
-        assert starts == sorted(starts) and starts[0] >= section.config["started_epoch_s"]
+        assert starts == sorted(starts) and starts[0] >= section.config.started_epoch_s
         assert all(r["host_load_1m"] is not None and r["host_load_1m"] >= 0 for r in lv.repeats)
         assert all(r["num_completed"] == 4 and isinstance(r["client_valid"], bool) for r in lv.repeats)
         assert all(r["client_valid"] == ("client_invalid_reason" not in r) for r in lv.repeats)
@@ -141,7 +141,7 @@ def test_old_reports_without_the_new_fields_still_load_and_compare(tmp_path):
 
 def test_a_drift_warning_in_one_report_does_not_make_the_workloads_differ():
     base = bench_report([level(1, [100.0] * 10, [20.0] * 10, [300.0] * 10, 1000.0)])
-    cand = replace(base, bench=replace(base.bench, config={**base.bench.config, "repeat_order": "back-to-back",
-                                                         "warnings": ["drift at c=1: ..."]}))
+    cand = replace(base, bench=replace(base.bench, config=replace(base.bench.config, repeat_order="back-to-back",
+                                                               warnings=("drift at c=1: ...",))))
     result = compare_reports(base, cand, parse_max_regression(None))
     assert result.changed == () and result.exit_code == 0

@@ -7,7 +7,7 @@ config's view) that a rule reads is filled by a real bench.
    reference engine, `#prefill` a fake OpenAI server; least-in-flight balancing), and the GPU sampler over a
    fake NVML scenario whose clocks are power-capped.
 2. *Read*: every rule over every rule fixture and golden scenario, with the bench records wrapped so that each
-   attribute read is recorded (BenchRunConfig through `BenchRunConfig.of`).
+   attribute read is recorded.
 3. Every read must be produced: a renamed field, or one no bench fills, fails here with the rule-side name.
 """
 from __future__ import annotations
@@ -25,7 +25,6 @@ from tests.test_probe_rule_contract import _produced, _recording, _snapshots
 from triage.bench.server_scrape import GpuSampler
 from triage.cli import app
 from triage.core import bench_data
-from triage.core.bench_data import BenchRunConfig
 from triage.core.report_io import read_report
 from triage.rules import evaluate
 
@@ -53,7 +52,7 @@ def produced(tmp_path_factory, reference_server) -> set[str]:
                                "--input-len", "16", "--output-len", "4"))
     for section in sections:
         _produced(section.levels, out)
-        _produced(BenchRunConfig.of(section.config), out)
+        _produced(section.config, out)
     sampler, reason = GpuSampler.create(nvml=load_nvml("a100_power_capped_pcie_gen3x8.json"))   # clocks capped
     assert reason is None
     sampler.sample_once()
@@ -64,19 +63,15 @@ def produced(tmp_path_factory, reference_server) -> set[str]:
 def _reads() -> tuple[set[str], list[str]]:
     reads: set[str] = set()
     errors: list[str] = []
-    original = BenchRunConfig.of
-    BenchRunConfig.of = classmethod(lambda cls, config: _recording(original(config), reads))  # type: ignore[method-assign]
-    try:
-        for case, snap, bench, baseline, config in _snapshots():
-            if bench is None:
-                continue
-            levels = tuple(dataclasses.replace(lv, **{k: _recording(getattr(lv, k), reads) for k in
-                                                      ("server", "gpu", "connections", "replicas")})
-                           for lv in bench.levels)
-            result = evaluate(snap, bench=dataclasses.replace(bench, levels=levels), baseline=baseline, config=config)
-            errors += [f"{case}: {s.code} {s.reason}" for s in result.skipped if "internal error" in s.reason]
-    finally:
-        BenchRunConfig.of = original  # type: ignore[method-assign]
+    for case, snap, bench, baseline, config in _snapshots():
+        if bench is None:
+            continue
+        levels = tuple(dataclasses.replace(lv, **{k: _recording(getattr(lv, k), reads) for k in
+                                                  ("server", "gpu", "connections", "replicas")})
+                       for lv in bench.levels)
+        recorded = dataclasses.replace(bench, config=_recording(bench.config, reads), levels=levels)
+        result = evaluate(snap, bench=recorded, baseline=baseline, config=config)
+        errors += [f"{case}: {s.code} {s.reason}" for s in result.skipped if "internal error" in s.reason]
     return {r for r in reads if r.split(".")[0] in BENCH_TYPES}, errors
 
 

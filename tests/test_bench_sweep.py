@@ -48,7 +48,7 @@ def test_a_list_runs_every_load_level_once_per_length_shortest_first():
     cfg = _cfg(concurrency="1,4", input_len="2048,512")
     assert [spec.name for spec in cfg.levels] == ["c=1 in=512", "c=1 in=2048", "c=4 in=512", "c=4 in=2048"]
     assert cfg.input_len == 512 and cfg.input_lens == (512, 2048)
-    block = cfg.to_report_dict()
+    block = to_dict(cfg.report_config())
     assert block["input_len_sweep"] == [512, 2048] and block["concurrency"] == [1, 4]
 
 
@@ -56,7 +56,7 @@ def test_one_length_keeps_the_levels_as_they_were():
     cfg = _cfg(concurrency="1,4", input_len="300")
     assert cfg.levels == (LevelSpec(concurrency=1), LevelSpec(concurrency=4))
     assert cfg.input_len == 300 and cfg.input_lens == ()
-    assert "input_len_sweep" not in cfg.to_report_dict()
+    assert "input_len_sweep" not in to_dict(cfg.report_config())
     assert _cfg(input_len=None).input_len == URL_DEFAULTS["input_len"]
 
 
@@ -158,7 +158,7 @@ def test_a_real_sweep_gives_one_level_per_length(sweep_report, report_validator)
     # Sized in words from the server's own token counts: near the asked length, and the ratio is kept.
     assert short == pytest.approx(16, rel=0.4) and long == pytest.approx(64, rel=0.3)
     assert long / short > 2.5
-    assert report.bench.config["input_len_sweep"] == [16, 64]
+    assert report.bench.config.input_len_sweep == (16, 64)
     names = {r.level for r in read_records(sweep_report / "requests.jsonl") if not r.warmup}
     assert names == {"c=1 in=16", "c=1 in=64"}
     frame = pd.read_csv(sweep_report / "levels.csv")

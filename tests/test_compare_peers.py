@@ -92,17 +92,18 @@ def test_demo_pair_workload_difference_exits_2_unless_allowed(tmp_path):
     import numpy as np
 
     from tests.factories import bench_report, level
+    from triage.core.bench_data import BenchRunConfig
 
     rng = np.random.default_rng(0)
     lv = level(4, rng.lognormal(3, 0.2, 64), rng.normal(5, 0.3, 64), rng.normal(100, 5, 64), 500.0)
     base = bench_report([lv])
-    base = replace(base, bench=replace(base.bench, config={"endpoint": "completions", "input_len": 32, "output_len": 16,
-                                                           "shared_prefix_len": 0, "concurrency": [1, 4, 16],
-                                                           "max_model_len": 4096}))
+    base = replace(base, bench=replace(base.bench, config=BenchRunConfig(
+        endpoint="completions", input_len=32, output_len=16, shared_prefix_len=0, concurrency=(1, 4, 16),
+        max_model_len=4096)))
     cand = replace(base, target=replace(base.target, engine="vllm"),
-                   bench=replace(base.bench, config={**base.bench.config, "input_len": 48, "output_len": 32,
-                                                     "shared_prefix_len": 32, "concurrency": [4, 16],
-                                                     "max_model_len": 1024, "turns": 2}))
+                   bench=replace(base.bench, config=replace(base.bench.config, input_len=48, output_len=32,
+                                                           shared_prefix_len=32, concurrency=(4, 16),
+                                                           max_model_len=1024, turns=2)))
     from triage.core.report_io import write_report
     a, b = write_report(base, tmp_path / "a.json"), write_report(cand, tmp_path / "b.json")
     result = runner.invoke(app, ["compare", str(a), str(b)])
@@ -130,7 +131,7 @@ def test_two_tools_runs_of_one_workload_show_no_workload_difference():
     assert [d.describe() for d in differences(aiperf, vllm) if d.category == "workload"] == \
         ["dataset: synthetic → unset"]
     cfg = aiperf.bench.config
-    assert (cfg["endpoint"], cfg["streaming"], cfg["input_len"], cfg["dataset"], cfg["turns"]) == \
+    assert (cfg.endpoint, cfg.streaming, cfg.input_len, cfg.dataset, cfg.turns) == \
         ("completions", True, 32, "synthetic", 1)
     chat = workload(endpoint="/v1/chat/completions", streaming="yes", input_len=31.5, output_len=None,
                     dataset="sharegpt", turns=3)

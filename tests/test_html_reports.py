@@ -16,16 +16,16 @@ from tests.factories import bench_report, level
 from triage.bench.app import evaluate_rules
 from triage.bench.saturation import summary
 from triage.coldstart.view import render_html as coldstart_html
+from triage.core.bench_data import BenchRunConfig
 from triage.core.report import BenchSection, Certainty, ClientStats, Finding, Fix, Report, Severity, Target
 from triage.render.html_bench import plain_note
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIG = {"url": "http://10.0.0.5:8000", "model": "Qwen/Qwen3-8B", "endpoint": "completions",
-          "concurrency": [1, 4, 16, 64], "request_rate": [], "burstiness": 1.0, "num_requests": 200,
-          "duration_s": None, "warmup": 2, "repeat": 1, "seed": 0, "input_len": 512, "output_len": 128,
-          "len_dist": "fixed", "shared_prefix_len": 0, "dataset": None, "slo": None, "timeout_s": 60.0,
-          "max_model_len": 32768, "ignore_eos_sent": True, "warnings": [],
-          "notes": ["NVML unavailable: NVML Shared Library Not Found"]}
+CONFIG = BenchRunConfig(url="http://10.0.0.5:8000", model="Qwen/Qwen3-8B", endpoint="completions",
+                        concurrency=(1, 4, 16, 64), request_rate=(), burstiness=1.0, num_requests=200, warmup=2,
+                        repeat=1, seed=0, input_len=512, output_len=128, len_dist="fixed", shared_prefix_len=0,
+                        timeout_s=60.0, max_model_len=32768, ignore_eos_sent=True,
+                        notes=("NVML unavailable: NVML Shared Library Not Found",))
 KV_FIX = "Raise --gpu-memory-utilization or lower --max-num-seqs so that the running batch fits in the KV cache."
 
 
@@ -44,7 +44,7 @@ def _bench() -> Report:
                  fix=Fix(KV_FIX, ("vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.95",)))
     report = bench_report(levels, model="Qwen/Qwen3-8B")
     return dataclasses.replace(report, bench=section, findings=(*found, kv),
-                               target=Target(url=CONFIG["url"], engine="vllm", engine_version="0.10.2",
+                               target=Target(url=CONFIG.url, engine="vllm", engine_version="0.10.2",
                                              model="Qwen/Qwen3-8B"))
 
 

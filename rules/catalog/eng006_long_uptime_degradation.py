@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from triage.core.bench_data import BenchRunConfig
 from triage.core.probe_data import ServerMetricsData, ServerProcessData
 from triage.core.report import BenchLevel, Certainty, Fix, Report, Severity
 from triage.rules.base import Hit, MissingInput, RuleDoc
@@ -53,7 +52,7 @@ def _baseline_tps(ctx: Context) -> dict[int | None, float | None]:
     base_bench = ctx.baseline.bench if ctx.baseline is not None else None
     if base_bench is None or not base_bench.levels:
         raise MissingInput("the baseline report has no bench levels to compare with")
-    base_model = ctx.baseline.target.model or BenchRunConfig.of(base_bench.config).model
+    base_model = ctx.baseline.target.model or base_bench.config.model
     ctx.bench_section()
     cur_model = ctx.bench_config().model
     if base_model and cur_model and base_model != cur_model:

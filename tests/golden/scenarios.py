@@ -10,7 +10,6 @@ from tests.factories import HOST
 from tests.rule_cases._build import (
     bench,
     cfg,
-    config_keys,
     gpu0,
     identity,
     level,
@@ -18,9 +17,11 @@ from tests.rule_cases._build import (
     logs,
     metrics,
     process,
+    run_config,
     snapshot,
 )
 from triage import render
+from triage.core.bench_data import Slo
 from triage.core.probe_data import ServerConfigData, ServerProcessData
 from triage.core.report import BenchSection, Report, ReportKind, Target
 from triage.core.report_io import dumps
@@ -41,7 +42,7 @@ def _kv_saturated() -> tuple[Snapshot, BenchSection, RulesConfig]:
         metrics("histograms.queue_time_s", mean_s=0.9), metrics("histograms.ttft_s", mean_s=1.2),
         logs(num_preemption_lines=412))
     b = bench(
-        config_keys(input_len=3584, output_len=512),
+        run_config(input_len=3584, output_len=512),
         levels(input_tokens_mean=3584.0, output_tokens_mean=512.0),
         level(2, "server", kv_cache_usage_frac_max=0.93, num_requests_waiting_max=3),
         level(3, "server", kv_cache_usage_frac_max=1.0, num_requests_waiting_max=31, num_requests_waiting_mean=22.5,
@@ -57,7 +58,7 @@ def _degraded_pcie() -> tuple[Snapshot, BenchSection, RulesConfig]:
     roofline."""
     snap = snapshot(gpu0(pcie_link_gen_current=3, pcie_link_width_current=8, pcie_read_utilization_gpu_pct=82.0,
                          pcie_replay_count=0))
-    b = bench(config_keys(slo={"ttft_ms": 1500, "tpot_ms": 50}),
+    b = bench(run_config(slo=Slo(ttft_ms=1500, tpot_ms=50)),
               level(0, "tpot_ms", p50=24.0, p99=30.0), level(3, "ttft_ms", p99=3500.0), level(2, "ttft_ms", p99=1900.0))
     return snap, b, RulesConfig(model_weight_bytes=8.5e9)
 
@@ -75,7 +76,7 @@ def _non_batching() -> tuple[Snapshot, BenchSection, RulesConfig]:
         gpu0(utilization_gpu_pct=24.0, pcie_read_utilization_gpu_pct=24.0, memory_used_bytes=9 * 2**30,
              compute_processes=[{"pid": 1235, "used_memory_bytes": 8 * 2**30, "name": "ollama_llama_server"}]),
         drop=("server_metrics", "server_config", "logs"))
-    edits = [config_keys(model="llama3.1:8b")]
+    edits = [run_config(model="llama3.1:8b")]
     for i, (tps, ttft, util) in enumerate([(44.0, 60.0, 22.0), (47.0, 2900.0, 25.0), (48.0, 11800.0, 26.0),
                                            (48.0, 47000.0, 26.0)]):
         edits += [level(i, server=None, output_tokens_per_s=tps), level(i, "ttft_ms", p50=ttft, p99=ttft * 1.3),
@@ -93,7 +94,7 @@ def build(name: str) -> Report:
     cfg = snap.payload(ServerConfigData) or ServerConfigData()
     proc = snap.payload(ServerProcessData) or ServerProcessData()
     target = Target(url="http://127.0.0.1:8000", engine=cfg.engine or proc.engine,
-                    engine_version=cfg.engine_version, model=cfg.model or section.config.get("model"))
+                    engine_version=cfg.engine_version, model=cfg.model or section.config.model)
     return Report(kind=ReportKind.DIAGNOSE, triage_version="0.1.0", created_at=CREATED_AT,
                   command=("triage", "diagnose", "--from", f"{name}.snapshot.json", "--bench", f"{name}.bench.json"),
                   host=HOST, target=target, probes=snap.probes, findings=result.findings,

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.rule_cases._healthy import MODEL, healthy_bench, healthy_probes
-from triage.core.bench_data import BenchRunConfig
 from triage.core.convert import from_dict, to_dict
 from triage.core.probe_data import Payload
 from triage.core.report import BenchSection, HostInfo, Report, ReportKind, Target
@@ -171,18 +170,10 @@ def levels(path: str = "", /, **changes: Any) -> Edit:
     return apply
 
 
-def config_keys(**keys: Any) -> Edit:
-    """Set keys of the bench report's config as written (the keys a report carries beyond BenchRunConfig's)."""
-    def apply(section: BenchSection) -> BenchSection:
-        return dataclasses.replace(section, config={**section.config, **keys})
-    return apply
-
-
 def run_config(**changes: Any) -> Edit:
-    """Change the bench config's keys that rules read (BenchRunConfig's fields)."""
+    """Change fields of the bench report's config (BenchRunConfig)."""
     def apply(section: BenchSection) -> BenchSection:
-        config = dataclasses.replace(BenchRunConfig.of(section.config), **changes)
-        return dataclasses.replace(section, config=to_dict(_strict(config)))
+        return dataclasses.replace(section, config=_strict(dataclasses.replace(section.config, **changes)))
     return apply
 
 

@@ -6,7 +6,6 @@ A field renamed in triage/core/probe_data/ or triage/core/bench_data.py fails he
 from __future__ import annotations
 
 from triage.core.bench_data import BenchRunConfig, LevelGpu, LevelServer, Slo
-from triage.core.convert import to_dict
 from triage.core.probe_data import (
     BatchingSettings,
     CpuData,
@@ -200,7 +199,6 @@ def healthy_level(concurrency: int) -> BenchLevel:
 
 
 def healthy_bench(concurrencies=(1, 4, 16, 64)) -> BenchSection:
-    # BenchSection.config is the run's whole config object (a dict); the keys rules read are BenchRunConfig's.
     config = BenchRunConfig(endpoint="chat", input_len=512, output_len=128, shared_prefix_len=400, slo=Slo(),
                             model=MODEL)
-    return BenchSection(config=to_dict(config), levels=tuple(healthy_level(c) for c in concurrencies), summary=None)
+    return BenchSection(config=config, levels=tuple(healthy_level(c) for c in concurrencies), summary=None)

@@ -189,9 +189,9 @@ def mark_interrupted(section: BenchSection, cut: str | None, num_levels: int | N
                 f"finished; that level is partial ({done_text} levels finished before it)")
     else:
         note = f"interrupted: {done_text} levels finished"
-    return dataclasses.replace(section, config={**section.config, "interrupted": True,
-                                                "partial_level": cut if partial is not None else None,
-                                                "notes": [*section.config.get("notes", []), note]})
+    config = dataclasses.replace(section.config, interrupted=True, partial_level=cut if partial is not None else None,
+                                 notes=(*section.config.notes, note))
+    return dataclasses.replace(section, config=config)
 
 
 def all_failed(section: BenchSection) -> str | None:

@@ -211,7 +211,7 @@ def render_html(report: Report) -> str:
         raise UsageError("the report has no bench section to render")
     target = report.target
     figures = "".join(figure(title, png) for title, png in plots(bench))
-    model = target.model or (bench.config or {}).get("model")
+    model = target.model or bench.config.model
     title = f"Bench: {model}" if model else "Bench report"
     meta = [("engine", engine_label(target.engine, target.engine_version)), ("server", target.url or ""),
             ("generated", report.created_at), ("host", report.host.hostname)]

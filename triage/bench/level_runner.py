@@ -82,20 +82,21 @@ class BenchRunner:
     # ---- what was measured so far, as the report's bench section
 
     def section(self) -> BenchSection:
-        config = self.cfg.to_report_dict()
-        if self.info is not None:
-            config.update(model=self.info.model, max_model_len=self.info.max_model_len,
-                          ignore_eos_sent=self.info.send_ignore_eos,
-                          continuous_usage_sent=self.info.continuous_usage, usage_reported=self.info.usage_reported,
-                          tokens_per_word=round(self.info.calibration.tokens_per_word, 4),
-                          prompt_lengths_calibrated=self.info.calibration.measured)
-        config["notes"] = [*(self.info.notes if self.info else []), *self.notes]
-        config["warnings"] = [*(self.info.warnings if self.info else []), *self.warnings]
-        config["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.wall_start_s)) + \
-            f".{int(self.wall_start_s % 1 * 1e6):06d}Z"
-        config["started_epoch_s"] = self.wall_start_s
+        info = self.info
+        config = self.cfg.report_config()
+        if info is not None:
+            config = dataclasses.replace(
+                config, model=info.model, max_model_len=info.max_model_len, ignore_eos_sent=info.send_ignore_eos,
+                continuous_usage_sent=info.continuous_usage, usage_reported=info.usage_reported,
+                tokens_per_word=round(info.calibration.tokens_per_word, 4),
+                prompt_lengths_calibrated=info.calibration.measured)
         idle = sorted(e.connect_s * 1000.0 for e in self.idle_connects)
-        config["idle_connect_ms_p50"] = float(np.median(idle)) if idle else None
+        config = dataclasses.replace(
+            config, notes=(*(info.notes if info else []), *self.notes),
+            warnings=(*(info.warnings if info else []), *self.warnings),
+            started_at=time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.wall_start_s))
+            + f".{int(self.wall_start_s % 1 * 1e6):06d}Z",
+            started_epoch_s=self.wall_start_s, idle_connect_ms_p50=float(np.median(idle)) if idle else None)
         levels = tuple(self.levels)
         summary = saturation.summary(levels)
         if self.fleet and summary is not None:

@@ -10,29 +10,37 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 from triage.bench import saturation
 from triage.bench.records import RequestRecord, read_records
 from triage.bench.run_config import LevelSpec
 from triage.bench.shards import skew_bound_s
 from triage.bench.stats import summarize
+from triage.core.bench_data import BenchRunConfig, BenchShard, MergeClock
+from triage.core.convert import to_dict
 from triage.core.errors import UsageError
 from triage.core.report import BenchLevel, BenchSection, ClientStats, level_name
 from triage.core.report_io import read_report
 
-_MUST_MATCH = ("url", "model", "endpoint", "slo", "input_len", "output_len")
+_MUST_MATCH = ("url", "model", "endpoint", "slo", "input_len", "output_len")    # BenchRunConfig's fields
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Shard:
     path: Path
-    index: int
-    count: int
-    config: dict[str, Any]
+    config: BenchRunConfig
+    shard: BenchShard
+    started_epoch_s: float
     levels: tuple[BenchLevel, ...]
-    global_levels: list[dict[str, Any]]
     records: list[RequestRecord]
+
+    @property
+    def index(self) -> int:
+        return self.shard.index
+
+    @property
+    def count(self) -> int:
+        return self.shard.count
 
 
 def _load(path: Path) -> Shard:
@@ -45,11 +53,10 @@ def _load(path: Path) -> Shard:
     report = read_report(report_path)
     if report.bench is None:
         raise UsageError(f"bench merge {report_path}: not a bench report")
-    shard = report.bench.config.get("shard") or {}
-    if "index" not in shard or "levels" not in shard:
+    config = report.bench.config
+    if config.shard is None or not config.shard.levels or config.started_epoch_s is None:
         raise UsageError(f"bench merge {report_path}: not a shard's report (run it with --shard i/N or --workers)")
-    return Shard(path, int(shard["index"]), int(shard["count"]), report.bench.config, report.bench.levels,
-                 list(shard["levels"]), read_records(records_path))
+    return Shard(path, config, config.shard, config.started_epoch_s, report.bench.levels, read_records(records_path))
 
 
 def _client(levels: list[BenchLevel]) -> ClientStats:
@@ -71,10 +78,11 @@ def _check_same_bench(shards: list[Shard]) -> list[str]:
     first = shards[0]
     for s in shards[1:]:
         for key in _MUST_MATCH:
-            if s.config.get(key) != first.config.get(key):
-                raise UsageError(f"bench merge: {s.path} ran {key}={s.config.get(key)!r}, {first.path} "
-                                 f"{first.config.get(key)!r}: not the same bench")
-        if s.global_levels != first.global_levels:
+            mine, theirs = getattr(s.config, key), getattr(first.config, key)
+            if mine != theirs:
+                raise UsageError(f"bench merge: {s.path} ran {key}={mine!r}, {first.path} {theirs!r}: "
+                                 "not the same bench")
+        if s.shard.levels != first.shard.levels:
             raise UsageError(f"bench merge: {s.path} ran other levels than {first.path}")
     indices = [s.index for s in shards]
     if len(set(indices)) != len(indices):
@@ -89,7 +97,8 @@ def _merged_level(k: int, shards: list[Shard], start: float, warnings: list[str]
     """Level k from every shard's records (times shifted to the earliest shard's clock); None when no shard
     finished it."""
     first = shards[0]
-    spec = LevelSpec(**first.global_levels[k])
+    whole = first.shard.levels[k]
+    spec = LevelSpec(concurrency=whole.concurrency, request_rate=whole.request_rate, input_len=whole.input_len)
     records: list[RequestRecord] = []
     parts: list[BenchLevel] = []
     starts: list[float] = []
@@ -99,7 +108,7 @@ def _merged_level(k: int, shards: list[Shard], start: float, warnings: list[str]
             continue
         part = s.levels[k]
         parts.append(part)
-        shift = float(s.config["started_epoch_s"]) - start
+        shift = s.started_epoch_s - start
         name = level_name(part)
         mine = [dataclasses.replace(r, t0_s=r.t0_s + shift) for r in s.records if r.level == name and not r.warmup]
         if mine:
@@ -107,7 +116,8 @@ def _merged_level(k: int, shards: list[Shard], start: float, warnings: list[str]
         records.extend(mine)
     if not parts:
         return None
-    level = summarize(spec, records, first.config.get("slo"), _client(parts), server=parts[0].server,
+    slo = first.config.slo
+    level = summarize(spec, records, to_dict(slo) if slo is not None else None, _client(parts), server=parts[0].server,
                       gpu=parts[0].gpu)
     spread = round(max(starts) - min(starts), 3) if len(starts) > 1 else 0.0
     return dataclasses.replace(level, notes=(
@@ -115,25 +125,25 @@ def _merged_level(k: int, shards: list[Shard], start: float, warnings: list[str]
                       "each other; server and GPU windows are shard 0's"))
 
 
-def merge_dirs(paths: list[Path]) -> tuple[BenchSection, dict[str, Any], list[str]]:
+def merge_dirs(paths: list[Path]) -> tuple[BenchSection, BenchRunConfig, list[str]]:
     """(the merged bench section, the first shard's config, warnings)."""
     if not paths:
         raise UsageError("bench merge: give at least one shard directory")
     shards = sorted((_load(p) for p in paths), key=lambda s: s.index)
     first = shards[0]
     warnings = _check_same_bench(shards)
-    start = min(float(s.config["started_epoch_s"]) for s in shards)
-    merged = [_merged_level(k, shards, start, warnings) for k in range(len(first.global_levels))]
+    start = min(s.started_epoch_s for s in shards)
+    merged = [_merged_level(k, shards, start, warnings) for k in range(len(first.shard.levels))]
     levels = [lv for lv in merged if lv is not None]
-    offsets = [s.config["shard"].get("clock_offset_s") for s in shards]
+    offsets = tuple(s.shard.clock_offset_s for s in shards)
     bound = skew_bound_s(offsets)
-    config = {**first.config, "shard": None, "num_shards": first.count,
-              "merged_from": [str(s.path) for s in shards], "started_epoch_s": start,
-              "clock": {"offsets_s": offsets, "skew_bound_s": bound,
-                        "note": "each shard's offset from the server's Date header (1 s resolution); the skew "
-                                "bound is the widest gap between two shards' offset intervals" if bound is not None
-                        else "a shard read no Date header from the server: the skew between machines is not bounded"},
-              "warnings": [*first.config.get("warnings", []), *warnings]}
+    clock = MergeClock(offsets_s=offsets, skew_bound_s=bound, note=(
+        "each shard's offset from the server's Date header (1 s resolution); the skew bound is the widest gap "
+        "between two shards' offset intervals" if bound is not None
+        else "a shard read no Date header from the server: the skew between machines is not bounded"))
+    config = dataclasses.replace(first.config, shard=None, num_shards=first.count,
+                                 merged_from=tuple(str(s.path) for s in shards), started_epoch_s=start, clock=clock,
+                                 warnings=(*first.config.warnings, *warnings))
     section = BenchSection(config=config, levels=tuple(levels), summary=saturation.summary(levels))
     return section, first.config, warnings
 

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from triage.bench.options import BenchOptions, LoadOptions, TargetOptions, WorkloadOptions
+from triage.core.bench_data import BenchRunConfig, BenchShard, Slo, Workload
 from triage.core.errors import UsageError
 from triage.core.redact import REDACTED, redact_header, redact_text
 from triage.core.report import level_name
@@ -117,8 +118,8 @@ class BenchConfig:
     prefix_len: int = 0
     ramp: Any = None  # workloads.Ramp
     window_s: float | None = None
-    # --shard/--workers (shards.py): {index, count, levels: the whole run's levels, clock_offset_s}; None alone.
-    shard: dict[str, Any] | None = None
+    # --shard/--workers (workers.py): this shard's place in the whole run; None alone.
+    shard: BenchShard | None = None
     # Several replicas (fleet.py): every URL (url is the first) and how requests are spread over them.
     urls: tuple[str, ...] = ()
     balance: str = "round-robin"
@@ -150,52 +151,34 @@ class BenchConfig:
             return max(MIN_REQUESTS_PER_LEVEL, REQUESTS_PER_SLOT * level.concurrency)
         return max(MIN_REQUESTS_PER_LEVEL, round(SECONDS_OF_ARRIVALS * (level.request_rate or 1.0)))
 
-    def to_report_dict(self) -> dict[str, Any]:
+    def report_config(self) -> BenchRunConfig:
         """The config block of the report. Secrets never appear: header values that look like auth are masked."""
-        return {
-            "url": redact_text(self.url),
-            "model": self.model,
-            "endpoint": self.endpoint.value,
-            "concurrency": list(dict.fromkeys(lv.concurrency for lv in self.levels if lv.concurrency is not None)),
-            "request_rate": list(dict.fromkeys(lv.request_rate for lv in self.levels if lv.request_rate is not None)),
-            "burstiness": self.burstiness,
-            "num_requests": self.num_requests,
-            "duration_s": self.duration_s,
-            "warmup": self.warmup,
-            "repeat": self.repeat,
-            "seed": self.seed,
-            "input_len": self.input_len,
-            **({"input_len_sweep": list(self.input_lens)} if self.input_lens else {}),
-            "output_len": self.output_len,
-            "len_dist": self.len_dist.value,
-            "shared_prefix_len": self.shared_prefix_len,
-            "dataset": str(self.dataset) if self.dataset else None,
-            "slo": dict(self.slo) if self.slo else None,
-            "timeout_s": self.timeout_s,
-            "max_in_flight": self.max_in_flight,
-            "api_key": REDACTED if self.api_key else None,
-            "headers": {k: redact_header(k, v) for k, v in self.headers.items()},
-            "warm_connections": self.warm_connections,
-            "request_id_header": self.request_id_header,
-            "repeat_order": self.repeat_order,
-            "workload": self.workload_dict(),
-            **({"shard": self.shard} if self.shard is not None else {}),
-            **({"urls": [redact_text(u) for u in self.urls], "balance": self.balance} if len(self.urls) > 1 else {}),
-            **({"roles": list(self.roles)} if any(self.roles) else {}),
-        }
+        fleet = len(self.urls) > 1
+        return BenchRunConfig(
+            url=redact_text(self.url), model=self.model, endpoint=self.endpoint.value,
+            concurrency=tuple(dict.fromkeys(lv.concurrency for lv in self.levels if lv.concurrency is not None)),
+            request_rate=tuple(dict.fromkeys(lv.request_rate for lv in self.levels if lv.request_rate is not None)),
+            burstiness=self.burstiness, num_requests=self.num_requests, duration_s=self.duration_s,
+            warmup=self.warmup, repeat=self.repeat, seed=self.seed, input_len=self.input_len,
+            input_len_sweep=self.input_lens or None, output_len=self.output_len, len_dist=self.len_dist.value,
+            shared_prefix_len=self.shared_prefix_len, dataset=str(self.dataset) if self.dataset else None,
+            slo=Slo(**self.slo) if self.slo else None, timeout_s=self.timeout_s, max_in_flight=self.max_in_flight,
+            api_key=REDACTED if self.api_key else None,
+            headers={k: redact_header(k, v) for k, v in self.headers.items()},
+            warm_connections=self.warm_connections, request_id_header=self.request_id_header,
+            repeat_order=self.repeat_order, workload=self.workload(), shard=self.shard,
+            urls=tuple(redact_text(u) for u in self.urls) if fleet else None,
+            balance=self.balance if fleet else None, roles=self.roles if any(self.roles) else None)
 
-    def workload_dict(self) -> dict[str, Any]:
+    def workload(self) -> Workload:
         """What shaped the load, for `compare` to check that two runs are comparable."""
         kind = ("trace" if self.trace is not None else "multi_turn" if self.turns > 1 else
                 "ramp" if self.ramp is not None else "prefix_groups" if self.prefix_groups else
                 "dataset" if self.dataset else "synthetic")
-        out: dict[str, Any] = {"kind": kind, "turns": self.turns, "think_time_ms": self.think_time_ms,
-                               "prefix_groups": self.prefix_groups, "prefix_len": self.prefix_len,
-                               "ramp": self.ramp.text if self.ramp is not None else None,
-                               "window_s": self.window_s, "trace": None}
-        if self.trace is not None:
-            out["trace"] = self.trace.report_dict(self.time_scales)
-        return out
+        return Workload(kind=kind, turns=self.turns, think_time_ms=self.think_time_ms,
+                        prefix_groups=self.prefix_groups, prefix_len=self.prefix_len,
+                        ramp=self.ramp.text if self.ramp is not None else None, window_s=self.window_s,
+                        trace=self.trace.report_record(self.time_scales) if self.trace is not None else None)
 
 
 def parse_int_list(text: str, flag: str, example: str = "1,4,16,64") -> list[int]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Sequence
 from email.utils import parsedate_to_datetime
 
 import httpx
@@ -88,7 +89,7 @@ def clock_offset_s(url: str, headers: dict[str, str] | None = None, timeout_s: f
     return [round(sent - server - 1.0, 3), round(received - server, 3)]
 
 
-def skew_bound_s(offsets: list[list[float] | None]) -> float | None:
+def skew_bound_s(offsets: Sequence[Sequence[float] | None]) -> float | None:
     """The most two shards' clocks can differ, given each one's offset interval; None when one is unknown."""
     if len(offsets) < 2:
         return 0.0

@@ -11,6 +11,7 @@ from pathlib import Path
 from triage.bench.app import OutputPaths, execute
 from triage.bench.run_config import BenchConfig
 from triage.bench.shards import clock_offset_s, shard_config
+from triage.core.bench_data import BenchShard, ShardLevel
 from triage.core.errors import UsageError
 
 
@@ -19,12 +20,12 @@ def as_shard(cfg: BenchConfig, index: int, count: int) -> BenchConfig:
     if cfg.ramp is not None or cfg.trace is not None:
         raise UsageError("--shard/--workers split closed-loop or rate levels; they cannot split a --ramp or a --trace")
     shard = shard_config(cfg, index, count)
-    levels = [dataclasses.asdict(lv) for lv in cfg.levels]
+    levels = tuple(ShardLevel(**dataclasses.asdict(lv)) for lv in cfg.levels)
     offset = clock_offset_s(cfg.url, cfg.headers)
-    return dataclasses.replace(shard, shard={"index": index, "count": count, "levels": levels,
-                                             "clock_offset_s": offset,
-                                             "burstiness_note": None if cfg.burstiness == 1.0 else
-                                             "N gamma streams do not sum to one gamma stream of the same shape"})
+    return dataclasses.replace(shard, shard=BenchShard(
+        index=index, count=count, levels=levels, clock_offset_s=tuple(offset) if offset is not None else None,
+        burstiness_note=None if cfg.burstiness == 1.0 else
+        "N gamma streams do not sum to one gamma stream of the same shape"))
 
 
 def run_shard(cfg: BenchConfig, out_dir: Path) -> int:

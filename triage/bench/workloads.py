@@ -14,6 +14,7 @@ from typing import Any
 
 from triage.bench.options import LoadOptions, WorkloadOptions
 from triage.bench.run_config import BenchConfig, Endpoint, LevelSpec
+from triage.core.bench_data import WorkloadTrace
 from triage.core.durations import parse_duration_s
 from triage.core.errors import UsageError
 
@@ -104,10 +105,10 @@ class Trace:
         span = sched[-1] - sched[0] if len(sched) > 1 else 0.0
         return round(len(sched) / span, 3) if span > 0 else float(len(sched))
 
-    def report_dict(self, time_scales: tuple[float, ...]) -> dict[str, Any]:
-        return {"file": str(self.path), "sha256": self.sha256, "num_requests": len(self.rows),
-                "num_requests_in_file": self.num_rows_in_file, "time_scales": list(time_scales),
-                "block_tokens": self.block_tokens, "cut": len(self.rows) < self.num_rows_in_file}
+    def report_record(self, time_scales: tuple[float, ...]) -> WorkloadTrace:
+        return WorkloadTrace(file=str(self.path), sha256=self.sha256, num_requests=len(self.rows),
+                             num_requests_in_file=self.num_rows_in_file, time_scales=tuple(time_scales),
+                             block_tokens=self.block_tokens, cut=len(self.rows) < self.num_rows_in_file)
 
 
 def _row(obj: Any, line_no: int, text: str, where: str) -> TraceRow:

@@ -10,9 +10,12 @@
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from triage.core.bench_data import BenchRunConfig
+from triage.core.convert import to_dict
 from triage.core.errors import ReportError, UsageError
 from triage.core.report import Report
 
@@ -20,13 +23,12 @@ BLOCKING = ("workload", "model")
 ALLOWED = ("engine", "server_flags", "hardware")
 CATEGORIES = BLOCKING + ALLOWED
 
-# Config keys that are not the workload: the level set (levels are matched, not compared), how long or how
-# often it ran, the client's own settings and what the client learned about the server.
+# Config fields (BenchRunConfig's) that are not the workload: the level set (levels are matched, not compared),
+# how long or how often it ran, the client's own settings and what the client learned about the server.
 NOT_WORKLOAD = frozenset({
     "url", "model", "concurrency", "request_rate", "num_requests", "duration_s", "warmup", "repeat", "seed",
     "timeout_s", "max_in_flight", "api_key", "headers", "notes", "ignore_eos_sent", "continuous_usage_sent",
-    "usage_reported", "tokens_per_word", "prompt_lengths_calibrated", "max_model_len", "server_flags",
-    "server_args", "source", "missing_fields",
+    "usage_reported", "tokens_per_word", "prompt_lengths_calibrated", "max_model_len", "source", "missing_fields",
     # when and how the bench ran, not what it asked: its wall-clock start, the idle connect time it measured,
     # its connection and request-id settings
     "started_at", "started_epoch_s", "idle_connect_ms_p50", "warm_connections", "request_id_header",
@@ -34,7 +36,7 @@ NOT_WORKLOAD = frozenset({
     # what the client observed while it ran (a drift warning, a cut trace), not what it asked the server for
     "warnings",
 })
-# Config keys that are server settings a peer or the bench recorded.
+# Config fields that are server settings a peer or the bench recorded.
 SERVER_KEYS = ("max_model_len",)
 
 
@@ -94,17 +96,16 @@ def parse_allow(spec: str | None) -> frozenset[str]:
     return allowed
 
 
-def _config(report: Report) -> dict[str, Any]:
-    cfg = report.bench.config if report.bench is not None else {}
-    return cfg if isinstance(cfg, dict) else {}
+def _config(report: Report) -> BenchRunConfig:
+    return report.bench.config if report.bench is not None else BenchRunConfig()
 
 
-def _workload(base: dict[str, Any], cand: dict[str, Any]) -> list[Difference]:
+def _workload(base: BenchRunConfig, cand: BenchRunConfig) -> list[Difference]:
     out = []
-    for key in sorted(set(base) | set(cand)):
+    for key in sorted(f.name for f in dataclasses.fields(BenchRunConfig)):
         if key in NOT_WORKLOAD:
             continue
-        b, c = base.get(key), cand.get(key)
+        b, c = to_dict(getattr(base, key)), to_dict(getattr(cand, key))   # a record as its JSON object
         if key == "input_len" and (isinstance(b, list) or isinstance(c, list)):
             continue                  # an --input-len sweep: its lengths are levels, matched one by one
         out += [Difference("workload", field, fb, fc) for field, fb, fc in _flat(key, b, c)]
@@ -119,12 +120,8 @@ def _gpus(report: Report) -> str:
     return f"{len(gpus)}x {' + '.join(names)}"
 
 
-def _flags(cfg: dict[str, Any]) -> dict[str, Any]:
-    flags = {k: cfg.get(k) for k in SERVER_KEYS if k in cfg}
-    for key in ("server_flags", "server_args"):
-        if isinstance(cfg.get(key), dict):
-            flags.update(cfg[key])
-    return flags
+def _flags(cfg: BenchRunConfig) -> dict[str, Any]:
+    return {k: getattr(cfg, k) for k in SERVER_KEYS}
 
 
 def differences(base: Report, cand: Report) -> list[Difference]:

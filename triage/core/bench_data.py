@@ -1,16 +1,17 @@
 """What a bench level records beside its latencies, typed: the server's /metrics window over the level
 (triage/bench/server_scrape.py), the GPUs' NVML samples, the connections it opened (triage/bench/level_extras.py)
-and, with several --url, each replica's share (triage/bench/fleet.py). And `BenchRunConfig`: the part of a
-bench's config that rules read, as one typed view of the config's JSON object.
+and, with several --url, each replica's share (triage/bench/fleet.py). And `BenchRunConfig`: the report's
+`bench.config`, the whole record of what the run asked for and how it went (written by triage/bench, by
+`bench merge` and by the importers of other tools' result files).
 
 Rules read these by attribute; tests/test_bench_rule_contract.py runs real benches and fails when a rule reads
 a field no bench fills. Every field defaults to None (not measured): a report from before a field existed reads.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from triage.core.convert import from_dict
 from triage.core.probe_data.base import payload
 
 
@@ -116,20 +117,138 @@ class Slo:
     tpot_ms: float | None = None
     e2e_ms: float | None = None
 
+    def __json__(self) -> dict[str, float]:
+        """Only the limits given, as --slo named them."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
+
+
+@payload
+class WorkloadTrace:
+    """`--trace FILE`: the trace replayed (triage/bench/workloads.py)."""
+
+    file: str | None = None
+    sha256: str | None = None
+    num_requests: int | None = None                  # the rows replayed
+    num_requests_in_file: int | None = None
+    time_scales: tuple[float, ...] = ()              # one level per scale
+    block_tokens: int | None = None
+    cut: bool | None = None                          # fewer rows replayed than the file holds
+
+
+@payload
+class Workload:
+    """What shaped the load besides the levels, for `compare` to check that two runs are comparable."""
+
+    kind: str | None = None                          # synthetic | dataset | prefix_groups | ramp | multi_turn | trace
+    turns: int | None = None
+    think_time_ms: float | None = None
+    prefix_groups: int | None = None
+    prefix_len: int | None = None
+    ramp: str | None = None                          # the --ramp text
+    window_s: float | None = None
+    trace: WorkloadTrace | None = None
+
+
+@payload
+class ShardLevel:
+    """One level of the whole run, before it was split over the shards."""
+
+    concurrency: int | None = None
+    request_rate: float | None = None
+    input_len: int | None = None
+
+
+@payload
+class BenchShard:
+    """`--shard i/N` and `--workers N` (triage/bench/workers.py): this shard's place in the whole run."""
+
+    index: int
+    count: int
+    levels: tuple[ShardLevel, ...] = ()              # the whole run's levels
+    clock_offset_s: tuple[float, ...] | None = None  # [low, high] of this host's clock minus the server's
+    burstiness_note: str | None = None
+
+
+@payload
+class MergeClock:
+    """`bench merge`: how far apart the shards' clocks may be."""
+
+    offsets_s: tuple[tuple[float, ...] | None, ...] = ()   # each shard's clock_offset_s
+    skew_bound_s: float | None = None
+    note: str | None = None
+
+
+# The keys a report carries only when they are set (a run of one URL has no `urls`, one not sharded no
+# `shard`, ...): absent, never null, as the bench has always written them. Every other key is written, null
+# when unset.
+WRITTEN_WHEN_SET = frozenset({
+    "input_len_sweep", "shard", "urls", "balance", "roles", "interrupted", "partial_level",
+    "num_shards", "merged_from", "clock", "source", "streaming", "turns", "prefix", "ramp", "missing_fields"})
+
 
 @payload
 class BenchRunConfig:
-    """The bench config's keys that rules read (the config object itself records the whole run)."""
+    """A bench report's `bench.config`: what the run asked for (secrets redacted), what the client learned of
+    the server, when it ran; a merged or imported report's own keys last. Rules read it as `ctx.bench_config()`."""
 
+    url: str | None = None                           # redacted (triage.core.redact)
     model: str | None = None
-    endpoint: str | None = None
+    endpoint: str | None = None                      # completions | chat
+    concurrency: tuple[int, ...] | None = None       # the closed-loop levels
+    request_rate: tuple[float, ...] | None = None    # the open-loop levels (requests/s)
+    burstiness: float | None = None
+    num_requests: int | None = None                  # per level
+    duration_s: float | None = None                  # per level
+    warmup: int | None = None                        # requests
+    repeat: int | None = None
+    seed: int | None = None
+    input_len: int | float | list[int] | None = None  # tokens: the first length of a sweep (a list in old reports)
+    input_len_sweep: tuple[int, ...] | None = None   # --input-len A,B,...: every length, in run order
+    output_len: int | float | None = None            # tokens
+    len_dist: str | None = None                      # fixed | uniform | normal | lognormal
+    shared_prefix_len: int | None = None             # tokens
+    dataset: str | None = None
     slo: Slo | None = None
-    shared_prefix_len: int | None = None
-    input_len: Any = None                            # one length, or the list of an --input-len sweep
-    output_len: int | None = None
+    timeout_s: float | None = None
+    max_in_flight: int | None = None
+    api_key: str | None = None                       # "***" when one was given
+    headers: dict[str, str] | None = None            # values that look like auth masked
+    warm_connections: bool | None = None
+    request_id_header: str | None = None
+    repeat_order: str | None = None                  # rounds | back-to-back
+    workload: Workload | None = None
+    shard: BenchShard | None = None
+    urls: tuple[str, ...] | None = None              # several --url: every one (redacted), url is the first
     balance: str | None = None                       # several --url: round-robin | least-in-flight
-    idle_connect_ms_p50: float | None = None
+    roles: tuple[str | None, ...] | None = None      # each URL's role (prefill | decode | both) from its #fragment
+    # What the preflight learned of the server (triage/bench/preflight.py).
+    max_model_len: int | None = None                 # tokens
+    ignore_eos_sent: bool | None = None
+    continuous_usage_sent: bool | None = None
+    usage_reported: bool | None = None
+    tokens_per_word: float | None = None
+    prompt_lengths_calibrated: bool | None = None
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    started_at: str | None = None                    # UTC, ISO 8601
+    started_epoch_s: float | None = None
+    idle_connect_ms_p50: float | None = None         # connects to the idle server before the levels
+    # Ctrl-C (triage/bench/app.py): the level it cut, when that level was kept partial.
+    interrupted: bool | None = None
+    partial_level: str | None = None
+    # `bench merge` (triage/bench/merge.py).
+    num_shards: int | None = None
+    merged_from: tuple[str, ...] | None = None       # the shards' directories
+    clock: MergeClock | None = None
+    # `triage import` (triage/importers/): the peer tool, what its file records that a bench keeps elsewhere,
+    # and what it lacked.
+    source: str | None = None
+    streaming: bool | None = None
+    turns: int | None = None
+    prefix: Any = None                               # GuideLLM's prefix_buckets (its own shape)
+    ramp: str | None = None                          # vLLM's ramp_up_strategy
+    missing_fields: tuple[str, ...] | None = None
 
-    @classmethod
-    def of(cls, config: dict[str, Any] | None) -> BenchRunConfig:
-        return from_dict(cls, config or {}, "bench.config")
+    def __json__(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.name not in WRITTEN_WHEN_SET or getattr(self, f.name) is not None}

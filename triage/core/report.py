@@ -9,7 +9,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from triage.core.bench_data import LevelConnections, LevelGpu, LevelServer, Replica
+from triage.core.bench_data import BenchRunConfig, LevelConnections, LevelGpu, LevelServer, Replica
 from triage.core.snapshot import ProbeResult
 
 SCHEMA_VERSION = "1.1"   # 1.1: probe data typed per probe (every field written, null when not measured)
@@ -207,7 +207,7 @@ class BenchLevel:
 
 @dataclass(frozen=True, slots=True)
 class BenchSection:
-    config: dict[str, Any]
+    config: BenchRunConfig                           # the run's config and bookkeeping (bench_data.py)
     levels: tuple[BenchLevel, ...]
     # Filled by the saturation analysis: the knee level and the best-goodput level.
     summary: dict[str, Any] | None = None

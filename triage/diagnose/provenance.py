@@ -53,7 +53,7 @@ def differences(recorded: Report, target: Target) -> list[str]:
     urls = [u for u in (recorded.target.urls or (recorded.target.url,)) if u]
     if target.url and urls and _endpoint(target.url) not in {_endpoint(u) for u in urls}:
         out.append(f"URL {urls[0]}, not {target.url}")
-    model = recorded.target.model or (recorded.bench.config.get("model") if recorded.bench else None)
+    model = recorded.target.model or (recorded.bench.config.model if recorded.bench else None)
     if model and target.model and model != target.model:
         out.append(f"model {model}, not {target.model}")
     engine, theirs = _engine(recorded.target.engine), _engine(target.engine)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from triage.core.bench_data import BenchRunConfig
 from triage.core.errors import ReportError
 from triage.core.report import (
     BenchLevel,
@@ -105,10 +106,10 @@ def _length(value: Any) -> int | float | None:
 
 def workload(*, endpoint: Any, streaming: Any, input_len: Any, output_len: Any, dataset: Any,
              turns: Any = None, **extra: Any) -> dict[str, Any]:
-    """A peer's workload in triage's own vocabulary, so that two tools' runs of one workload compare equal:
-    the endpoint as `completions` or `chat` (the names bench's --endpoint takes), `streaming` as a bool,
-    whole-number lengths as ints, every synthetic dataset as `synthetic`, and one turn when the source
-    names none. Extra source-specific keys are kept only when the source set them."""
+    """A peer's workload in triage's own vocabulary (as BenchRunConfig's fields), so that two tools' runs of one
+    workload compare equal: the endpoint as `completions` or `chat` (the names bench's --endpoint takes),
+    `streaming` as a bool, whole-number lengths as ints, every synthetic dataset as `synthetic`, and one turn
+    when the source names none. Extra source-specific keys are kept only when the source set them."""
     ep = _ENDPOINTS.get(str(endpoint).strip().lower(), endpoint) if endpoint is not None else None
     name = str(dataset).strip().lower() if dataset is not None else None
     return {"endpoint": ep, "streaming": streaming if isinstance(streaming, bool) else None,
@@ -121,7 +122,7 @@ def workload(*, endpoint: Any, streaming: Any, input_len: Any, output_len: Any, 
 def bench_report(*, source: str, model: str | None, url: str | None, workload: dict[str, Any],
                  levels: list[BenchLevel], extra_missing: Sequence[str] = ()) -> Report:
     missing = [*missing_fields(levels), *extra_missing]
-    config = {"source": source, "model": model, "url": url, **workload, "missing_fields": missing,
-              "notes": [f"imported from {source}; the source lacked: {', '.join(missing)}"]}
+    config = BenchRunConfig(**workload, source=source, model=model, url=url, missing_fields=tuple(missing),
+                            notes=(f"imported from {source}; the source lacked: {', '.join(missing)}",))
     return new_report(ReportKind.BENCH, UNKNOWN_HOST, Target(url=url, engine=None, model=model),
                       bench=BenchSection(config=config, levels=tuple(levels)))

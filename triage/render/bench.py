@@ -35,14 +35,13 @@ def row_cells(level: BenchLevel) -> list[str]:
 
 def detail_lines(section: BenchSection) -> list[str]:
     """Why a level is invalid, what failed, the client vs server TTFT gap, the saturation summary."""
-    config = section.config if isinstance(section.config, dict) else {}
-    lines = [f"WARNING: {w}" for w in config.get("warnings", [])]
+    lines = [f"WARNING: {w}" for w in section.config.warnings]
     for level in section.levels:
         lines += _level_lines(level)
     summary = section.summary or {}
     lines += _summary_lines(summary)
     lines += find_max_lines(summary.get("find_max"))
-    for note in config.get("notes", []):
+    for note in section.config.notes:
         lines.append(f"note: {note}")
     return lines
 

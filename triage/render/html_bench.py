@@ -3,8 +3,8 @@ together): the verdict, the workload and configuration, the results table, the f
 the notes said in plain words."""
 from __future__ import annotations
 
-from typing import Any
-
+from triage.core.bench_data import BenchRunConfig
+from triage.core.convert import to_dict
 from triage.core.report import BenchSection, Finding, FindingKind, Report, level_name
 from triage.render.bench import COLUMNS, detail_lines, row_cells
 from triage.render.fmt import evidence_value, num
@@ -36,9 +36,8 @@ def plain_note(note: str) -> str:
 _IN_TILES = ("note: ", "knee: ", "best goodput: ", "best throughput: ")
 
 
-def _config(report: Report) -> dict[str, Any]:
-    config = report.bench.config if report.bench is not None else {}
-    return config if isinstance(config, dict) else {}
+def _config(report: Report) -> BenchRunConfig:
+    return report.bench.config if report.bench is not None else BenchRunConfig()
 
 
 def _worst(findings: list[Finding]) -> Finding | None:
@@ -89,76 +88,77 @@ def verdict(report: Report) -> str:
     return section("Summary", body, "summary")
 
 
-def _levels_text(config: dict[str, Any], section_: BenchSection) -> list[tuple[str, str]]:
-    conc = config.get("concurrency") or sorted({lv.concurrency for lv in section_.levels if lv.concurrency})
-    rates = config.get("request_rate") or sorted({lv.request_rate for lv in section_.levels if lv.request_rate})
+def _levels_text(config: BenchRunConfig, section_: BenchSection) -> list[tuple[str, str]]:
+    conc = config.concurrency or sorted({lv.concurrency for lv in section_.levels if lv.concurrency})
+    rates = config.request_rate or sorted({lv.request_rate for lv in section_.levels if lv.request_rate})
     out = []
     if conc:
         out.append(("concurrency levels", ", ".join(str(c) for c in conc)))
     if rates:
-        burst = config.get("burstiness")
+        burst = config.burstiness
         out.append(("request rates", ", ".join(f"{r:g}/s" for r in rates)
                     + (f" (burstiness {burst:g})" if isinstance(burst, (int, float)) and burst != 1 else "")))
     return out
 
 
-def _lengths(config: dict[str, Any]) -> list[tuple[str, str]]:
+def _lengths(config: BenchRunConfig) -> list[tuple[str, str]]:
     out = []
-    dist = config.get("len_dist")
+    dist = config.len_dist
     dist = f" ({dist})" if dist and dist != "fixed" else ""
-    if config.get("input_len_sweep"):
-        out.append(("prompt lengths", ", ".join(str(n) for n in config["input_len_sweep"]) + f" tokens{dist}"))
-    elif config.get("input_len") is not None:
-        out.append(("prompt length", f"{config['input_len']} tokens{dist}"))
-    if config.get("output_len") is not None:
-        out.append(("output length", f"{config['output_len']} tokens"
-                    + (", end-of-sequence ignored" if config.get("ignore_eos_sent") else "")))
-    if config.get("shared_prefix_len"):
-        out.append(("shared prefix", f"{config['shared_prefix_len']} tokens"))
-    if config.get("dataset"):
-        out.append(("dataset", str(config["dataset"])))
+    if config.input_len_sweep:
+        out.append(("prompt lengths", ", ".join(str(n) for n in config.input_len_sweep) + f" tokens{dist}"))
+    elif config.input_len is not None:
+        out.append(("prompt length", f"{config.input_len} tokens{dist}"))
+    if config.output_len is not None:
+        out.append(("output length", f"{config.output_len} tokens"
+                    + (", end-of-sequence ignored" if config.ignore_eos_sent else "")))
+    if config.shared_prefix_len:
+        out.append(("shared prefix", f"{config.shared_prefix_len} tokens"))
+    if config.dataset:
+        out.append(("dataset", str(config.dataset)))
     return out
 
 
-def _target(report: Report, config: dict[str, Any]) -> list[tuple[str, str]]:
+def _target(report: Report, config: BenchRunConfig) -> list[tuple[str, str]]:
     t = report.target
-    urls = t.urls or config.get("urls") or ()
-    out = [("server", ", ".join(urls) if urls else (t.url or config.get("url") or "n/a")),
-           ("model", t.model or config.get("model") or "n/a"),
+    urls = t.urls or config.urls or ()
+    out = [("server", ", ".join(urls) if urls else (t.url or config.url or "n/a")),
+           ("model", t.model or config.model or "n/a"),
            ("engine", engine_label(t.engine, t.engine_version))]
-    endpoint = config.get("endpoint")
+    endpoint = config.endpoint
     if endpoint:
         out.append(("API endpoint", {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
                     .get(endpoint, str(endpoint))))
-    if config.get("max_model_len"):
-        out.append(("max model length", f"{config['max_model_len']:,} tokens"))
-    if config.get("balance"):
-        out.append(("balancing", str(config["balance"])))
+    if config.max_model_len:
+        out.append(("max model length", f"{config.max_model_len:,} tokens"))
+    if config.balance:
+        out.append(("balancing", str(config.balance)))
     return out
 
 
-def _load(config: dict[str, Any], section_: BenchSection) -> list[tuple[str, str]]:
+def _load(config: BenchRunConfig, section_: BenchSection) -> list[tuple[str, str]]:
     out = _levels_text(config, section_)
-    if config.get("num_requests"):
-        out.append(("requests per level", f"{config['num_requests']:,}"))
-    if config.get("duration_s"):
-        out.append(("duration per level", f"{config['duration_s']:g} s"))
+    if config.num_requests:
+        out.append(("requests per level", f"{config.num_requests:,}"))
+    if config.duration_s:
+        out.append(("duration per level", f"{config.duration_s:g} s"))
     out += _lengths(config)
-    kind = config["workload"].get("kind") if isinstance(config.get("workload"), dict) else None
+    kind = config.workload.kind if config.workload is not None else None
     if kind and kind != "synthetic":
         out.append(("workload", kind.replace("_", " ")))
-    if config.get("warmup"):
-        out.append(("warm-up requests", str(config["warmup"])))
-    if (config.get("repeat") or 1) > 1:
-        out.append(("repeats", f"{config['repeat']} ({config.get('repeat_order') or 'in a row'})"))
-    if config.get("slo"):
-        out.append(("SLO", ", ".join(f"{k} ≤ {v:g}" for k, v in config["slo"].items())))
-    if config.get("timeout_s"):
-        out.append(("request timeout", f"{config['timeout_s']:g} s"))
-    if config.get("seed") is not None:
-        out.append(("seed", str(config["seed"])))
-    if config.get("started_at"):
-        out.append(("started", str(config["started_at"])))
+    if config.warmup:
+        out.append(("warm-up requests", str(config.warmup)))
+    if (config.repeat or 1) > 1:
+        out.append(("repeats", f"{config.repeat} ({config.repeat_order or 'in a row'})"))
+    slo = to_dict(config.slo) if config.slo is not None else {}       # the limits given
+    if slo:
+        out.append(("SLO", ", ".join(f"{k} ≤ {v:g}" for k, v in slo.items())))
+    if config.timeout_s:
+        out.append(("request timeout", f"{config.timeout_s:g} s"))
+    if config.seed is not None:
+        out.append(("seed", str(config.seed)))
+    if config.started_at:
+        out.append(("started", str(config.started_at)))
     return out
 
 
@@ -208,6 +208,6 @@ def findings(report: Report) -> str:
 def notes(report: Report) -> str:
     """Run notes (said in plain words) and per-level notes; empty when there are none."""
     assert report.bench is not None
-    lines = list(dict.fromkeys(plain_note(str(n)) for n in _config(report).get("notes", [])))
+    lines = list(dict.fromkeys(plain_note(str(n)) for n in _config(report).notes))
     lines += [f"{level_name(lv)}: {plain_note(n)}" for lv in report.bench.levels for n in lv.notes]
     return section("Notes", bullets(lines), "notes") if lines else ""
