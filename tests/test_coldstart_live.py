@@ -143,3 +143,31 @@ def test_a_real_llama_server_start_is_broken_into_its_phases(tmp_path):
     assert phases == ["process", "weight_load", "kv_alloc", "api_server"]
     assert run["ttft_s"] is not None
     assert abs(run["startup"]["phases_total_s"] - run["ready_s"]) <= 0.10 * run["ready_s"]
+
+
+@pytest.mark.slow
+def test_a_compiled_serve_shows_its_compile_phase_and_a_warm_cache_shortens_it_with_eng008_quiet(tmp_path):
+    """`triage serve --compile on`, started twice on one Inductor cache: the compile phase is timed from the
+    engine's own log lines, the second start's is shorter, and the saved log judged by diagnose does not fire
+    ENG008 (compile repeated on every start)."""
+    out, log = tmp_path / "cold.json", tmp_path / "server.log"
+    done = _coldstart("--repeat", "2", "--json", str(out), "--log", str(log), "--", PY, "-m", "triage", "serve",
+                      "--port", str(_free_port()), "--max-num-seqs", "1", "--compile", "on",
+                      "--compile-cache-dir", str(tmp_path / "inductor"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = json.loads(out.read_text())["runs"]
+    compile_s = []
+    for run in runs:
+        phases = {p["phase"]: p for p in run["startup"]["phases"]}
+        assert list(phases) == ["process", "weight_load", "kv_alloc", "warmup", "compile", "api_server"]
+        assert phases["compile"]["logged"] and phases["compile"]["completed"]
+        compile_s.append(phases["compile"]["seconds"])
+    assert compile_s[1] < compile_s[0], compile_s
+    assert "torch.compile" in done.stdout and f"server log: {log}" in done.stderr
+    judged = subprocess.run([PY, "-m", "triage", "diagnose", "--log", str(log), "--format", "json"], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    report = json.loads(judged.stdout)
+    startup = next(p for p in report["probes"] if p["name"] == "logs")["data"]["startup"]
+    assert startup["num_starts"] == 2 and startup["compile_s_each_start"] == pytest.approx(compile_s, abs=0.01)
+    assert "ENG008" not in {s["code"] for s in report["skipped_rules"]}       # it judged the two starts
+    assert "ENG008" not in {f["rule_id"] for f in report["findings"]}

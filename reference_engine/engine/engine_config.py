@@ -12,6 +12,7 @@ KV_LAYOUTS = ("paged", "contiguous")
 LOAD_FORMATS = ("auto", "dummy", "safetensors")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 QUANTIZATIONS = ("none", "fp8", "int4")
+COMPILE_MODES = ("off", "auto", "on")      # the decode step: eager, compiled where it measures faster, compiled
 KV_CACHE_DTYPES = ("auto", "float32", "bfloat16", "float16", "fp8", "fp8_e4m3")   # fp8: e4m3 + per-(token, head) scale
 
 
@@ -45,6 +46,12 @@ class EngineConfig:
     # packed-weight kernels (layers/kernels/quant_weights.py) run it where they measure faster; the reason is in
     # the dtype note.
     quantization: str = "none"
+    # The decode step compiled with torch.compile (engine/compiled_step.py): off (eager), auto (compiled where a
+    # short probe measures it faster, else eager with the reason), on (compiled, or an error saying why not).
+    # Off by default: compiling costs start-up seconds (a cold cache: about 10 s for the tiny preset, 20 s for
+    # small, on a 2-core host), which tests and demos should not pay.
+    compile: str = "off"
+    compile_cache_dir: str | None = None      # Inductor's on-disk cache; None: TORCHINDUCTOR_CACHE_DIR or torch's
 
     def replace(self, **changes: Any) -> EngineConfig:
         return replace(self, **changes)
@@ -52,7 +59,8 @@ class EngineConfig:
     def validate(self) -> None:
         # ``attention`` is checked against the backend registry by the engine (backends can be registered).
         choices = {"scheduler": SCHEDULERS, "kv_layout": KV_LAYOUTS, "load_format": LOAD_FORMATS, "dtype": DTYPES, "kv_cache_dtype": KV_CACHE_DTYPES,
-                   "weight_storage": ("auto", "bf16", "fp32"), "quantization": QUANTIZATIONS}
+                   "weight_storage": ("auto", "bf16", "fp32"), "quantization": QUANTIZATIONS,
+                   "compile": COMPILE_MODES}
         for name, allowed in choices.items():
             value = getattr(self, name)
             if value not in allowed:

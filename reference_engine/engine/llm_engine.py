@@ -16,6 +16,7 @@ import torch
 
 from triage.core.errors import EngineError
 from triage.reference_engine.engine.block_manager import BlockManager, ContiguousAllocator
+from triage.reference_engine.engine.compiled_step import choose_compile
 from triage.reference_engine.engine.engine_config import EngineConfig
 from triage.reference_engine.engine.model_runner import ModelRunner
 from triage.reference_engine.engine.request_outputs import Completion, EngineStats, RequestOutput, StepStats
@@ -133,6 +134,7 @@ class LLMEngine:
         with torch.no_grad():
             model.forward_full([mc.bos_token_id or 0] * min(8, self.max_model_len))
         log.info("Warm-up forward pass took %.3f seconds", time.perf_counter() - tic)
+        self.compile_choice = self._compile_decode()
         self.kv_cache_dtype = kv_format.name
         self.kv_cache_tokens_capacity = num_blocks * block_size
         self._seqs: dict[str, Sequence] = {}
@@ -171,6 +173,14 @@ class LLMEngine:
             return "float32"
         store_bf16(model)
         return "bfloat16"
+
+    def _compile_decode(self):
+        """compile auto / on: the decode step through torch.compile (engine/compiled_step.py logs the phase)."""
+        cfg = self.config
+        try:
+            return choose_compile(self.runner, cfg.compile, cfg.max_num_seqs, cfg.compile_cache_dir)
+        except RuntimeError as e:
+            raise EngineError(str(e)) from None
 
     def _quantize(self, model):
         """``quantization`` fp8 / int4: swap the Linear layers (layers/quant/handlers.py) and say what runs."""
@@ -375,4 +385,5 @@ class LLMEngine:
             kv_tokens_reserved=a.tokens_reserved, kv_tokens_used=a.tokens_used,
             kv_reserved_bytes=a.tokens_reserved * self._kv_bytes_per_token,
             kv_used_bytes=a.tokens_used * self._kv_bytes_per_token,
-            kv_fragmentation_frac=a.fragmentation_frac, num_steps_total=self._num_steps)
+            kv_fragmentation_frac=a.fragmentation_frac, num_steps_total=self._num_steps,
+            decode_step=self.compile_choice.step)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import torch
 
+from triage.reference_engine.engine.compiled_step import CompiledDecode
 from triage.reference_engine.engine.scheduler import ScheduledBatch
 from triage.reference_engine.engine.sequence import Sequence
+from triage.reference_engine.engine.step_attention import PagedStep
 from triage.reference_engine.layers.attention import get_backend
 from triage.reference_engine.layers.attention.base import AttentionMetadata
 from triage.reference_engine.layers.kv_cache import KvFormat, PlainKvFormat
@@ -30,6 +32,7 @@ class ModelRunner:
         self.backend = get_backend(attention, device)
         self.kv_format: KvFormat = PlainKvFormat(kv_dtype) if kv_format is None else kv_format
         self.kv_cache = self._allocate()
+        self.compiled: CompiledDecode | None = None     # set by the engine when it compiles the decode step
 
     def _allocate(self) -> torch.Tensor:
         return self.kv_format.allocate(self.cfg.num_hidden_layers, self.num_blocks, self.block_size,
@@ -76,14 +79,29 @@ class ModelRunner:
         """Forward the batch; return float32 logits for the sequences that get a new token, in order."""
         self.copy_blocks(copies)
         input_ids, positions, slot_mapping, meta, logit_rows, sample_seqs = self.prepare(batch)
-        hidden = self.model.hidden_states(input_ids, positions, self.kv_cache, meta, slot_mapping, self.backend,
-                                          self.kv_format)
+        step = PagedStep(self.kv_cache, slot_mapping, meta, self.backend, self.kv_format, int(input_ids.shape[0]))
+        if self.runs_compiled(meta, len(logit_rows)):
+            return self.compiled.run(input_ids, positions, step), sample_seqs
+        hidden = self.model.hidden_states(input_ids, positions, step)
         if not logit_rows:
             return torch.empty(0, self.cfg.vocab_size), []
         if len(logit_rows) == hidden.shape[0]:     # every row samples (all-decode steps): rows 0..T-1 in order
             return self.model.logits(hidden), sample_seqs
         rows = torch.tensor(logit_rows, dtype=torch.long, device=self.device)
         return self.model.logits(hidden.index_select(0, rows)), sample_seqs
+
+    def runs_compiled(self, meta: AttentionMetadata, num_sampled: int) -> bool:
+        """A decode step (one new token per sequence, each sampled) that fits a compiled bucket."""
+        return (self.compiled is not None and meta.is_all_decode and num_sampled == meta.num_seqs
+                and self.compiled.bucket_for(meta.num_seqs) is not None)
+
+    def scratch_step(self, num_tokens: int) -> PagedStep:
+        """A decode step of ``num_tokens`` one-token sequences, all in block 0 slot 0: for compiling and timing
+        before any request has a block (what it writes there is overwritten before anything reads it)."""
+        meta = AttentionMetadata(q_starts=list(range(num_tokens)), q_lens=[1] * num_tokens, kv_lens=[1] * num_tokens,
+                                 block_tables=[[0]] * num_tokens, block_size=self.block_size)
+        slots = torch.zeros(num_tokens, dtype=torch.long, device=self.device)
+        return PagedStep(self.kv_cache, slots, meta, self.backend, self.kv_format, num_tokens)
 
     @torch.inference_mode()
     def sample(self, logits: torch.Tensor, seqs: list[Sequence], generators, banned) -> list[int]:

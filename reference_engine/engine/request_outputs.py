@@ -67,3 +67,4 @@ class EngineStats:
     kv_used_bytes: int = 0
     kv_fragmentation_frac: float = 0.0
     num_steps_total: int = 0
+    decode_step: str = "eager"           # eager | compiled (engine/compiled_step.py)

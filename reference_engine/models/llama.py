@@ -4,21 +4,24 @@ SwiGLU, tied or untied embeddings, plus the Qwen2 q/k/v bias and Qwen3 q/k norm 
 Module and parameter names equal Hugging Face's (``model.layers.0.self_attn.q_proj.weight`` ...), so
 checkpoints load by name and quantization handlers can swap any ``nn.Linear`` by its HF name. The
 projections stay unfused for that reason. The model works on a flattened ragged batch
-of tokens; attention goes through a backend and the paged KV cache (``forward``), or, for reference,
-through plain causal attention over one sequence with no cache (``forward_full``).
+of tokens; attention goes through the step's ``attend`` (engine/step_attention.py: the paged KV cache and a
+backend), or, for reference, through plain causal attention over one sequence with no cache (``forward_full``).
+This is the one forward: the compiled decode step (engine/compiled_step.py) traces it as it is.
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from triage.core.errors import EngineError
-from triage.reference_engine.layers.attention.base import AttentionBackend, AttentionMetadata
-from triage.reference_engine.layers.kv_cache import KvFormat, PlainKvFormat
 from triage.reference_engine.models.model_config import ModelConfig
+
+# attend(q, k, v, layer_index, scale) -> o: stores the layer's new K/V and attends over its cache.
+Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int, float], torch.Tensor]
 
 
 class RMSNorm(nn.Module):
@@ -96,12 +99,10 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor | None) -> 
     return out.to(x.dtype)
 
 
-_PLAIN_KV = PlainKvFormat()     # stores K/V in the cache tensor's own dtype
-
-
 class LlamaAttention(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, layer_index: int):
         super().__init__()
+        self.layer_index = layer_index
         self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         self.scale = cfg.head_dim ** -0.5
         h = cfg.hidden_size
@@ -115,8 +116,7 @@ class LlamaAttention(nn.Module):
         else:
             self.q_norm = self.k_norm = None
 
-    def forward(self, x, cos, sin, kv_cache, meta, slot_mapping, backend,
-                kv_format: KvFormat = _PLAIN_KV) -> torch.Tensor:
+    def forward(self, x, cos, sin, attend: Attend | None) -> torch.Tensor:
         t = x.shape[0]
         q = self.q_proj(x).view(t, self.num_heads, self.head_dim)
         k = self.k_proj(x).view(t, self.num_kv_heads, self.head_dim)
@@ -124,14 +124,12 @@ class LlamaAttention(nn.Module):
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        if kv_cache is None:               # reference path: one sequence, no cache
+        if attend is None:                 # reference path: one sequence, no cache
             o = F.scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), k.transpose(0, 1).unsqueeze(0),
                                                v.transpose(0, 1).unsqueeze(0), is_causal=True,
                                                scale=self.scale, enable_gqa=True)[0].transpose(0, 1)
         else:
-            k_cache, v_cache = kv_cache
-            kv_format.write(k_cache, v_cache, slot_mapping, k, v)
-            o = kv_format.attend(backend, q, k_cache, v_cache, meta, self.scale)
+            o = attend(q, k, v, self.layer_index, self.scale)
         return self.o_proj(o.reshape(t, self.num_heads * self.head_dim))
 
 
@@ -147,15 +145,15 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaDecoderLayer(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, layer_index: int):
         super().__init__()
-        self.self_attn = LlamaAttention(cfg)
+        self.self_attn = LlamaAttention(cfg, layer_index)
         self.mlp = LlamaMLP(cfg)
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward(self, x, cos, sin, kv_cache, meta, slot_mapping, backend, kv_format: KvFormat = _PLAIN_KV):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv_cache, meta, slot_mapping, backend, kv_format)
+    def forward(self, x, cos, sin, attend: Attend | None):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, attend)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -163,7 +161,7 @@ class LlamaModel(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.layers = nn.ModuleList(LlamaDecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.layers = nn.ModuleList(LlamaDecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.rotary_emb = RotaryEmbedding(cfg)
 
@@ -178,18 +176,15 @@ class LlamaForCausalLM(nn.Module):
             self.lm_head.weight = self.model.embed_tokens.weight
 
     def hidden_states(self, input_ids: torch.Tensor, positions: torch.Tensor,
-                      kv_caches: torch.Tensor | None = None, meta: AttentionMetadata | None = None,
-                      slot_mapping: torch.Tensor | None = None,
-                      backend: AttentionBackend | None = None, kv_format: KvFormat = _PLAIN_KV) -> torch.Tensor:
-        """``input_ids``/``positions``: ``[T]``. ``kv_caches``: ``[L, 2, blocks, block_size, H_kv, d]``
-        stored as ``kv_format`` says (layers/kv_cache.py)."""
+                      attend: Attend | None = None) -> torch.Tensor:
+        """``input_ids``/``positions``: ``[T]``. ``attend``: the step's attention over the KV cache
+        (engine/step_attention.py); None attends causally over these tokens alone (one sequence)."""
         x = self.model.embed_tokens(input_ids)
         cos, sin = self.model.rotary_emb(positions)
         if positions.shape[0] <= ROPE_MATMUL_MAX_TOKENS:
             cos, sin = rope_matrix(cos, sin), None
-        for i, layer in enumerate(self.model.layers):
-            cache = None if kv_caches is None else (kv_caches[i, 0], kv_caches[i, 1])
-            x = layer(x, cos, sin, cache, meta, slot_mapping, backend, kv_format)
+        for layer in self.model.layers:
+            x = layer(x, cos, sin, attend)
         return self.model.norm(x)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

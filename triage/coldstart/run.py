@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TextIO
 
 import httpx
 from rich.console import Console
@@ -135,10 +136,11 @@ def _wait_ready(server: _Server, client: httpx.Client, run: Run, url: str | None
 
 
 def start_once(argv: Sequence[str], n: int, url: str | None, timeout_s: float, engine: Engine | None,
-               poll_s: float = 0.1, progress: Progress | None = None) -> Run:
+               poll_s: float = 0.1, progress: Progress | None = None, log_out: TextIO | None = None) -> Run:
     """One start: launch, wait for the health route, time the first token, stop. Ctrl-C stops the server and
     re-raises with the run (phases reached, last lines) attached as `exc.coldstart_run`. `progress` hears of the
-    launch, the phases as the log shows them and the wait (triage/coldstart/progress.py)."""
+    launch, the phases as the log shows them and the wait (triage/coldstart/progress.py). `log_out` receives the
+    server's whole log, redacted."""
     run = Run(n)
     progress = progress or Progress(None, engine, timeout_s)
     server = _Server(argv)
@@ -167,17 +169,21 @@ def start_once(argv: Sequence[str], n: int, url: str | None, timeout_s: float, e
     finally:
         progress.close()
         try:
-            _finish(run, server, engine, ready_at)
+            _finish(run, server, engine, ready_at, log_out)
         finally:
             server.stop()                  # a second Ctrl-C while stopping still leaves no process behind
     return run
 
 
-def _finish(run: Run, server: _Server, engine: Engine | None, ready_at: float | None) -> None:
+def _finish(run: Run, server: _Server, engine: Engine | None, ready_at: float | None,
+            log_out: TextIO | None) -> None:
     code = server.stop()
     if run.exit_code is None and run.outcome == "exited":
         run.exit_code = code
     lines = list(server.lines)
+    if log_out is not None:
+        log_out.writelines(redact_text(text) + "\n" for _, text in lines)
+        log_out.flush()
     run.last_lines = [redact_text(text)[:300] for _, text in lines[-LAST_LINES:]]
     if engine is not None:
         cut = [(t, text) for t, text in lines if ready_at is None or t <= ready_at]
@@ -217,9 +223,11 @@ def _url_from_log(lines: list[tuple[float, str]]) -> str | None:
 
 
 def coldstart(argv: Sequence[str], repeat: int = 1, url: str | None = None, timeout_s: float = 600.0,
-              engine_name: str | None = None, progress_to: Console | None = None) -> dict:
+              engine_name: str | None = None, progress_to: Console | None = None,
+              log_out: TextIO | None = None) -> dict:
     """K starts of the same command; the report as a dict (runs, the first against the warm ones). Each start
-    over 2 s tells `progress_to` (stderr) how it is going; None: silent."""
+    over 2 s tells `progress_to` (stderr) how it is going; None: silent. `log_out` receives every start's log, one
+    after the other, redacted: what `triage diagnose --log` reads."""
     if not argv:
         raise UsageError("give the launch command after `--`: triage coldstart -- vllm serve MODEL")
     if repeat < 1:
@@ -236,7 +244,7 @@ def coldstart(argv: Sequence[str], repeat: int = 1, url: str | None = None, time
         for n in range(1, repeat + 1):
             prefix = "coldstart: " if repeat == 1 else f"coldstart, start {n} of {repeat}: "
             run = start_once(argv, n, target, timeout_s, engine,
-                             progress=Progress(progress_to, engine, timeout_s, prefix=prefix))
+                             progress=Progress(progress_to, engine, timeout_s, prefix=prefix), log_out=log_out)
             report["runs"].append(run.__dict__)
             if run.outcome != "ready":
                 break

@@ -1,8 +1,11 @@
 """`triage coldstart -- <launch command...>`: time to ready and to the first token, phase by phase."""
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import typer
 
@@ -40,6 +43,9 @@ def coldstart(
                                                        "json)."),
     fmt: str = format_option(COLDSTART),
     html_out: Path = typer.Option(None, "--html", help="Write an HTML bar chart of the phases to FILE."),
+    log_file: Path = typer.Option(None, "--log", help="Write every start's server log to FILE, one after the "
+                                                      "other, redacted: `triage diagnose --log FILE` judges "
+                                                      "the starts (a compile that does not shrink, ...)."),
 ) -> int:
     """Start the server, read its log as it streams, poll its health route, time one request's first token,
     stop it. Exit 0 ready, 2 never ready (timeout or exit), 130 on Ctrl-C; no process is left behind. While a
@@ -55,8 +61,11 @@ def coldstart(
     to_stdout = json_out is not None and str(json_out) == "-"
     if to_stdout and fmt not in ("text", "json"):
         raise UsageError(f"--json - and --format {fmt} both write stdout: give --json a FILE")
-    report = run_coldstart(list(command), repeat=repeat, url=url, timeout_s=timeout_s, engine_name=engine,
-                           progress_to=console(stderr=True))
+    with _opened(log_file) as log_out:
+        report = run_coldstart(list(command), repeat=repeat, url=url, timeout_s=timeout_s, engine_name=engine,
+                               progress_to=console(stderr=True), log_out=log_out)
+    if log_file is not None:
+        typer.echo(f"server log: {log_file}", err=True)
     write("json" if to_stdout else fmt, Output(ColdstartDoc(report), console()))  # type: ignore[arg-type]
     if json_out is not None and not to_stdout:
         json_out.write_text(dumps(report))
@@ -67,3 +76,18 @@ def coldstart(
     if report["interrupted"]:
         return 130
     return 0 if report["runs"] and all(r["outcome"] == "ready" for r in report["runs"]) else 2
+
+
+@contextlib.contextmanager
+def _opened(path: Path | None) -> Iterator[TextIO | None]:
+    if path is None:
+        yield None
+        return
+    from triage.core.errors import UsageError
+
+    try:
+        out = path.open("w", encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"--log {path}: cannot write it ({e.strerror or e})") from None
+    with out:
+        yield out

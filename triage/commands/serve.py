@@ -11,6 +11,7 @@ from triage.core.errors import UsageError, require_extra
 
 # engine_config is torch-free (the CLI loads it at start-up anyway): the choices and defaults are the engine's own.
 from triage.reference_engine.engine.engine_config import (
+    COMPILE_MODES,
     DTYPES,
     KV_CACHE_DTYPES,
     KV_LAYOUTS,
@@ -53,6 +54,8 @@ class ServeRequest:
     enable_prefix_caching: bool = _E.enable_prefix_caching
     enable_chunked_prefill: bool = _E.enable_chunked_prefill
     seed: int = _E.seed
+    compile: str = _E.compile
+    compile_cache_dir: str | None = _E.compile_cache_dir
     api_key: str | None = None
     max_request_body_bytes: int = 8 * 1024 * 1024
     access_log: bool = False
@@ -94,6 +97,14 @@ SERVE_OPTIONS: OptionSpec = {
     "enable_chunked_prefill": (bool, typer.Option(None, "--enable-chunked-prefill/--no-enable-chunked-prefill",
         help="Split long prefills across steps.")),
     "seed": (int, typer.Option(None, "--seed", help="Seed for weights of presets and for sampling.")),
+    "compile": (str, typer.Option(None, "--compile",
+        help="The decode step: off (eager), auto (torch.compile where a short probe measures it faster; "
+        "else eager, with the reason in the log) or on (compiled, or an error). Compiling adds start-up "
+        "seconds, fewer on a second start with the same cache.")),
+    "compile_cache_dir": (str, typer.Option(_E.compile_cache_dir, "--compile-cache-dir",
+        envvar="TORCHINDUCTOR_CACHE_DIR", show_envvar=True,
+        help="Where compiled code is kept between starts; put it on a persistent volume. "
+        "Defaults to torch's own.")),
     "api_key": (str, typer.Option(None, "--api-key", envvar=["TRIAGE_API_KEY", "VLLM_API_KEY"],
         show_envvar=True, show_default=False,
         help="Require `Authorization: Bearer KEY` on /v1/*. Prefer the env var: "
@@ -142,7 +153,8 @@ def _engine_and_server(req: ServeRequest) -> tuple[Any, Any]:
             kv_layout=_choice("--kv-layout", req.kv_layout, KV_LAYOUTS),
             attention=_choice("--attention", req.attention, _ATTENTION),
             enable_prefix_caching=req.enable_prefix_caching, enable_chunked_prefill=req.enable_chunked_prefill,
-            seed=req.seed)
+            seed=req.seed, compile=_choice("--compile", req.compile, COMPILE_MODES),
+            compile_cache_dir=req.compile_cache_dir)
     except (ValueError, TypeError) as e:
         raise UsageError(f"invalid engine settings: {e}") from None
     options = ServerOptions(host=req.host, port=req.port, served_model_name=req.served_model_name,

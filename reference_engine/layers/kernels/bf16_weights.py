@@ -60,6 +60,27 @@ def build_extension(name: str, sources: list[Path], needs: set[str], cflags: lis
     return module, None
 
 
+# The kernel as a torch operator (torch.library), so that torch.compile keeps it whole in the compiled decode step
+# (engine/compiled_step.py): a pybind call is opaque to Dynamo and would split the graph. Its fake implementation
+# gives the output's shape, which is all tracing needs. Eager calls skip the operator's dispatch, a few
+# microseconds a call; ``torch.compiler.is_compiling()`` is a constant while Dynamo traces.
+@torch.library.custom_op("triage::bf16_weight_linear", mutates_args=())
+def _bf16_weight_linear_op(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return kernel()[0].bf16_weight_linear(x, w)
+
+
+@_bf16_weight_linear_op.register_fake
+def _bf16_weight_linear_shape(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return x.new_empty(x.shape[0], w.shape[0])
+
+
+def bf16_weight_linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """fp32 ``x [T, K]`` @ bf16 ``w [N, K]``ᵀ on the kernel, in fp32."""
+    if torch.compiler.is_compiling():
+        return _bf16_weight_linear_op(x, w)
+    return kernel()[0].bf16_weight_linear(x, w)
+
+
 def _cpu_flags() -> set[str]:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -78,12 +99,12 @@ class Bf16StoredLinear(nn.Module):
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight = nn.Parameter(linear.weight.detach().to(torch.bfloat16), requires_grad=False)
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+        self.kernel_built = kernel()[0] is not None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features)
-        module = kernel()[0]      # looked up, not kept: the layer must deep-copy (baseline copies models)
-        if module is not None and rows.shape[0] <= MAX_KERNEL_ROWS and rows.dtype == torch.float32:
-            out = module.bf16_weight_linear(rows, self.weight)
+        if self.kernel_built and rows.shape[0] <= MAX_KERNEL_ROWS and rows.dtype == torch.float32:
+            out = bf16_weight_linear(rows, self.weight)
             if self.bias is not None:
                 out = out + self.bias
         else:

@@ -154,6 +154,43 @@ def choose_isa(scheme: str | None = None, group: int = 128) -> tuple[int, str]:
     return isa, f"{ISA_NAMES[isa]} (measured{among}, a 1x{k} @ {k}x{n} {what}: {timing}{activations})"
 
 
+# The decode kernels as torch operators, so that torch.compile keeps each whole in the compiled step (see
+# bf16_weights.bf16_weight_linear): one node each, with the fused code around them.
+@torch.library.custom_op("triage::fp8_linear", mutates_args=())
+def _fp8_linear_op(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, isa: int) -> torch.Tensor:
+    return kernel()[0].fp8_linear(x, w, scale, isa)
+
+
+@_fp8_linear_op.register_fake
+def _fp8_linear_shape(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, isa: int) -> torch.Tensor:
+    return x.new_empty(x.shape[0], w.shape[0])
+
+
+@torch.library.custom_op("triage::int4_linear", mutates_args=())
+def _int4_linear_op(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, group: int,
+                    isa: int) -> torch.Tensor:
+    return kernel()[0].int4_linear(x, w, scale, offset, group, isa)
+
+
+@_int4_linear_op.register_fake
+def _int4_linear_shape(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, group: int,
+                       isa: int) -> torch.Tensor:
+    return x.new_empty(x.shape[0], scale.shape[0])       # w is [N, K/2] packed; the scales are [N, groups]
+
+
+def fp8_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, isa: int) -> torch.Tensor:
+    if torch.compiler.is_compiling():
+        return _fp8_linear_op(x, w, scale, isa)
+    return kernel()[0].fp8_linear(x, w, scale, isa)
+
+
+def int4_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, group: int,
+                isa: int) -> torch.Tensor:
+    if torch.compiler.is_compiling():
+        return _int4_linear_op(x, w, scale, offset, group, isa)
+    return kernel()[0].int4_linear(x, w, scale, offset, group, isa)
+
+
 def _rows(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
     rows = x.reshape(-1, layer.in_features)
     return rows if rows.dtype == torch.float32 else rows.float()
@@ -202,12 +239,11 @@ class Fp8KernelLinear(nn.Module):
         return self.weight_u8.view(torch.float8_e4m3fn).float() * self.weight_scale[:, None]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        module = kernel()[0]      # looked up, not kept: the layer must deep-copy (baseline copies models)
         rows = _rows(self, x)
         if rows.shape[0] <= MAX_KERNEL_ROWS:
-            out = module.fp8_linear(rows, self.weight_u8, self.weight_scale, self.isa)
+            out = fp8_linear(rows, self.weight_u8, self.weight_scale, self.isa)
         else:                     # prefill: widen the whole weight (in C++, in parallel), then torch's matmul
-            out = F.linear(rows, module.fp8_dequant(self.weight_u8, self.weight_scale, self.isa))
+            out = F.linear(rows, kernel()[0].fp8_dequant(self.weight_u8, self.weight_scale, self.isa))
         return _finish(self, out, x)
 
     def extra_repr(self) -> str:
@@ -255,11 +291,10 @@ class Int4KernelLinear(nn.Module):
         return (q * self.weight_scale.unsqueeze(-1) + off.unsqueeze(-1)).reshape(self.out_features, self.in_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        module = kernel()[0]
         rows = _rows(self, x)
         args = (self.weight_packed, self.weight_scale, self.weight_offset, self.group_size, self.isa)
-        out = module.int4_linear(rows, *args) if rows.shape[0] <= MAX_KERNEL_ROWS else \
-            F.linear(rows, module.int4_dequant(*args))
+        out = int4_linear(rows, *args) if rows.shape[0] <= MAX_KERNEL_ROWS else \
+            F.linear(rows, kernel()[0].int4_dequant(*args))
         return _finish(self, out, x)
 
     def extra_repr(self) -> str:
