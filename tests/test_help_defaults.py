@@ -61,31 +61,74 @@ def test_bench_help_quotes_the_request_count_and_levels_a_run_uses():
         assert ",".join(str(lv.concurrency) for lv in cfg.levels) == levels
 
 
-def _option_group_specs():
-    import dataclasses
-
+def _option_groups():
+    """Every command that takes option objects (`option_groups`): its path in the command tree, and the
+    (dataclass, spec) of each group it takes."""
     from triage.baseline.config import BaselineOptions
     from triage.commands.baseline import BASELINE_OPTIONS
     from triage.commands.bench_options import BENCH_GROUPS
     from triage.commands.coldstart import COLDSTART_OPTIONS, ColdstartOptions
     from triage.commands.compare import COMPARE_OPTIONS
     from triage.commands.diagnose import DIAGNOSE_OPTIONS
+    from triage.commands.engines import (
+        ENGINES_LIST_OPTIONS,
+        ENGINES_SHOW_OPTIONS,
+        EnginesListOptions,
+        EnginesShowOptions,
+    )
+    from triage.commands.import_cmd import IMPORT_OPTIONS, ImportOptions
     from triage.commands.plan import PLAN_OPTIONS
+    from triage.commands.rules import (
+        RULES_EXPLAIN_OPTIONS,
+        RULES_LIST_OPTIONS,
+        RulesExplainOptions,
+        RulesListOptions,
+    )
     from triage.commands.serve import SERVE_OPTIONS, ServeRequest
     from triage.commands.watch import WATCH_OPTIONS, WatchRequest
     from triage.compare.gate import CompareOptions
     from triage.diagnose.request import DiagnoseRequest
     from triage.plan.inputs import RawOptions
 
-    groups = {**BENCH_GROUPS, "diagnose": (DiagnoseRequest, DIAGNOSE_OPTIONS), "plan": (RawOptions, PLAN_OPTIONS),
-              "serve": (ServeRequest, SERVE_OPTIONS), "watch": (WatchRequest, WATCH_OPTIONS),
-              "compare": (CompareOptions, COMPARE_OPTIONS), "baseline": (BaselineOptions, BASELINE_OPTIONS),
-              "coldstart": (ColdstartOptions, COLDSTART_OPTIONS)}
-    for group, (cls, spec) in groups.items():
-        fields = {f.name for f in dataclasses.fields(cls)}
-        for name, (_, option) in spec.items():
-            assert name in fields, (group, name)
-            yield group, cls, name, option
+    return {
+        ("triage", "bench"): list(BENCH_GROUPS.values()),
+        ("triage", "diagnose"): [(DiagnoseRequest, DIAGNOSE_OPTIONS)],
+        ("triage", "plan"): [(RawOptions, PLAN_OPTIONS)],
+        ("triage", "serve"): [(ServeRequest, SERVE_OPTIONS)],
+        ("triage", "watch"): [(WatchRequest, WATCH_OPTIONS)],
+        ("triage", "compare"): [(CompareOptions, COMPARE_OPTIONS)],
+        ("triage", "baseline"): [(BaselineOptions, BASELINE_OPTIONS)],
+        ("triage", "coldstart"): [(ColdstartOptions, COLDSTART_OPTIONS)],
+        ("triage", "import"): [(ImportOptions, IMPORT_OPTIONS)],
+        ("triage", "rules", "list"): [(RulesListOptions, RULES_LIST_OPTIONS)],
+        ("triage", "rules", "explain"): [(RulesExplainOptions, RULES_EXPLAIN_OPTIONS)],
+        ("triage", "engines", "list"): [(EnginesListOptions, ENGINES_LIST_OPTIONS)],
+        ("triage", "engines", "show"): [(EnginesShowOptions, ENGINES_SHOW_OPTIONS)],
+    }
+
+
+def _option_group_specs():
+    import dataclasses
+
+    for path, groups in _option_groups().items():
+        for cls, spec in groups:
+            fields = {f.name for f in dataclasses.fields(cls)}
+            for name, (_, option) in spec.items():
+                assert name in fields, (path, cls.__name__, name)
+                yield " ".join(path), cls, name, option
+
+
+def test_no_option_has_a_default_outside_a_dataclass_field():
+    """Every command's options with a default fill a frozen dataclass through option_groups: no plain typer
+    parameter carries a default of its own (a --format's `text`, as the shared helper writes it, and flags off
+    excepted)."""
+    from tests.test_cli_help import COMMANDS
+
+    grouped = {path: {name for _, spec in groups for name in spec} for path, groups in _option_groups().items()}
+    loose = [f"{' '.join(path)} {param.opts[0]}={param.default!r}" for path, cmd in COMMANDS for param in cmd.params
+             if param.name not in grouped.get(path, ()) and "--format" not in param.opts
+             and param.default not in (None, False, (), "") and not callable(param.default)]
+    assert loose == []
 
 
 def test_each_option_default_is_written_once_on_its_dataclass_field():
@@ -122,3 +165,44 @@ def test_every_default_a_help_shows_is_the_value_the_command_receives():
                 problems.append(f"{' '.join(path)} {param.opts[0]}: help says {want}, the command gets {got}")
     assert not problems, "\n".join(problems)
     assert checked >= 40, checked
+
+
+def _as_help_shows(param, value) -> str | None:
+    """How `--help` would quote `value` as `param`'s default (None: it quotes none)."""
+    if value is None or value == () or value == "":
+        return None
+    if getattr(param, "is_flag", False):
+        flags = param.opts if value else param.secondary_opts
+        return flags[0] if flags else None
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return str(getattr(value, "value", value))
+
+
+def test_every_default_a_help_shows_is_its_dataclass_fields():
+    """For every command that takes option objects (import, rules and engines included): the default `--help`
+    quotes beside an option is the default of the dataclass field the option fills (the one place it is
+    written), and an option whose field has a default shows it (unless it hides it on purpose)."""
+    from tests.test_cli_help import COMMANDS
+    from triage.cli_help import option_text
+    from triage.cli_support import field_default
+
+    commands = dict(COMMANDS)
+    problems, checked = [], 0
+    for path, groups in _option_groups().items():
+        params = {p.name: p for p in commands[path].params}
+        for cls, spec in groups:
+            for name in spec:
+                param = params[name]
+                if param.param_type_name != "option" or param.hidden or param.show_default is False:
+                    continue
+                shown = re.search(r"\[default: ([^\]]*)\]", option_text(param)[1])
+                said = shown.group(1) if shown else None
+                want = _as_help_shows(param, field_default(cls, name))
+                checked += 1
+                if said != want:
+                    problems.append(f"{' '.join(path)} {param.opts[0]}: help says {said}, "
+                                    f"{cls.__name__}.{name} defaults to {want}")
+    assert not problems, "\n".join(problems)
+    assert checked >= 100, checked
+    assert {("triage", "import"), ("triage", "rules", "list"), ("triage", "engines", "show")} <= set(_option_groups())

@@ -4,16 +4,41 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import typer
 from rich.table import Table
 
 from triage.cli_help import TriageCommand, TriageGroup, manual
-from triage.cli_support import console, funnel
+from triage.cli_support import OptionSpec, console, funnel, option_groups
 from triage.core.errors import UsageError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, cls=TriageGroup)   # its help: triage/cli.py
+
+
+@dataclass(frozen=True)
+class EnginesListOptions:
+    """`triage engines list`'s command line, as given (each default written here once)."""
+    format: str = "text"
+
+
+@dataclass(frozen=True)
+class EnginesShowOptions:
+    """`triage engines show`'s command line, as given (each default written here once)."""
+    engine: str
+    version: str | None = None
+    format: str = "text"
+
+
+FORMAT_SPEC = (str, typer.Option(None, "--format", help="Output: text or json."))
+ENGINES_LIST_OPTIONS: OptionSpec = {"format": FORMAT_SPEC}
+ENGINES_SHOW_OPTIONS: OptionSpec = {
+    "engine": (str, typer.Argument(..., help="An engine name: vllm, sglang, tgi, llama.cpp, ollama, ...")),
+    "version": (str, typer.Option(None, "--version", help="A server version: the knobs as that version has them "
+                                                          "(default: the newest tabled).")),
+    "format": FORMAT_SPEC,
+}
 
 
 def _provenance(engine: str, version: str) -> dict:
@@ -30,11 +55,13 @@ def _provenance(engine: str, version: str) -> dict:
     "triage engines list",
     "triage engines list --format json"))
 @funnel
-def list_engines(fmt: str = typer.Option("text", "--format", help="Output: text or json.")) -> int:
+@option_groups(opts=(EnginesListOptions, ENGINES_LIST_OPTIONS))
+def list_engines(opts: EnginesListOptions) -> int:
     """Every engine triage recognises, and the versions whose flags, defaults and metrics are tabled."""
     import triage.engines.truth as truth
     from triage.engines import engines
 
+    fmt = opts.format
     if fmt not in ("text", "json"):
         raise UsageError(f"--format {fmt!r}: choose text or json")
     rows = [{"name": e.name, "display": e.display, "launcher": e.launcher,
@@ -61,14 +88,14 @@ def list_engines(fmt: str = typer.Option("text", "--format", help="Output: text 
     "triage engines show tgi --version 3.3.6",
     "triage engines show sglang --version 0.5.4 --format json"))
 @funnel
-def show(engine: str = typer.Argument(..., help="An engine name: vllm, sglang, tgi, llama.cpp, ollama, ..."),
-         version: str = typer.Option(None, "--version", help="A server version: the knobs as that version has them "
-                                                            "(default: the newest tabled)."),
-         fmt: str = typer.Option("text", "--format", help="Output: text or json.")) -> int:
+@option_groups(opts=(EnginesShowOptions, ENGINES_SHOW_OPTIONS))
+def show(opts: EnginesShowOptions) -> int:
     """One engine: its knobs at a version, its defaults and its claims."""
     import difflib
 
     from triage.engines import get, known_names, names
+
+    engine, version, fmt = opts.engine, opts.version, opts.format
 
     # A name the user types must be one triage knows (a name or an alias), not a prefix of one: `vllm2` is a typo.
     module = get(engine) if engine.strip().lower() in known_names() else None

@@ -3,23 +3,51 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
 from triage.cli_help import TriageCommand, TriageGroup, manual
-from triage.cli_support import console, funnel
+from triage.cli_support import OptionSpec, console, funnel, option_groups
 from triage.core.errors import UsageError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, cls=TriageGroup)   # its help: triage/cli.py
 
-CONFIG_OPT = typer.Option(None, "--config", envvar="TRIAGE_CONFIG", exists=False, dir_okay=False,
-                          help="triage.toml with [rules] disable=[...] and [thresholds] overrides.")
-DISABLE_OPT = typer.Option([], "--disable", metavar="CODE", help="Turn rules off: repeatable, or comma-separated (GPU007,CPU002).")
+
+@dataclass(frozen=True)
+class RulesListOptions:
+    """`triage rules list`'s command line, as given (each default written here once)."""
+    format: str = "text"
+    json: bool = False
+    config: Path | None = None
+    disable: tuple[str, ...] = ()
 
 
-def _config(config: Path | None, disable: list[str]):
+@dataclass(frozen=True)
+class RulesExplainOptions:
+    """`triage rules explain`'s command line, as given (each default written here once)."""
+    code: str
+    config: Path | None = None
+
+
+CONFIG_SPEC = (Path, typer.Option(None, "--config", envvar="TRIAGE_CONFIG", exists=False, dir_okay=False,
+                                  help="triage.toml with [rules] disable=[...] and [thresholds] overrides."))
+RULES_LIST_OPTIONS: OptionSpec = {
+    "format": (str, typer.Option(None, "--format", help="Output: text or json (as `triage engines list` takes it).")),
+    "json": (bool, typer.Option(None, "--json", help="The same as --format json.")),
+    "config": CONFIG_SPEC,
+    "disable": (list[str], typer.Option(None, "--disable", metavar="CODE",
+                                        help="Turn rules off: repeatable, or comma-separated (GPU007,CPU002).")),
+}
+RULES_EXPLAIN_OPTIONS: OptionSpec = {
+    "code": (str, typer.Argument(..., help="A rule code (KV001) or name (kv-cache-saturated).")),
+    "config": CONFIG_SPEC,
+}
+
+
+def _config(config: Path | None, disable: tuple[str, ...]):
     from triage.rules import REGISTRY, load_rules_config
 
     # Repeatable, and comma-separated as `triage diagnose --disable` takes it.
@@ -33,19 +61,15 @@ def _config(config: Path | None, disable: list[str]):
     "List every rule: code, name, default severity, inputs, and whether it is enabled.",
     "triage rules list", "triage rules list --disable GPU007,CPU002", "triage rules list --format json > rules.json"))
 @funnel
-def list_rules(
-    fmt: str = typer.Option("text", "--format", help="Output: text or json (as `triage engines list` takes it)."),
-    as_json: bool = typer.Option(False, "--json", help="The same as --format json."),
-    config: Path | None = CONFIG_OPT,
-    disable: list[str] = DISABLE_OPT,
-) -> int:
+@option_groups(opts=(RulesListOptions, RULES_LIST_OPTIONS))
+def list_rules(opts: RulesListOptions) -> int:
     """List every rule: code, name, default severity, inputs, and whether it is enabled."""
     from triage.rules import REGISTRY, THRESHOLDS
 
-    if fmt not in ("text", "json"):
-        raise UsageError(f"--format {fmt!r}: choose text or json")
-    cfg = _config(config, disable)
-    if as_json or fmt == "json":
+    if opts.format not in ("text", "json"):
+        raise UsageError(f"--format {opts.format!r}: choose text or json")
+    cfg = _config(opts.config, opts.disable)
+    if opts.json or opts.format == "json":
         rows = [{"code": r.code, "name": r.name, "severity": r.severity.value, "inputs": list(r.inputs),
                  "enabled": cfg.is_enabled(r.code), "summary": r.summary, "references": list(r.doc.references),
                  "thresholds": {k: {"value": cfg.threshold(k), "default": THRESHOLDS[k].value,
@@ -72,19 +96,19 @@ def list_rules(
     "Print one rule's doc: what it checks, why it slows inference, example evidence, fix, references.",
     "triage rules explain KV001", "triage rules explain kv-cache-saturated"))
 @funnel
-def explain(
-    code: str = typer.Argument(..., help="A rule code (KV001) or name (kv-cache-saturated)."),
-    config: Path | None = CONFIG_OPT,
-) -> int:
+@option_groups(opts=(RulesExplainOptions, RULES_EXPLAIN_OPTIONS))
+def explain(opts: RulesExplainOptions) -> int:
     """Print one rule's doc: what it checks, why it slows inference, example evidence, fix, references."""
     from triage.rules import REGISTRY, THRESHOLDS
+
+    code, config = opts.code, opts.config
 
     rule = REGISTRY.get(code) or next((r for r in REGISTRY if r.name == code.strip().lower()), None)
     if rule is None:
         close = REGISTRY.close_matches(code)
         hint = ("; close matches: " + ", ".join(f"{c} ({REGISTRY.get(c).name})" for c in close)) if close else ""
         raise UsageError(f"unknown rule code {code!r}{hint}. `triage rules list` shows every rule.")
-    cfg = _config(config, [])
+    cfg = _config(config, ())
     out = console()
     out.print(rule.explain(), markup=False, highlight=False, end="", soft_wrap=True)
     if rule.thresholds:
