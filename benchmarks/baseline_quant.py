@@ -34,6 +34,7 @@ import os
 import platform
 import statistics
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -105,7 +106,34 @@ def _activation_bytes(model: nn.Module, batch: int) -> int:
     return sum(4 * batch * (m.in_features + m.out_features) for m in _decode_linears(model))
 
 
-def bench_decode(rounds: int, steps: int, batches: list[int]) -> tuple[dict, dict]:
+COMPILED = "+compiled"       # a path's name with its decode step compiled (reference_engine/engine/compiled_step.py)
+
+
+def _eager_name(name: str) -> str:
+    return name.removesuffix(COMPILED)
+
+
+def compile_paths(engine: LLMEngine, models: dict[str, nn.Module], batches: list[int]) -> dict[str, dict]:
+    """Each path's decode step compiled for ``batches`` (one bucket each), added to ``models`` as NAME+compiled;
+    returns what each compile cost and the compiled steps (the decode loop installs them on the runner)."""
+    from triage.reference_engine.engine.compiled_step import CompiledDecode
+
+    out = {}
+    for name, m in list(models.items()):
+        runner = engine.runner
+        runner.model = m
+        tic = time.perf_counter()
+        compiled = CompiledDecode(m, tuple(batches), runner.device)
+        with torch.inference_mode():
+            compiled.warm_up(runner.scratch_step, tuple(batches))
+        models[name + COMPILED] = m
+        out[name + COMPILED] = {"step": compiled, "compile_s": time.perf_counter() - tic, "buckets": list(batches)}
+        print(f"compiled {name} for batches {batches} in {out[name + COMPILED]['compile_s']:.1f} s", flush=True)
+    engine.runner.model = models["bf16_stored"]
+    return out
+
+
+def bench_decode(rounds: int, steps: int, batches: list[int], compiled_step: bool) -> tuple[dict, dict, dict]:
     engine = LLMEngine(EngineConfig(model="small", dtype="float32", weight_storage="bf16", max_num_seqs=max(batches),
                                     max_model_len=PROMPT_TOKENS + steps + WARM_STEPS + 8,
                                     num_kv_blocks=(max(batches) + 1) * 8, enable_prefix_caching=False))
@@ -123,6 +151,8 @@ def bench_decode(rounds: int, steps: int, batches: list[int]) -> tuple[dict, dic
         allowed = _fp32_bodies_allowed()
         models["int4_fp32_activations"], body = _quantized(base, "int4", "fp32")
         paths["int4_fp32_activations"] = {"isa": body, "allowed": allowed}
+    eager_models = dict(models)
+    compiled = compile_paths(engine, models, batches) if compiled_step else {}
     kv_tok = engine.runner.kv_cache_bytes / (engine.runner.num_blocks * engine.runner.block_size)
     ctx = PROMPT_TOKENS + 1 + WARM_STEPS + steps / 2
     best: dict[tuple[str, int], dict] = {}
@@ -134,30 +164,38 @@ def bench_decode(rounds: int, steps: int, batches: list[int]) -> tuple[dict, dic
             this_round = {}
             for name, m in models.items():
                 engine.runner.model = m
+                engine.runner.compiled = compiled[name]["step"] if name in compiled else None
                 tok_s = _decode(engine, b, steps, vocab)
                 w, act = _stream_bytes(m), _activation_bytes(m, b)
                 bound = decode_tokens_per_s_bound(b, bw, w + act, ctx, kv_tok)
                 point = {"path": name, "batch_size": b, "decode_tokens_per_s": tok_s, "stream_bytes": w,
                          "activation_bytes": act,
                          "bandwidth_bytes_per_s": bw, "bound_tokens_per_s": bound, "roofline_pct": 100 * tok_s / bound,
-                         "round": r, "load_avg": _load()}
+                         "step": "compiled" if name in compiled else "eager", "round": r, "load_avg": _load()}
                 this_round[name] = point
                 if (name, b) not in best or tok_s > best[name, b]["decode_tokens_per_s"]:
                     best[name, b] = point
                 print(f"round {r} bs={b} {name:12s} {tok_s:7.2f} tok/s  {point['roofline_pct']:5.1f}% of "
                       f"{bound:6.1f}  (BW {bw / 1e9:.1f} GB/s, load {point['load_avg'][0]})", flush=True)
-            ref = this_round["bf16_stored"]["decode_tokens_per_s"]
-            per_round[b].append({name: {"speedup_vs_bf16_stored": p["decode_tokens_per_s"] / ref,
+            # Each path against bf16-stored run the same way (eager against eager, compiled against compiled),
+            # and a compiled path against its own eager step.
+            tps = {name: p["decode_tokens_per_s"] for name, p in this_round.items()}
+            per_round[b].append({name: {"speedup_vs_bf16_stored": tps[name] / tps["bf16_stored" + name[len(_eager_name(name)):]],
+                                        "speedup_vs_eager": tps[name] / tps[_eager_name(name)],
                                         "roofline_pct": p["roofline_pct"]} for name, p in this_round.items()})
-    engine.runner.model = base
-    extra = {"layer_stream": layer_stream(models, batches, rounds), "engine_floor": {},
+    engine.runner.model, engine.runner.compiled = base, None
+    stream = layer_stream(eager_models, batches, rounds)
+    extra = {"layer_stream": stream, "engine_floor": {},
+             "compile": {name: {k: v for k, v in c.items() if k != "step"} for name, c in compiled.items()},
+             "compiled_step_split": {f"bs{b}": {name: _compiled_split(best[name, b], stream[f"bs{b}"][_eager_name(name)])
+                                                for name in compiled} for b in batches},
              "arena_huge_pages": huge_pages_ab(engine, base, steps, vocab, rounds),
-             "step_split": {f"bs{b}": {name: step_split(engine, m, b, steps, vocab) for name, m in models.items()}
+             "step_split": {f"bs{b}": {name: step_split(engine, m, b, steps, vocab) for name, m in eager_models.items()}
                             for b in batches}}
     for b in batches:       # the step's non-matmul time, and the roofline % it leaves reachable for each path
         floor = engine_floor_s(engine, base, b, steps, vocab)
         ceiling = {}
-        for name, m in models.items():
+        for name, m in eager_models.items():
             bound = decode_tokens_per_s_bound(b, best[name, b]["bandwidth_bytes_per_s"],
                                               _stream_bytes(m) + _activation_bytes(m, b), ctx, kv_tok)
             ceiling[name] = 100 * (b / bound) / (floor + b / bound)
@@ -172,10 +210,19 @@ def bench_decode(rounds: int, steps: int, batches: list[int]) -> tuple[dict, dic
         out[f"bs{b}"] = {name: {**best[name, b],
                                 "speedup_vs_bf16_stored": statistics.median(r[name]["speedup_vs_bf16_stored"] for r in rs),
                                 "speedups_per_round": [round(r[name]["speedup_vs_bf16_stored"], 3) for r in rs],
+                                "speedup_vs_eager": statistics.median(r[name]["speedup_vs_eager"] for r in rs),
                                 "roofline_pct_median": statistics.median(r[name]["roofline_pct"] for r in rs),
                                 "roofline_pct_per_round": [round(r[name]["roofline_pct"], 1) for r in rs]}
                          for name in models}
     return out, paths, extra
+
+
+def _compiled_split(point: dict, alone: dict) -> dict:
+    """A compiled step cut in two the only way that does not change it: its linears as they stream called alone
+    (layer_stream, the same kernels) and the rest by difference (fused norms, RoPE, attention, sampling, Python)."""
+    step_s = point["batch_size"] / point["decode_tokens_per_s"]
+    return {"step_s": step_s, "linears_alone_s": alone["seconds"], "rest_s": step_s - alone["seconds"],
+            "method": "rest = best compiled step - the linears called in sequence alone (layer_stream)"}
 
 
 def layer_stream(models: dict[str, nn.Module], batches: list[int], rounds: int) -> dict:
@@ -289,12 +336,14 @@ def main() -> None:
     ap.add_argument("--decode-steps", type=int, default=12)
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--ppl-tokens", type=int, default=256, help="0 skips the perplexity part")
+    ap.add_argument("--no-compile", action="store_true", help="time the eager step only (no torch.compile paths)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads or fit_num_threads()[0])
     result = {"name": "baseline_quant", "host": _host(),
               "isa": {scheme: qw.choose_isa(scheme)[1] for scheme in ("fp8", "int4")}}
     result["decode"], result["paths"], extra = bench_decode(args.rounds, args.decode_steps,
-                                                            [int(b) for b in args.batches.split(",")])
+                                                            [int(b) for b in args.batches.split(",")],
+                                                            compiled_step=not args.no_compile)
     result.update(extra)
     result["layers"] = bench_layers()
     if args.ppl_tokens:
@@ -304,7 +353,7 @@ def main() -> None:
     args.out.write_text(json.dumps(result, indent=2))
     for key, pts in result["decode"].items():
         for name, p in pts.items():
-            print(f"{key} {name:12s} best {p['decode_tokens_per_s']:7.2f} tok/s; median of per-round ratios "
+            print(f"{key} {name:21s} best {p['decode_tokens_per_s']:7.2f} tok/s; median of per-round ratios "
                   f"{p['speedup_vs_bf16_stored']:.2f}x {p['speedups_per_round']}; roofline median "
                   f"{p['roofline_pct_median']:.0f}% {p['roofline_pct_per_round']}")
     for key, pts in result["step_split"].items():
@@ -312,6 +361,10 @@ def main() -> None:
             print(f"{key} {name:12s} step {p['step_s'] * 1e3:6.2f} ms = linears {p['linears_s'] * 1e3:6.2f} ms + rest "
                   f"{p['rest_s'] * 1e3:5.2f} ms (engine floor, linears stubbed: "
                   f"{result['engine_floor'][key]['seconds_per_step'] * 1e3:.2f} ms)")
+    for key, pts in result["compiled_step_split"].items():
+        for name, p in pts.items():
+            print(f"{key} {name:21s} step {p['step_s'] * 1e3:6.2f} ms = linears alone {p['linears_alone_s'] * 1e3:6.2f} "
+                  f"ms + rest {p['rest_s'] * 1e3:5.2f} ms")
     for key, pts in result["layer_stream"].items():
         for name, p in pts.items():
             print(f"{key} {name:12s} linears alone: {p['seconds'] * 1e3:6.2f} ms, {p['bytes_per_s'] / 1e9:5.1f} GB/s = "

@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-STEPS = ("gpu_tests", "diagnose_active", "nvml_capture", "triton_attention", "engine_roofline", "quant_weights")
+STEPS = ("gpu_tests", "diagnose_active", "nvml_capture", "triton_attention", "engine_roofline", "quant_weights",
+         "compiled_step")
 
 
 def gpu_facts() -> dict[str, Any]:
@@ -176,6 +177,23 @@ def step_quant_weights(out: Path, facts: dict) -> dict:
             "figures": figures, "files": [bench.name] if bench.is_file() else [], "tail": None if ok else tail}
 
 
+def step_compiled_step(out: Path, facts: dict) -> dict:
+    """The reference engine's decode step eager against torch.compile with CUDA graphs (the baseline's compile row:
+    tok/s at bs=1 and bs=8, compile seconds with a cold and a warm cache)."""
+    if not facts["cuda_available"]:
+        return {"status": "skipped", "reason": "no CUDA GPU: the CUDA-graph path of the compiled decode step needs one "
+                                               "(tests/test_compiled_step.py runs the CPU path in `make test`)",
+                "files": []}
+    report = out / "compiled_step.json"
+    rc, dt, tail = run([sys.executable, "-m", "triage", "--no-color", "baseline", "--device", "cuda", "--rows",
+                        "compile", "--json", str(report)], out / "compiled_step.log", 900)
+    rows = (json.loads(report.read_text()).get("baseline") or {}).get("rows", []) if report.is_file() else []
+    ok = rc == 0 and any(r["key"] == "compile" and r["status"] == "measured" for r in rows)
+    return {"status": "ok" if ok else "failed", "reason": None if ok else f"exit status {rc}", "duration_s": dt,
+            "figures": {"rows": rows}, "files": [report.name] if report.is_file() else [],
+            "tail": None if ok else tail}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out_dir", type=Path, help="folder for the JSON results (created)")
@@ -208,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
             steps[name] = step_triton(out, facts)
         elif name == "quant_weights":
             steps[name] = step_quant_weights(out, facts)
+        elif name == "compiled_step":
+            steps[name] = step_compiled_step(out, facts)
         else:
             steps[name] = step_engine_roofline(out, facts)
         sys.stderr.write(f"{name}: {steps[name]['status']}"

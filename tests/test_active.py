@@ -296,7 +296,7 @@ def test_gpu_validation_dry_run_writes_its_json(tmp_path):
     assert p.returncode == 0, p.stderr
     body = json.loads((tmp_path / "out" / "gpu_validation.json").read_text())
     assert list(body["steps"]) == ["gpu_tests", "diagnose_active", "nvml_capture", "triton_attention",
-                                   "engine_roofline", "quant_weights"]
+                                   "engine_roofline", "quant_weights", "compiled_step"]
     assert all(s["status"] == "skipped" and s["reason"] == "dry run" for s in body["steps"].values())
 
 
@@ -304,10 +304,12 @@ def test_gpu_validation_dry_run_writes_its_json(tmp_path):
 def test_gpu_validation_without_a_gpu_skips_with_reasons(tmp_path):
     fixtures = tmp_path / "fixtures"
     p = _gpu_validation(str(tmp_path / "out"), "--steps",
-                        "nvml_capture,triton_attention,engine_roofline,quant_weights", "--fixture-dir", str(fixtures))
+                        "nvml_capture,triton_attention,engine_roofline,quant_weights,compiled_step", "--fixture-dir",
+                        str(fixtures))
     assert p.returncode == 0, p.stderr
     body = json.loads((tmp_path / "out" / "gpu_validation.json").read_text())
-    assert set(body["steps"]) == {"nvml_capture", "triton_attention", "engine_roofline", "quant_weights"}
+    assert set(body["steps"]) == {"nvml_capture", "triton_attention", "engine_roofline", "quant_weights",
+                                  "compiled_step"}
     for step in body["steps"].values():
         assert step["status"] == "skipped" and "no CUDA GPU" in step["reason"]
     assert "no CUDA GPU on this host" in body["note"] and not fixtures.exists()

@@ -29,6 +29,7 @@ TINY = BaselineConfig(
     prefix_tokens=64, prefix_suffix_tokens=8, prefix_num_requests=2,
     chunk_num_decoding=2, chunk_decode_tokens=6, chunk_long_prompt_tokens=96, chunk_num_long=1, chunk_budget_tokens=32,
     roofline_batch_sizes=(1, 4), roofline_prompt_tokens=8, roofline_decode_steps=3, roofline_dtypes=("float32",),
+    compile_batch_sizes=(1, 2), compile_decode_steps=3,
 )
 
 
@@ -129,6 +130,22 @@ def test_chunked_prefill_splits_the_long_prompt_only_when_on(tiny_section):
 
 
 @pytest.mark.slow
+def test_the_compile_row_times_both_steps_and_a_warm_cache_compiles_faster(tiny_section):
+    row = _rows(tiny_section)["compile"]
+    assert row["status"] == "measured" and row["decode_step"] == "eager → compiled", row["reason"]
+    d = row["details"]
+    assert set(d["decode_tok_s"]) == {"bs1", "bs2"} and d["buckets"] == [1, 2]
+    for point in d["decode_tok_s"].values():
+        assert point["eager"] > 0 and point["compiled"] > 0
+        assert point["gain"] == pytest.approx(point["compiled"] / point["eager"])
+    assert row["before"] == d["decode_tok_s"]["bs1"]["eager"] and row["after"] == d["decode_tok_s"]["bs1"]["compiled"]
+    assert 0 < d["compile_s"]["warm_cache"] < d["compile_s"]["cold_cache"]
+    others = [r for r in tiny_section["rows"] if r["key"] != "compile"]
+    assert others and all(r["decode_step"] == "eager" for r in others)
+    assert "decode step: eager in every row but 'eager → compiled decode step' (`triage serve --compile` compiles it)" \
+        in tiny_section["tables"][0]["notes"]
+
+
 def test_roofline_points_use_the_roofline_formula(tiny_section):
     roof = tiny_section["roofline"]
     assert [p["batch_size"] for p in roof["points"]] == list(TINY.roofline_batch_sizes)

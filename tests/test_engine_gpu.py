@@ -28,3 +28,14 @@ def test_cuda_kv_budget_follows_gpu_memory_utilization():
     free_b, total_b = torch.cuda.mem_get_info()
     assert 0 < stats.kv_cache_bytes <= 0.05 * total_b
     assert engine.runner.kv_cache.device.type == "cuda"
+
+
+def test_cuda_compiled_step_with_cuda_graphs_gives_eager_tokens(tmp_path):
+    """compile=on on a GPU: torch.compile with CUDA graphs (mode reduce-overhead, attention outside the graphs),
+    buckets 1, 2, 4: three sequences run padded to 4."""
+    eager = LLMEngine(EngineConfig(model="tiny", dtype="float32", device="cuda", num_kv_blocks=256, max_num_seqs=4))
+    compiled = LLMEngine(EngineConfig(model="tiny", dtype="float32", device="cuda", num_kv_blocks=256, max_num_seqs=4,
+                                      compile="on", compile_cache_dir=str(tmp_path)))
+    assert compiled.compile_choice.compiled and compiled.stats().decode_step == "compiled"
+    expected = [c.output_token_ids for c in eager.generate(PROMPTS, GREEDY)]
+    assert [c.output_token_ids for c in compiled.generate(PROMPTS, GREEDY)] == expected

@@ -2,8 +2,8 @@
 
 A decode step at small batch runs about ten small ops per layer besides the weight kernels (norms, RoPE, the
 residual adds, SwiGLU), each a separate dispatch in eager mode. Inductor fuses them into a few C++ loops on a
-CPU (or Triton kernels on a GPU), and keeps the weight kernels (layers/kernels/ops.py) and attention
-(step_attention.py) whole as operators. On a GPU the compiled step is also captured in CUDA graphs
+CPU (or Triton kernels on a GPU), and keeps the weight kernels (layers/kernels/bf16_weights.py and
+quant_weights.py register them as operators) and attention (step_attention.py) whole. On a GPU the compiled step is also captured in CUDA graphs
 (``mode="reduce-overhead"``): attention is tagged ``cudagraph_unsafe`` (its metadata changes every step), so
 Inductor's graph partitioning captures the pieces between two attention calls, as vLLM's piecewise CUDA graphs do.
 
@@ -28,7 +28,9 @@ from triage.reference_engine.models.llama import LlamaForCausalLM
 
 log = logging.getLogger("triage.reference_engine")
 
-DECODE_BUCKETS = (1, 2, 4, 8, 16, 32)     # vLLM captures 1, 2, 4, then multiples of 8; ours stop at the kernels' row limit
+# vLLM's capture sizes are 1, 2, 4, then multiples of 8 (its `cuda_graph_sizes` option, vllm/config.py); ours double
+# from 1 and stop at the CPU kernels' row limit (MAX_KERNEL_ROWS), past which a step widens the weights instead.
+DECODE_BUCKETS = (1, 2, 4, 8, 16, 32)
 
 
 def buckets_for(max_num_seqs: int) -> tuple[int, ...]:
@@ -111,11 +113,14 @@ class CompileChoice:
         return "compiled" if self.compiled else "eager"
 
 
-def _step_s(fn: Callable[[], object], repeats: int = 3) -> float:
+def _step_s(fn: Callable[[], object], device: torch.device, repeats: int = 3) -> float:
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     fn()
+    sync()
     tic = time.perf_counter()
     for _ in range(repeats):
         fn()
+    sync()
     return (time.perf_counter() - tic) / repeats
 
 
@@ -164,6 +169,6 @@ def _gain_at_one(runner, compiled: CompiledDecode) -> float:
 
     best = {"eager": float("inf"), "compiled": float("inf")}
     for _ in range(PROBE_ROUNDS):
-        best["eager"] = min(best["eager"], _step_s(eager))
-        best["compiled"] = min(best["compiled"], _step_s(lambda: compiled.run(ids, ids, step)))
+        best["eager"] = min(best["eager"], _step_s(eager, runner.device))
+        best["compiled"] = min(best["compiled"], _step_s(lambda: compiled.run(ids, ids, step), runner.device))
     return best["eager"] / best["compiled"]

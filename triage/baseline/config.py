@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 ROW_KEYS = ("offload", "batching", "kv-layout", "attention", "weights", "kv-fp8", "prefix-cache",
-            "chunked-prefill", "roofline", "fp4", "cold-start")
+            "chunked-prefill", "roofline", "fp4", "cold-start", "compile")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +70,9 @@ class BaselineConfig:
     roofline_prompt_tokens: int = 64
     roofline_decode_steps: int = 16
     roofline_dtypes: tuple[str, ...] = ("auto", "bfloat16", "float32")   # "auto": the chosen dtype; repeats dropped
+    # eager -> compiled decode step (compile_row.py): the batches timed (each a compiled bucket) and the steps each
+    compile_batch_sizes: tuple[int, ...] = (1, 8)
+    compile_decode_steps: int = 16
 
     def replace(self, **changes) -> BaselineConfig:
         return replace(self, **changes)
@@ -95,6 +98,7 @@ _QUICK = dict(
     chunk_num_decoding=3, chunk_decode_tokens=10, chunk_long_prompt_tokens=256, chunk_num_long=1,
     chunk_budget_tokens=128,
     roofline_batch_sizes=(1,), roofline_prompt_tokens=32, roofline_decode_steps=8, roofline_dtypes=("auto",),
+    compile_decode_steps=8,
 )
 
 

@@ -35,6 +35,7 @@ class AblationRow:
     after: float | None = None
     reason: str | None = None      # why skipped / what failed
     details: dict[str, Any] = field(default_factory=dict)
+    decode_step: str = "eager"     # how the engine's decode step ran: eager, or "eager → compiled" (the compile row)
 
     @property
     def gain(self) -> float | None:
@@ -45,9 +46,9 @@ class AblationRow:
 
 def measured(key: str, change: str, seed_claim: str | None, metric: str, unit: str, better: Better,
              before_label: str, before: float | None, after_label: str, after: float | None,
-             **details: Any) -> AblationRow:
+             decode_step: str = "eager", **details: Any) -> AblationRow:
     return AblationRow(key, change, seed_claim, metric, unit, better, RowStatus.MEASURED, before_label,
-                       after_label, before, after, None, details)
+                       after_label, before, after, None, details, decode_step)
 
 
 def skipped(key: str, change: str, seed_claim: str | None, metric: str, reason: str) -> AblationRow:
@@ -64,5 +65,5 @@ def row_dict(row: AblationRow) -> dict[str, Any]:
         "unit": row.unit, "better": row.better.value, "status": row.status.value,
         "before_label": row.before_label, "after_label": row.after_label,
         "before": row.before, "after": row.after, "gain": row.gain, "reason": row.reason,
-        "details": row.details,
+        "details": row.details, "decode_step": row.decode_step,
     }

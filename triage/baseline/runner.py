@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from triage.baseline import model_rows, serving_rows
+from triage.baseline import compile_row, model_rows, serving_rows
 from triage.baseline.ablation_context import Context
 from triage.baseline.config import ROW_KEYS, BaselineConfig
 from triage.baseline.host_bandwidth import host_bandwidth
@@ -32,6 +32,7 @@ ROWS: dict[str, tuple[Callable, str, str | None, str]] = {
     "kv-fp8": (model_rows.kv_fp8, "fp8 KV cache", None, "KV bytes per token"),
     "prefix-cache": (serving_rows.prefix_cache, "prefix caching off → on", None, "TTFT"),
     "chunked-prefill": (serving_rows.chunked_prefill, "chunked prefill off → on", None, "TPOT p99"),
+    "compile": (compile_row.compile_step, compile_row.CHANGE, None, compile_row.METRIC),
 }
 
 

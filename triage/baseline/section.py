@@ -48,6 +48,12 @@ def _roofline_notes(points: list[dict]) -> list[str]:
     return out
 
 
+def _decode_step_note(rows: list[AblationRow]) -> str:
+    compiled = [r.change for r in rows if r.decode_step != "eager"]
+    return ("decode step: eager in every row" + (f" but {', '.join(repr(c) for c in compiled)}" if compiled else "")
+            + " (`triage serve --compile` compiles it)")
+
+
 def _ablation_table(rows: list[AblationRow], points: list[dict]) -> dict:
     body = []
     for r in rows:
@@ -60,7 +66,7 @@ def _ablation_table(rows: list[AblationRow], points: list[dict]) -> dict:
             body.append([r.change, r.metric, f"{word}: {r.reason}", "", None, r.seed_claim or "—"])
     notes = ["gain = how many times better 'after' is (higher-is-better metrics: after/before; "
              "lower-is-better: before/after). The claims' figures come from 'Why Your LLM Inference Is Slow (And How to Fix It)' (Spheron blog, 2026-03-29), measured on H100/B200 GPUs at 70B scale.",
-             *_roofline_notes(points)]
+             *_roofline_notes(points), _decode_step_note(rows)]
     return {"title": "Before / after on this host (the optimizations LLM serving relies on)",
             "columns": ["change", "metric", "before", "after", "gain", "article claims"], "rows": body, "notes": notes}
 
