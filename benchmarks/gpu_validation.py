@@ -194,6 +194,11 @@ def step_compiled_step(out: Path, facts: dict) -> dict:
             "tail": None if ok else tail}
 
 
+RUNNERS = {"gpu_tests": step_gpu_tests, "diagnose_active": step_diagnose_active, "triton_attention": step_triton,
+           "engine_roofline": step_engine_roofline, "quant_weights": step_quant_weights,
+           "compiled_step": step_compiled_step}       # nvml_capture also takes the fixture folder
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out_dir", type=Path, help="folder for the JSON results (created)")
@@ -216,20 +221,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if a.dry_run:
             steps[name] = {"status": "skipped", "reason": "dry run", "files": []}
-        elif name == "gpu_tests":
-            steps[name] = step_gpu_tests(out, facts)
-        elif name == "diagnose_active":
-            steps[name] = step_diagnose_active(out, facts)
         elif name == "nvml_capture":
             steps[name] = step_nvml_capture(out, facts, a.fixture_dir)
-        elif name == "triton_attention":
-            steps[name] = step_triton(out, facts)
-        elif name == "quant_weights":
-            steps[name] = step_quant_weights(out, facts)
-        elif name == "compiled_step":
-            steps[name] = step_compiled_step(out, facts)
         else:
-            steps[name] = step_engine_roofline(out, facts)
+            steps[name] = RUNNERS[name](out, facts)
         sys.stderr.write(f"{name}: {steps[name]['status']}"
                          + (f" ({steps[name]['reason']})" if steps[name].get("reason") else "") + "\n")
     summary = {
