@@ -97,10 +97,12 @@ def test_quantized_kernels_stay_whole_and_give_eager_tokens(scheme, cache_dir):
 
 def test_auto_keeps_eager_when_the_compiled_step_is_not_faster(cache_dir, monkeypatch, caplog):
     monkeypatch.setattr(compiled_step, "MIN_GAIN_X", 1e9)
-    engine = LLMEngine(EngineConfig(model="tiny", max_num_seqs=1, compile="auto", compile_cache_dir=cache_dir))
+    with caplog.at_level(logging.INFO, logger="triage.reference_engine"):
+        engine = LLMEngine(EngineConfig(model="tiny", max_num_seqs=1, compile="auto", compile_cache_dir=cache_dir))
     choice = engine.compile_choice
     assert not choice.compiled and engine.runner.compiled is None and engine.stats().decode_step == "eager"
-    assert "not faster here" in choice.reason and "x at batch size 1" in choice.reason
+    assert "not faster here" in choice.reason and "x eager at batch size 1" in choice.reason
+    assert "Decode step runs eager: the compiled step is not faster here" in caplog.text
 
 
 def test_a_step_dynamo_cannot_trace_whole_falls_back_under_auto_and_fails_under_on(cache_dir, monkeypatch):
@@ -118,15 +120,15 @@ def test_a_step_dynamo_cannot_trace_whole_falls_back_under_auto_and_fails_under_
         LLMEngine(EngineConfig(model="tiny", max_num_seqs=1, compile="on", compile_cache_dir=cache_dir))
 
 
-def test_without_a_cpp_compiler_auto_says_so_and_stays_eager(tmp_path, monkeypatch, caplog):
+def test_without_a_cpp_compiler_auto_says_so_and_stays_eager(tmp_path, caplog):
     from torch._inductor import config as inductor_config
-
-    monkeypatch.setattr(inductor_config.cpp, "cxx", (str(tmp_path / "no-such-c++"),))
     from torch._inductor.utils import clear_inductor_caches
 
     torch._dynamo.reset()       # nothing compiled earlier in this process may be reused: traces, nor C++ modules
     clear_inductor_caches()
-    with caplog.at_level(logging.WARNING, logger="triage.reference_engine"):
+    # Inductor's own patch (monkeypatch would delete the option on the way out, hiding it from later tests).
+    with inductor_config.patch({"cpp.cxx": (str(tmp_path / "no-such-c++"),)}), \
+            caplog.at_level(logging.WARNING, logger="triage.reference_engine"):
         engine = LLMEngine(EngineConfig(model="tiny", max_num_seqs=1, compile="auto",
                                         compile_cache_dir=str(tmp_path / "fresh-cache")))
     assert not engine.compile_choice.compiled and "could not be compiled" in engine.compile_choice.reason
@@ -147,3 +149,17 @@ def test_an_unknown_compile_mode_is_refused():
                                                        (64, (1, 2, 4, 8, 16, 32))])
 def test_buckets_cover_every_batch_a_server_can_hold_up_to_the_kernels_row_limit(max_num_seqs, buckets):
     assert buckets_for(max_num_seqs) == buckets
+
+
+@pytest.mark.parametrize("knobs", [dict(kv_cache_dtype="fp8"), dict(kv_layout="contiguous"),
+                                   dict(scheduler="static"), dict(attention="naive"),
+                                   dict(enable_chunked_prefill=False, enable_prefix_caching=False)],
+                         ids=["fp8-kv", "contiguous", "static", "naive-attention", "no-chunking-no-prefix-cache"])
+def test_every_cache_layout_scheduler_and_backend_gives_eager_tokens(knobs, cache_dir):
+    """Attention is one opaque operator, so the compiled graph is the same for all of these (compiled once, then
+    loaded from the cache); what differs runs inside the operator, eager, as it does without compiling."""
+    config = EngineConfig(model="tiny", dtype="float32", max_num_seqs=1, **knobs)
+    eager = [c.output_token_ids for c in LLMEngine(config).generate(PROMPTS, GREEDY)]
+    compiled = LLMEngine(config.replace(compile="on", compile_cache_dir=cache_dir))
+    assert compiled.compile_choice.compiled
+    assert [c.output_token_ids for c in compiled.generate(PROMPTS, GREEDY)] == eager

@@ -144,8 +144,9 @@ def choose_compile(runner, mode: str, max_num_seqs: int, cache_dir: str | None) 
             compiled.warm_up(runner.scratch_step, buckets[:1])
             gain = _gain_at_one(runner, compiled) if mode == "auto" else None
             if gain is not None and gain < MIN_GAIN_X:
-                return CompileChoice(mode, False, f"eager: the compiled step is not faster here ({gain:.2f}x at "
-                                     "batch size 1)", cache_dir=where)
+                why = f"the compiled step is not faster here ({gain:.2f}x eager at batch size 1)"
+                log.info("Decode step runs eager: %s", why)
+                return CompileChoice(mode, False, f"eager: {why}", cache_dir=where)
             compiled.warm_up(runner.scratch_step, buckets[1:])
     except Exception as exc:  # noqa: BLE001 - no C++ compiler, an op Inductor cannot trace, ...: eager stays
         if mode == "on":
@@ -156,7 +157,9 @@ def choose_compile(runner, mode: str, max_num_seqs: int, cache_dir: str | None) 
     log.info("Compiling the decode step took %.3f seconds", seconds)
     runner.compiled = compiled
     measured = "" if gain is None else f", {gain:.2f}x eager at batch size 1"
-    return CompileChoice(mode, True, f"compiled (torch.compile, Inductor{measured})", buckets, seconds, where)
+    reason = f"compiled (torch.compile, Inductor{measured})"
+    log.info("Decode step runs %s", reason)
+    return CompileChoice(mode, True, reason, buckets, seconds, where)
 
 
 def _gain_at_one(runner, compiled: CompiledDecode) -> float:
