@@ -86,3 +86,24 @@ def test_forcing_bf16_storage_on_fp32_valued_weights_is_an_error():
 
     with pytest.raises(EngineError, match="not bf16 values"):
         LLMEngine(EngineConfig(model="tiny", weight_storage="bf16"))
+
+
+def test_a_build_lock_left_by_a_killed_build_is_removed_and_a_fresh_one_is_kept(tmp_path, monkeypatch, caplog):
+    import os
+    import time
+
+    from torch.utils import cpp_extension
+
+    monkeypatch.setattr(cpp_extension, "_get_build_directory", lambda name, verbose: str(tmp_path / name))
+    (tmp_path / "fresh").mkdir()
+    (tmp_path / "stale").mkdir()
+    fresh, stale = tmp_path / "fresh" / "lock", tmp_path / "stale" / "lock"
+    fresh.touch()
+    stale.touch()
+    old = time.time() - bw.STALE_BUILD_LOCK_S - 60
+    os.utime(stale, (old, old))
+    bw._drop_stale_build_lock("fresh")
+    bw._drop_stale_build_lock("stale")
+    bw._drop_stale_build_lock("absent")
+    assert fresh.exists() and not stale.exists()
+    assert "left by a build killed" in caplog.text

@@ -31,6 +31,7 @@ def compile_step(ctx: Context) -> AblationRow:
     eager = {b: _decode_tok_s(engine, mc.vocab_size, b, cfg.compile_decode_steps) for b in cfg.compile_batch_sizes}
     with tempfile.TemporaryDirectory(prefix="triage-inductor-") as cache_dir:
         ctx.on_step("compile: cold cache")
+        _forget_compiled_code()     # a graph of the same shapes compiled earlier in this process would be reused
         cold_s, why = _compile(engine, cache_dir)
         if why is not None:
             return skipped("compile", CHANGE, None, METRIC, why)

@@ -53,6 +53,7 @@ def build_extension(name: str, sources: list[Path], needs: set[str], cflags: lis
     try:
         from torch.utils.cpp_extension import load
 
+        _drop_stale_build_lock(name)
         log.info("compiling %s once; cached afterwards", what)
         module = load(name, [str(p) for p in sources], extra_cflags=cflags, verbose=False)
     except Exception as e:  # noqa: BLE001 - no compiler, no headers, no ninja: the caller keeps torch's path
@@ -79,6 +80,23 @@ def bf16_weight_linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     if torch.compiler.is_compiling():
         return _bf16_weight_linear_op(x, w)
     return kernel()[0].bf16_weight_linear(x, w)
+
+
+STALE_BUILD_LOCK_S = 600.0     # a build takes about a minute here; a lock this old outlived the build that took it
+
+
+def _drop_stale_build_lock(name: str) -> None:
+    """torch waits forever on the lock file of a build that was killed (Ctrl-C, a timeout): remove one that old."""
+    from torch.utils.cpp_extension import _get_build_directory  # private, but it is where `load` builds
+
+    lock = Path(_get_build_directory(name, False)) / "lock"
+    try:
+        age_s = time.time() - lock.stat().st_mtime
+    except OSError:
+        return
+    if age_s > STALE_BUILD_LOCK_S:
+        log.warning("removing %s: left by a build killed %.0f s ago", lock, age_s)
+        lock.unlink(missing_ok=True)
 
 
 def _cpu_flags() -> set[str]:
