@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Iterator
 
 from torch import nn
 
-from triage.baseline.engine_driver import Driver, greedy, synthetic_prompt
+from triage.baseline.engine_driver import steady_decode_tok_s
 from triage.reference_engine import LLMEngine
 from triage.reference_engine.layers.kernels import quant_weights as qw
 
@@ -30,19 +29,7 @@ def _decode_linears(model: nn.Module) -> list[nn.Module]:
 
 def _decode(engine: LLMEngine, batch: int, steps: int, vocab: int) -> float:
     """Steady-state decode tok/s at ``batch`` sequences."""
-    drv = Driver(engine)
-    for i in range(batch):
-        drv.add(f"r{i}", synthetic_prompt(PROMPT_TOKENS, vocab, seed=i), greedy(steps + WARM_STEPS + 1))
-    while any(not t.token_times_s for t in drv.traces.values()):
-        drv.step()
-    for _ in range(WARM_STEPS):
-        drv.step()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        drv.step()
-    elapsed = time.perf_counter() - t0
-    drv.run_until_done()
-    return batch * steps / elapsed
+    return steady_decode_tok_s(engine, batch, steps, vocab, PROMPT_TOKENS, WARM_STEPS)
 
 
 def _fp32_bodies_allowed() -> str:

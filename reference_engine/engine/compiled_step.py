@@ -81,16 +81,13 @@ class CompiledDecode:
             logits = self._forward(input_ids, positions)
         return logits[:n] if bucket > n else logits
 
-    def warm_up(self, scratch_step: Callable[[int], PagedStep], buckets: tuple[int, ...]) -> dict[int, float]:
+    def warm_up(self, scratch_step: Callable[[int], PagedStep], buckets: tuple[int, ...]) -> None:
         """Compile ``buckets`` now (at start-up, not at a user's first request), each on a scratch step."""
-        times = {}
         for bucket in buckets:
             tic = time.perf_counter()
             ids = torch.zeros(bucket, dtype=torch.long, device=self.device)
             self.run(ids, ids.clone(), scratch_step(bucket))
-            times[bucket] = time.perf_counter() - tic
-            log.debug("decode bucket %d compiled in %.3f s", bucket, times[bucket])
-        return times
+            log.debug("decode bucket %d compiled in %.3f s", bucket, time.perf_counter() - tic)
 
 
 MIN_GAIN_X = 1.05       # auto keeps the compiled step only where it beats eager by this much at batch size 1

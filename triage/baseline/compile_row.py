@@ -13,7 +13,7 @@ import time
 import torch
 
 from triage.baseline.ablation_context import Context
-from triage.baseline.engine_driver import Driver, blocks, greedy, make_engine, synthetic_prompt, warm
+from triage.baseline.engine_driver import blocks, make_engine, steady_decode_tok_s, warm
 from triage.baseline.results import AblationRow, Better, measured, skipped
 
 CHANGE, METRIC = "eager → compiled decode step", "decode tokens/s at bs=1"
@@ -80,18 +80,4 @@ def _forget_compiled_code() -> None:
 
 
 def _decode_tok_s(engine, vocab: int, batch: int, steps: int) -> float:
-    """Steady-state decode tokens/s with ``batch`` sequences: the steps after every sequence's first token."""
-    drv = Driver(engine)
-    for i in range(batch):
-        drv.add(f"c{i}", synthetic_prompt(PROMPT_TOKENS, vocab, seed=300 + i), greedy(steps + 2))
-    while any(not t.token_times_s for t in drv.traces.values()):
-        drv.step()
-    drv.step()                  # one step more: the first decode step of a bucket is not timed
-    tic = time.perf_counter()
-    done = 0
-    for _ in range(steps):
-        drv.step()
-        done += 1
-    elapsed = time.perf_counter() - tic
-    drv.run_until_done()
-    return batch * done / elapsed
+    return steady_decode_tok_s(engine, batch, steps, vocab, PROMPT_TOKENS, warm_steps=1, seed=300)

@@ -116,6 +116,25 @@ class Driver:
             self.step()
 
 
+def steady_decode_tok_s(engine: LLMEngine, batch: int, steps: int, vocab_size: int, prompt_tokens: int,
+                        warm_steps: int, seed: int = 0) -> float:
+    """Decode tokens/s with ``batch`` sequences, over ``steps`` steps taken after every sequence has its first token
+    and ``warm_steps`` more (the first steps of a batch size are not timed)."""
+    drv = Driver(engine)
+    for i in range(batch):
+        drv.add(f"s{i}", synthetic_prompt(prompt_tokens, vocab_size, seed=seed + i), greedy(steps + warm_steps + 1))
+    while any(not t.token_times_s for t in drv.traces.values()):
+        drv.step()
+    for _ in range(warm_steps):
+        drv.step()
+    tic = time.perf_counter()
+    for _ in range(steps):
+        drv.step()
+    elapsed = time.perf_counter() - tic
+    drv.run_until_done()
+    return batch * steps / elapsed
+
+
 def blocks(tokens: int, block_size: int = 16) -> int:
     """KV blocks that hold ``tokens`` tokens."""
     return math.ceil(tokens / block_size)
