@@ -86,7 +86,7 @@ if grep -qx "Editable project location: $(pwd)" <<<"$old"; then
 fi
 echo "bootstrap: installing triage and its dev tools into $VENV (one to two minutes on a fresh machine)" >&2
 progress "installing triage's dependencies" pip_install -e ".[dev]"
-# The reference engine's bf16-weight and fp8/int4 CPU kernels compile once (~30 s each) and are cached under
+# The reference engine's CPU kernels (bf16 weights, fp8/int4 weights, decode attention) compile once (~30 s each) and are cached under
 # ~/.cache: build them now so that the first `triage baseline` or `serve` does not pay for it. Failure is fine
 # (fp32 weights; the quantized layers keep torch's paths and say so).
 echo "bootstrap: compiling the reference engine's CPU kernels (about 30 s each, once)" >&2
@@ -94,5 +94,7 @@ echo "bootstrap: compiling the reference engine's CPU kernels (about 30 s each, 
 print('bootstrap: bf16-weight kernel', 'ready' if m else f'not built: {why}')" >&2 || true
 "$VENV/bin/python" -c "from triage.reference_engine.layers.kernels.quant_weights import kernel; m, why = kernel(); \
 print('bootstrap: fp8/int4 weight kernel', 'ready' if m else f'not built: {why}')" >&2 || true
+"$VENV/bin/python" -c "from triage.reference_engine.layers.kernels.decode_attention import kernel; m, why = kernel(); \
+print('bootstrap: decode-attention kernel', 'ready' if m else f'not built: {why}')" >&2 || true
 echo "$want" > "$stamp"
 echo "bootstrap: ready. The command is $VENV/bin/triage (or: source $VENV/bin/activate, then triage)" >&2

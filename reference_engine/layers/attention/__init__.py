@@ -54,6 +54,10 @@ def get_backend(name: str, device: str = "cpu") -> AttentionBackend:
     if name == "auto":
         kind = "cuda" if device.startswith("cuda") else "cpu"
         name = _AUTO_ORDER[kind][0]
+    if name == "sdpa" and not device.startswith("cuda"):
+        from triage.reference_engine.layers.kernels.decode_attention import kernel
+
+        kernel()        # built (once, cached on disk) at start-up, not at a user's first decode step
     if name not in _FACTORIES:
         raise EngineError(f"attention backend '{name}' is not available here; "
                           f"choose one of: auto, {', '.join(_FACTORIES)}")

@@ -3,7 +3,8 @@
 SDPA's ``is_causal`` aligns the mask upper-left, which is wrong when q_len < kv_len (chunked
 prefill), so those chunks get an explicit lower-right boolean mask; full prefills use ``is_causal``
 and decodes need no mask. All-decode batches run as a few padded calls with a length mask, sequences
-grouped by context length so that little of the gathered cache is padding.
+grouped by context length so that little of the gathered cache is padding. On a CPU, all-decode batches go to
+one C++ call a layer instead (kernels/decode_attention.py), where it is built and the dtypes fit.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from triage.reference_engine.layers.attention.base import (
     gather_kv,
     lower_right_causal_mask,
 )
+from triage.reference_engine.layers.kernels.decode_attention import decode_attention
 
 DECODE_BUCKET_FILL = 0.75
 
@@ -26,6 +28,10 @@ class SdpaAttention:
 
     def __call__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                  meta: AttentionMetadata, scale: float) -> torch.Tensor:
+        if q.shape[0] == meta.num_seqs and meta.is_all_decode:
+            out = decode_attention(q, k_cache, v_cache, meta, scale)
+            if out is not None:
+                return out
         if meta.num_seqs == 1 and meta.q_lens[0] == 1:
             return single_decode(q, k_cache, v_cache, meta, scale)
         if meta.num_seqs > 1 and meta.is_all_decode:

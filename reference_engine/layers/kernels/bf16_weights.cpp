@@ -59,6 +59,11 @@ torch::Tensor bf16_weight_linear(torch::Tensor x, torch::Tensor w) {
   return y;
 }
 
+// The kernel as a torch operator, registered when this library loads (see bf16_weights.py).
+TORCH_LIBRARY_FRAGMENT(triage, m) { m.def("bf16_weight_linear(Tensor x, Tensor w) -> Tensor"); }
+
+TORCH_LIBRARY_IMPL(triage, CPU, m) { m.impl("bf16_weight_linear", &bf16_weight_linear); }
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("bf16_weight_linear", &bf16_weight_linear, "fp32 x @ bf16-stored w^T, fp32 accumulate");
 }

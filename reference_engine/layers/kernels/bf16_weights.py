@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +36,14 @@ _SOURCE = Path(__file__).with_name("bf16_weights.cpp")
 def kernel() -> tuple[Any, str | None]:
     """(the compiled module, None) or (None, why not)."""
     return build_extension("triage_bf16_weights", [_SOURCE], {"avx2", "fma"}, ["-O3", "-mavx2", "-mfma"],
-                           "the bf16-weight kernel (about 30 s)")
+                           "the bf16-weight kernel (about 30 s)", {"bf16_weight_linear": _bf16_weight_linear_shape})
 
 
-def build_extension(name: str, sources: list[Path], needs: set[str], cflags: list[str],
-                    what: str) -> tuple[Any, str | None]:
+def build_extension(name: str, sources: list[Path], needs: set[str], cflags: list[str], what: str,
+                    fakes: dict[str, Callable[..., torch.Tensor]]) -> tuple[Any, str | None]:
     """A C++ CPU kernel compiled once with torch's cpp_extension (cached afterwards): (module, None), or (None, why
-    not) where the CPU lacks `needs` or no compiler, headers or ninja are at hand (callers keep torch paths)."""
+    not) where the CPU lacks `needs` or no compiler, headers or ninja are at hand (callers keep torch paths).
+    ``fakes``: the output shape of each operator the library registers in the ``triage`` namespace, by name."""
     missing = needs - _cpu_flags()
     if missing:
         return None, f"the CPU lacks {'/'.join(sorted(f.upper() for f in missing))}"
@@ -58,19 +60,16 @@ def build_extension(name: str, sources: list[Path], needs: set[str], cflags: lis
         module = load(name, [str(p) for p in sources], extra_cflags=cflags, verbose=False)
     except Exception as e:  # noqa: BLE001 - no compiler, no headers, no ninja: the caller keeps torch's path
         return None, f"the kernel could not be built here ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+    for op, shape in fakes.items():
+        torch.library.register_fake(f"triage::{op}", shape)
     return module, None
 
 
-# The kernel as a torch operator (torch.library), so that torch.compile keeps it whole in the compiled decode step
-# (engine/compiled_step.py): a pybind call is opaque to Dynamo and would split the graph. Its fake implementation
-# gives the output's shape, which is all tracing needs. Eager calls skip the operator's dispatch, a few
-# microseconds a call; ``torch.compiler.is_compiling()`` is a constant while Dynamo traces.
-@torch.library.custom_op("triage::bf16_weight_linear", mutates_args=())
-def _bf16_weight_linear_op(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    return kernel()[0].bf16_weight_linear(x, w)
-
-
-@_bf16_weight_linear_op.register_fake
+# The kernel is also a torch operator, ``triage::bf16_weight_linear``, which bf16_weights.cpp registers as it
+# loads: torch.compile keeps it whole in the compiled decode step (engine/compiled_step.py), where a pybind call
+# would be opaque to Dynamo and split the graph, and the compiled code calls it through the dispatcher. Its fake
+# implementation gives the output's shape, which is all tracing needs. Eager calls take the pybind function, which
+# skips the dispatcher; ``torch.compiler.is_compiling()`` is a constant while Dynamo traces.
 def _bf16_weight_linear_shape(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return x.new_empty(x.shape[0], w.shape[0])
 
@@ -78,7 +77,7 @@ def _bf16_weight_linear_shape(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 def bf16_weight_linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """fp32 ``x [T, K]`` @ bf16 ``w [N, K]``ᵀ on the kernel, in fp32."""
     if torch.compiler.is_compiling():
-        return _bf16_weight_linear_op(x, w)
+        return torch.ops.triage.bf16_weight_linear(x, w)
     return kernel()[0].bf16_weight_linear(x, w)
 
 

@@ -331,6 +331,19 @@ torch::Tensor int4_dequant(torch::Tensor w, torch::Tensor scale, torch::Tensor o
 
 using namespace triage_qw;
 
+// The decode kernels as torch operators, registered when this library loads. torch.compile keeps each as one node
+// of the compiled decode step and calls it through the dispatcher, with no Python in between; quant_weights.py
+// gives their output shapes for tracing (register_fake).
+TORCH_LIBRARY_FRAGMENT(triage, m) {
+  m.def("fp8_linear(Tensor x, Tensor w, Tensor scale, int isa) -> Tensor");
+  m.def("int4_linear(Tensor x, Tensor w, Tensor scale, Tensor offset, int group, int isa) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(triage, CPU, m) {
+  m.impl("fp8_linear", &fp8_linear);
+  m.impl("int4_linear", &int4_linear);
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_prefetch", [](int64_t b, int level) { g_prefetch = b; g_prefetch_level = level; },
         "software prefetch distance in weight bytes (0: off) and cache level (1: L1, 2: L2, 3: T2)", py::arg("bytes"),

@@ -55,7 +55,8 @@ _PROBE_SHAPE = (2048, 2048)  # (out, in) of the ISA probe
 def kernel() -> tuple[Any, str | None]:
     """(the compiled module, None) or (None, why not)."""
     return build_extension("triage_quant_weights", _SOURCES, {"avx2", "fma", "f16c"},
-                           ["-O3", "-mavx2", "-mfma", "-mf16c"], "the fp8/int4 weight kernels (about 40 s)")
+                           ["-O3", "-mavx2", "-mfma", "-mf16c"], "the fp8/int4 weight kernels (about 40 s)",
+                           {"fp8_linear": _fp8_linear_shape, "int4_linear": _int4_linear_shape})
 
 
 def pack_int4(q: torch.Tensor) -> torch.Tensor:
@@ -154,25 +155,13 @@ def choose_isa(scheme: str | None = None, group: int = 128) -> tuple[int, str]:
     return isa, f"{ISA_NAMES[isa]} (measured{among}, a 1x{k} @ {k}x{n} {what}: {timing}{activations})"
 
 
-# The decode kernels as torch operators, so that torch.compile keeps each whole in the compiled step (see
-# bf16_weights.bf16_weight_linear): one node each, with the fused code around them.
-@torch.library.custom_op("triage::fp8_linear", mutates_args=())
-def _fp8_linear_op(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, isa: int) -> torch.Tensor:
-    return kernel()[0].fp8_linear(x, w, scale, isa)
-
-
-@_fp8_linear_op.register_fake
+# The decode kernels are also torch operators, ``triage::fp8_linear`` and ``triage::int4_linear``, which
+# quant_weights.cpp registers as it loads, so that torch.compile keeps each whole in the compiled step (see
+# bf16_weights.bf16_weight_linear). Their fake implementations give the output shapes.
 def _fp8_linear_shape(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, isa: int) -> torch.Tensor:
     return x.new_empty(x.shape[0], w.shape[0])
 
 
-@torch.library.custom_op("triage::int4_linear", mutates_args=())
-def _int4_linear_op(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, group: int,
-                    isa: int) -> torch.Tensor:
-    return kernel()[0].int4_linear(x, w, scale, offset, group, isa)
-
-
-@_int4_linear_op.register_fake
 def _int4_linear_shape(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, group: int,
                        isa: int) -> torch.Tensor:
     return x.new_empty(x.shape[0], scale.shape[0])       # w is [N, K/2] packed; the scales are [N, groups]
@@ -180,14 +169,14 @@ def _int4_linear_shape(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, of
 
 def fp8_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, isa: int) -> torch.Tensor:
     if torch.compiler.is_compiling():
-        return _fp8_linear_op(x, w, scale, isa)
+        return torch.ops.triage.fp8_linear(x, w, scale, isa)
     return kernel()[0].fp8_linear(x, w, scale, isa)
 
 
 def int4_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, group: int,
                 isa: int) -> torch.Tensor:
     if torch.compiler.is_compiling():
-        return _int4_linear_op(x, w, scale, offset, group, isa)
+        return torch.ops.triage.int4_linear(x, w, scale, offset, group, isa)
     return kernel()[0].int4_linear(x, w, scale, offset, group, isa)
 
 

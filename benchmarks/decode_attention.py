@@ -1,0 +1,95 @@
+"""Decode attention, one C++ call a layer (kernels/decode_attention.cpp) against the torch ops it replaces.
+
+One layer's attention for a decode batch with the `small` preset's head geometry (12 query heads, 4 K/V heads
+of 64), an fp32 cache of 16-token blocks, at several context lengths: the kernel against the SDPA backend's
+torch path (``single_decode`` at bs=1, the grouped SDPA calls at bs>1). Blocks are consecutive (what a fresh
+pool hands out; the torch path then reads a view, its best case) or scattered (it gathers a copy). Each case
+alternates the two over --rounds and keeps each side's best; the ratio is torch / kernel (> 1: the kernel is
+faster). It sets ONE_SEQUENCE_MAX_CONTEXT, the longest context the kernel takes for a lone sequence.
+
+    python benchmarks/decode_attention.py [--threads N] [--rounds 7]
+"""
+from __future__ import annotations
+
+import random
+import time
+
+from engine_common import host_info, parser, write_result
+
+NAME = "decode_attention"
+HEADS, KV_HEADS, HEAD_DIM, BLOCK = 12, 4, 64, 16
+CONTEXTS = (64, 256, 512, 1024, 1536, 2048, 4096)
+
+
+def _case(batch: int, context: int, scattered: bool, rounds: int) -> dict:
+    import torch
+
+    from triage.reference_engine.layers.attention import sdpa
+    from triage.reference_engine.layers.attention.base import AttentionMetadata
+    from triage.reference_engine.layers.kernels.decode_attention import kernel
+
+    per_seq = -(-context // BLOCK)
+    num_blocks = batch * per_seq
+    ids = list(range(num_blocks))
+    if scattered:
+        random.Random(0).shuffle(ids)
+    tables = [ids[i * per_seq:(i + 1) * per_seq] for i in range(batch)]
+    k = torch.randn(num_blocks, BLOCK, KV_HEADS, HEAD_DIM)
+    v = torch.randn(num_blocks, BLOCK, KV_HEADS, HEAD_DIM)
+    q = torch.randn(batch, HEADS, HEAD_DIM)
+
+    def meta() -> AttentionMetadata:     # fresh each call: the torch path caches its groups on the metadata
+        return AttentionMetadata(q_starts=list(range(batch)), q_lens=[1] * batch, kv_lens=[context] * batch,
+                                 block_tables=tables, block_size=BLOCK)
+
+    def torch_path():
+        m = meta()
+        if batch == 1:
+            return sdpa.single_decode(q, k, v, m, 0.125)
+        return sdpa.SdpaAttention()._batched_decode(q, k, v, m, 0.125)
+
+    def kernel_path():      # the kernel itself, past ONE_SEQUENCE_MAX_CONTEXT too
+        m = meta()
+        return kernel()[0].decode_attention(q, k, v, m.table_tensor(q.device), m.kv_lens, 0.125)
+
+    sides = {"kernel": kernel_path, "torch": torch_path}
+    err = (sides["kernel"]() - sides["torch"]()).abs().max().item()
+    repeats = max(3, int(20_000 / context))
+    best = {name: float("inf") for name in sides}
+    for _ in range(rounds):
+        for name, fn in sides.items():
+            tic = time.perf_counter()
+            for _ in range(repeats):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - tic) / repeats)
+    return {"batch": batch, "context": context, "blocks": "scattered" if scattered else "consecutive",
+            "kernel_us": best["kernel"] * 1e6, "torch_us": best["torch"] * 1e6,
+            "torch_over_kernel_x": best["torch"] / best["kernel"], "max_abs_diff": err}
+
+
+def main() -> None:
+    ap = parser(NAME, __doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=7)
+    args = ap.parse_args()
+    started = time.perf_counter()
+    host = host_info(args.threads)
+    from triage.reference_engine.layers.kernels.decode_attention import ONE_SEQUENCE_MAX_CONTEXT, kernel
+
+    if kernel()[0] is None:
+        raise SystemExit(f"the decode-attention kernel is not built here: {kernel()[1]}")
+    cases = []
+    for batch in (1, 8):
+        for scattered in (False, True):
+            for context in CONTEXTS:
+                c = _case(batch, context, scattered, args.rounds)
+                cases.append(c)
+                print(f"bs={batch} {c['blocks']:11s} ctx={context:5d}: kernel {c['kernel_us']:8.1f} us, torch "
+                      f"{c['torch_us']:8.1f} us, {c['torch_over_kernel_x']:.2f}x", flush=True)
+    summary = {f"bs{c['batch']}_{c['blocks']}_ctx{c['context']}": round(c["torch_over_kernel_x"], 2) for c in cases}
+    write_result(args.out, NAME, {"host": host, "path": "fp32 query and cache, torch_num_threads as in host",
+                                  "one_sequence_max_context": ONE_SEQUENCE_MAX_CONTEXT, "cases": cases,
+                                  "summary": summary}, started)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""The C++ decode-attention kernel (layers/kernels/decode_attention.cpp) against the naive backend, and where
+the SDPA backend uses it."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from triage.reference_engine.layers.attention.base import AttentionMetadata
+from triage.reference_engine.layers.attention.naive import NaiveAttention
+from triage.reference_engine.layers.attention.sdpa import SdpaAttention
+from triage.reference_engine.layers.kernels import decode_attention as da
+
+needs_kernel = pytest.mark.skipif(da.kernel()[0] is None, reason=f"decode-attention kernel unavailable: {da.kernel()[1]}")
+
+
+def _batch(batch: int, hq: int, hkv: int, d: int, block: int, dtype: torch.dtype, max_len: int, seed: int):
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    lens = [rng.randint(1, max_len) for _ in range(batch)]
+    per_seq = [-(-n // block) for n in lens]
+    ids = list(range(sum(per_seq) + 3))
+    rng.shuffle(ids)                      # scattered blocks, as a pool hands them out after some churn
+    tables, at = [], 0
+    for k in per_seq:
+        tables.append(ids[at:at + k])
+        at += k
+    k_cache = torch.randn(len(ids), block, hkv, d).to(dtype)
+    v_cache = torch.randn(len(ids), block, hkv, d).to(dtype)
+    q = torch.randn(batch, hq, d)
+    meta = AttentionMetadata(q_starts=list(range(batch)), q_lens=[1] * batch, kv_lens=lens, block_tables=tables,
+                             block_size=block)
+    return q, k_cache, v_cache, meta
+
+
+@needs_kernel
+@pytest.mark.parametrize("batch,hq,hkv,d,block,dtype", [
+    (1, 8, 2, 64, 16, torch.float32),       # GQA 4:1, bs=1
+    (5, 12, 4, 64, 16, torch.float32),      # the small preset's heads, a batch
+    (3, 8, 8, 32, 16, torch.bfloat16),      # MHA, a bf16 cache
+    (4, 4, 1, 20, 1, torch.float32),        # one-slot blocks, a head_dim that is not a multiple of 8
+    (2, 16, 4, 128, 32, torch.bfloat16),
+])
+def test_the_kernel_gives_what_the_naive_backend_gives(batch, hq, hkv, d, block, dtype):
+    q, k_cache, v_cache, meta = _batch(batch, hq, hkv, d, block, dtype, max_len=150, seed=batch + d)
+    got = da.decode_attention(q, k_cache, v_cache, meta, 0.125)
+    want = NaiveAttention()(q, k_cache.float(), v_cache.float(), meta, 0.125)
+    assert got is not None and got.shape == q.shape
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=2e-6)
+
+
+@needs_kernel
+def test_a_context_of_one_token_returns_its_value_row():
+    q, k_cache, v_cache, meta = _batch(3, 4, 2, 16, 16, torch.float32, max_len=1, seed=1)
+    got = da.decode_attention(q, k_cache, v_cache, meta, 0.125)
+    for b, table in enumerate(meta.block_tables):
+        torch.testing.assert_close(got[b], v_cache[table[0], 0].repeat_interleave(2, dim=0))
+
+
+@needs_kernel
+def test_the_sdpa_backend_uses_the_kernel_for_decode_batches_and_torch_where_it_does_not_apply(monkeypatch):
+    calls = []
+    real = da.kernel()[0]
+
+    class Counting:
+        def decode_attention(self, *args):
+            calls.append(args[4])
+            return real.decode_attention(*args)
+
+    monkeypatch.setattr(da, "kernel", lambda: (Counting(), None))
+    backend = SdpaAttention()
+    q, k_cache, v_cache, meta = _batch(4, 8, 2, 32, 16, torch.float32, max_len=100, seed=3)
+    backend(q, k_cache, v_cache, meta, 0.125)
+    assert calls == [meta.kv_lens]
+    backend(q.bfloat16(), k_cache, v_cache, meta, 0.125)                       # a bf16 query: torch's path
+    backend(q, k_cache.half(), v_cache.half(), meta, 0.125)                    # an fp16 cache: torch's path
+    long_q, lk, lv, long_meta = _batch(1, 8, 2, 32, 16, torch.float32, max_len=1, seed=4)
+    long_meta.kv_lens = [da.ONE_SEQUENCE_MAX_CONTEXT + 1]
+    long_meta.block_tables = [list(range(-(-long_meta.kv_lens[0] // 16)))]
+    lk = torch.randn(len(long_meta.block_tables[0]), 16, 2, 32)
+    backend(long_q, lk, lk, long_meta, 0.125)                                 # one long sequence: torch's path
+    assert len(calls) == 1
+
+
+def test_without_the_kernel_decode_keeps_the_torch_path(monkeypatch):
+    monkeypatch.setattr(da, "kernel", lambda: (None, "no compiler here"))
+    q, k_cache, v_cache, meta = _batch(2, 4, 2, 16, 16, torch.float32, max_len=40, seed=5)
+    assert da.decode_attention(q, k_cache, v_cache, meta, 0.125) is None
+    want = NaiveAttention()(q, k_cache, v_cache, meta, 0.125)
+    torch.testing.assert_close(SdpaAttention()(q, k_cache, v_cache, meta, 0.125), want, rtol=1e-5, atol=2e-6)
