@@ -264,14 +264,9 @@ DRAM_BUFFER_BYTES = 512 << 20
 
 
 def read_bandwidth(buffer_bytes: int) -> float:
-    """The best rate at which this host reads a buffer of ``buffer_bytes`` (torch's threads), bytes/s: the faster
-    of the host probe's read (numpy's float64 sum) and torch's int32 sum over the same number of bytes. At one
-    thread the probe's sum is bound by its additions, not by memory: on the 2-vCPU Xeon it read a 56 MiB buffer
-    at 8.1 GB/s where the int32 sum read it at 14.7 GB/s; a roofline from it alone would flatter every path."""
-    probe = host_bandwidth(buffer_bytes, 3, 1.0)
-    buf = torch.ones(buffer_bytes // 4, dtype=torch.int32)
-    best_s = _time_s(buf.sum, 2)                    # a warm pass, then the best of 3 x 2
-    return max(probe.read_best_bytes_per_s or probe.best_bytes_per_s, buf.numel() * 4 / best_s)
+    """The best rate at which this host reads a buffer of ``buffer_bytes`` (torch's threads), bytes/s."""
+    res = host_bandwidth(buffer_bytes, 3, 1.0)
+    return res.read_best_bytes_per_s or res.best_bytes_per_s
 
 
 def bench_layers() -> list[dict]:

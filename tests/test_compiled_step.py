@@ -88,6 +88,25 @@ def _decode_logits(engine: LLMEngine, num_seqs: int) -> torch.Tensor:
 
 
 @pytest.mark.skipif(quant_weights.kernel()[0] is None, reason=f"quant kernels unavailable: {quant_weights.kernel()[1]}")
+def test_two_engines_compiled_in_one_process_each_run_their_own_model(cache_dir):
+    # The compiled step's guards leave the model out (compiled_step._input_guards): each CompiledDecode must
+    # still run its own model, built of other modules (fp32 linears, FP8 kernels), and pick the graph of its
+    # bucket by the input's size.
+    inductor_cache_dir(cache_dir)
+    engines = [LLMEngine(EngineConfig(model="tiny", max_num_seqs=2, quantization=q)) for q in ("none", "fp8")]
+    eager = [[_decode_logits(e, n) for n in (1, 2)] for e in engines]
+    assert not torch.allclose(eager[0][0], eager[1][0])          # two different models
+    for e in engines:
+        e.runner.compiled = CompiledDecode(e.runner.model, (1, 2), e.runner.device)
+        with torch.inference_mode():
+            e.runner.compiled.warm_up(e.runner.scratch_step, (1, 2))
+    for _ in range(2):                                            # interleaved: A, B, A, B
+        for e, want in zip(engines, eager, strict=True):
+            for n, logits in zip((1, 2), want, strict=True):
+                torch.testing.assert_close(_decode_logits(e, n), logits, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.skipif(quant_weights.kernel()[0] is None, reason=f"quant kernels unavailable: {quant_weights.kernel()[1]}")
 @pytest.mark.parametrize("scheme", ["fp8", "int4"])
 def test_quantized_kernels_stay_whole_and_give_eager_tokens(scheme, cache_dir):
     engine = LLMEngine(EngineConfig(model="tiny", quantization=scheme, max_num_seqs=1))
@@ -106,13 +125,13 @@ def test_auto_keeps_eager_when_the_compiled_step_is_not_faster(cache_dir, monkey
 
 
 def test_a_step_dynamo_cannot_trace_whole_falls_back_under_auto_and_fails_under_on(cache_dir, monkeypatch):
-    forward = compiled_step.CompiledDecode._eager_forward
+    forward = compiled_step._decode_forward
 
     def broken(self, input_ids, positions):
         torch._dynamo.graph_break()
         return forward(self, input_ids, positions)
 
-    monkeypatch.setattr(compiled_step.CompiledDecode, "_eager_forward", broken)
+    monkeypatch.setattr(compiled_step, "_decode_forward", broken)
     engine = LLMEngine(EngineConfig(model="tiny", max_num_seqs=1, compile="auto", compile_cache_dir=cache_dir))
     assert not engine.compile_choice.compiled and "could not be compiled" in engine.compile_choice.reason
     assert engine.generate([[1, 2]], GREEDY)[0].output_token_ids       # and it still serves, eager
