@@ -86,9 +86,9 @@ if grep -qx "Editable project location: $(pwd)" <<<"$old"; then
 fi
 echo "bootstrap: installing triage and its dev tools into $VENV (one to two minutes on a fresh machine)" >&2
 progress "installing triage's dependencies" pip_install -e ".[dev]"
-# The reference engine's CPU kernels (bf16 weights, fp8/int4 weights, decode attention) compile once (~30 s each) and are cached under
-# ~/.cache: build them now so that the first `triage baseline` or `serve` does not pay for it. Failure is fine
-# (fp32 weights; the quantized layers keep torch's paths and say so).
+# The reference engine's CPU kernels (bf16 weights, fp8/int4 weights, decode attention) compile once (~30 s
+# each) and are cached under ~/.cache: build them now so that the first `triage baseline` or `serve` does not
+# pay for it. Failure is fine (fp32 weights; the quantized layers and attention keep torch's paths and say so).
 echo "bootstrap: compiling the reference engine's CPU kernels (about 30 s each, once)" >&2
 "$VENV/bin/python" -c "from triage.reference_engine.layers.kernels.bf16_weights import kernel; m, why = kernel(); \
 print('bootstrap: bf16-weight kernel', 'ready' if m else f'not built: {why}')" >&2 || true

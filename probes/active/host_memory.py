@@ -10,8 +10,8 @@ buffers (so on a NUMA host the pages land on the node its CPUs belong to), then 
 (`numpy.copyto`, read + write both counted, as STREAM's copy counts them) and reduced to their maximum
 (read only) in parallel; numpy releases the GIL for both. The read is a maximum, not a sum: numpy's sum is
 bound by its additions at one thread, not by memory (on the 2-vCPU Xeon, one thread, a 512 MiB buffer: sum
-9.2 GB/s, max 15.7 GB/s; 56 MiB, in its cache: 13.3 against 23.9 GB/s). Rates are 1e9 bytes per second (GB/s); the best and the
-median of the timed repeats are kept.
+9.2 GB/s, max 15.7 GB/s; 56 MiB, in its cache: 13.3 against 23.9 GB/s). Rates are 1e9 bytes per second
+(GB/s); the best and the median of the timed repeats are kept.
 """
 from __future__ import annotations
 
