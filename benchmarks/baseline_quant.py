@@ -11,8 +11,9 @@ each keeps its best tok/s; speed-ups are the median of the ratios within each ro
 roofline each reaches counting its own bytes: B x BW / (W + A + B x ctx x kv), W the bytes a step streams (every
 weight, scale and offset but the embedding table), A the fp32 activations the linears read and write, BW the
 rate at which this host reads W bytes, measured just before each round with a buffer of W bytes (read_bandwidth;
-each path's own roofline: weights that fit in the last-level cache stream from it, not from DRAM, so a 512 MiB buffer would
-understate what they can reach; that DRAM figure is kept beside it as `roofline_pct_dram`). Then, to tell the kernels from the rest of the step:
+each path's own roofline: weights that fit in the last-level cache stream from it, not from DRAM, so a 512 MiB
+buffer would understate what they can reach; that DRAM figure is kept beside it as `roofline_pct_dram`). Then,
+to tell the kernels from the rest of the step:
 `layer_stream`, the same linears called in sequence without the rest of the step (bytes / time / BW: each
 kernel's own roofline), and `engine_floor`, the step with every linear stubbed out (what no kernel can remove)
 with the roofline % it leaves reachable, and `step_split`, the real step cut into the time inside its linears and
@@ -68,6 +69,7 @@ from quant_decode import (  # noqa: E402
 from quant_step_parts import engine_floor_s, huge_pages_ab, step_split  # noqa: E402
 
 LAYER_SHAPES = [(2048, 768), (768, 2048), (32000, 768)]        # (out, in): gate/up, down, lm_head of `small`
+DRAM_BUFFER_BYTES = 512 << 20       # past the 480 MiB last-level cache of the Xeon these runs use
 
 
 def _host() -> dict:
@@ -258,9 +260,6 @@ def layer_stream(models: dict[str, nn.Module], batches: list[int], rounds: int) 
         p["bandwidth_bytes_per_s"], p["roofline_pct"] = max(rates), 100 * p["bytes_per_s"] / max(rates)
         p["bandwidth_buffer_bytes"], p["bandwidth_per_round_bytes_per_s"] = weights[name], rates
     return {f"bs{b}": {name: best[name, b] for name in models} for b in batches}
-
-
-DRAM_BUFFER_BYTES = 512 << 20
 
 
 def read_bandwidth(buffer_bytes: int) -> float:

@@ -75,11 +75,12 @@ def test_the_sdpa_backend_uses_the_kernel_for_decode_batches_and_torch_where_it_
     assert calls == [meta.kv_lens]
     backend(q.bfloat16(), k_cache, v_cache, meta, 0.125)                       # a bf16 query: torch's path
     backend(q, k_cache.half(), v_cache.half(), meta, 0.125)                    # an fp16 cache: torch's path
-    long_q, lk, lv, long_meta = _batch(1, 8, 2, 32, 16, torch.float32, max_len=1, seed=4)
-    long_meta.kv_lens = [da.ONE_SEQUENCE_MAX_CONTEXT + 1]
-    long_meta.block_tables = [list(range(-(-long_meta.kv_lens[0] // 16)))]
-    lk = torch.randn(len(long_meta.block_tables[0]), 16, 2, 32)
-    backend(long_q, lk, lk, long_meta, 0.125)                                 # one long sequence: torch's path
+    long_len = da.ONE_SEQUENCE_MAX_CONTEXT + 1
+    long_blocks = -(-long_len // 16)
+    long_meta = AttentionMetadata(q_starts=[0], q_lens=[1], kv_lens=[long_len],
+                                  block_tables=[list(range(long_blocks))], block_size=16)
+    long_cache = torch.randn(long_blocks, 16, 2, 32)
+    backend(torch.randn(1, 8, 32), long_cache, long_cache, long_meta, 0.125)  # one long sequence: torch's path
     assert len(calls) == 1
 
 
