@@ -23,7 +23,7 @@ Then a layer table (1 x K @ K x N, per ISA) and the perplexity change on a fixed
 choice is an int8-activation body, `int4_fp32_activations` (the fastest fp32 body) is measured beside it.
 Writes JSON (default benchmarks/results/baseline_quant.json) with host, ISA and load.
 TRIAGE_QUANT_ISA=avx2 (or avx512, avx512vbmi, ...) forces the kernels' ISA for the decode part;
-TRIAGE_QUANT_ISA=avx2,avx2_w4a8 chooses among those two as an AVX2-only CPU would.
+TRIAGE_QUANT_ISA=avx2,avx2_intwiden,avx2_w4a8 chooses among the AVX2 bodies as an AVX2-only CPU would.
 
     python benchmarks/baseline_quant.py [--threads N] [--rounds 5] [--decode-steps 12] [--ppl-tokens 256]
 """
@@ -273,7 +273,7 @@ def bench_layers() -> list[dict]:
     from triage.reference_engine.layers.kernels.bf16_weights import kernel as bf16_kernel
 
     bk = bf16_kernel()[0]
-    isas = qw.available_isas(module, "int4")      # the fp8 bodies, and for int4 the int8-activation ones too
+    fp8_isas, int4_isas = qw.available_isas(module, "fp8"), qw.available_isas(module, "int4")
     rows = []
     for n, k in LAYER_SHAPES:
         torch.manual_seed(0)
@@ -283,10 +283,10 @@ def bench_layers() -> list[dict]:
             x = torch.randn(t, k)
             entry = {"out_in": [n, k], "rows": t, "load_avg": _load(),
                           "bf16_stored_ms": 1e3 * _time_s(lambda: bk.bf16_weight_linear(x, w16))}     # noqa: B023
-            for isa in isas:
-                if isa not in qw.INT8_ACTIVATION_ISAS:
-                    f8 = qw.Fp8KernelLinear.from_linear(lin, isa)
-                    entry[f"fp8_{qw.ISA_NAMES[isa]}_ms"] = 1e3 * _time_s(lambda: f8(x))   # noqa: B023
+            for isa in fp8_isas:
+                f8 = qw.Fp8KernelLinear.from_linear(lin, isa)
+                entry[f"fp8_{qw.ISA_NAMES[isa]}_ms"] = 1e3 * _time_s(lambda: f8(x))       # noqa: B023
+            for isa in int4_isas:
                 i4 = qw.Int4KernelLinear.from_linear(lin, isa)
                 entry[f"int4_{qw.ISA_NAMES[isa]}_ms"] = 1e3 * _time_s(lambda: i4(x))      # noqa: B023
             rows.append(entry)

@@ -107,10 +107,18 @@ def test_two_engines_compiled_in_one_process_each_run_their_own_model(cache_dir)
 
 
 @pytest.mark.skipif(quant_weights.kernel()[0] is None, reason=f"quant kernels unavailable: {quant_weights.kernel()[1]}")
-@pytest.mark.parametrize("scheme", ["fp8", "int4"])
-def test_quantized_kernels_stay_whole_and_give_eager_tokens(scheme, cache_dir):
-    engine = LLMEngine(EngineConfig(model="tiny", quantization=scheme, max_num_seqs=1))
-    assert any(getattr(m, "path", "").startswith("cpu_") for m in engine.runner.model.modules())
+@pytest.mark.parametrize(("scheme", "isa"), [("fp8", None), ("int4", None), ("fp8", "avx2_intwiden")])
+def test_quantized_kernels_stay_whole_and_give_eager_tokens(scheme, isa, cache_dir, monkeypatch):
+    monkeypatch.setattr(quant_weights, "MIN_GAIN_X", 0.0)     # whatever the load: the kernel wins the measurement
+    if isa:                                                   # a body the ISA choice would not make on every CPU
+        monkeypatch.setenv("TRIAGE_QUANT_ISA", isa)
+    quant_weights.choose_isa.cache_clear()
+    try:
+        engine = LLMEngine(EngineConfig(model="tiny", quantization=scheme, max_num_seqs=1))
+    finally:
+        quant_weights.choose_isa.cache_clear()
+    kernels = [m for m in engine.runner.model.modules() if getattr(m, "path", "").startswith("cpu_")]
+    assert kernels and all(quant_weights.ISA_NAMES[m.isa] == isa for m in kernels if isa)
     _compiled_against_eager(engine, cache_dir)
 
 

@@ -27,9 +27,9 @@ TOL = {"rtol": 1e-4, "atol": 1e-4}
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _isas() -> list[int]:
+def _isas(scheme: str | None = None) -> list[int]:
     module = qw.kernel()[0]
-    return qw.available_isas(module) if module is not None else [0]
+    return qw.available_isas(module, scheme) if module is not None else [0]
 
 
 def _linear(n: int, k: int, seed: int = 0) -> nn.Linear:
@@ -41,7 +41,7 @@ def _linear(n: int, k: int, seed: int = 0) -> nn.Linear:
 
 
 @needs_kernel
-@pytest.mark.parametrize("isa", _isas())
+@pytest.mark.parametrize("isa", _isas("fp8"))
 @pytest.mark.parametrize("rows", [1, 5, 13, 32, 40])  # 5, 13, 32: the tiled drivers' 8-, 4- and 1-token tiles
 @pytest.mark.parametrize("n,k", [(37, 200), (96, 16), (130, 1000), (6, 64)])
 @pytest.mark.parametrize("per_tensor", [False, True])
@@ -59,26 +59,28 @@ def test_fp8_kernel_matches_dequantize_then_matmul(isa, rows, n, k, per_tensor):
 
 
 @needs_kernel
-@pytest.mark.parametrize("isa", _isas())
+@pytest.mark.parametrize("isa", _isas("fp8"))
 @pytest.mark.parametrize("prefetch_bytes", [0, 64])
 def test_the_kernels_agree_with_software_prefetch_off_or_short(isa, prefetch_bytes):
     """The drivers have a loop without prefetch (distance 0) besides the default one; both must compute the same."""
     module = qw.kernel()[0]
     lin = _linear(70, 1024)
-    f8, i4 = qw.Fp8KernelLinear.from_linear(lin, isa), qw.Int4KernelLinear.from_linear(lin, isa, group_size=64)
+    layers = [qw.Fp8KernelLinear.from_linear(lin, isa)]
+    if isa not in qw.FP8_ONLY_ISAS:
+        layers.append(qw.Int4KernelLinear.from_linear(lin, isa, group_size=64))
     x = torch.randn(3, 1024)
-    want8, want4 = f8(x[:1]), i4(x)
+    want = [layer(x[:1]) for layer in layers] + [layer(x) for layer in layers]
     try:
         module.set_prefetch(prefetch_bytes)
-        got8, got4 = f8(x[:1]), i4(x)
+        got = [layer(x[:1]) for layer in layers] + [layer(x) for layer in layers]
     finally:
         module.set_prefetch(8192)
-    torch.testing.assert_close(got8, want8, rtol=0, atol=0)
-    torch.testing.assert_close(got4, want4, rtol=0, atol=0)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
 
 
 @needs_kernel
-@pytest.mark.parametrize("isa", _isas())
+@pytest.mark.parametrize("isa", _isas("fp8"))
 def test_every_e4m3_byte_widens_exactly(isa):
     codes = torch.arange(256, dtype=torch.uint8)
     codes = codes[(codes & 0x7F) != 0x7F]                # 0x7F / 0xFF are e4m3fn's NaN; quantizing never makes them
@@ -86,6 +88,41 @@ def test_every_e4m3_byte_widens_exactly(isa):
     got = qw.kernel()[0].fp8_dequant(w, torch.ones(2), isa)
     want = w.view(torch.float8_e4m3fn).float()
     assert torch.equal(got, want)                        # subnormals (exponent 0) included
+
+
+@needs_kernel
+@pytest.mark.parametrize("rows", [1, 6])                 # one token: 4-row tiles; six: 2 rows x 4 tokens, then 1
+def test_integer_widening_is_exact_but_reads_subnormal_weights_as_zero(rows):
+    """avx2_intwiden: every e4m3 byte but the subnormals decodes exactly; those count as zero (the driver runs
+    with DAZ, since an fp32 subnormal costs an FMA a microcode assist), and the thread's MXCSR is restored."""
+    module = qw.kernel()[0]
+    codes = torch.arange(256, dtype=torch.uint8)
+    codes = codes[(codes & 0x7F) != 0x7F]
+    w = torch.stack([codes, codes.flip(0), codes.roll(7), codes.roll(100), codes.roll(33)]).contiguous()  # 5 rows
+    want = w.view(torch.float8_e4m3fn).float()
+    subnormal = (w & 0x78) == 0
+    assert subnormal.sum() == 5 * 16                      # +-0 and the 14 subnormals, in each row
+    want[subnormal] = 0.0
+    eye = torch.eye(254)
+    for k0 in range(0, 254, rows):                       # one-hot x rows: y[t, n] = w[n, k_t] * 1, one product
+        got = module.fp8_linear(eye[k0:k0 + rows], w, torch.ones(5), 5)
+        assert torch.equal(got, want[:, k0:k0 + rows].T)
+    assert (torch.tensor([1e-40]) * 1.0).item() > 0        # this thread still keeps subnormals (DAZ/FTZ cleared)
+
+
+@needs_kernel
+def test_integer_widening_is_an_fp8_body_only(monkeypatch):
+    module = qw.kernel()[0]
+    assert 5 in qw.available_isas(module, "fp8")           # AVX2: every x86-64 CPU here
+    assert 5 not in qw.available_isas(module) and 5 not in qw.available_isas(module, "int4")
+    with pytest.raises(RuntimeError, match="fp8 path"):
+        module.int4_linear(torch.randn(1, 64), torch.zeros(4, 32, dtype=torch.uint8), torch.ones(4, 1),
+                           torch.ones(4, 1), 64, 5)
+    monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx2_intwiden")
+    assert qw.choose_isa.__wrapped__("fp8") == (5, "avx2_intwiden (forced by TRIAGE_QUANT_ISA; e4m3 widened by integer "
+                                                   "instructions, subnormal weights read as 0)")
+    with pytest.raises(RuntimeError, match="runs fp8 only"):
+        qw.choose_isa.__wrapped__("int4")
 
 
 @needs_kernel
@@ -310,6 +347,8 @@ def test_a_cpu_without_avx512_gets_avx2_and_is_told_why(monkeypatch):
     monkeypatch.setattr(qw, "kernel", lambda: (no_avx512, None))
     monkeypatch.delenv("TRIAGE_QUANT_ISA", raising=False)
     assert qw.choose_isa.__wrapped__() == (0, "avx2 (the CPU has no AVX-512)")
+    isa, why = qw.choose_isa.__wrapped__("fp8")            # two AVX2 fp8 bodies: F16C or integer widening
+    assert isa in (0, 5) and "measured" in why and "avx2 " in why and "avx2_intwiden " in why
     monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx512")
     with pytest.raises(RuntimeError, match="no AVX-512"):
         qw.choose_isa.__wrapped__()
@@ -410,7 +449,8 @@ def test_int8_activation_bodies_are_int4_only_and_need_a_group_of_128(monkeypatc
         qw.choose_isa.__wrapped__("fp8")
     with pytest.raises(RuntimeError, match="multiple of 128"):
         qw.choose_isa.__wrapped__("int4", 64)
-    assert qw.choose_isa.__wrapped__("int4", 128) == (3, "avx2_w4a8 (forced by TRIAGE_QUANT_ISA)")
+    assert qw.choose_isa.__wrapped__("int4", 128) == (3, "avx2_w4a8 (forced by TRIAGE_QUANT_ISA; int8 activations per "
+                                                        "group, int32 dot products)")
     monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx2,avx512_typo")
     with pytest.raises(RuntimeError, match="avx512_typo is not a body"):
         qw.choose_isa.__wrapped__("int4")
@@ -418,8 +458,9 @@ def test_int8_activation_bodies_are_int4_only_and_need_a_group_of_128(monkeypatc
 
 @needs_kernel
 def test_a_list_in_triage_quant_isa_chooses_as_an_avx2_only_cpu_would(monkeypatch):
-    monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx2,avx2_w4a8")
-    assert qw.choose_isa.__wrapped__("fp8") == (0, "avx2 (forced by TRIAGE_QUANT_ISA)")    # the one fp8 body left
+    monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx2,avx2_intwiden,avx2_w4a8")
+    isa, why = qw.choose_isa.__wrapped__("fp8")                  # F16C or integer widening, by measurement
+    assert isa in (0, 5) and "among those TRIAGE_QUANT_ISA allows" in why and "avx512" not in why
     isa, why = qw.choose_isa.__wrapped__("int4")
     assert isa in (0, 3) and "among those TRIAGE_QUANT_ISA allows" in why
     assert "avx2 " in why and "avx2_w4a8 " in why and "avx512" not in why

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,16 @@ def test_the_wheel_installs_and_every_command_runs_and_every_extra_installs_from
     _ok(_run([py, "-m", "pip", "check"]), "pip check with every extra")
     _helps_pass(bin_dir)
     _ok(_run([py, "-c", "import torch, fastapi, uvicorn, triage.reference_engine"]), "the engine imports")
+
+
+def test_the_wheel_carries_every_kernel_source_and_header(wheel):
+    """The engine compiles its C++ kernels on the user's host from the installed package: every source and every
+    header they include must be in the wheel."""
+    kernels = ROOT / "reference_engine" / "layers" / "kernels"
+    wanted = {f"triage/reference_engine/layers/kernels/{p.name}" for p in kernels.iterdir() if p.suffix in {".cpp", ".h"}}
+    assert any(name.endswith(".h") for name in wanted)
+    with zipfile.ZipFile(wheel) as whl:
+        assert wanted <= set(whl.namelist()), sorted(wanted - set(whl.namelist()))
 
 
 def test_no_message_or_doc_installs_the_unrelated_pypi_triage():

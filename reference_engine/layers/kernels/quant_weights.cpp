@@ -17,7 +17,8 @@
 // quant_weights_avx512.cpp (target attribute), and an fp8 decode driver on AVX512-VBMI in quant_weights_vbmi.cpp;
 // `isa` picks one (0: AVX2, 1: AVX-512, 2: AVX-512 + VBMI), and the Python side chooses by measurement. For int4,
 // isa 3 (AVX2) and 4 (AVX-512 VNNI) quantize the activations to int8 and use integer dot products
-// (quant_weights_w4a8.cpp): not fp32 arithmetic, so they are named apart wherever a path is reported.
+// (quant_weights_w4a8.cpp): not fp32 arithmetic, so they are named apart wherever a path is reported. For fp8,
+// isa 5 is an AVX2 decode driver that widens e4m3 with integer instructions, not F16C (quant_weights_fp8_int.cpp).
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <vector>
@@ -28,13 +29,6 @@ namespace triage_qw {
 
 int64_t g_prefetch = 8192;  // measured: the tiled drivers read 4 rows at once and gain up to 1.3x over 2048
 int g_prefetch_level = 1;
-
-inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_hadd_ps(s, s);
-  s = _mm_hadd_ps(s, s);
-  return _mm_cvtss_f32(s);
-}
 
 // ---------------------------------------------------------------- AVX2 ----------------------------------------
 inline void fp8x16_avx2(const uint8_t* p, __m256& lo, __m256& hi) {
@@ -168,12 +162,12 @@ bool avx512_supported() {
 
 // isa 2 (AVX512-VBMI) runs its own fp8 decode driver; the rest (int4, dequantize) are the AVX-512 bodies.
 // isa 3 and 4 are int4 decode on int8 activations (AVX2, AVX-512 VNNI); their prefill widens with the AVX2 and
-// AVX-512 bodies.
+// AVX-512 bodies. isa 5 is fp8 decode on AVX2 with integer widening; its prefill widens with the AVX2 body.
 const Ops& ops_for(int64_t isa) {
   static const Ops avx2{dotf_avx2, dotf4_avx2, fp8_dot_avx2, fp8_widen_avx2, int4_dot_avx2, int4_widen_avx2};
-  TORCH_CHECK(isa >= 0 && isa <= 4,
-              "isa: 0 (AVX2), 1 (AVX-512), 2 (AVX-512 + VBMI), 3 (AVX2, int8 activations) or 4 (AVX-512 VNNI, "
-              "int8 activations)");
+  TORCH_CHECK(isa >= 0 && isa <= 5,
+              "isa: 0 (AVX2), 1 (AVX-512), 2 (AVX-512 + VBMI), 3 (AVX2, int8 activations), 4 (AVX-512 VNNI, "
+              "int8 activations) or 5 (AVX2, fp8 widened by integer instructions)");
   TORCH_CHECK(isa == 0 || isa == 3 || avx512_supported(), "this CPU has no AVX-512F/BW/VL");
   TORCH_CHECK(isa != 2 || vbmi_supported(), "this CPU has no AVX512-VBMI");
   TORCH_CHECK(isa != 4 || vnni_supported(), "this CPU has no AVX512-VNNI");
@@ -218,7 +212,7 @@ const float* symmetric_offsets(const float* scale, float* out, int64_t G) {  // 
 torch::Tensor fp8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale, int64_t isa) {
   check_fp8(w, scale);
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32 && x.size(1) == w.size(1), "x: fp32 [T, K]");
-  TORCH_CHECK(isa <= 2, "isa 3 and 4 (int8 activations) are int4 paths");
+  TORCH_CHECK(isa <= 2 || isa == 5, "isa 3 and 4 (int8 activations) are int4 paths");
   const Ops& ops = ops_for(isa);
   x = x.contiguous();
   const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
@@ -230,6 +224,10 @@ torch::Tensor fp8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale, 
   float* yp = y.data_ptr<float>();
   if (isa == 2) {
     fp8_linear_vbmi(xp, T, K, wp, sp, N, yp);
+    return y;
+  }
+  if (isa == 5) {
+    fp8_linear_intwiden(xp, T, K, wp, sp, N, yp);
     return y;
   }
   at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) {
@@ -250,6 +248,7 @@ torch::Tensor fp8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale, 
 torch::Tensor int4_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale, torch::Tensor off, int64_t group,
                           int64_t isa) {
   check_int4(w, scale, off, group);
+  TORCH_CHECK(isa != 5, "isa 5 (integer-widened e4m3) is an fp8 path");
   const int64_t K = 2 * w.size(1), N = w.size(0), G = K / group;
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32 && x.size(1) == K, "x: fp32 [T, K]");
   const Ops& ops = ops_for(isa);

@@ -27,6 +27,13 @@ inline void prefetch(const uint8_t* p) {
   if (g_prefetch) prefetch_line(p + g_prefetch);
 }
 
+inline float hsum8(__m256 v) {  // the sum of 8 floats
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_hadd_ps(s, s);
+  s = _mm_hadd_ps(s, s);
+  return _mm_cvtss_f32(s);
+}
+
 inline float fp8_scalar_div256(uint8_t b) {  // e4m3 value / 2^8, the vector paths' convention
   const int e = (b >> 3) & 0xF, m = b & 7;
   const float v = e ? std::ldexp(1.0f + m / 8.0f, e - 15) : std::ldexp(m / 8.0f, -14);
@@ -75,6 +82,9 @@ extern const Ops kAvx512Ops;  // quant_weights_avx512.cpp
 // quant_weights_vbmi.cpp: the fp8 decode driver on AVX512-VBMI (table widening); y is [T, N].
 bool vbmi_supported();
 void fp8_linear_vbmi(const float* x, int64_t T, int64_t K, const uint8_t* w, const float* scale, int64_t N, float* y);
+// quant_weights_fp8_int.cpp: the fp8 decode driver on AVX2 that widens e4m3 with integer instructions; y is [T, N].
+void fp8_linear_intwiden(const float* x, int64_t T, int64_t K, const uint8_t* w, const float* scale, int64_t N,
+                         float* y);
 // quant_weights_int4_tiles.cpp: the int4 decode driver on AVX-512, tiled; y is [T, N].
 void int4_linear_tiles(const float* x, int64_t T, int64_t K, int64_t group, const uint8_t* w, const float* scale,
                        const float* off, int64_t N, float* y);

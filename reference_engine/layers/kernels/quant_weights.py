@@ -11,10 +11,12 @@ quant_weights_avx512.cpp (fp8 via F16C, dequantize), quant_weights_int4_tiles.cp
 and tokens a pass) and quant_weights_vbmi.cpp (fp8 decode widened by vpermi2b tables, AVX512-VBMI).
 For int4, quant_weights_w4a8.cpp quantizes each token's activations to int8 (one scale per weight group) and
 multiplies with integer dot products (AVX2 vpmaddubsw, AVX-512 VNNI vpdpbusd): ISA_NAMES avx2_w4a8 and
-avx512vnni_w4a8, named apart because their arithmetic is not fp32.
+avx512vnni_w4a8, named apart because their arithmetic is not fp32. For fp8, quant_weights_fp8_int.cpp widens
+e4m3 with integer instructions only (AVX2, ISA name avx2_intwiden), for cores where F16C's conversion, not the
+memory, limits the AVX2 body.
 ``choose_isa`` times every body the CPU can run for the scheme (ISA_NAMES) and keeps the fastest;
 ``TRIAGE_QUANT_ISA`` narrows the choice to a comma-separated list or forces one (e.g. ``avx2`` to measure the
-fp32 AVX2 path on an AVX-512 CPU, ``avx2,avx2_w4a8`` to choose as an AVX2-only CPU would). ``pack_into_arena``
+fp32 AVX2 path on an AVX-512 CPU, ``avx2,avx2_intwiden,avx2_w4a8`` to choose as an AVX2-only CPU would). ``pack_into_arena``
 puts a model's packed weights in one buffer in call order, so a decode step reads one stream. Whether a model uses the kernel at all is measured as well
 (``choose_cpu_kernel``, the counterpart of weight_storage=auto): one decode-shaped matmul against the
 path the layer would otherwise take; where the kernel cannot be built or is slower, the old path stays and
@@ -41,12 +43,15 @@ log = logging.getLogger(__name__)
 
 MAX_KERNEL_ROWS = 32
 MIN_GAIN_X = 1.05           # the kernel must beat the fallback by this much to be chosen
-ISA_NAMES = ("avx2", "avx512", "avx512vbmi", "avx2_w4a8", "avx512vnni_w4a8")
+ISA_NAMES = ("avx2", "avx512", "avx512vbmi", "avx2_w4a8", "avx512vnni_w4a8", "avx2_intwiden")
 # The extension's sources (quant_weights.h is shared by both; torch rebuilds when a source's text changes).
 _SOURCES = [Path(__file__).with_name(n) for n in ("quant_weights.cpp", "quant_weights_avx512.cpp", "quant_weights_vbmi.cpp",
-                                                    "quant_weights_int4_tiles.cpp", "quant_weights_w4a8.cpp")]
+                                                    "quant_weights_int4_tiles.cpp", "quant_weights_w4a8.cpp",
+                                                    "quant_weights_fp8_int.cpp")]
 # int4 only: the activations quantized to int8 per weight group and integer dot products (quant_weights_w4a8.cpp).
 INT8_ACTIVATION_ISAS = frozenset({3, 4})
+# fp8 only: e4m3 widened by integer instructions, fp32 arithmetic (quant_weights_fp8_int.cpp).
+FP8_ONLY_ISAS = frozenset({5})
 W4A8_GROUP_MULTIPLE = 128     # their layout: one 64-byte load of packed weights covers 128 k-values
 _PROBE_SHAPE = (2048, 2048)  # (out, in) of the ISA probe
 
@@ -78,12 +83,14 @@ def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
 def available_isas(module: Any, scheme: str | None = None, group: int = 128) -> list[int]:
     """The bodies this CPU can run for ``scheme``: AVX2 always, AVX-512F/BW/VL, and AVX-512 with VBMI (fp32
     activations, every scheme); for int4 with a group that is a multiple of 128, also the int8-activation bodies:
-    AVX2 always, AVX-512 with VNNI."""
+    AVX2 always, AVX-512 with VNNI; for fp8, also the AVX2 driver with integer widening."""
     isas = [0]
     if module.avx512_supported():
         isas.append(1)
         if module.vbmi_supported():
             isas.append(2)
+    if scheme == "fp8":
+        isas.append(5)
     if scheme == "int4" and group % W4A8_GROUP_MULTIPLE == 0:
         isas.append(3)
         if module.avx512_supported() and module.vnni_supported():
@@ -92,6 +99,8 @@ def available_isas(module: Any, scheme: str | None = None, group: int = 128) -> 
 
 
 def _why_not(module: Any, isa: int, scheme: str | None, group: int) -> str:
+    if isa in FP8_ONLY_ISAS:
+        return f"{ISA_NAMES[isa]} runs fp8 only"
     if isa in INT8_ACTIVATION_ISAS and scheme != "int4":
         return f"{ISA_NAMES[isa]} runs int4 only"
     if isa in INT8_ACTIVATION_ISAS and group % W4A8_GROUP_MULTIPLE:
@@ -103,7 +112,7 @@ def _why_not(module: Any, isa: int, scheme: str | None, group: int) -> str:
 
 def _forced(module: Any, isas: list[int], scheme: str | None, group: int) -> list[int] | None:
     """TRIAGE_QUANT_ISA: the bodies it allows that run ``scheme`` here (None: unset). A comma-separated list;
-    e.g. ``avx2,avx2_w4a8`` leaves what an AVX2-only CPU would measure."""
+    e.g. ``avx2,avx2_intwiden,avx2_w4a8`` leaves what an AVX2-only CPU would measure."""
     raw = os.environ.get("TRIAGE_QUANT_ISA", "")
     names = [n.strip() for n in raw.split(",") if n.strip()]
     if not names:
@@ -120,6 +129,11 @@ def _forced(module: Any, isas: list[int], scheme: str | None, group: int) -> lis
     return usable
 
 
+# How a body's arithmetic differs from widening exactly and multiplying in fp32, where it does.
+_ARITHMETIC = {**dict.fromkeys(INT8_ACTIVATION_ISAS, "; int8 activations per group, int32 dot products"),
+               **dict.fromkeys(FP8_ONLY_ISAS, "; e4m3 widened by integer instructions, subnormal weights read as 0")}
+
+
 @functools.cache
 def choose_isa(scheme: str | None = None, group: int = 128) -> tuple[int, str]:
     """(index into ISA_NAMES, why): the fastest body this CPU can run for ``scheme`` (fp8, int4 at ``group``;
@@ -130,16 +144,18 @@ def choose_isa(scheme: str | None = None, group: int = 128) -> tuple[int, str]:
     isas = available_isas(module, scheme, group)
     forced = _forced(module, isas, scheme, group)
     if forced is not None and len(forced) == 1:
-        return forced[0], f"{ISA_NAMES[forced[0]]} (forced by TRIAGE_QUANT_ISA)"
+        return forced[0], f"{ISA_NAMES[forced[0]]} (forced by TRIAGE_QUANT_ISA{_ARITHMETIC.get(forced[0], '')})"
     isas = forced or isas
     if isas == [0]:
         return 0, "avx2 (the CPU has no AVX-512)"
     gen = torch.Generator().manual_seed(0)
     n, k = _PROBE_SHAPE
     x = torch.randn(1, k, generator=gen)
-    w8 = torch.randint(0, 120, (n, k), dtype=torch.uint8, generator=gen)
+    # e4m3 bytes as a quantized model holds them: both signs, and subnormals only as often as real weights have
+    # them (a body whose arithmetic slows on subnormal inputs is timed on the mix it will meet)
+    w8, s8 = _quantize_fp8(torch.randn(n, k, generator=gen))
     w4 = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=gen)
-    s8, s4 = torch.rand(n, generator=gen), torch.rand(n, k // 128, generator=gen)
+    s4 = torch.rand(n, k // 128, generator=gen)
     calls = {"fp8": lambda i: module.fp8_linear(x, w8, s8, i),
              "int4": lambda i: module.int4_linear(x, w4, s4, s4, 128, i)}
     run = [calls[scheme]] if scheme else list(calls.values())
@@ -151,8 +167,15 @@ def choose_isa(scheme: str | None = None, group: int = 128) -> tuple[int, str]:
     timing = ", ".join(f"{ISA_NAMES[i]} {times[i] * 1e3:.3f} ms" for i in isas)
     what = f"{scheme} matmul" if scheme else "fp8 + int4 pair"
     among = " among those TRIAGE_QUANT_ISA allows" if forced else ""
-    activations = "; int8 activations per group, int32 dot products" if isa in INT8_ACTIVATION_ISAS else ""
-    return isa, f"{ISA_NAMES[isa]} (measured{among}, a 1x{k} @ {k}x{n} {what}: {timing}{activations})"
+    return isa, f"{ISA_NAMES[isa]} (measured{among}, a 1x{k} @ {k}x{n} {what}: {timing}{_ARITHMETIC.get(isa, '')})"
+
+
+def _quantize_fp8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(e4m3 bytes [N, K] as uint8, fp32 scale [N]): per-channel, as the quantized models are."""
+    from triage.reference_engine.layers.quant.fp8 import quantize_fp8_per_channel
+
+    q, scale = quantize_fp8_per_channel(w)
+    return q.view(torch.uint8), scale
 
 
 # The decode kernels are also torch operators, ``triage::fp8_linear`` and ``triage::int4_linear``, which
@@ -216,9 +239,7 @@ class Fp8KernelLinear(nn.Module):
             scale = (w.abs().amax() / FP8_MAX).clamp(min=1e-12).reshape(1)
             q = (w / scale).clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
         else:
-            from triage.reference_engine.layers.quant.fp8 import quantize_fp8_per_channel
-
-            q, scale = quantize_fp8_per_channel(w)
+            q, scale = _quantize_fp8(w)
         return cls(q, scale, linear.bias, isa)
 
     def weight_bytes(self) -> int:

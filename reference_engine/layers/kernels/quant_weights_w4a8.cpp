@@ -174,13 +174,6 @@ VNNI_FN void tile_vnni(const Args& a, int64_t n, int64_t t0) {
 }
 
 // ------------------------------------------------------------- AVX2 -----------------------------------------
-inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_hadd_ps(s, s);
-  s = _mm_hadd_ps(s, s);
-  return _mm_cvtss_f32(s);
-}
-
 template <int R, int TT>
 void tile_avx2(const Args& a, int64_t n, int64_t t0) {
   const Tile<R, TT> p(a, n, t0);
