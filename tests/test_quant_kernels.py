@@ -91,11 +91,15 @@ def test_every_e4m3_byte_widens_exactly(isa):
 
 
 @needs_kernel
+@pytest.mark.parametrize("isa", sorted(qw.FP8_ONLY_ISAS))
 @pytest.mark.parametrize("rows", [1, 6])                 # one token: 4-row tiles; six: 2 rows x 4 tokens, then 1
-def test_integer_widening_is_exact_but_reads_subnormal_weights_as_zero(rows):
-    """avx2_intwiden: every e4m3 byte but the subnormals decodes exactly; those count as zero (the driver runs
-    with DAZ, since an fp32 subnormal costs an FMA a microcode assist), and the thread's MXCSR is restored."""
+def test_integer_widening_is_exact_but_reads_subnormal_weights_as_zero(isa, rows):
+    """avx2_intwiden / avx512_intwiden: every e4m3 byte but the subnormals decodes exactly; those count as zero
+    (the driver runs with DAZ, since an fp32 subnormal costs an FMA a microcode assist), and the thread's MXCSR
+    is restored."""
     module = qw.kernel()[0]
+    if isa not in qw.available_isas(module, "fp8"):
+        pytest.skip(f"this CPU has no {qw.ISA_NAMES[isa]} body (AVX-512)")
     codes = torch.arange(256, dtype=torch.uint8)
     codes = codes[(codes & 0x7F) != 0x7F]
     w = torch.stack([codes, codes.flip(0), codes.roll(7), codes.roll(100), codes.roll(33)]).contiguous()  # 5 rows
@@ -105,7 +109,7 @@ def test_integer_widening_is_exact_but_reads_subnormal_weights_as_zero(rows):
     want[subnormal] = 0.0
     eye = torch.eye(254)
     for k0 in range(0, 254, rows):                       # one-hot x rows: y[t, n] = w[n, k_t] * 1, one product
-        got = module.fp8_linear(eye[k0:k0 + rows], w, torch.ones(5), 5)
+        got = module.fp8_linear(eye[k0:k0 + rows], w, torch.ones(5), isa)
         assert torch.equal(got, want[:, k0:k0 + rows].T)
     assert (torch.tensor([1e-40]) * 1.0).item() > 0        # this thread still keeps subnormals (DAZ/FTZ cleared)
 
@@ -114,10 +118,12 @@ def test_integer_widening_is_exact_but_reads_subnormal_weights_as_zero(rows):
 def test_integer_widening_is_an_fp8_body_only(monkeypatch):
     module = qw.kernel()[0]
     assert 5 in qw.available_isas(module, "fp8")           # AVX2: every x86-64 CPU here
-    assert 5 not in qw.available_isas(module) and 5 not in qw.available_isas(module, "int4")
-    with pytest.raises(RuntimeError, match="fp8 path"):
-        module.int4_linear(torch.randn(1, 64), torch.zeros(4, 32, dtype=torch.uint8), torch.ones(4, 1),
-                           torch.ones(4, 1), 64, 5)
+    assert (6 in qw.available_isas(module, "fp8")) == module.avx512_supported()
+    assert not qw.FP8_ONLY_ISAS & (set(qw.available_isas(module)) | set(qw.available_isas(module, "int4")))
+    for isa in qw.FP8_ONLY_ISAS:
+        with pytest.raises(RuntimeError, match="fp8 paths"):
+            module.int4_linear(torch.randn(1, 64), torch.zeros(4, 32, dtype=torch.uint8), torch.ones(4, 1),
+                               torch.ones(4, 1), 64, isa)
     monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx2_intwiden")
     assert qw.choose_isa.__wrapped__("fp8") == (5, "avx2_intwiden (forced by TRIAGE_QUANT_ISA; e4m3 widened by integer "
                                                    "instructions, subnormal weights read as 0)")
@@ -347,11 +353,15 @@ def test_a_cpu_without_avx512_gets_avx2_and_is_told_why(monkeypatch):
     monkeypatch.setattr(qw, "kernel", lambda: (no_avx512, None))
     monkeypatch.delenv("TRIAGE_QUANT_ISA", raising=False)
     assert qw.choose_isa.__wrapped__() == (0, "avx2 (the CPU has no AVX-512)")
+    assert qw.available_isas(no_avx512, "fp8") == [0, 5]
     isa, why = qw.choose_isa.__wrapped__("fp8")            # two AVX2 fp8 bodies: F16C or integer widening
     assert isa in (0, 5) and "measured" in why and "avx2 " in why and "avx2_intwiden " in why
     monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx512")
     with pytest.raises(RuntimeError, match="no AVX-512"):
         qw.choose_isa.__wrapped__()
+    monkeypatch.setenv("TRIAGE_QUANT_ISA", "avx512_intwiden")
+    with pytest.raises(RuntimeError, match="no AVX-512"):
+        qw.choose_isa.__wrapped__("fp8")
 
 
 @needs_kernel

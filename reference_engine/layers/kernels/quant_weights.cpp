@@ -18,7 +18,8 @@
 // `isa` picks one (0: AVX2, 1: AVX-512, 2: AVX-512 + VBMI), and the Python side chooses by measurement. For int4,
 // isa 3 (AVX2) and 4 (AVX-512 VNNI) quantize the activations to int8 and use integer dot products
 // (quant_weights_w4a8.cpp): not fp32 arithmetic, so they are named apart wherever a path is reported. For fp8,
-// isa 5 is an AVX2 decode driver that widens e4m3 with integer instructions, not F16C (quant_weights_fp8_int.cpp).
+// isa 5 (AVX2) and 6 (AVX-512) are decode drivers that widen e4m3 with integer instructions, not F16C
+// (quant_weights_fp8_int.cpp).
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <vector>
@@ -162,16 +163,17 @@ bool avx512_supported() {
 
 // isa 2 (AVX512-VBMI) runs its own fp8 decode driver; the rest (int4, dequantize) are the AVX-512 bodies.
 // isa 3 and 4 are int4 decode on int8 activations (AVX2, AVX-512 VNNI); their prefill widens with the AVX2 and
-// AVX-512 bodies. isa 5 is fp8 decode on AVX2 with integer widening; its prefill widens with the AVX2 body.
+// AVX-512 bodies. isa 5 and 6 are fp8 decode with integer widening (AVX2, AVX-512); their prefill widens with
+// the AVX2 and AVX-512 bodies.
 const Ops& ops_for(int64_t isa) {
   static const Ops avx2{dotf_avx2, dotf4_avx2, fp8_dot_avx2, fp8_widen_avx2, int4_dot_avx2, int4_widen_avx2};
-  TORCH_CHECK(isa >= 0 && isa <= 5,
+  TORCH_CHECK(isa >= 0 && isa <= 6,
               "isa: 0 (AVX2), 1 (AVX-512), 2 (AVX-512 + VBMI), 3 (AVX2, int8 activations), 4 (AVX-512 VNNI, "
-              "int8 activations) or 5 (AVX2, fp8 widened by integer instructions)");
-  TORCH_CHECK(isa == 0 || isa == 3 || avx512_supported(), "this CPU has no AVX-512F/BW/VL");
+              "int8 activations), 5 (AVX2) or 6 (AVX-512), fp8 widened by integer instructions");
+  TORCH_CHECK(isa == 0 || isa == 3 || isa == 5 || avx512_supported(), "this CPU has no AVX-512F/BW/VL");
   TORCH_CHECK(isa != 2 || vbmi_supported(), "this CPU has no AVX512-VBMI");
   TORCH_CHECK(isa != 4 || vnni_supported(), "this CPU has no AVX512-VNNI");
-  return isa == 1 || isa == 2 || isa == 4 ? kAvx512Ops : avx2;
+  return isa == 1 || isa == 2 || isa == 4 || isa == 6 ? kAvx512Ops : avx2;
 }
 
 void check_fp8(const torch::Tensor& w, const torch::Tensor& scale) {
@@ -212,7 +214,7 @@ const float* symmetric_offsets(const float* scale, float* out, int64_t G) {  // 
 torch::Tensor fp8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale, int64_t isa) {
   check_fp8(w, scale);
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32 && x.size(1) == w.size(1), "x: fp32 [T, K]");
-  TORCH_CHECK(isa <= 2 || isa == 5, "isa 3 and 4 (int8 activations) are int4 paths");
+  TORCH_CHECK(isa != 3 && isa != 4, "isa 3 and 4 (int8 activations) are int4 paths");
   const Ops& ops = ops_for(isa);
   x = x.contiguous();
   const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
@@ -226,8 +228,8 @@ torch::Tensor fp8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale, 
     fp8_linear_vbmi(xp, T, K, wp, sp, N, yp);
     return y;
   }
-  if (isa == 5) {
-    fp8_linear_intwiden(xp, T, K, wp, sp, N, yp);
+  if (isa == 5 || isa == 6) {
+    fp8_linear_intwiden(isa == 6, xp, T, K, wp, sp, N, yp);
     return y;
   }
   at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) {
@@ -248,7 +250,7 @@ torch::Tensor fp8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale, 
 torch::Tensor int4_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale, torch::Tensor off, int64_t group,
                           int64_t isa) {
   check_int4(w, scale, off, group);
-  TORCH_CHECK(isa != 5, "isa 5 (integer-widened e4m3) is an fp8 path");
+  TORCH_CHECK(isa != 5 && isa != 6, "isa 5 and 6 (integer-widened e4m3) are fp8 paths");
   const int64_t K = 2 * w.size(1), N = w.size(0), G = K / group;
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32 && x.size(1) == K, "x: fp32 [T, K]");
   const Ops& ops = ops_for(isa);

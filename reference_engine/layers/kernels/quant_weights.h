@@ -82,9 +82,10 @@ extern const Ops kAvx512Ops;  // quant_weights_avx512.cpp
 // quant_weights_vbmi.cpp: the fp8 decode driver on AVX512-VBMI (table widening); y is [T, N].
 bool vbmi_supported();
 void fp8_linear_vbmi(const float* x, int64_t T, int64_t K, const uint8_t* w, const float* scale, int64_t N, float* y);
-// quant_weights_fp8_int.cpp: the fp8 decode driver on AVX2 that widens e4m3 with integer instructions; y is [T, N].
-void fp8_linear_intwiden(const float* x, int64_t T, int64_t K, const uint8_t* w, const float* scale, int64_t N,
-                         float* y);
+// quant_weights_fp8_int.cpp: the fp8 decode driver that widens e4m3 with integer instructions (AVX2, or AVX-512
+// where `avx512`); y is [T, N].
+void fp8_linear_intwiden(bool avx512, const float* x, int64_t T, int64_t K, const uint8_t* w, const float* scale,
+                         int64_t N, float* y);
 // quant_weights_int4_tiles.cpp: the int4 decode driver on AVX-512, tiled; y is [T, N].
 void int4_linear_tiles(const float* x, int64_t T, int64_t K, int64_t group, const uint8_t* w, const float* scale,
                        const float* off, int64_t N, float* y);

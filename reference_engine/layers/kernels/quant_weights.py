@@ -12,8 +12,8 @@ and tokens a pass) and quant_weights_vbmi.cpp (fp8 decode widened by vpermi2b ta
 For int4, quant_weights_w4a8.cpp quantizes each token's activations to int8 (one scale per weight group) and
 multiplies with integer dot products (AVX2 vpmaddubsw, AVX-512 VNNI vpdpbusd): ISA_NAMES avx2_w4a8 and
 avx512vnni_w4a8, named apart because their arithmetic is not fp32. For fp8, quant_weights_fp8_int.cpp widens
-e4m3 with integer instructions only (AVX2, ISA name avx2_intwiden), for cores where F16C's conversion, not the
-memory, limits the AVX2 body.
+e4m3 with integer instructions only (ISA names avx2_intwiden and avx512_intwiden), for cores where F16C's
+conversion, not the memory, limits the F16C bodies.
 ``choose_isa`` times every body the CPU can run for the scheme (ISA_NAMES) and keeps the fastest;
 ``TRIAGE_QUANT_ISA`` narrows the choice to a comma-separated list or forces one (e.g. ``avx2`` to measure the
 fp32 AVX2 path on an AVX-512 CPU, ``avx2,avx2_intwiden,avx2_w4a8`` to choose as an AVX2-only CPU would). ``pack_into_arena``
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 MAX_KERNEL_ROWS = 32
 MIN_GAIN_X = 1.05           # the kernel must beat the fallback by this much to be chosen
-ISA_NAMES = ("avx2", "avx512", "avx512vbmi", "avx2_w4a8", "avx512vnni_w4a8", "avx2_intwiden")
+ISA_NAMES = ("avx2", "avx512", "avx512vbmi", "avx2_w4a8", "avx512vnni_w4a8", "avx2_intwiden", "avx512_intwiden")
 # The extension's sources (quant_weights.h is shared by both; torch rebuilds when a source's text changes).
 _SOURCES = [Path(__file__).with_name(n) for n in ("quant_weights.cpp", "quant_weights_avx512.cpp", "quant_weights_vbmi.cpp",
                                                     "quant_weights_int4_tiles.cpp", "quant_weights_w4a8.cpp",
@@ -51,7 +51,7 @@ _SOURCES = [Path(__file__).with_name(n) for n in ("quant_weights.cpp", "quant_we
 # int4 only: the activations quantized to int8 per weight group and integer dot products (quant_weights_w4a8.cpp).
 INT8_ACTIVATION_ISAS = frozenset({3, 4})
 # fp8 only: e4m3 widened by integer instructions, fp32 arithmetic (quant_weights_fp8_int.cpp).
-FP8_ONLY_ISAS = frozenset({5})
+FP8_ONLY_ISAS = frozenset({5, 6})
 W4A8_GROUP_MULTIPLE = 128     # their layout: one 64-byte load of packed weights covers 128 k-values
 _PROBE_SHAPE = (2048, 2048)  # (out, in) of the ISA probe
 
@@ -83,7 +83,7 @@ def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
 def available_isas(module: Any, scheme: str | None = None, group: int = 128) -> list[int]:
     """The bodies this CPU can run for ``scheme``: AVX2 always, AVX-512F/BW/VL, and AVX-512 with VBMI (fp32
     activations, every scheme); for int4 with a group that is a multiple of 128, also the int8-activation bodies:
-    AVX2 always, AVX-512 with VNNI; for fp8, also the AVX2 driver with integer widening."""
+    AVX2 always, AVX-512 with VNNI; for fp8, also the drivers with integer widening (AVX2, AVX-512)."""
     isas = [0]
     if module.avx512_supported():
         isas.append(1)
@@ -91,6 +91,8 @@ def available_isas(module: Any, scheme: str | None = None, group: int = 128) -> 
             isas.append(2)
     if scheme == "fp8":
         isas.append(5)
+        if module.avx512_supported():
+            isas.append(6)
     if scheme == "int4" and group % W4A8_GROUP_MULTIPLE == 0:
         isas.append(3)
         if module.avx512_supported() and module.vnni_supported():
@@ -99,7 +101,7 @@ def available_isas(module: Any, scheme: str | None = None, group: int = 128) -> 
 
 
 def _why_not(module: Any, isa: int, scheme: str | None, group: int) -> str:
-    if isa in FP8_ONLY_ISAS:
+    if isa in FP8_ONLY_ISAS and scheme != "fp8":
         return f"{ISA_NAMES[isa]} runs fp8 only"
     if isa in INT8_ACTIVATION_ISAS and scheme != "int4":
         return f"{ISA_NAMES[isa]} runs int4 only"
