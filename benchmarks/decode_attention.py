@@ -1,11 +1,13 @@
 """Decode attention, one C++ call a layer (kernels/decode_attention.cpp) against the torch ops it replaces.
 
 One layer's attention for a decode batch with the `small` preset's head geometry (12 query heads, 4 K/V heads
-of 64), an fp32 cache of 16-token blocks, at several context lengths: the kernel against the SDPA backend's
+of 64), a cache of 16-token blocks, at several context lengths, with an fp32 query and cache (an fp32 engine) and
+with a bf16 query and cache (a bf16 engine; the kernel widens the query and narrows its output, as the backend
+does): the kernel against the SDPA backend's
 torch path (``single_decode`` at bs=1, the grouped SDPA calls at bs>1). Blocks are consecutive (what a fresh
 pool hands out; the torch path then reads a view, its best case) or scattered (it gathers a copy). Each case
 alternates the two over --rounds and keeps each side's best; the ratio is torch / kernel (> 1: the kernel is
-faster). It sets ONE_SEQUENCE_MAX_CONTEXT, the longest context the kernel takes for a lone sequence.
+faster). It sets ONE_SEQUENCE_MAX_CONTEXT, the longest context the kernel takes for a lone fp32 sequence.
 
     python benchmarks/decode_attention.py [--threads N] [--rounds 7]
 """
@@ -21,7 +23,7 @@ HEADS, KV_HEADS, HEAD_DIM, BLOCK = 12, 4, 64, 16
 CONTEXTS = (64, 256, 512, 1024, 1536, 2048, 4096)
 
 
-def _case(batch: int, context: int, scattered: bool, rounds: int) -> dict:
+def _case(batch: int, context: int, scattered: bool, rounds: int, dtype_name: str) -> dict:
     import torch
 
     from triage.reference_engine.layers.attention import sdpa
@@ -34,9 +36,10 @@ def _case(batch: int, context: int, scattered: bool, rounds: int) -> dict:
     if scattered:
         random.Random(0).shuffle(ids)
     tables = [ids[i * per_seq:(i + 1) * per_seq] for i in range(batch)]
-    k = torch.randn(num_blocks, BLOCK, KV_HEADS, HEAD_DIM)
-    v = torch.randn(num_blocks, BLOCK, KV_HEADS, HEAD_DIM)
-    q = torch.randn(batch, HEADS, HEAD_DIM)
+    dtype = getattr(torch, dtype_name)
+    k = torch.randn(num_blocks, BLOCK, KV_HEADS, HEAD_DIM).to(dtype)
+    v = torch.randn(num_blocks, BLOCK, KV_HEADS, HEAD_DIM).to(dtype)
+    q = torch.randn(batch, HEADS, HEAD_DIM).to(dtype)
 
     def meta() -> AttentionMetadata:     # fresh each call: the torch path caches its groups on the metadata
         return AttentionMetadata(q_starts=list(range(batch)), q_lens=[1] * batch, kv_lens=[context] * batch,
@@ -48,12 +51,12 @@ def _case(batch: int, context: int, scattered: bool, rounds: int) -> dict:
             return sdpa.single_decode(q, k, v, m, 0.125)
         return sdpa.SdpaAttention()._batched_decode(q, k, v, m, 0.125)
 
-    def kernel_path():      # the kernel itself, past ONE_SEQUENCE_MAX_CONTEXT too
+    def kernel_path():      # the kernel itself, past ONE_SEQUENCE_MAX_CONTEXT too (q.float() of fp32: itself)
         m = meta()
-        return kernel()[0].decode_attention(q, k, v, m.table_tensor(q.device), m.kv_lens, 0.125)
+        return kernel()[0].decode_attention(q.float(), k, v, m.table_tensor(q.device), m.kv_lens, 0.125).to(dtype)
 
     sides = {"kernel": kernel_path, "torch": torch_path}
-    err = (sides["kernel"]() - sides["torch"]()).abs().max().item()
+    err = (sides["kernel"]().float() - sides["torch"]().float()).abs().max().item()
     repeats = max(3, int(20_000 / context))
     best = {name: float("inf") for name in sides}
     for _ in range(rounds):
@@ -62,7 +65,8 @@ def _case(batch: int, context: int, scattered: bool, rounds: int) -> dict:
             for _ in range(repeats):
                 fn()
             best[name] = min(best[name], (time.perf_counter() - tic) / repeats)
-    return {"batch": batch, "context": context, "blocks": "scattered" if scattered else "consecutive",
+    return {"dtype": dtype_name, "batch": batch, "context": context,
+            "blocks": "scattered" if scattered else "consecutive",
             "kernel_us": best["kernel"] * 1e6, "torch_us": best["torch"] * 1e6,
             "torch_over_kernel_x": best["torch"] / best["kernel"], "max_abs_diff": err}
 
@@ -78,15 +82,19 @@ def main() -> None:
     if kernel()[0] is None:
         raise SystemExit(f"the decode-attention kernel is not built here: {kernel()[1]}")
     cases = []
-    for batch in (1, 8):
-        for scattered in (False, True):
-            for context in CONTEXTS:
-                c = _case(batch, context, scattered, args.rounds)
-                cases.append(c)
-                print(f"bs={batch} {c['blocks']:11s} ctx={context:5d}: kernel {c['kernel_us']:8.1f} us, torch "
-                      f"{c['torch_us']:8.1f} us, {c['torch_over_kernel_x']:.2f}x", flush=True)
-    summary = {f"bs{c['batch']}_{c['blocks']}_ctx{c['context']}": round(c["torch_over_kernel_x"], 2) for c in cases}
-    write_result(args.out, NAME, {"host": host, "path": "fp32 query and cache, torch_num_threads as in host",
+    for dtype_name in ("float32", "bfloat16"):
+        for batch in (1, 8):
+            for scattered in (False, True):
+                for context in CONTEXTS:
+                    c = _case(batch, context, scattered, args.rounds, dtype_name)
+                    cases.append(c)
+                    print(f"{dtype_name:8s} bs={batch} {c['blocks']:11s} ctx={context:5d}: kernel "
+                          f"{c['kernel_us']:8.1f} us, torch {c['torch_us']:8.1f} us, {c['torch_over_kernel_x']:.2f}x",
+                          flush=True)
+    summary = {f"{c['dtype']}_bs{c['batch']}_{c['blocks']}_ctx{c['context']}": round(c["torch_over_kernel_x"], 2)
+               for c in cases}
+    write_result(args.out, NAME, {"host": host, "path": "fp32, or bf16, query and cache (the kernel computes in "
+                                                        "fp32); torch_num_threads as in host",
                                   "one_sequence_max_context": ONE_SEQUENCE_MAX_CONTEXT, "cases": cases,
                                   "summary": summary}, started)
 

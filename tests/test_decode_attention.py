@@ -15,7 +15,8 @@ from triage.reference_engine.layers.kernels import decode_attention as da
 needs_kernel = pytest.mark.skipif(da.kernel()[0] is None, reason=f"decode-attention kernel unavailable: {da.kernel()[1]}")
 
 
-def _batch(batch: int, hq: int, hkv: int, d: int, block: int, dtype: torch.dtype, max_len: int, seed: int):
+def _batch(batch: int, hq: int, hkv: int, d: int, block: int, dtype: torch.dtype, max_len: int, seed: int,
+           q_dtype: torch.dtype = torch.float32):
     rng = random.Random(seed)
     torch.manual_seed(seed)
     lens = [rng.randint(1, max_len) for _ in range(batch)]
@@ -28,7 +29,7 @@ def _batch(batch: int, hq: int, hkv: int, d: int, block: int, dtype: torch.dtype
         at += k
     k_cache = torch.randn(len(ids), block, hkv, d).to(dtype)
     v_cache = torch.randn(len(ids), block, hkv, d).to(dtype)
-    q = torch.randn(batch, hq, d)
+    q = torch.randn(batch, hq, d).to(q_dtype)
     meta = AttentionMetadata(q_starts=list(range(batch)), q_lens=[1] * batch, kv_lens=lens, block_tables=tables,
                              block_size=block)
     return q, k_cache, v_cache, meta
@@ -48,6 +49,20 @@ def test_the_kernel_gives_what_the_naive_backend_gives(batch, hq, hkv, d, block,
     want = NaiveAttention()(q, k_cache.float(), v_cache.float(), meta, 0.125)
     assert got is not None and got.shape == q.shape
     torch.testing.assert_close(got, want, rtol=1e-5, atol=2e-6)
+
+
+@needs_kernel
+@pytest.mark.parametrize("batch", [1, 4])
+def test_a_bf16_query_is_widened_and_its_output_narrowed(batch):
+    """A bf16 engine's decode: the kernel's fp32 arithmetic on the bf16 query's values, returned in bf16."""
+    q, k_cache, v_cache, meta = _batch(batch, 12, 4, 64, 16, torch.bfloat16, max_len=150, seed=7,
+                                       q_dtype=torch.bfloat16)
+    got = da.decode_attention(q, k_cache, v_cache, meta, 0.125)
+    assert got is not None and got.dtype == torch.bfloat16 and got.shape == q.shape
+    fp32 = da.decode_attention(q.float(), k_cache, v_cache, meta, 0.125)
+    assert torch.equal(got, fp32.bfloat16())                            # one rounding, of the fp32 result
+    want = NaiveAttention()(q.float(), k_cache.float(), v_cache.float(), meta, 0.125)
+    torch.testing.assert_close(fp32, want, rtol=1e-5, atol=2e-6)
 
 
 @needs_kernel
@@ -73,7 +88,7 @@ def test_the_sdpa_backend_uses_the_kernel_for_decode_batches_and_torch_where_it_
     q, k_cache, v_cache, meta = _batch(4, 8, 2, 32, 16, torch.float32, max_len=100, seed=3)
     backend(q, k_cache, v_cache, meta, 0.125)
     assert calls == [meta.kv_lens]
-    backend(q.bfloat16(), k_cache, v_cache, meta, 0.125)                       # a bf16 query: torch's path
+    backend(q.half(), k_cache, v_cache, meta, 0.125)                           # an fp16 query: torch's path
     backend(q, k_cache.half(), v_cache.half(), meta, 0.125)                    # an fp16 cache: torch's path
     long_len = da.ONE_SEQUENCE_MAX_CONTEXT + 1
     long_blocks = -(-long_len // 16)
@@ -82,6 +97,8 @@ def test_the_sdpa_backend_uses_the_kernel_for_decode_batches_and_torch_where_it_
     long_cache = torch.randn(long_blocks, 16, 2, 32)
     backend(torch.randn(1, 8, 32), long_cache, long_cache, long_meta, 0.125)  # one long sequence: torch's path
     assert len(calls) == 1
+    backend(torch.randn(1, 8, 32).bfloat16(), long_cache.bfloat16(), long_cache.bfloat16(), long_meta, 0.125)
+    assert calls[1:] == [[long_len]]                                            # bf16: the kernel, however long
 
 
 def test_without_the_kernel_decode_keeps_the_torch_path(monkeypatch):

@@ -4,7 +4,7 @@ SDPA's ``is_causal`` aligns the mask upper-left, which is wrong when q_len < kv_
 prefill), so those chunks get an explicit lower-right boolean mask; full prefills use ``is_causal``
 and decodes need no mask. All-decode batches run as a few padded calls with a length mask, sequences
 grouped by context length so that little of the gathered cache is padding. On a CPU, all-decode batches go to
-one C++ call a layer instead (kernels/decode_attention.py), where it is built and the dtypes fit.
+one C++ call a layer instead (kernels/decode_attention.py), where it is built and the dtypes fit (fp32 or bf16).
 """
 from __future__ import annotations
 
