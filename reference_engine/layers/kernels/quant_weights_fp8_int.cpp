@@ -2,13 +2,13 @@
 // avx512_intwiden), for CPUs where F16C's vcvtph2ps is what limits the F16C bodies of quant_weights.cpp (a core
 // that is not waiting on memory: on a 2-core AVX2-only AMD EPYC, FP8 ran at 0.92x the bf16-stored path).
 //
-// e4m3 -> fp32 in three instructions for 8 (AVX2) or 16 (AVX-512) weights: vpmovsxbd sign-extends each byte into an int32 (the sign
-// bit fills bits 7..31), a 20-bit left shift puts the 4 exponent and 3 mantissa bits at fp32's bits 20..26 and
-// the sign at bit 31, and a mask clears the sign's copies at bits 27..30. The result is the e4m3 value / 2^120
-// (fp32 bias 127, e4m3 bias 7). The activations are scaled by 2^64 once per call (K floats a token), so each
-// product lands 2^56 below its true value, far above fp32's subnormal range, and each row's sum is scaled back
-// by 2^56. (0x7F/0xFF, e4m3fn's NaN, decodes as 480, as in the F16C body: quantized weights are clamped to
-// +-448 and never hold it.)
+// e4m3 -> fp32 in three instructions for 8 (AVX2) or 16 (AVX-512) weights: vpmovsxbd sign-extends each byte
+// into an int32 (the sign bit fills bits 7..31), a 20-bit left shift puts the 4 exponent and 3 mantissa bits at
+// fp32's bits 20..26 and the sign at bit 31, and a mask clears the sign's copies at bits 27..30. The result is
+// the e4m3 value / 2^120 (fp32 bias 127, e4m3 bias 7). The activations are scaled by 2^64 once per call (K
+// floats a token; activations stay far below 2^64), so each product lands 2^56 below its true value, far above
+// fp32's subnormal range, and each row's sum is scaled back by 2^56. (0x7F/0xFF, e4m3fn's NaN, decodes as 480,
+// as in the F16C body: quantized weights are clamped to +-448 and never hold it.)
 //
 // An e4m3 subnormal lands on an fp32 subnormal, and a subnormal input costs an FMA a microcode assist: on the
 // Xeon this was written on, a layer of e4m3 subnormals took 23 ms where normal weights took 0.33 ms. So the
@@ -150,9 +150,6 @@ class FlushSubnormals {
   unsigned saved_;
 };
 
-}  // namespace
-
-namespace {
 template <bool Wide>
 void run_all(const float* x, int64_t T, int64_t K, const uint8_t* w, const float* scale, int64_t N, float* y) {
   std::vector<float> x_up(x, x + T * K);
@@ -163,6 +160,7 @@ void run_all(const float* x, int64_t T, int64_t K, const uint8_t* w, const float
     tile_rows<4, 2, 4>(job, n0, n1, T);
   });
 }
+
 }  // namespace
 
 void fp8_linear_intwiden(bool avx512, const float* x, int64_t T, int64_t K, const uint8_t* w, const float* scale,
