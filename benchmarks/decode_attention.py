@@ -8,6 +8,8 @@ torch path (``single_decode`` at bs=1, the grouped SDPA calls at bs>1). Blocks a
 pool hands out; the torch path then reads a view, its best case) or scattered (it gathers a copy). Each case
 alternates the two over --rounds and keeps each side's best; the ratio is torch / kernel (> 1: the kernel is
 faster). It sets ONE_SEQUENCE_MAX_CONTEXT, the longest context the kernel takes for a lone fp32 sequence.
+``write_and_attend`` times the call that also writes the layer's new K/V rows against the two index_copy_ calls
+and the kernel call it replaces (ratio separate / fused).
 
     python benchmarks/decode_attention.py [--threads N] [--rounds 7]
 """
@@ -51,9 +53,9 @@ def _case(batch: int, context: int, scattered: bool, rounds: int, dtype_name: st
             return sdpa.single_decode(q, k, v, m, 0.125)
         return sdpa.SdpaAttention()._batched_decode(q, k, v, m, 0.125)
 
-    def kernel_path():      # the kernel itself, past ONE_SEQUENCE_MAX_CONTEXT too (q.float() of fp32: itself)
+    def kernel_path():      # the kernel itself, past ONE_SEQUENCE_MAX_CONTEXT too
         m = meta()
-        return kernel()[0].decode_attention(q.float(), k, v, m.table_tensor(q.device), m.kv_lens, 0.125).to(dtype)
+        return kernel()[0].decode_attention(q, k, v, m.table_tensor(q.device), m.kv_lens, 0.125)
 
     sides = {"kernel": kernel_path, "torch": torch_path}
     err = (sides["kernel"]().float() - sides["torch"]().float()).abs().max().item()
@@ -69,6 +71,54 @@ def _case(batch: int, context: int, scattered: bool, rounds: int, dtype_name: st
             "blocks": "scattered" if scattered else "consecutive",
             "kernel_us": best["kernel"] * 1e6, "torch_us": best["torch"] * 1e6,
             "torch_over_kernel_x": best["torch"] / best["kernel"], "max_abs_diff": err}
+
+
+WRITE_CONTEXTS = (64, 512, 2048)
+
+
+def _write_case(batch: int, context: int, rounds: int, dtype_name: str) -> dict:
+    """A decode layer's cache write and attention: one kernel call that writes the new rows first, against the
+    two index_copy_ calls the KV format made before it and the kernel call after them. Scattered blocks."""
+    import torch
+
+    from triage.reference_engine.layers.attention.base import AttentionMetadata
+    from triage.reference_engine.layers.kernels.decode_attention import kernel
+
+    per_seq = -(-context // BLOCK)
+    ids = list(range(batch * per_seq))
+    random.Random(0).shuffle(ids)
+    tables = [ids[i * per_seq:(i + 1) * per_seq] for i in range(batch)]
+    dtype = getattr(torch, dtype_name)
+    k = torch.randn(len(ids), BLOCK, KV_HEADS, HEAD_DIM).to(dtype)
+    v = torch.randn(len(ids), BLOCK, KV_HEADS, HEAD_DIM).to(dtype)
+    q = torch.randn(batch, HEADS, HEAD_DIM).to(dtype)
+    k_new, v_new = (torch.randn(batch, KV_HEADS, HEAD_DIM).to(dtype) for _ in range(2))
+    slots = torch.tensor([t[(context - 1) // BLOCK] * BLOCK + (context - 1) % BLOCK for t in tables])
+    meta = AttentionMetadata(q_starts=list(range(batch)), q_lens=[1] * batch, kv_lens=[context] * batch,
+                             block_tables=tables, block_size=BLOCK)
+    module, table = kernel()[0], meta.table_tensor(q.device)
+
+    def separate():
+        for cache, new in ((k, k_new), (v, v_new)):
+            cache.view(-1, KV_HEADS, HEAD_DIM).index_copy_(0, slots, new.to(cache.dtype))
+        return module.decode_attention(q, k, v, table, meta.kv_lens, 0.125)
+
+    def fused():
+        return module.decode_attention(q, k, v, table, meta.kv_lens, 0.125, k_new, v_new, slots)
+
+    sides = {"fused": fused, "separate": separate}
+    same = bool(torch.equal(separate(), fused()))
+    repeats = max(20, int(100_000 / context))
+    best = {name: float("inf") for name in sides}
+    for _ in range(rounds):
+        for name, fn in sides.items():
+            tic = time.perf_counter()
+            for _ in range(repeats):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - tic) / repeats)
+    return {"dtype": dtype_name, "batch": batch, "context": context, "fused_us": best["fused"] * 1e6,
+            "separate_us": best["separate"] * 1e6, "separate_over_fused_x": best["separate"] / best["fused"],
+            "identical_output": same}
 
 
 def main() -> None:
@@ -93,10 +143,21 @@ def main() -> None:
                           flush=True)
     summary = {f"{c['dtype']}_bs{c['batch']}_{c['blocks']}_ctx{c['context']}": round(c["torch_over_kernel_x"], 2)
                for c in cases}
+    write_cases = []
+    for dtype_name in ("float32", "bfloat16"):
+        for batch in (1, 8):
+            for context in WRITE_CONTEXTS:
+                c = _write_case(batch, context, args.rounds, dtype_name)
+                write_cases.append(c)
+                print(f"write+attend {dtype_name:8s} bs={batch} ctx={context:5d}: one call {c['fused_us']:7.1f} us, "
+                      f"index_copy_ x2 + call {c['separate_us']:7.1f} us, {c['separate_over_fused_x']:.2f}x", flush=True)
     write_result(args.out, NAME, {"host": host, "path": "fp32, or bf16, query and cache (the kernel computes in "
                                                         "fp32); torch_num_threads as in host",
                                   "one_sequence_max_context": ONE_SEQUENCE_MAX_CONTEXT, "cases": cases,
-                                  "summary": summary}, started)
+                                  "summary": summary, "write_and_attend": write_cases,
+                                  "write_and_attend_summary": {
+                                      f"{c['dtype']}_bs{c['batch']}_ctx{c['context']}":
+                                          round(c["separate_over_fused_x"], 2) for c in write_cases}}, started)
 
 
 if __name__ == "__main__":

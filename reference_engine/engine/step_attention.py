@@ -36,8 +36,8 @@ class PagedStep:
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: int, scale: float) -> torch.Tensor:
         k_cache, v_cache = self.kv_cache[layer, 0], self.kv_cache[layer, 1]
-        self.kv_format.write(k_cache, v_cache, self.slot_mapping, k, v)
-        return self.kv_format.attend(self.backend, q, k_cache, v_cache, self.meta, scale)
+        return self.kv_format.write_and_attend(self.backend, q, k, v, k_cache, v_cache, self.slot_mapping, self.meta,
+                                               scale)
 
 
 _running: list[PagedStep] = []

@@ -1,13 +1,13 @@
 """How the paged KV cache stores K and V: the one hook between the model and its cache.
 
-The model computes new K/V, hands them to its ``KvFormat`` (``write``), and lets the format give the
-attention backend something to read (``attend``). Backends themselves only ever see float caches of
+The model computes new K/V and hands them to its ``KvFormat`` (``write_and_attend``), which stores them and
+gives the attention backend something to read. Backends themselves only ever see float caches of
 shape ``[num_blocks, block_size, H_kv, d]``.
 
 - ``PlainKvFormat``: K/V stored as they are, in a float dtype (``kv_cache_dtype=auto|float32|...``).
 - ``Fp8KvFormat`` (``kv_cache_dtype=fp8`` / ``fp8_e4m3``): a uint8 cache whose (slot, head) rows
   hold ``d`` e4m3 bytes and their fp32 scale (quant/kv_fp8.py). ``write`` quantizes per (token, head);
-  ``attend`` dequantizes only the blocks the batch's block tables reference into a compact float
+  then it dequantizes only the blocks the batch's block tables reference into a compact float
   cache, renumbers the tables, and calls the unchanged backend. 1 byte + 4/d per value instead of 2
   or 4, at the cost of one dequantize of the live blocks per layer and step.
 """
@@ -44,8 +44,15 @@ class PlainKvFormat:
             flat = cache.view(-1, cache.shape[-2], cache.shape[-1])
             flat.index_copy_(0, slot_mapping, new.to(flat.dtype))
 
-    def attend(self, backend: AttentionBackend, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-               meta: AttentionMetadata, scale: float) -> torch.Tensor:
+    def write_and_attend(self, backend: AttentionBackend, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                         k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
+                         meta: AttentionMetadata, scale: float) -> torch.Tensor:
+        # A backend with a fused decode (SDPA's CPU kernel) writes and attends in one call where it applies.
+        fused = getattr(backend, "fused_decode", None)
+        out = fused(q, k_cache, v_cache, meta, scale, (k, v, slot_mapping)) if fused is not None else None
+        if out is not None:
+            return out
+        self.write(k_cache, v_cache, slot_mapping, k, v)
         return backend(q, k_cache, v_cache, meta, scale)
 
 
@@ -74,10 +81,12 @@ class Fp8KvFormat:
         for cache, new in ((k_cache, k), (v_cache, v)):
             cache.view(-1, cache.shape[-2], cache.shape[-1]).index_copy_(0, slot_mapping, self._codec.pack_kv(new))
 
-    def attend(self, backend: AttentionBackend, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-               meta: AttentionMetadata, scale: float) -> torch.Tensor:
-        k, v, live_meta = self.dequantize_live_blocks(k_cache, v_cache, meta, q.dtype)
-        return backend(q, k, v, live_meta, scale)
+    def write_and_attend(self, backend: AttentionBackend, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                         k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
+                         meta: AttentionMetadata, scale: float) -> torch.Tensor:
+        self.write(k_cache, v_cache, slot_mapping, k, v)
+        k_live, v_live, live_meta = self.dequantize_live_blocks(k_cache, v_cache, meta, q.dtype)
+        return backend(q, k_live, v_live, live_meta, scale)
 
     def dequantize_live_blocks(self, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
                                dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata]:

@@ -28,10 +28,9 @@ class SdpaAttention:
 
     def __call__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                  meta: AttentionMetadata, scale: float) -> torch.Tensor:
-        if q.shape[0] == meta.num_seqs and meta.is_all_decode:
-            out = decode_attention(q, k_cache, v_cache, meta, scale)
-            if out is not None:
-                return out
+        out = self.fused_decode(q, k_cache, v_cache, meta, scale)
+        if out is not None:
+            return out
         if meta.num_seqs == 1 and meta.q_lens[0] == 1:
             return single_decode(q, k_cache, v_cache, meta, scale)
         if meta.num_seqs > 1 and meta.is_all_decode:
@@ -50,6 +49,16 @@ class SdpaAttention:
                                                    attn_mask=mask, scale=scale, enable_gqa=True)
             out[s:s + n] = o[0].transpose(0, 1)
         return out
+
+    @staticmethod
+    def fused_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
+                     scale: float, new_kv: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+                     ) -> torch.Tensor | None:
+        """An all-decode batch in one C++ call, which first writes ``new_kv`` (k, v, slots) into the cache when
+        given; None, with nothing written, where the kernel does not apply."""
+        if q.shape[0] == meta.num_seqs and meta.is_all_decode:
+            return decode_attention(q, k_cache, v_cache, meta, scale, new_kv)
+        return None
 
     def _batched_decode(self, q, k_cache, v_cache, meta, scale):
         """Decodes grouped by context length, so that padding each group to its longest context wastes

@@ -5,12 +5,18 @@
 // an fp32: widening it is a 16-bit shift, exact); arithmetic is fp32. The scores of one query head are kept
 // whole (kv_len floats) and normalised with their maximum, as an exact softmax (e^x by a polynomial, exp8).
 //
+// A call may first write the batch's new K/V rows into their cache slots (k_new, v_new: [B, Hkv, d], converted to
+// the cache's dtype by torch's own conversion; slots: [B] int64), so that a decode layer's cache write and its
+// attention are one call from Python, not three.
+//
 // The same math in torch ops costs about a dozen dispatches a layer (gather, two batched matmuls, softmax,
 // layout changes), which at bs=1 take longer than the arithmetic; see layers/attention/sdpa.py.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace {
@@ -115,6 +121,45 @@ inline void softmax(float* s, int64_t n) {
   for (; p < n; ++p) s[p] *= 1.f / sum;
 }
 
+// o[j] = sum_t s[j * n + t] v[t] for the G heads j of a tile, 16 values of d at a time: each chunk of a V row is
+// loaded once and added into the G heads' sums (2G independent FMA chains).
+template <int G, typename T>
+void weighted_sum(const float* s, int64_t n, const T* const* vs, int64_t d, float* o) {
+  int64_t i = 0;
+  for (; i + 16 <= d; i += 16) {
+    __m256 a[G][2];
+    for (auto& row : a) row[0] = row[1] = _mm256_setzero_ps();
+    for (int64_t t = 0; t < n; ++t) {
+      const __m256 v0 = load8(vs[t] + i), v1 = load8(vs[t] + i + 8);
+      for (int j = 0; j < G; ++j) {
+        const __m256 sv = _mm256_set1_ps(s[j * n + t]);
+        a[j][0] = _mm256_fmadd_ps(sv, v0, a[j][0]);
+        a[j][1] = _mm256_fmadd_ps(sv, v1, a[j][1]);
+      }
+    }
+    for (int j = 0; j < G; ++j) {
+      _mm256_storeu_ps(o + j * d + i, a[j][0]);
+      _mm256_storeu_ps(o + j * d + i + 8, a[j][1]);
+    }
+  }
+  for (; i + 8 <= d; i += 8) {
+    __m256 a[G];
+    for (auto& x : a) x = _mm256_setzero_ps();
+    for (int64_t t = 0; t < n; ++t) {
+      const __m256 v0 = load8(vs[t] + i);
+      for (int j = 0; j < G; ++j) a[j] = _mm256_fmadd_ps(_mm256_set1_ps(s[j * n + t]), v0, a[j]);
+    }
+    for (int j = 0; j < G; ++j) _mm256_storeu_ps(o + j * d + i, a[j]);
+  }
+  for (; i < d; ++i) {
+    for (int j = 0; j < G; ++j) {
+      float a = 0.f;
+      for (int64_t t = 0; t < n; ++t) a += s[j * n + t] * widen(vs[t][i]);
+      o[j * d + i] = a;
+    }
+  }
+}
+
 template <typename T>
 void attend(const float* q, const T* kc, const T* vc, const int64_t* tables, int64_t table_width,
             const std::vector<int64_t>& kv_lens, int64_t block_size, int64_t hq, int64_t hkv, int64_t d, float scale,
@@ -137,40 +182,25 @@ void attend(const float* q, const T* kc, const T* vc, const int64_t* tables, int
         vs[p] = vc + slot;
       }
       scores.resize(g * n);
-      for (int64_t j = 0; j < g; ++j) {
-        float* s = scores.data() + j * n;
-        const float* qj = qb + j * d;
-        int64_t p = 0;
-        for (; p + 4 <= n; p += 4)
-          _mm_storeu_ps(s + p, _mm_mul_ps(_mm_set1_ps(scale), dot4(qj, ks[p], ks[p + 1], ks[p + 2], ks[p + 3], d)));
-        for (; p < n; ++p) s[p] = scale * dot(qj, ks[p], d);
-        softmax(s, n);
-        // out = sum_p s[p] v[p], 32 values of d at a time held in four registers across all positions
-        int64_t i = 0;
-        for (; i + 32 <= d; i += 32) {
-          __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-          for (int64_t t = 0; t < n; ++t) {
-            const __m256 sv = _mm256_set1_ps(s[t]);
-            const T* v = vs[t] + i;
-            a0 = _mm256_fmadd_ps(sv, load8(v), a0);
-            a1 = _mm256_fmadd_ps(sv, load8(v + 8), a1);
-            a2 = _mm256_fmadd_ps(sv, load8(v + 16), a2);
-            a3 = _mm256_fmadd_ps(sv, load8(v + 24), a3);
-          }
-          _mm256_storeu_ps(ob + j * d + i, a0);
-          _mm256_storeu_ps(ob + j * d + i + 8, a1);
-          _mm256_storeu_ps(ob + j * d + i + 16, a2);
-          _mm256_storeu_ps(ob + j * d + i + 24, a3);
-        }
-        for (; i + 8 <= d; i += 8) {
-          __m256 a = _mm256_setzero_ps();
-          for (int64_t t = 0; t < n; ++t) a = _mm256_fmadd_ps(_mm256_set1_ps(s[t]), load8(vs[t] + i), a);
-          _mm256_storeu_ps(ob + j * d + i, a);
-        }
-        for (; i < d; ++i) {
-          float a = 0.f;
-          for (int64_t t = 0; t < n; ++t) a += s[t] * widen(vs[t][i]);
-          ob[j * d + i] = a;
+      // The g query heads share this K/V head: each K row, and each chunk of a V row, is read from memory once for
+      // all of them (read once per head, the cache traffic was g times this, and a long context's K and V do not
+      // stay in L2 between heads).
+      int64_t p = 0;
+      for (; p + 4 <= n; p += 4)
+        for (int64_t j = 0; j < g; ++j)
+          _mm_storeu_ps(scores.data() + j * n + p,
+                        _mm_mul_ps(_mm_set1_ps(scale), dot4(qb + j * d, ks[p], ks[p + 1], ks[p + 2], ks[p + 3], d)));
+      for (; p < n; ++p)
+        for (int64_t j = 0; j < g; ++j) scores[j * n + p] = scale * dot(qb + j * d, ks[p], d);
+      for (int64_t j = 0; j < g; ++j) softmax(scores.data() + j * n, n);
+      for (int64_t j0 = 0; j0 < g; j0 += 4) {  // heads in tiles of up to four: their sums fit in registers
+        const float* s = scores.data() + j0 * n;
+        float* o = ob + j0 * d;
+        switch (std::min<int64_t>(4, g - j0)) {
+          case 1: weighted_sum<1>(s, n, vs.data(), d, o); break;
+          case 2: weighted_sum<2>(s, n, vs.data(), d, o); break;
+          case 3: weighted_sum<3>(s, n, vs.data(), d, o); break;
+          default: weighted_sum<4>(s, n, vs.data(), d, o);
         }
       }
     }
@@ -179,9 +209,27 @@ void attend(const float* q, const T* kc, const T* vc, const int64_t* tables, int
 
 }  // namespace
 
-torch::Tensor decode_attention(torch::Tensor q, torch::Tensor k_cache, torch::Tensor v_cache,
-                               torch::Tensor block_tables, std::vector<int64_t> kv_lens, double scale) {
-  TORCH_CHECK(q.dim() == 3 && q.scalar_type() == torch::kFloat32 && q.is_contiguous(), "q: contiguous fp32 [B, Hq, d]");
+namespace {
+
+// cache[slots[b]] <- rows[b] for every b, over a cache viewed as [slots, Hkv * d] (the slots checked already).
+void write_rows(torch::Tensor cache, const torch::Tensor& rows, const int64_t* slots) {
+  const torch::Tensor src = rows.to(cache.scalar_type()).contiguous();
+  const int64_t row_bytes = src.numel() / std::max<int64_t>(src.size(0), 1) * src.element_size();  // not stride(0): a
+  // tensor of one row counts as contiguous whatever that stride is
+  auto* dst = static_cast<char*>(cache.data_ptr());
+  const auto* from = static_cast<const char*>(src.data_ptr());
+  for (int64_t b = 0; b < src.size(0); ++b) std::memcpy(dst + slots[b] * row_bytes, from + b * row_bytes, row_bytes);
+}
+
+}  // namespace
+
+torch::Tensor decode_attention(torch::Tensor q_in, torch::Tensor k_cache, torch::Tensor v_cache,
+                               torch::Tensor block_tables, std::vector<int64_t> kv_lens, double scale,
+                               c10::optional<torch::Tensor> k_new, c10::optional<torch::Tensor> v_new,
+                               c10::optional<torch::Tensor> slots) {
+  TORCH_CHECK(q_in.dim() == 3 && (q_in.scalar_type() == torch::kFloat32 || q_in.scalar_type() == torch::kBFloat16),
+              "q: fp32 or bf16 [B, Hq, d]");
+  const torch::Tensor q = q_in.to(torch::kFloat32).contiguous();
   TORCH_CHECK(k_cache.dim() == 4 && k_cache.sizes() == v_cache.sizes() && k_cache.is_contiguous() &&
                   v_cache.is_contiguous() && k_cache.scalar_type() == v_cache.scalar_type(),
               "caches: contiguous [blocks, block_size, Hkv, d], K and V alike");
@@ -193,6 +241,20 @@ torch::Tensor decode_attention(torch::Tensor q, torch::Tensor k_cache, torch::Te
   TORCH_CHECK(static_cast<int64_t>(kv_lens.size()) == B && block_tables.size(0) == B, "one table and length a row");
   for (int64_t n : kv_lens)
     TORCH_CHECK(n >= 1 && n <= block_tables.size(1) * block_size, "kv_len outside the sequence's blocks");
+  TORCH_CHECK(k_new.has_value() == v_new.has_value() && k_new.has_value() == slots.has_value(),
+              "k_new, v_new and slots come together");
+  if (k_new.has_value()) {
+    const std::vector<int64_t> row_shape{B, hkv, d};
+    TORCH_CHECK(k_new->sizes() == row_shape && v_new->sizes() == row_shape, "k_new, v_new: [B, Hkv, d]");
+    TORCH_CHECK(slots->dim() == 1 && slots->size(0) == B && slots->scalar_type() == torch::kInt64 &&
+                    slots->is_contiguous(), "slots: contiguous int64 [B]");
+    const int64_t* slot = slots->data_ptr<int64_t>();
+    const int64_t num_slots = k_cache.size(0) * block_size;
+    for (int64_t b = 0; b < B; ++b)
+      TORCH_CHECK(slot[b] >= 0 && slot[b] < num_slots, "slot ", slot[b], " outside the cache's ", num_slots, " slots");
+    write_rows(k_cache, *k_new, slot);
+    write_rows(v_cache, *v_new, slot);
+  }
   auto out = torch::empty_like(q);
   const int64_t* tables = block_tables.data_ptr<int64_t>();
   if (k_cache.scalar_type() == torch::kFloat32) {
@@ -203,12 +265,14 @@ torch::Tensor decode_attention(torch::Tensor q, torch::Tensor k_cache, torch::Te
     attend(q.data_ptr<float>(), k_cache.data_ptr<at::BFloat16>(), v_cache.data_ptr<at::BFloat16>(), tables,
            block_tables.size(1), kv_lens, block_size, hq, hkv, d, static_cast<float>(scale), out.data_ptr<float>());
   }
-  return out;
+  return out.to(q_in.scalar_type());
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("decode_attention", &decode_attention,
-        "one query token per sequence against its paged K/V (fp32 or bf16 cache), fp32 softmax and sums",
+        "one query token per sequence against its paged K/V (fp32 or bf16 cache), fp32 softmax and sums; the "
+        "output in q's dtype. With k_new, v_new and slots, the new rows are written into the cache first",
         py::arg("q"), py::arg("k_cache"), py::arg("v_cache"), py::arg("block_tables"), py::arg("kv_lens"),
-        py::arg("scale"));
+        py::arg("scale"), py::arg("k_new") = py::none(), py::arg("v_new") = py::none(),
+        py::arg("slots") = py::none());
 }
