@@ -114,7 +114,7 @@ def _new_rows(meta: AttentionMetadata, hkv: int, d: int, dtype: torch.dtype, see
     """Each sequence's last position as its new token: (k, v, slots), as a decode step hands them over."""
     torch.manual_seed(seed)
     slots = torch.tensor([table[(n - 1) // meta.block_size] * meta.block_size + (n - 1) % meta.block_size
-                          for table, n in zip(meta.block_tables, meta.kv_lens)])
+                          for table, n in zip(meta.block_tables, meta.kv_lens, strict=True)])
     wide = torch.randn(meta.num_seqs, 2 * hkv, d).to(dtype)
     return wide[:, ::2], wide[:, 1::2], slots        # strided views, as a fused QKV projection's split gives
 
