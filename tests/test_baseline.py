@@ -97,6 +97,37 @@ def test_quantized_weights_are_smaller_and_their_error_is_reported(tiny_section)
     for d in (fp8, int4):          # each row names what ran
         assert d["kernel"] and d["isa"] and d["bytes_per_weight"] > 0 and isinstance(d["fell_back"], bool)
         assert d["path_reason"] and d["base_path"]["kernel"]
+        assert d["decode_rounds"] == TINY.quant_rounds
+
+
+def test_a_quantized_model_is_timed_in_alternation_with_the_base_and_the_medians_count(monkeypatch):
+    """On a shared host a burst that lands on one side's only run decides a single-run ratio; here the medians
+    of alternating runs drop the one slow run of each side, and the base model is put back even when a run fails."""
+    from triage.baseline import model_rows
+
+    class Runner:
+        model = None
+
+    engine = type("Engine", (), {"runner": Runner()})()
+    base, quant = object(), object()
+    seen, rates = [], iter([10.0, 30.0, 2.0, 33.0, 11.0, 3.0])     # base, quant, base, quant, base, quant
+
+    def fake_decode(eng, vocab, num_tokens):
+        seen.append(eng.runner.model)
+        return next(rates)
+
+    monkeypatch.setattr(model_rows, "_decode_tok_s", fake_decode)
+    assert model_rows._paired_decode_tok_s(engine, base, quant, 100, 4, rounds=3) == (10.0, 30.0)
+    assert seen == [base, quant] * 3 and engine.runner.model is base
+
+    def failing(eng, vocab, num_tokens):
+        raise RuntimeError("the decode produced fewer than two tokens")
+
+    monkeypatch.setattr(model_rows, "_decode_tok_s", failing)
+    engine.runner.model = quant
+    with pytest.raises(RuntimeError):
+        model_rows._paired_decode_tok_s(engine, base, quant, 100, 4, rounds=3)
+    assert engine.runner.model is base
 
 
 @pytest.mark.slow

@@ -53,6 +53,7 @@ class BaselineConfig:
     quant_group_size: int = 128
     quant_decode_tokens: int = 16
     quant_fp8_decode_tokens: int = 8
+    quant_rounds: int = 3                     # each quantized model timed this many times, alternating with the base
     quality_num_prompts: int = 8
     quality_prompt_tokens: int = 64
     # prefix caching

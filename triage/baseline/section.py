@@ -107,12 +107,14 @@ def _weights_table(ctx: Context) -> dict | None:
         lin = r.get("linear_compression")
         body.append([scheme, f"{r['weight_bytes'] / 2**20:,.1f} MiB", f"{b['weight_bytes'] / r['weight_bytes']:.2f}×",
                      "—" if lin is None else f"{lin:.2f}×",
-                     r["decode_tok_s"], f"{r['decode_tok_s'] / b['decode_tok_s']:.2f}×",
+                     r["decode_tok_s"], f"{r['decode_tok_s'] / r.get('base_decode_tok_s', b['decode_tok_s']):.2f}×",
                      None if e is None else round(e.max_abs, 4), None if e is None else round(e.mean_abs, 4),
                      None if e is None else f"{100 * e.top1_agreement_frac:.1f}%",
                      _path_cell(r)])
     std = next((r["error"].reference_logit_std for r in res.values() if r["error"] is not None), None)
-    notes = [f"logit errors are against the {base} model over {ctx.cfg.quality_num_prompts} prompt(s) × "
+    notes = [f"decode tok/s: the median of {ctx.cfg.quant_rounds} runs of each model, each quantized model timed in "
+             f"alternation with the {base} model; its speed is against those {base} runs",
+             f"logit errors are against the {base} model over {ctx.cfg.quality_num_prompts} prompt(s) × "
              f"{ctx.cfg.quality_prompt_tokens} positions (reference logit std {std:.3g})" if std else "",
              "on a CPU, fp8 and int4 run a kernel that keeps the weights packed and widens them in registers "
              "(chosen by measurement; where it cannot be built or is slower, the path says 'fell back' and why). "
