@@ -1,5 +1,6 @@
-"""Sizes of each ablation. ``quick`` fits in about a minute on a 2-core CPU with the `small` preset;
-``full`` uses the issue's sizes (1K-token shared prefix, 4K+ long context, more requests)."""
+"""Sizes of each ablation. ``quick`` takes about 80 s on a 2-core CPU with the `small` preset (about half of it
+the compile row's cold and warm compiles); ``full`` uses the issue's sizes (1K-token shared prefix, 4K+ long
+context, more requests)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace

@@ -14,7 +14,7 @@ from triage.engines.reference import REFERENCE
 from triage.probes.host import host_info
 
 BASELINE_OPTIONS: OptionSpec = {
-    "quick": (bool, typer.Option(None, "--quick", help="Small sizes: about a minute on a 2-core CPU.")),
+    "quick": (bool, typer.Option(None, "--quick", help="Small sizes: about 80 s on a 2-core CPU, half of it the compile row.")),
     "model": (str, typer.Option(None, "--model", "-m", envvar="TRIAGE_BASELINE_MODEL",
                                 help="A reference-engine preset (tiny, small) or a local HF model directory.")),
     "device": (str, typer.Option(None, "--device", help="cpu or cuda.")),
