@@ -25,6 +25,18 @@ HEADS, KV_HEADS, HEAD_DIM, BLOCK = 12, 4, 64, 16
 CONTEXTS = (64, 256, 512, 1024, 1536, 2048, 4096)
 
 
+def _best_seconds(sides: dict, rounds: int, repeats: int) -> dict[str, float]:
+    """Each side's best seconds a call over ``rounds``, the sides alternating within a round."""
+    best = {name: float("inf") for name in sides}
+    for _ in range(rounds):
+        for name, fn in sides.items():
+            tic = time.perf_counter()
+            for _ in range(repeats):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - tic) / repeats)
+    return best
+
+
 def _case(batch: int, context: int, scattered: bool, rounds: int, dtype_name: str) -> dict:
     import torch
 
@@ -59,14 +71,7 @@ def _case(batch: int, context: int, scattered: bool, rounds: int, dtype_name: st
 
     sides = {"kernel": kernel_path, "torch": torch_path}
     err = (sides["kernel"]().float() - sides["torch"]().float()).abs().max().item()
-    repeats = max(3, int(20_000 / context))
-    best = {name: float("inf") for name in sides}
-    for _ in range(rounds):
-        for name, fn in sides.items():
-            tic = time.perf_counter()
-            for _ in range(repeats):
-                fn()
-            best[name] = min(best[name], (time.perf_counter() - tic) / repeats)
+    best = _best_seconds(sides, rounds, repeats=max(3, int(20_000 / context)))
     return {"dtype": dtype_name, "batch": batch, "context": context,
             "blocks": "scattered" if scattered else "consecutive",
             "kernel_us": best["kernel"] * 1e6, "torch_us": best["torch"] * 1e6,
@@ -108,14 +113,7 @@ def _write_case(batch: int, context: int, rounds: int, dtype_name: str) -> dict:
 
     sides = {"fused": fused, "separate": separate}
     same = bool(torch.equal(separate(), fused()))
-    repeats = max(20, int(100_000 / context))
-    best = {name: float("inf") for name in sides}
-    for _ in range(rounds):
-        for name, fn in sides.items():
-            tic = time.perf_counter()
-            for _ in range(repeats):
-                fn()
-            best[name] = min(best[name], (time.perf_counter() - tic) / repeats)
+    best = _best_seconds(sides, rounds, repeats=max(20, int(100_000 / context)))
     return {"dtype": dtype_name, "batch": batch, "context": context, "fused_us": best["fused"] * 1e6,
             "separate_us": best["separate"] * 1e6, "separate_over_fused_x": best["separate"] / best["fused"],
             "identical_output": same}
