@@ -5,8 +5,9 @@ At bs=1 a decode layer's attention in torch ops is about a dozen dispatches (gat
 two batched matmuls, softmax, layout changes) for a few microseconds of arithmetic; the kernel reads the
 blocks where they lie, through the block table, and writes the layer's new K/V rows into the cache in the same
 call. It takes an fp32 or bf16 query (a bf16 one is widened to fp32 first and the output narrowed back: the
-arithmetic is fp32) and an fp32 or bf16 cache (an FP8 cache is dequantized first, by its KvFormat). A lone fp32 sequence longer than ONE_SEQUENCE_MAX_CONTEXT, anything else,
-or a host where the kernel cannot be built keeps the torch path.
+arithmetic is fp32) and an fp32 or bf16 cache (an FP8 cache is dequantized first, by its KvFormat). A lone fp32
+sequence longer than ONE_SEQUENCE_MAX_CONTEXT, anything else, or a host where the kernel cannot be built keeps the
+torch path.
 """
 from __future__ import annotations
 

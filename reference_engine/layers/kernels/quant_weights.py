@@ -16,8 +16,9 @@ e4m3 with integer instructions only (ISA names avx2_intwiden and avx512_intwiden
 conversion, not the memory, limits the F16C bodies.
 ``choose_isa`` times every body the CPU can run for the scheme (ISA_NAMES) and keeps the fastest;
 ``TRIAGE_QUANT_ISA`` narrows the choice to a comma-separated list or forces one (e.g. ``avx2`` to measure the
-fp32 AVX2 path on an AVX-512 CPU, ``avx2,avx2_intwiden,avx2_w4a8`` to choose as an AVX2-only CPU would). ``pack_into_arena``
-puts a model's packed weights in one buffer in call order, so a decode step reads one stream. Whether a model uses the kernel at all is measured as well
+fp32 AVX2 path on an AVX-512 CPU, ``avx2,avx2_intwiden,avx2_w4a8`` to choose as an AVX2-only CPU would).
+``pack_into_arena`` puts a model's packed weights in one buffer in call order, so a decode step reads one stream.
+Whether a model uses the kernel at all is measured as well
 (``choose_cpu_kernel``, the counterpart of weight_storage=auto): one decode-shaped matmul against the
 path the layer would otherwise take; where the kernel cannot be built or is slower, the old path stays and
 the reason is recorded (QuantSummary.kernel, and each baseline ``weights-*`` row).
